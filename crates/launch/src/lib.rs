@@ -1,0 +1,1 @@
+//! Coordinator and spawners behind pontoon run

@@ -1,0 +1,1 @@
+//! Address classes, interface discovery, connection strings and candidate paths

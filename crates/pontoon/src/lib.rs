@@ -1,0 +1,1 @@
+//! MPI-like message passing across clusters: the Rust API

@@ -1,0 +1,313 @@
+//! Handshake state machines: who is at the other end of a fresh connection?
+//!
+//! ```text
+//! initiator                         acceptor
+//!   HELLO(job, me, believed peer, n_i) ->
+//!                                  <- ACK(status, job, me, you, n_a, echo n_i)
+//!   CONFIRM(echo n_a)              ->   (data may follow CONFIRM directly)
+//! ```
+//! Every frame is MAC'd with the job secret. The acceptor refuses a wrong job, a
+//! wrong secret or a HELLO meant for another rank, so a duplicated private address
+//! can never join two wrong processes. The echoed nonces stop replays in both
+//! directions: the ACK proves freshness to the initiator, the CONFIRM to the acceptor.
+
+use crate::wire::handshake::{
+    mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, FRAME_LEN, VERSION,
+};
+use crate::Rank;
+
+/// Identity of this process, shared by every handshake it runs.
+#[derive(Clone)]
+pub struct Identity {
+    pub job_id: [u8; 16],
+    pub secret: [u8; 32],
+    pub rank: Rank,
+    pub size: u32,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret.
+        write!(f, "Identity {{ rank: {}, size: {} }}", self.rank, self.size)
+    }
+}
+
+/// Why a handshake failed, as recorded for `pontoon doctor` and error messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("not a pontoon peer: {0}")]
+    Malformed(#[from] crate::wire::WireError),
+    #[error("peer speaks protocol version {0}, this build speaks {VERSION}")]
+    Version(u16),
+    #[error("reached a process of another job")]
+    WrongJob,
+    #[error("reached rank {reached} instead of rank {wanted}")]
+    WrongRank { wanted: Rank, reached: Rank },
+    #[error("authentication failed: the peer does not hold this job's secret")]
+    BadMac,
+    #[error("refused by peer: {0:?}")]
+    Refused(HandshakeStatus),
+    #[error("unexpected handshake message {0:?}")]
+    Unexpected(HandshakeKind),
+    #[error("peer rank {0} is out of range")]
+    RankRange(Rank),
+}
+
+fn check_mac(id: &Identity, f: &HandshakeFrame<&[u8]>) -> bool {
+    mac_eq(&f.mac(), &mac(&id.secret, f.transcript()))
+}
+
+pub struct Initiator {
+    id: Identity,
+    target: Rank,
+    nonce: [u8; 16],
+}
+
+impl Initiator {
+    /// Starts a handshake towards `target`; returns the HELLO to send.
+    pub fn new(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
+        let hello = HandshakeRepr {
+            version: VERSION,
+            kind: HandshakeKind::Hello,
+            status: HandshakeStatus::Accepted,
+            job_id: id.job_id,
+            src: id.rank,
+            dst: target,
+            nonce,
+            peer_nonce: [0; 16],
+        }
+        .emit(&id.secret);
+        (Initiator { id, target, nonce }, hello)
+    }
+
+    pub fn target(&self) -> Rank {
+        self.target
+    }
+
+    /// Judges the ACK. On success returns the CONFIRM to send; the connection is then
+    /// established towards `target`.
+    pub fn handle_ack(&self, bytes: &[u8]) -> Result<[u8; FRAME_LEN], HandshakeError> {
+        let f = HandshakeFrame::new_checked(bytes)?;
+        let r = HandshakeRepr::parse(&f);
+        if r.version != VERSION {
+            return Err(HandshakeError::Version(r.version));
+        }
+        if r.kind != HandshakeKind::Ack {
+            return Err(HandshakeError::Unexpected(r.kind));
+        }
+        if r.job_id != self.id.job_id {
+            return Err(HandshakeError::WrongJob);
+        }
+        if !check_mac(&self.id, &f) {
+            return Err(HandshakeError::BadMac);
+        }
+        if r.status != HandshakeStatus::Accepted {
+            return Err(match r.status {
+                HandshakeStatus::WrongRank => HandshakeError::WrongRank { wanted: self.target, reached: r.src },
+                s => HandshakeError::Refused(s),
+            });
+        }
+        if r.src != self.target {
+            return Err(HandshakeError::WrongRank { wanted: self.target, reached: r.src });
+        }
+        if r.dst != self.id.rank || r.peer_nonce != self.nonce {
+            return Err(HandshakeError::BadMac);
+        }
+        Ok(HandshakeRepr {
+            version: VERSION,
+            kind: HandshakeKind::Confirm,
+            status: HandshakeStatus::Accepted,
+            job_id: self.id.job_id,
+            src: self.id.rank,
+            dst: self.target,
+            nonce: self.nonce,
+            peer_nonce: r.nonce,
+        }
+        .emit(&self.id.secret))
+    }
+}
+
+/// What the acceptor concluded from a HELLO.
+#[derive(Debug)]
+pub struct HelloVerdict {
+    /// Always sent back, also on refusal, so that the initiator can record why.
+    pub ack: [u8; FRAME_LEN],
+    pub result: Result<Acceptor, HandshakeError>,
+}
+
+/// An acceptor that has accepted a HELLO and waits for the CONFIRM.
+#[derive(Debug)]
+pub struct Acceptor {
+    peer: Rank,
+    secret: [u8; 32],
+    job_id: [u8; 16],
+    my_rank: Rank,
+    nonce: [u8; 16],
+}
+
+/// Judges a HELLO. `simultaneous` tells whether this process is itself connecting to the
+/// sender right now; see [`keep_incoming`].
+pub fn accept_hello(id: &Identity, bytes: &[u8], nonce: [u8; 16], simultaneous: impl Fn(Rank) -> bool) -> HelloVerdict {
+    let refuse = |status: HandshakeStatus, peer_rank: u32, peer_nonce: [u8; 16], err: HandshakeError| {
+        let ack = HandshakeRepr {
+            version: VERSION,
+            kind: HandshakeKind::Ack,
+            status,
+            job_id: id.job_id,
+            src: id.rank,
+            dst: peer_rank,
+            nonce,
+            peer_nonce,
+        }
+        .emit(&id.secret);
+        HelloVerdict { ack, result: Err(err) }
+    };
+    let f = match HandshakeFrame::new_checked(bytes) {
+        Ok(f) => f,
+        Err(e) => return refuse(HandshakeStatus::BadMac, u32::MAX, [0; 16], e.into()),
+    };
+    let r = HandshakeRepr::parse(&f);
+    if r.version != VERSION {
+        return refuse(HandshakeStatus::Version, r.src, r.nonce, HandshakeError::Version(r.version));
+    }
+    if r.kind != HandshakeKind::Hello {
+        return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::Unexpected(r.kind));
+    }
+    if r.job_id != id.job_id {
+        return refuse(HandshakeStatus::WrongJob, r.src, r.nonce, HandshakeError::WrongJob);
+    }
+    if !check_mac(id, &f) {
+        return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::BadMac);
+    }
+    if r.dst != id.rank {
+        let err = HandshakeError::WrongRank { wanted: r.dst, reached: id.rank };
+        return refuse(HandshakeStatus::WrongRank, r.src, r.nonce, err);
+    }
+    if r.src >= id.size || r.src == id.rank {
+        return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::RankRange(r.src));
+    }
+    if simultaneous(r.src) && !keep_incoming(id.rank, r.src) {
+        let err = HandshakeError::Refused(HandshakeStatus::Simultaneous);
+        return refuse(HandshakeStatus::Simultaneous, r.src, r.nonce, err);
+    }
+    let ack = HandshakeRepr {
+        version: VERSION,
+        kind: HandshakeKind::Ack,
+        status: HandshakeStatus::Accepted,
+        job_id: id.job_id,
+        src: id.rank,
+        dst: r.src,
+        nonce,
+        peer_nonce: r.nonce,
+    }
+    .emit(&id.secret);
+    HelloVerdict {
+        ack,
+        result: Ok(Acceptor { peer: r.src, secret: id.secret, job_id: id.job_id, my_rank: id.rank, nonce }),
+    }
+}
+
+impl Acceptor {
+    pub fn peer(&self) -> Rank {
+        self.peer
+    }
+
+    /// Judges the CONFIRM; on success the connection is established with `peer()`.
+    pub fn handle_confirm(&self, bytes: &[u8]) -> Result<Rank, HandshakeError> {
+        let f = HandshakeFrame::new_checked(bytes)?;
+        let r = HandshakeRepr::parse(&f);
+        if r.kind != HandshakeKind::Confirm {
+            return Err(HandshakeError::Unexpected(r.kind));
+        }
+        if r.job_id != self.job_id {
+            return Err(HandshakeError::WrongJob);
+        }
+        if !mac_eq(&f.mac(), &mac(&self.secret, f.transcript())) {
+            return Err(HandshakeError::BadMac);
+        }
+        if r.src != self.peer || r.dst != self.my_rank || r.peer_nonce != self.nonce {
+            return Err(HandshakeError::BadMac);
+        }
+        Ok(self.peer)
+    }
+}
+
+/// Simultaneous connects: when both ranks connect to each other at once, the
+/// connection started by the lower rank is kept on both sides. Returns whether an
+/// incoming connection from `peer` is kept while our own attempt towards it is pending.
+pub fn keep_incoming(my_rank: Rank, peer: Rank) -> bool {
+    peer < my_rank
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(rank: Rank) -> Identity {
+        Identity { job_id: [9; 16], secret: [3; 32], rank, size: 4 }
+    }
+
+    #[test]
+    fn full_handshake_establishes_both_ends() {
+        let (ini, hello) = Initiator::new(id(1), 2, [1; 16]);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let acc = v.result.unwrap();
+        assert_eq!(acc.peer(), 1);
+        let confirm = ini.handle_ack(&v.ack).unwrap();
+        assert_eq!(acc.handle_confirm(&confirm).unwrap(), 1);
+    }
+
+    #[test]
+    fn wrong_secret_is_refused_both_ways() {
+        let mut bad = id(1);
+        bad.secret = [4; 32];
+        let (ini, hello) = Initiator::new(bad, 2, [1; 16]);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        assert_eq!(v.result.unwrap_err(), HandshakeError::BadMac);
+        // The refusal is MAC'd with the real secret, which the impostor cannot check.
+        assert_eq!(ini.handle_ack(&v.ack).unwrap_err(), HandshakeError::BadMac);
+    }
+
+    #[test]
+    fn wrong_job_and_wrong_rank_are_named() {
+        let mut other = id(1);
+        other.job_id = [8; 16];
+        let (_, hello) = Initiator::new(other, 2, [1; 16]);
+        assert_eq!(accept_hello(&id(2), &hello, [2; 16], |_| false).result.unwrap_err(), HandshakeError::WrongJob);
+
+        // Rank 1 believes it reached rank 3, but the address belongs to rank 2.
+        let (ini, hello) = Initiator::new(id(1), 3, [1; 16]);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        assert!(v.result.is_err());
+        assert_eq!(ini.handle_ack(&v.ack).unwrap_err(), HandshakeError::WrongRank { wanted: 3, reached: 2 });
+    }
+
+    #[test]
+    fn replayed_confirm_is_refused() {
+        let (ini, hello) = Initiator::new(id(1), 2, [1; 16]);
+        let v1 = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let confirm = ini.handle_ack(&v1.ack).unwrap();
+        // A second acceptance of the same HELLO uses a fresh nonce: the old CONFIRM does not fit.
+        let v2 = accept_hello(&id(2), &hello, [5; 16], |_| false);
+        assert_eq!(v2.result.unwrap().handle_confirm(&confirm).unwrap_err(), HandshakeError::BadMac);
+    }
+
+    #[test]
+    fn simultaneous_connect_keeps_the_lower_ranks_connection() {
+        // 1 -> 2 and 2 -> 1 at once: rank 2 keeps the incoming one from 1, rank 1 refuses 2's.
+        let (_, hello_from_1) = Initiator::new(id(1), 2, [1; 16]);
+        assert!(accept_hello(&id(2), &hello_from_1, [2; 16], |_| true).result.is_ok());
+        let (ini2, hello_from_2) = Initiator::new(id(2), 1, [3; 16]);
+        let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| true);
+        assert_eq!(v.result.unwrap_err(), HandshakeError::Refused(HandshakeStatus::Simultaneous));
+        assert_eq!(ini2.handle_ack(&v.ack).unwrap_err(), HandshakeError::Refused(HandshakeStatus::Simultaneous));
+    }
+
+    #[test]
+    fn garbage_hello_is_refused_without_panic() {
+        for len in [0, 4, 95, 96, 200] {
+            let v = accept_hello(&id(0), &vec![0xAB; len], [0; 16], |_| false);
+            assert!(v.result.is_err());
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Data frames exchanged on an established lane.
+//!
+//! ```text
+//! prefix (8 bytes, every kind)
+//!   0  u8   kind
+//!   1  u8   flags (must be 0 in version 1)
+//!   2  u16  reserved (0)
+//!   4  u32  payload length: bytes that follow the header in this frame
+//! body (fixed size per kind)
+//!   MATCH 24: ctx u32, src u32, tag i32, seq u32, msg_len u64         payload = whole message
+//!   RTS   32: ctx u32, src u32, tag i32, seq u32, msg_len u64, send_id u64   no payload
+//!   CTS   24: send_id u64, recv_id u64, accept_len u64                  no payload
+//!   FRAG  16: recv_id u64, offset u64                                   payload = a chunk
+//!   FIN    8: send_id u64                                               no payload
+//!   BYE    0:                                                           no payload
+//! ```
+//! The stream reader learns the header size from the kind byte, then the payload
+//! size from the prefix, so the payload can be read straight into its destination.
+
+use super::{get_u32, get_u64, put_u32, put_u64, WireError};
+
+pub const PREFIX_LEN: usize = 8;
+/// Largest header of any kind; a reader that has this many bytes can always decide.
+pub const MAX_HEADER_LEN: usize = PREFIX_LEN + 32;
+/// Largest payload a single frame may declare (FRAG chunks and eager messages stay far below).
+pub const MAX_FRAME_PAYLOAD: u32 = 1 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Match = 1,
+    Rts = 2,
+    Cts = 3,
+    Frag = 4,
+    Fin = 5,
+    Bye = 6,
+}
+
+impl Kind {
+    pub fn from_u8(v: u8) -> Result<Kind, WireError> {
+        Ok(match v {
+            1 => Kind::Match,
+            2 => Kind::Rts,
+            3 => Kind::Cts,
+            4 => Kind::Frag,
+            5 => Kind::Fin,
+            6 => Kind::Bye,
+            other => return Err(WireError::UnknownKind(other)),
+        })
+    }
+    pub const fn body_len(self) -> usize {
+        match self {
+            Kind::Match => 24,
+            Kind::Rts => 32,
+            Kind::Cts => 24,
+            Kind::Frag => 16,
+            Kind::Fin => 8,
+            Kind::Bye => 0,
+        }
+    }
+    pub const fn header_len(self) -> usize {
+        PREFIX_LEN + self.body_len()
+    }
+    const fn carries_payload(self) -> bool {
+        matches!(self, Kind::Match | Kind::Frag)
+    }
+}
+
+/// Checked zero-copy view of a data frame header (prefix + body, without payload).
+#[derive(Debug, Clone, Copy)]
+pub struct DataHeader<T: AsRef<[u8]>> {
+    buffer: T,
+    kind: Kind,
+}
+
+impl<T: AsRef<[u8]>> DataHeader<T> {
+    /// Checks kind, reserved fields, sizes and the payload rules of the kind.
+    /// `buffer` may be longer than the header (e.g. a whole receive buffer).
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let b = buffer.as_ref();
+        if b.len() < PREFIX_LEN {
+            return Err(WireError::Truncated { need: PREFIX_LEN, have: b.len() });
+        }
+        let kind = Kind::from_u8(b[0])?;
+        if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+            return Err(WireError::Reserved);
+        }
+        let need = kind.header_len();
+        if b.len() < need {
+            return Err(WireError::Truncated { need, have: b.len() });
+        }
+        let payload = get_u32(b, 4);
+        if payload > MAX_FRAME_PAYLOAD {
+            return Err(WireError::Field("payload_len"));
+        }
+        if !kind.carries_payload() && payload != 0 {
+            return Err(WireError::Field("payload_len"));
+        }
+        if kind == Kind::Match && u64::from(payload) != get_u64(b, PREFIX_LEN + 16) {
+            return Err(WireError::Field("msg_len"));
+        }
+        Ok(DataHeader { buffer, kind })
+    }
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+    pub fn header_len(&self) -> usize {
+        self.kind.header_len()
+    }
+    pub fn payload_len(&self) -> u32 {
+        get_u32(self.buffer.as_ref(), 4)
+    }
+    fn body_u32(&self, at: usize) -> u32 {
+        get_u32(self.buffer.as_ref(), PREFIX_LEN + at)
+    }
+    fn body_u64(&self, at: usize) -> u64 {
+        get_u64(self.buffer.as_ref(), PREFIX_LEN + at)
+    }
+}
+
+/// Envelope of a MATCH or RTS: what the matching engine looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope {
+    pub ctx: u32,
+    pub src: u32,
+    pub tag: i32,
+    pub seq: u32,
+    pub msg_len: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataRepr {
+    Match { env: Envelope },
+    Rts { env: Envelope, send_id: u64 },
+    Cts { send_id: u64, recv_id: u64, accept_len: u64 },
+    Frag { recv_id: u64, offset: u64, len: u32 },
+    Fin { send_id: u64 },
+    Bye,
+}
+
+impl DataRepr {
+    pub fn parse<T: AsRef<[u8]>>(h: &DataHeader<T>) -> DataRepr {
+        let env = || Envelope {
+            ctx: h.body_u32(0),
+            src: h.body_u32(4),
+            tag: h.body_u32(8) as i32,
+            seq: h.body_u32(12),
+            msg_len: h.body_u64(16),
+        };
+        match h.kind {
+            Kind::Match => DataRepr::Match { env: env() },
+            Kind::Rts => DataRepr::Rts { env: env(), send_id: h.body_u64(24) },
+            Kind::Cts => DataRepr::Cts {
+                send_id: h.body_u64(0),
+                recv_id: h.body_u64(8),
+                accept_len: h.body_u64(16),
+            },
+            Kind::Frag => DataRepr::Frag {
+                recv_id: h.body_u64(0),
+                offset: h.body_u64(8),
+                len: h.payload_len(),
+            },
+            Kind::Fin => DataRepr::Fin { send_id: h.body_u64(0) },
+            Kind::Bye => DataRepr::Bye,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            DataRepr::Match { .. } => Kind::Match,
+            DataRepr::Rts { .. } => Kind::Rts,
+            DataRepr::Cts { .. } => Kind::Cts,
+            DataRepr::Frag { .. } => Kind::Frag,
+            DataRepr::Fin { .. } => Kind::Fin,
+            DataRepr::Bye => Kind::Bye,
+        }
+    }
+
+    pub fn header_len(&self) -> usize {
+        self.kind().header_len()
+    }
+
+    /// Payload bytes that follow this header.
+    pub fn payload_len(&self) -> u32 {
+        match self {
+            // An eager message's length always fits: the engine only sends eager below the lane limit.
+            DataRepr::Match { env } => env.msg_len as u32,
+            DataRepr::Frag { len, .. } => *len,
+            _ => 0,
+        }
+    }
+
+    /// Writes the header into `out` (at least `header_len()` bytes) and returns its length.
+    pub fn emit(&self, out: &mut [u8]) -> usize {
+        let n = self.header_len();
+        let out = &mut out[..n];
+        out[0] = self.kind() as u8;
+        out[1] = 0;
+        out[2] = 0;
+        out[3] = 0;
+        put_u32(out, 4, self.payload_len());
+        let body = &mut out[PREFIX_LEN..];
+        let put_env = |body: &mut [u8], e: &Envelope| {
+            put_u32(body, 0, e.ctx);
+            put_u32(body, 4, e.src);
+            put_u32(body, 8, e.tag as u32);
+            put_u32(body, 12, e.seq);
+            put_u64(body, 16, e.msg_len);
+        };
+        match self {
+            DataRepr::Match { env } => put_env(body, env),
+            DataRepr::Rts { env, send_id } => {
+                put_env(body, env);
+                put_u64(body, 24, *send_id);
+            }
+            DataRepr::Cts { send_id, recv_id, accept_len } => {
+                put_u64(body, 0, *send_id);
+                put_u64(body, 8, *recv_id);
+                put_u64(body, 16, *accept_len);
+            }
+            DataRepr::Frag { recv_id, offset, .. } => {
+                put_u64(body, 0, *recv_id);
+                put_u64(body, 8, *offset);
+            }
+            DataRepr::Fin { send_id } => put_u64(body, 0, *send_id),
+            DataRepr::Bye => {}
+        }
+        n
+    }
+}
+
+/// A header ready to be written, stored inline so that queuing it never allocates.
+#[derive(Clone, Copy)]
+pub struct HeaderBytes {
+    bytes: [u8; MAX_HEADER_LEN],
+    len: u8,
+}
+
+impl HeaderBytes {
+    pub fn new(repr: &DataRepr) -> HeaderBytes {
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let len = repr.emit(&mut bytes) as u8;
+        HeaderBytes { bytes, len }
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for HeaderBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match DataHeader::new_checked(self.as_slice()) {
+            Ok(h) => write!(f, "{:?}", DataRepr::parse(&h)),
+            Err(e) => write!(f, "<bad header: {e}>"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_env() -> impl Strategy<Value = Envelope> {
+        (any::<u32>(), any::<u32>(), any::<i32>(), any::<u32>(), 0u64..(1 << 20))
+            .prop_map(|(ctx, src, tag, seq, msg_len)| Envelope { ctx, src, tag, seq, msg_len })
+    }
+
+    fn arb_repr() -> impl Strategy<Value = DataRepr> {
+        prop_oneof![
+            arb_env().prop_map(|env| DataRepr::Match { env }),
+            (arb_env(), any::<u64>()).prop_map(|(env, send_id)| DataRepr::Rts { env, send_id }),
+            (any::<u64>(), any::<u64>(), any::<u64>())
+                .prop_map(|(send_id, recv_id, accept_len)| DataRepr::Cts { send_id, recv_id, accept_len }),
+            (any::<u64>(), any::<u64>(), 0..MAX_FRAME_PAYLOAD)
+                .prop_map(|(recv_id, offset, len)| DataRepr::Frag { recv_id, offset, len }),
+            any::<u64>().prop_map(|send_id| DataRepr::Fin { send_id }),
+            Just(DataRepr::Bye),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse_round_trips(repr in arb_repr()) {
+            let h = HeaderBytes::new(&repr);
+            let view = DataHeader::new_checked(h.as_slice()).unwrap();
+            prop_assert_eq!(view.header_len(), repr.header_len());
+            prop_assert_eq!(view.payload_len(), repr.payload_len());
+            prop_assert_eq!(DataRepr::parse(&view), repr);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(h) = DataHeader::new_checked(&bytes[..]) {
+                let _ = DataRepr::parse(&h);
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_truncated_unknown_and_reserved() {
+        let h = HeaderBytes::new(&DataRepr::Fin { send_id: 7 });
+        let b = h.as_slice();
+        assert!(matches!(DataHeader::new_checked(&b[..b.len() - 1]), Err(WireError::Truncated { .. })));
+        let mut bad = b.to_vec();
+        bad[0] = 99;
+        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::UnknownKind(99));
+        let mut bad = b.to_vec();
+        bad[1] = 1;
+        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::Reserved);
+        let mut bad = b.to_vec();
+        bad[4] = 1; // a FIN must not carry payload
+        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::Field("payload_len"));
+    }
+
+    #[test]
+    fn match_payload_must_equal_message_length() {
+        let env = Envelope { ctx: 0, src: 1, tag: 2, seq: 3, msg_len: 8 };
+        let mut b = HeaderBytes::new(&DataRepr::Match { env }).as_slice().to_vec();
+        b[4] = 9;
+        assert_eq!(DataHeader::new_checked(&b[..]).unwrap_err(), WireError::Field("msg_len"));
+    }
+}

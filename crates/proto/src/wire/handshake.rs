@@ -1,0 +1,184 @@
+//! The connection handshake frame (one fixed layout for HELLO, ACK and CONFIRM).
+//!
+//! ```text
+//!  0 [4]  magic "PNTN"
+//!  4 u16  protocol version
+//!  6 u8   kind: 1 HELLO, 2 ACK, 3 CONFIRM
+//!  7 u8   status (ACK only; 0 = accepted, see `HandshakeStatus`)
+//!  8 [16] job id
+//! 24 u32  sender's rank
+//! 28 u32  rank the sender believes is at the other end
+//! 32 [16] sender's fresh nonce
+//! 48 [16] the other side's nonce, echoed (zero in HELLO)
+//! 64 [32] MAC: blake3 keyed with the job secret over bytes 0..64
+//! ```
+
+use super::{get_u16, get_u32, put_u16, put_u32, WireError};
+
+pub const MAGIC: [u8; 4] = *b"PNTN";
+pub const VERSION: u16 = 1;
+pub const FRAME_LEN: usize = 96;
+const MAC_AT: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum HandshakeKind {
+    Hello = 1,
+    Ack = 2,
+    Confirm = 3,
+}
+
+/// Verdict of the acceptor, carried in the ACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum HandshakeStatus {
+    Accepted = 0,
+    WrongJob = 1,
+    WrongRank = 2,
+    BadMac = 3,
+    /// Both ranks connected at once; the connection started by the lower rank is kept.
+    Simultaneous = 4,
+    Version = 5,
+}
+
+impl HandshakeStatus {
+    fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            0 => Self::Accepted,
+            1 => Self::WrongJob,
+            2 => Self::WrongRank,
+            3 => Self::BadMac,
+            4 => Self::Simultaneous,
+            5 => Self::Version,
+            _ => return Err(WireError::Field("status")),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct HandshakeFrame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> HandshakeFrame<T> {
+    /// Checks length, magic, kind and status. The version is returned in the repr and
+    /// judged by the state machine (an acceptor answers an unknown version with `Version`).
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let b = buffer.as_ref();
+        if b.len() < FRAME_LEN {
+            return Err(WireError::Truncated { need: FRAME_LEN, have: b.len() });
+        }
+        if b[0..4] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if !(1..=3).contains(&b[6]) {
+            return Err(WireError::UnknownKind(b[6]));
+        }
+        HandshakeStatus::from_u8(b[7])?;
+        Ok(HandshakeFrame { buffer })
+    }
+    /// The bytes the MAC covers.
+    pub fn transcript(&self) -> &[u8] {
+        &self.buffer.as_ref()[..MAC_AT]
+    }
+    pub fn mac(&self) -> [u8; 32] {
+        let mut m = [0u8; 32];
+        m.copy_from_slice(&self.buffer.as_ref()[MAC_AT..MAC_AT + 32]);
+        m
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandshakeRepr {
+    pub version: u16,
+    pub kind: HandshakeKind,
+    pub status: HandshakeStatus,
+    pub job_id: [u8; 16],
+    pub src: u32,
+    pub dst: u32,
+    pub nonce: [u8; 16],
+    pub peer_nonce: [u8; 16],
+}
+
+impl HandshakeRepr {
+    pub fn parse<T: AsRef<[u8]>>(f: &HandshakeFrame<T>) -> HandshakeRepr {
+        let b = f.buffer.as_ref();
+        let arr16 = |at: usize| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[at..at + 16]);
+            a
+        };
+        HandshakeRepr {
+            version: get_u16(b, 4),
+            kind: match b[6] {
+                1 => HandshakeKind::Hello,
+                2 => HandshakeKind::Ack,
+                _ => HandshakeKind::Confirm,
+            },
+            // Checked by new_checked.
+            status: HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),
+            job_id: arr16(8),
+            src: get_u32(b, 24),
+            dst: get_u32(b, 28),
+            nonce: arr16(32),
+            peer_nonce: arr16(48),
+        }
+    }
+
+    /// Emits the frame, MAC'd with `secret`.
+    pub fn emit(&self, secret: &[u8; 32]) -> [u8; FRAME_LEN] {
+        let mut b = [0u8; FRAME_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        put_u16(&mut b, 4, self.version);
+        b[6] = self.kind as u8;
+        b[7] = self.status as u8;
+        b[8..24].copy_from_slice(&self.job_id);
+        put_u32(&mut b, 24, self.src);
+        put_u32(&mut b, 28, self.dst);
+        b[32..48].copy_from_slice(&self.nonce);
+        b[48..64].copy_from_slice(&self.peer_nonce);
+        let mac = mac(secret, &b[..MAC_AT]);
+        b[MAC_AT..].copy_from_slice(&mac);
+        b
+    }
+}
+
+pub fn mac(secret: &[u8; 32], transcript: &[u8]) -> [u8; 32] {
+    *blake3::keyed_hash(secret, transcript).as_bytes()
+}
+
+/// Constant-time comparison, so that a forger learns nothing from timing.
+pub fn mac_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_trip(src in any::<u32>(), dst in any::<u32>(), nonce in any::<[u8;16]>(), job in any::<[u8;16]>()) {
+            let r = HandshakeRepr { version: VERSION, kind: HandshakeKind::Ack, status: HandshakeStatus::WrongRank,
+                job_id: job, src, dst, nonce, peer_nonce: [7; 16] };
+            let bytes = r.emit(&[1; 32]);
+            let f = HandshakeFrame::new_checked(&bytes[..]).unwrap();
+            prop_assert_eq!(HandshakeRepr::parse(&f), r);
+            prop_assert!(mac_eq(&f.mac(), &mac(&[1; 32], f.transcript())));
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            if let Ok(f) = HandshakeFrame::new_checked(&bytes[..]) {
+                let _ = HandshakeRepr::parse(&f);
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_foreign_bytes() {
+        assert_eq!(HandshakeFrame::new_checked(&[0u8; 96][..]).unwrap_err(), WireError::BadMagic);
+        assert!(matches!(HandshakeFrame::new_checked(&b"PNTN"[..]), Err(WireError::Truncated { .. })));
+    }
+}

@@ -1,0 +1,47 @@
+//! Wire formats. Every format is a zero-copy view checked once by `new_checked`
+//! (after which no accessor can panic) plus a `Repr` with `parse` and `emit`.
+//! All integers are little-endian.
+
+pub mod data;
+pub mod handshake;
+
+pub use data::{DataHeader, DataRepr, Kind};
+pub use handshake::{HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus};
+
+/// Why bytes from the network were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("frame truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("bad magic: not a pontoon peer")]
+    BadMagic,
+    #[error("unsupported protocol version {0}")]
+    Version(u16),
+    #[error("reserved field is not zero")]
+    Reserved,
+    #[error("field {0} out of range")]
+    Field(&'static str),
+}
+
+pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}

@@ -1,0 +1,137 @@
+//! The one configuration of pontoon: every tunable, read from `PONTOON_*` variables
+//! (the launcher turns its flags into the same variables). `pontoon info` prints
+//! [`PARAMS`], so a parameter that is not listed there does not exist.
+
+use std::time::Duration;
+
+/// One documented parameter.
+pub struct Param {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "PONTOON_EAGER_LIMIT",
+        default: "65536",
+        meaning: "messages up to this many bytes are sent eagerly (payload inline); larger ones use \
+                  rendezvous (RTS/CTS), so an unexpected large message never buffers its payload",
+    },
+    Param {
+        name: "PONTOON_FRAG_SIZE",
+        default: "524288",
+        meaning: "rendezvous payload is sent in fragments of this many bytes, so small messages can \
+                  overtake a large transfer on the same lane",
+    },
+    Param {
+        name: "PONTOON_SPIN_US",
+        default: "200",
+        meaning: "a blocking call busy-polls this many microseconds before it sleeps in epoll; 0 sleeps at once \
+                  (use 0 when ranks outnumber cores)",
+    },
+    Param {
+        name: "PONTOON_SOCKBUF",
+        default: "0",
+        meaning: "TCP send/receive buffer size in bytes; 0 keeps the kernel's autotuning",
+    },
+    Param {
+        name: "PONTOON_CONNECT_TIMEOUT_MS",
+        default: "5000",
+        meaning: "how long an operation waits for a connection to a peer before it fails with the list of \
+                  addresses tried",
+    },
+    Param {
+        name: "PONTOON_ATTEMPT_TIMEOUT_MS",
+        default: "1000",
+        meaning: "how long one connection attempt (TCP connect plus handshake) may take before the next \
+                  candidate address is tried",
+    },
+    Param {
+        name: "PONTOON_LOG",
+        default: "warn",
+        meaning: "log filter (tracing syntax, e.g. `info` or `pontoon_runtime=debug`); logs go to stderr",
+    },
+];
+
+/// Parsed configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub eager_limit: u32,
+    pub frag_size: u32,
+    pub spin: Duration,
+    pub sockbuf: usize,
+    pub connect_timeout: Duration,
+    pub attempt_timeout: Duration,
+    pub log: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{name}={value:?} is not valid: {why} (see `pontoon info`)")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub value: String,
+    pub why: String,
+}
+
+fn get(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> String {
+    env(name).unwrap_or_else(|| {
+        PARAMS.iter().find(|p| p.name == name).map(|p| p.default.to_string()).expect("parameter is listed")
+    })
+}
+
+fn num<T: std::str::FromStr>(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    let v = get(env, name);
+    v.trim().parse::<T>().map_err(|e| ConfigError { name, value: v.clone(), why: e.to_string() })
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Self::from_lookup(&|k| std::env::var(k).ok())
+    }
+
+    /// Reads every parameter through `env` (a test passes a map).
+    pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let eager_limit: u32 = num(env, "PONTOON_EAGER_LIMIT")?;
+        let frag_size: u32 = num(env, "PONTOON_FRAG_SIZE")?;
+        if frag_size < 4096 || frag_size > (1 << 30) {
+            return Err(ConfigError {
+                name: "PONTOON_FRAG_SIZE",
+                value: frag_size.to_string(),
+                why: "must be between 4096 and 1073741824".into(),
+            });
+        }
+        if eager_limit > (1 << 24) {
+            return Err(ConfigError {
+                name: "PONTOON_EAGER_LIMIT",
+                value: eager_limit.to_string(),
+                why: "must be at most 16777216".into(),
+            });
+        }
+        Ok(Config {
+            eager_limit,
+            frag_size,
+            spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
+            sockbuf: num(env, "PONTOON_SOCKBUF")?,
+            connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
+            attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
+            log: get(env, "PONTOON_LOG"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_bad_values_name_the_variable() {
+        let c = Config::from_lookup(&|_| None).unwrap();
+        assert_eq!(c.eager_limit, 65536);
+        let e = Config::from_lookup(&|k| (k == "PONTOON_SPIN_US").then(|| "fast".to_string())).unwrap_err();
+        assert!(e.to_string().contains("PONTOON_SPIN_US"));
+    }
+}

@@ -1,0 +1,1 @@
+//! Link trait and transports (TCP) of pontoon
