@@ -13,7 +13,13 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToCoordinator {
     /// First message: proves the rank holds the job secret (`mac` over job id, rank, nonce).
-    Hello { job_id: [u8; 16], rank: u32, pid: u32, nonce: [u8; 16], mac: [u8; 32] },
+    Hello {
+        job_id: [u8; 16],
+        rank: u32,
+        pid: u32,
+        nonce: [u8; 16],
+        mac: [u8; 32],
+    },
     /// Publishes a key for the next fence.
     Put { key: String, value: Vec<u8> },
     /// Waits until every rank has reached fence `epoch`; answered with `FenceDone`.
@@ -89,6 +95,8 @@ impl Decoder {
     }
 
     /// Next complete message, if any. An error poisons the stream: close it.
+    // Generic over the message type, so it cannot be `Iterator::next`.
+    #[allow(clippy::should_implement_trait)]
     pub fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, ControlError> {
         if self.buf.len() < 4 {
             return Ok(None);
@@ -100,7 +108,8 @@ impl Decoder {
         if self.buf.len() < 4 + len {
             return Ok(None);
         }
-        let msg = postcard::from_bytes(&self.buf[4..4 + len]).map_err(|e| ControlError::Malformed(e.to_string()));
+        let msg =
+            postcard::from_bytes(&self.buf[4..4 + len]).map_err(|e| ControlError::Malformed(e.to_string()));
         self.buf.drain(..4 + len);
         msg.map(Some)
     }
@@ -114,10 +123,22 @@ mod tests {
     #[test]
     fn round_trip_in_pieces() {
         let msgs = vec![
-            ToCoordinator::Hello { job_id: [1; 16], rank: 3, pid: 77, nonce: [2; 16], mac: [3; 32] },
-            ToCoordinator::Put { key: "card/3".into(), value: vec![1, 2, 3] },
+            ToCoordinator::Hello {
+                job_id: [1; 16],
+                rank: 3,
+                pid: 77,
+                nonce: [2; 16],
+                mac: [3; 32],
+            },
+            ToCoordinator::Put {
+                key: "card/3".into(),
+                value: vec![1, 2, 3],
+            },
             ToCoordinator::Fence { epoch: 1 },
-            ToCoordinator::Abort { code: 2, message: "boom".into() },
+            ToCoordinator::Abort {
+                code: 2,
+                message: "boom".into(),
+            },
             ToCoordinator::Finalize,
         ];
         let bytes: Vec<u8> = msgs.iter().flat_map(encode).collect();
@@ -136,7 +157,10 @@ mod tests {
     fn oversized_length_is_refused() {
         let mut d = Decoder::default();
         d.push(&u32::MAX.to_le_bytes());
-        assert!(matches!(d.next::<FromCoordinator>(), Err(ControlError::TooLarge(_))));
+        assert!(matches!(
+            d.next::<FromCoordinator>(),
+            Err(ControlError::TooLarge(_))
+        ));
     }
 
     #[test]

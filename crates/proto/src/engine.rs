@@ -1,1 +1,867 @@
-//! placeholder
+//! The protocol endpoint of one rank: eager and rendezvous sends, matching,
+//! per-peer ordering, lanes and peer failure. Sans-IO: the runtime feeds it
+//! requests and frame headers and carries out the `Output`s it polls.
+//!
+//! Payload bytes never pass through here on the fast path: a `Transmit` names a
+//! slice of a send buffer, and a header's `PayloadDest` names where the runtime
+//! must put the bytes that follow it (a receive buffer, or an engine-owned buffer
+//! for unexpected and out-of-order messages).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::caps::{best_latency_lane, Caps};
+use crate::matching::{Matcher, ReqId};
+use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
+use crate::{Rank, ANY_SOURCE};
+
+pub type SendId = ReqId;
+pub type RecvId = ReqId;
+
+/// Engine limits (the runtime fills them from `Config`).
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    pub eager_limit: u32,
+    pub frag_size: u32,
+}
+
+/// Completion information of a receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    pub source: Rank,
+    pub tag: i32,
+    /// Bytes placed in the receive buffer.
+    pub count: u64,
+    /// The message was longer than the buffer: only `count` bytes were kept (MPI_ERR_TRUNCATE).
+    pub truncated: bool,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    #[error("rank {rank} failed: {cause}")]
+    PeerFailed { rank: Rank, cause: String },
+    #[error("rank {0} is not part of this job")]
+    NoSuchRank(i64),
+}
+
+/// Where a slice of a send buffer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendSlice {
+    pub req: SendId,
+    pub offset: u64,
+    pub len: u64,
+}
+
+#[derive(Debug)]
+pub enum Output {
+    /// Write `header` then the payload slice on lane `lane` of `peer`. If `completes` is
+    /// set, that send request is complete once the frame is handed to the link.
+    Transmit {
+        peer: Rank,
+        lane: usize,
+        header: HeaderBytes,
+        payload: Option<SendSlice>,
+        completes: Option<SendId>,
+    },
+    /// Copy the send buffer of `req` (`len` bytes) into a new vector and give it back
+    /// with [`Endpoint::handle_copy_out`] (an eager message to self).
+    CopyOut { req: SendId, len: u64 },
+    /// Copy `len` bytes from a send buffer to a receive buffer (a large message to self).
+    LocalCopy { from: SendId, to: RecvId, len: u64 },
+    /// Copy buffered bytes into the receive buffer of `req` (an unexpected message matched).
+    Deliver { req: RecvId, data: Vec<u8> },
+    /// A receive finished.
+    RecvDone {
+        req: RecvId,
+        result: Result<Status, Failure>,
+    },
+    /// A send finished (rendezvous: the receiver has the data).
+    SendDone {
+        req: SendId,
+        result: Result<(), Failure>,
+    },
+    /// Messages wait for a connection to `peer`: establish one and report `handle_lane_up`.
+    Connect { peer: Rank },
+}
+
+/// Where the payload following a header must be placed.
+#[derive(Debug)]
+pub enum PayloadDest {
+    None,
+    /// `len` bytes into the receive buffer of `req` at `offset`, then `skip` bytes dropped (truncation).
+    User {
+        req: RecvId,
+        offset: u64,
+        len: u64,
+        skip: u64,
+    },
+    /// Into this engine-owned buffer (its length is the payload length); hand it back.
+    Engine(Vec<u8>),
+}
+
+/// Ties a payload to its header; hand it back to [`Endpoint::payload_done`].
+#[derive(Debug)]
+pub struct PayloadToken(TokenKind);
+
+#[derive(Debug)]
+enum TokenKind {
+    None,
+    EagerMatched { req: RecvId, status: Status },
+    EagerBuffered { env: Envelope },
+    Frag { req: RecvId, len: u64 },
+}
+
+/// A peer broke the protocol: the runtime closes the lane and fails the peer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("protocol violation by rank {peer}: {what}")]
+pub struct ProtocolError {
+    pub peer: Rank,
+    pub what: String,
+}
+
+enum Incoming {
+    Eager {
+        data: Vec<u8>,
+    },
+    Rts {
+        peer: Rank,
+        send_id: u64,
+        msg_len: u64,
+    },
+    /// A large or synchronous message to self, waiting for its receive.
+    SelfRdv {
+        send: SendId,
+        msg_len: u64,
+    },
+}
+
+/// A MATCH or RTS held back until the messages before it (sequence numbers) arrived.
+enum Held {
+    Match { env: Envelope, data: Vec<u8> },
+    Rts { env: Envelope, send_id: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PeerState {
+    Idle,
+    Connecting,
+    Up,
+    Finalized,
+    Failed(String),
+}
+
+struct Peer {
+    state: PeerState,
+    lanes: Vec<Caps>,
+    next_send_seq: u32,
+    next_recv_seq: u32,
+    held: BTreeMap<u32, Held>,
+    /// Frames waiting for a lane: header, payload, request completed when written.
+    backlog: VecDeque<(DataRepr, Option<SendSlice>, Option<SendId>)>,
+    /// Eager sends in the backlog, failed if the peer fails before they were handed over.
+    eager_limit: u32,
+    frag_size: u32,
+}
+
+struct RdvSend {
+    peer: Rank,
+    len: u64,
+    cts_seen: bool,
+}
+
+struct RdvRecv {
+    peer: Rank,
+    send_id: u64,
+    expected: u64,
+    received: u64,
+    status: Status,
+}
+
+pub struct Endpoint {
+    me: Rank,
+    size: u32,
+    cfg: EngineConfig,
+    peers: Vec<Peer>,
+    matcher: Matcher<Incoming>,
+    /// Receives posted with capacities, needed when they match later.
+    recv_capacity: HashMap<RecvId, u64>,
+    rdv_sends: HashMap<SendId, RdvSend>,
+    rdv_recvs: HashMap<RecvId, RdvRecv>,
+    /// Eager sends to self waiting for their bytes (`CopyOut`).
+    self_eager: HashMap<SendId, Envelope>,
+    outputs: VecDeque<Output>,
+    held_max: usize,
+}
+
+fn seq_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl Endpoint {
+    pub fn new(me: Rank, size: u32, cfg: EngineConfig) -> Endpoint {
+        let peers = (0..size)
+            .map(|_| Peer {
+                state: PeerState::Idle,
+                lanes: Vec::new(),
+                next_send_seq: 0,
+                next_recv_seq: 0,
+                held: BTreeMap::new(),
+                backlog: VecDeque::new(),
+                eager_limit: cfg.eager_limit,
+                frag_size: cfg.frag_size,
+            })
+            .collect();
+        Endpoint {
+            me,
+            size,
+            cfg,
+            peers,
+            matcher: Matcher::default(),
+            recv_capacity: HashMap::new(),
+            rdv_sends: HashMap::new(),
+            rdv_recvs: HashMap::new(),
+            self_eager: HashMap::new(),
+            outputs: VecDeque::new(),
+            held_max: 0,
+        }
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Next instruction for the runtime.
+    pub fn poll(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// Operations in flight inside the engine (for leak checks and finalize).
+    pub fn pending(&self) -> usize {
+        self.matcher.posted_len() + self.rdv_sends.len() + self.rdv_recvs.len() + self.self_eager.len()
+    }
+    /// Most messages ever held back for one peer waiting for earlier sequence numbers.
+    pub fn held_max(&self) -> usize {
+        self.held_max
+    }
+    pub fn unexpected_len(&self) -> usize {
+        self.matcher.unexpected_len()
+    }
+
+    // ---- sends -------------------------------------------------------------------
+
+    /// Posts a send of `len` bytes. `sync` (MPI_Ssend) completes only once matched.
+    pub fn post_send(&mut self, req: SendId, dest: Rank, ctx: u32, tag: i32, len: u64, sync: bool) {
+        if dest >= self.size {
+            self.outputs.push_back(Output::SendDone {
+                req,
+                result: Err(Failure::NoSuchRank(dest as i64)),
+            });
+            return;
+        }
+        if dest == self.me {
+            let env = Envelope {
+                ctx,
+                src: self.me,
+                tag,
+                seq: 0,
+                msg_len: len,
+            };
+            if !sync && len <= u64::from(self.cfg.eager_limit) {
+                self.self_eager.insert(req, env);
+                self.outputs.push_back(Output::CopyOut { req, len });
+            } else {
+                self.arrive(
+                    env,
+                    Incoming::SelfRdv {
+                        send: req,
+                        msg_len: len,
+                    },
+                );
+            }
+            return;
+        }
+        let p = &mut self.peers[dest as usize];
+        if let PeerState::Failed(cause) = &p.state {
+            let result = Err(Failure::PeerFailed {
+                rank: dest,
+                cause: cause.clone(),
+            });
+            self.outputs.push_back(Output::SendDone { req, result });
+            return;
+        }
+        let seq = p.next_send_seq;
+        p.next_send_seq = p.next_send_seq.wrapping_add(1);
+        let env = Envelope {
+            ctx,
+            src: self.me,
+            tag,
+            seq,
+            msg_len: len,
+        };
+        if !sync && len <= u64::from(p.eager_limit) {
+            let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
+            self.emit(dest, DataRepr::Match { env }, payload, Some(req));
+        } else {
+            self.rdv_sends.insert(
+                req,
+                RdvSend {
+                    peer: dest,
+                    len,
+                    cts_seen: false,
+                },
+            );
+            self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
+        }
+    }
+
+    /// The bytes of an eager message to self (answer to `CopyOut`).
+    pub fn handle_copy_out(&mut self, req: SendId, data: Vec<u8>) {
+        let Some(env) = self.self_eager.remove(&req) else {
+            return;
+        };
+        self.outputs.push_back(Output::SendDone { req, result: Ok(()) });
+        self.arrive(env, Incoming::Eager { data });
+    }
+
+    fn emit(&mut self, peer: Rank, repr: DataRepr, payload: Option<SendSlice>, completes: Option<SendId>) {
+        let p = &mut self.peers[peer as usize];
+        match p.state {
+            PeerState::Up => {
+                // Eager data and control frames take the lowest-latency lane.
+                let lane = best_latency_lane(&p.lanes).unwrap_or(0);
+                let header = HeaderBytes::new(&repr);
+                self.outputs.push_back(Output::Transmit {
+                    peer,
+                    lane,
+                    header,
+                    payload,
+                    completes,
+                });
+            }
+            PeerState::Idle => {
+                p.state = PeerState::Connecting;
+                p.backlog.push_back((repr, payload, completes));
+                self.outputs.push_back(Output::Connect { peer });
+            }
+            PeerState::Connecting | PeerState::Finalized => p.backlog.push_back((repr, payload, completes)),
+            PeerState::Failed(_) => {}
+        }
+    }
+
+    // ---- receives ----------------------------------------------------------------
+
+    /// Posts a receive into a buffer of `capacity` bytes. `src` is a rank or `ANY_SOURCE`.
+    pub fn post_recv(&mut self, req: RecvId, src: i32, ctx: u32, tag: i32, capacity: u64) {
+        if src != ANY_SOURCE && (src < 0 || src as u32 >= self.size) {
+            self.outputs.push_back(Output::RecvDone {
+                req,
+                result: Err(Failure::NoSuchRank(src as i64)),
+            });
+            return;
+        }
+        match self.matcher.post(ctx, src, tag, req) {
+            Some((info, incoming)) => self.matched(req, capacity, info.src, info.tag, incoming),
+            None => {
+                if let Some(f) = self.source_failure(src) {
+                    self.matcher.cancel(req);
+                    self.outputs.push_back(Output::RecvDone { req, result: Err(f) });
+                } else {
+                    self.recv_capacity.insert(req, capacity);
+                }
+            }
+        }
+    }
+
+    /// Why a receive from `src` can never be satisfied, if it cannot.
+    fn source_failure(&self, src: i32) -> Option<Failure> {
+        if src == ANY_SOURCE {
+            let others = (0..self.size).filter(|r| *r != self.me);
+            let mut failed = others
+                .clone()
+                .filter_map(|r| match &self.peers[r as usize].state {
+                    PeerState::Failed(c) => Some((r, c.clone())),
+                    _ => None,
+                });
+            let first = failed.next()?;
+            return (failed.count() + 1 == others.count()).then_some(Failure::PeerFailed {
+                rank: first.0,
+                cause: first.1,
+            });
+        }
+        match &self.peers[src as usize].state {
+            PeerState::Failed(cause) => Some(Failure::PeerFailed {
+                rank: src as Rank,
+                cause: cause.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Non-destructive probe of the unexpected queue: (source, tag, message length).
+    pub fn probe(&self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64)> {
+        self.matcher
+            .peek(ctx, src, tag)
+            .map(|(info, inc)| (info.src, info.tag, incoming_len(inc)))
+    }
+
+    /// Cancels a posted receive; true if it had not matched yet (then it never will).
+    pub fn cancel_recv(&mut self, req: RecvId) -> bool {
+        let hit = self.matcher.cancel(req);
+        if hit {
+            self.recv_capacity.remove(&req);
+        }
+        hit
+    }
+
+    fn matched(&mut self, req: RecvId, capacity: u64, src: Rank, tag: i32, incoming: Incoming) {
+        let msg_len = incoming_len(&incoming);
+        let count = msg_len.min(capacity);
+        let status = Status {
+            source: src,
+            tag,
+            count,
+            truncated: msg_len > capacity,
+        };
+        match incoming {
+            Incoming::Eager { mut data } => {
+                data.truncate(count as usize);
+                if count > 0 {
+                    self.outputs.push_back(Output::Deliver { req, data });
+                }
+                self.outputs.push_back(Output::RecvDone {
+                    req,
+                    result: Ok(status),
+                });
+            }
+            Incoming::Rts { peer, send_id, .. } => {
+                if let Some(cause) = self.peer_failure(peer) {
+                    let result = Err(Failure::PeerFailed {
+                        rank: peer,
+                        cause: cause.to_string(),
+                    });
+                    self.outputs.push_back(Output::RecvDone { req, result });
+                    return;
+                }
+                if count == 0 {
+                    self.outputs.push_back(Output::RecvDone {
+                        req,
+                        result: Ok(status),
+                    });
+                } else {
+                    self.rdv_recvs.insert(
+                        req,
+                        RdvRecv {
+                            peer,
+                            send_id,
+                            expected: count,
+                            received: 0,
+                            status,
+                        },
+                    );
+                }
+                self.emit(
+                    peer,
+                    DataRepr::Cts {
+                        send_id,
+                        recv_id: req,
+                        accept_len: count,
+                    },
+                    None,
+                    None,
+                );
+                if count == 0 {
+                    self.emit(peer, DataRepr::Fin { send_id }, None, None);
+                }
+            }
+            Incoming::SelfRdv { send, .. } => {
+                if count > 0 {
+                    self.outputs.push_back(Output::LocalCopy {
+                        from: send,
+                        to: req,
+                        len: count,
+                    });
+                }
+                self.outputs.push_back(Output::SendDone {
+                    req: send,
+                    result: Ok(()),
+                });
+                self.outputs.push_back(Output::RecvDone {
+                    req,
+                    result: Ok(status),
+                });
+            }
+        }
+    }
+
+    /// Hands a message, in sequence order, to the matcher.
+    fn arrive(&mut self, env: Envelope, incoming: Incoming) {
+        if let Some((req, incoming)) = self.matcher.arrive(env.ctx, env.src, env.tag, incoming) {
+            let capacity = self.recv_capacity.remove(&req).unwrap_or(0);
+            self.matched(req, capacity, env.src, env.tag, incoming);
+        }
+    }
+
+    // ---- frames from peers -------------------------------------------------------
+
+    /// A data header arrived from `peer`. Returns where its payload goes and a token
+    /// for [`Endpoint::payload_done`], which must be called once the payload is placed
+    /// (also for `PayloadDest::None`).
+    pub fn handle_header(
+        &mut self,
+        peer: Rank,
+        repr: &DataRepr,
+    ) -> Result<(PayloadDest, PayloadToken), ProtocolError> {
+        let violation = |what: String| ProtocolError { peer, what };
+        if peer >= self.size || peer == self.me {
+            return Err(violation(format!("frame from impossible rank {peer}")));
+        }
+        let none = (PayloadDest::None, PayloadToken(TokenKind::None));
+        match *repr {
+            DataRepr::Match { env } | DataRepr::Rts { env, .. } if env.src != peer => {
+                Err(violation(format!("message claims to come from rank {}", env.src)))
+            }
+            DataRepr::Match { env } => {
+                let next = self.peers[peer as usize].next_recv_seq;
+                if seq_before(env.seq, next) {
+                    return Err(violation(format!("sequence {} already received", env.seq)));
+                }
+                let len = env.msg_len;
+                if env.seq == next {
+                    if let Some(req) = self.matcher.match_posted(env.ctx, env.src, env.tag) {
+                        // Fast path: in order and expected, the payload goes straight to the user.
+                        self.peers[peer as usize].next_recv_seq = next.wrapping_add(1);
+                        let capacity = self.recv_capacity.remove(&req).unwrap_or(0);
+                        let count = len.min(capacity);
+                        let status = Status {
+                            source: peer,
+                            tag: env.tag,
+                            count,
+                            truncated: len > capacity,
+                        };
+                        self.drain_held(peer);
+                        let dest = PayloadDest::User {
+                            req,
+                            offset: 0,
+                            len: count,
+                            skip: len - count,
+                        };
+                        return Ok((dest, PayloadToken(TokenKind::EagerMatched { req, status })));
+                    }
+                }
+                // Unexpected or early: buffered; its sequence number advances once it is complete.
+                Ok((
+                    PayloadDest::Engine(vec![0; len as usize]),
+                    PayloadToken(TokenKind::EagerBuffered { env }),
+                ))
+            }
+            DataRepr::Rts { env, send_id } => {
+                let p = &mut self.peers[peer as usize];
+                if seq_before(env.seq, p.next_recv_seq) {
+                    return Err(violation(format!("sequence {} already received", env.seq)));
+                }
+                if env.seq == p.next_recv_seq {
+                    p.next_recv_seq = p.next_recv_seq.wrapping_add(1);
+                    self.arrive(
+                        env,
+                        Incoming::Rts {
+                            peer,
+                            send_id,
+                            msg_len: env.msg_len,
+                        },
+                    );
+                    self.drain_held(peer);
+                } else {
+                    p.held.insert(env.seq, Held::Rts { env, send_id });
+                    self.held_max = self.held_max.max(p.held.len());
+                }
+                Ok(none)
+            }
+            DataRepr::Cts {
+                send_id,
+                recv_id,
+                accept_len,
+            } => {
+                let ok = matches!(self.rdv_sends.get(&send_id),
+                    Some(s) if s.peer == peer && !s.cts_seen && accept_len <= s.len);
+                if !ok {
+                    return Err(violation(format!("CTS for unknown or finished send {send_id}")));
+                }
+                if let Some(s) = self.rdv_sends.get_mut(&send_id) {
+                    s.cts_seen = true;
+                }
+                self.send_fragments(peer, send_id, recv_id, accept_len);
+                Ok(none)
+            }
+            DataRepr::Frag { recv_id, offset, len } => {
+                let ok = matches!(self.rdv_recvs.get(&recv_id),
+                    Some(r) if r.peer == peer && offset.checked_add(u64::from(len)).is_some_and(|end| end <= r.expected));
+                if !ok {
+                    return Err(violation(format!(
+                        "fragment [{offset}, +{len}) for unknown receive {recv_id}"
+                    )));
+                }
+                let len = u64::from(len);
+                let dest = PayloadDest::User {
+                    req: recv_id,
+                    offset,
+                    len,
+                    skip: 0,
+                };
+                Ok((dest, PayloadToken(TokenKind::Frag { req: recv_id, len })))
+            }
+            DataRepr::Fin { send_id } => {
+                match self.rdv_sends.get(&send_id) {
+                    Some(s) if s.peer == peer && s.cts_seen => {}
+                    _ => return Err(violation(format!("FIN for unknown send {send_id}"))),
+                }
+                self.rdv_sends.remove(&send_id);
+                self.outputs.push_back(Output::SendDone {
+                    req: send_id,
+                    result: Ok(()),
+                });
+                Ok(none)
+            }
+            DataRepr::Bye => {
+                let p = &mut self.peers[peer as usize];
+                if p.state == PeerState::Up {
+                    p.state = PeerState::Finalized;
+                }
+                Ok(none)
+            }
+        }
+    }
+
+    /// The payload announced by a header is in place. `buf` is the engine buffer of a
+    /// `PayloadDest::Engine`, filled.
+    pub fn payload_done(&mut self, peer: Rank, token: PayloadToken, buf: Option<Vec<u8>>) {
+        match token.0 {
+            TokenKind::None => {}
+            TokenKind::EagerMatched { req, status } => {
+                self.outputs.push_back(Output::RecvDone {
+                    req,
+                    result: Ok(status),
+                });
+            }
+            TokenKind::EagerBuffered { env } => {
+                let data = buf.unwrap_or_default();
+                let p = &mut self.peers[peer as usize];
+                if env.seq == p.next_recv_seq {
+                    p.next_recv_seq = p.next_recv_seq.wrapping_add(1);
+                    self.arrive(env, Incoming::Eager { data });
+                    self.drain_held(peer);
+                } else {
+                    p.held.insert(env.seq, Held::Match { env, data });
+                    self.held_max = self.held_max.max(p.held.len());
+                }
+            }
+            TokenKind::Frag { req, len } => {
+                let Some(r) = self.rdv_recvs.get_mut(&req) else {
+                    return;
+                };
+                r.received += len;
+                if r.received >= r.expected {
+                    let r = self.rdv_recvs.remove(&req).expect("present");
+                    self.emit(r.peer, DataRepr::Fin { send_id: r.send_id }, None, None);
+                    self.outputs.push_back(Output::RecvDone {
+                        req,
+                        result: Ok(r.status),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Processes held-back messages that are now next in sequence.
+    fn drain_held(&mut self, peer: Rank) {
+        loop {
+            let p = &mut self.peers[peer as usize];
+            let next = p.next_recv_seq;
+            let Some(held) = p.held.remove(&next) else { return };
+            p.next_recv_seq = next.wrapping_add(1);
+            match held {
+                Held::Match { env, data } => self.arrive(env, Incoming::Eager { data }),
+                Held::Rts { env, send_id } => self.arrive(
+                    env,
+                    Incoming::Rts {
+                        peer,
+                        send_id,
+                        msg_len: env.msg_len,
+                    },
+                ),
+            }
+        }
+    }
+
+    fn send_fragments(&mut self, peer: Rank, send_id: SendId, recv_id: RecvId, len: u64) {
+        let p = &self.peers[peer as usize];
+        let frag = u64::from(p.frag_size);
+        let plan = crate::caps::stripe(&p.lanes, len, frag);
+        for (lane, offset, chunk) in plan {
+            let header = HeaderBytes::new(&DataRepr::Frag {
+                recv_id,
+                offset,
+                len: chunk as u32,
+            });
+            let payload = Some(SendSlice {
+                req: send_id,
+                offset,
+                len: chunk,
+            });
+            self.outputs.push_back(Output::Transmit {
+                peer,
+                lane,
+                header,
+                payload,
+                completes: None,
+            });
+        }
+    }
+
+    // ---- lanes and peers ---------------------------------------------------------
+
+    /// A lane to `peer` is connected and authenticated. Returns its index.
+    pub fn handle_lane_up(&mut self, peer: Rank, caps: Caps) -> usize {
+        let cfg = self.cfg;
+        let p = &mut self.peers[peer as usize];
+        if matches!(p.state, PeerState::Failed(_)) {
+            return p.lanes.len();
+        }
+        p.lanes.push(caps);
+        let best = best_latency_lane(&p.lanes).unwrap_or(0);
+        p.eager_limit = cfg.eager_limit.min(p.lanes[best].max_eager);
+        p.frag_size = p
+            .lanes
+            .iter()
+            .map(|c| c.max_frame)
+            .min()
+            .unwrap_or(cfg.frag_size)
+            .min(cfg.frag_size)
+            .max(1);
+        if p.state != PeerState::Finalized {
+            p.state = PeerState::Up;
+        }
+        let backlog = std::mem::take(&mut p.backlog);
+        for (repr, payload, completes) in backlog {
+            self.emit(peer, repr, payload, completes);
+        }
+        self.peers[peer as usize].lanes.len() - 1
+    }
+
+    /// Whether messages to `peer` are waiting for a connection.
+    pub fn wants_connection(&self, peer: Rank) -> bool {
+        self.peers
+            .get(peer as usize)
+            .is_some_and(|p| p.state == PeerState::Connecting)
+    }
+
+    /// A lane broke, or no lane could be established. TCP lanes lose their in-flight
+    /// frames when they break, so the peer counts as failed unless it said BYE.
+    pub fn handle_lane_down(&mut self, peer: Rank, cause: &str) {
+        if self.peers[peer as usize].state == PeerState::Finalized {
+            self.peers[peer as usize].lanes.clear();
+            return;
+        }
+        self.handle_peer_failed(peer, cause);
+    }
+
+    /// `peer` is gone (its process died, or it cannot be reached): every operation
+    /// that needs it fails instead of hanging.
+    pub fn handle_peer_failed(&mut self, peer: Rank, cause: &str) {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        if matches!(p.state, PeerState::Failed(_)) || peer == self.me {
+            return;
+        }
+        p.state = PeerState::Failed(cause.to_string());
+        p.lanes.clear();
+        p.held.clear();
+        let fail = Failure::PeerFailed {
+            rank: peer,
+            cause: cause.to_string(),
+        };
+        for (repr, _, completes) in std::mem::take(&mut p.backlog) {
+            if let Some(req) = completes {
+                self.outputs.push_back(Output::SendDone {
+                    req,
+                    result: Err(fail.clone()),
+                });
+            }
+            if let DataRepr::Rts { send_id, .. } = repr {
+                self.rdv_sends.remove(&send_id);
+                self.outputs.push_back(Output::SendDone {
+                    req: send_id,
+                    result: Err(fail.clone()),
+                });
+            }
+        }
+        let mut sends: Vec<SendId> = self
+            .rdv_sends
+            .iter()
+            .filter(|(_, s)| s.peer == peer)
+            .map(|(k, _)| *k)
+            .collect();
+        sends.sort_unstable();
+        for req in sends {
+            self.rdv_sends.remove(&req);
+            self.outputs.push_back(Output::SendDone {
+                req,
+                result: Err(fail.clone()),
+            });
+        }
+        let mut recvs: Vec<RecvId> = self
+            .rdv_recvs
+            .iter()
+            .filter(|(_, r)| r.peer == peer)
+            .map(|(k, _)| *k)
+            .collect();
+        recvs.sort_unstable();
+        for req in recvs {
+            self.rdv_recvs.remove(&req);
+            self.outputs.push_back(Output::RecvDone {
+                req,
+                result: Err(fail.clone()),
+            });
+        }
+        let all_others_failed = (0..self.size)
+            .filter(|r| *r != self.me)
+            .all(|r| matches!(self.peers[r as usize].state, PeerState::Failed(_)));
+        let doomed = self
+            .matcher
+            .remove_posted_where(|src| src == peer as i32 || (all_others_failed && src == ANY_SOURCE));
+        for req in doomed {
+            self.recv_capacity.remove(&req);
+            self.outputs.push_back(Output::RecvDone {
+                req,
+                result: Err(fail.clone()),
+            });
+        }
+    }
+
+    /// Finalize: tells every connected peer that a closing connection is expected.
+    pub fn finalize(&mut self) {
+        for peer in 0..self.size {
+            if self.peers[peer as usize].state == PeerState::Up {
+                self.emit(peer, DataRepr::Bye, None, None);
+            }
+        }
+    }
+
+    /// Whether `peer` has failed, and why.
+    pub fn peer_failure(&self, peer: Rank) -> Option<&str> {
+        match &self.peers.get(peer as usize)?.state {
+            PeerState::Failed(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+fn incoming_len(i: &Incoming) -> u64 {
+    match i {
+        Incoming::Eager { data } => data.len() as u64,
+        Incoming::Rts { msg_len, .. } | Incoming::SelfRdv { msg_len, .. } => *msg_len,
+    }
+}

@@ -103,12 +103,18 @@ impl Initiator {
         }
         if r.status != HandshakeStatus::Accepted {
             return Err(match r.status {
-                HandshakeStatus::WrongRank => HandshakeError::WrongRank { wanted: self.target, reached: r.src },
+                HandshakeStatus::WrongRank => HandshakeError::WrongRank {
+                    wanted: self.target,
+                    reached: r.src,
+                },
                 s => HandshakeError::Refused(s),
             });
         }
         if r.src != self.target {
-            return Err(HandshakeError::WrongRank { wanted: self.target, reached: r.src });
+            return Err(HandshakeError::WrongRank {
+                wanted: self.target,
+                reached: r.src,
+            });
         }
         if r.dst != self.id.rank || r.peer_nonce != self.nonce {
             return Err(HandshakeError::BadMac);
@@ -147,7 +153,12 @@ pub struct Acceptor {
 
 /// Judges a HELLO. `simultaneous` tells whether this process is itself connecting to the
 /// sender right now; see [`keep_incoming`].
-pub fn accept_hello(id: &Identity, bytes: &[u8], nonce: [u8; 16], simultaneous: impl Fn(Rank) -> bool) -> HelloVerdict {
+pub fn accept_hello(
+    id: &Identity,
+    bytes: &[u8],
+    nonce: [u8; 16],
+    simultaneous: impl Fn(Rank) -> bool,
+) -> HelloVerdict {
     let refuse = |status: HandshakeStatus, peer_rank: u32, peer_nonce: [u8; 16], err: HandshakeError| {
         let ack = HandshakeRepr {
             version: VERSION,
@@ -160,7 +171,10 @@ pub fn accept_hello(id: &Identity, bytes: &[u8], nonce: [u8; 16], simultaneous: 
             peer_nonce,
         }
         .emit(&id.secret);
-        HelloVerdict { ack, result: Err(err) }
+        HelloVerdict {
+            ack,
+            result: Err(err),
+        }
     };
     let f = match HandshakeFrame::new_checked(bytes) {
         Ok(f) => f,
@@ -168,23 +182,46 @@ pub fn accept_hello(id: &Identity, bytes: &[u8], nonce: [u8; 16], simultaneous: 
     };
     let r = HandshakeRepr::parse(&f);
     if r.version != VERSION {
-        return refuse(HandshakeStatus::Version, r.src, r.nonce, HandshakeError::Version(r.version));
+        return refuse(
+            HandshakeStatus::Version,
+            r.src,
+            r.nonce,
+            HandshakeError::Version(r.version),
+        );
     }
     if r.kind != HandshakeKind::Hello {
-        return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::Unexpected(r.kind));
+        return refuse(
+            HandshakeStatus::BadMac,
+            r.src,
+            r.nonce,
+            HandshakeError::Unexpected(r.kind),
+        );
     }
     if r.job_id != id.job_id {
-        return refuse(HandshakeStatus::WrongJob, r.src, r.nonce, HandshakeError::WrongJob);
+        return refuse(
+            HandshakeStatus::WrongJob,
+            r.src,
+            r.nonce,
+            HandshakeError::WrongJob,
+        );
     }
     if !check_mac(id, &f) {
         return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::BadMac);
     }
     if r.dst != id.rank {
-        let err = HandshakeError::WrongRank { wanted: r.dst, reached: id.rank };
+        let err = HandshakeError::WrongRank {
+            wanted: r.dst,
+            reached: id.rank,
+        };
         return refuse(HandshakeStatus::WrongRank, r.src, r.nonce, err);
     }
     if r.src >= id.size || r.src == id.rank {
-        return refuse(HandshakeStatus::BadMac, r.src, r.nonce, HandshakeError::RankRange(r.src));
+        return refuse(
+            HandshakeStatus::BadMac,
+            r.src,
+            r.nonce,
+            HandshakeError::RankRange(r.src),
+        );
     }
     if simultaneous(r.src) && !keep_incoming(id.rank, r.src) {
         let err = HandshakeError::Refused(HandshakeStatus::Simultaneous);
@@ -203,7 +240,13 @@ pub fn accept_hello(id: &Identity, bytes: &[u8], nonce: [u8; 16], simultaneous: 
     .emit(&id.secret);
     HelloVerdict {
         ack,
-        result: Ok(Acceptor { peer: r.src, secret: id.secret, job_id: id.job_id, my_rank: id.rank, nonce }),
+        result: Ok(Acceptor {
+            peer: r.src,
+            secret: id.secret,
+            job_id: id.job_id,
+            my_rank: id.rank,
+            nonce,
+        }),
     }
 }
 
@@ -244,7 +287,12 @@ mod tests {
     use super::*;
 
     fn id(rank: Rank) -> Identity {
-        Identity { job_id: [9; 16], secret: [3; 32], rank, size: 4 }
+        Identity {
+            job_id: [9; 16],
+            secret: [3; 32],
+            rank,
+            size: 4,
+        }
     }
 
     #[test]
@@ -273,13 +321,24 @@ mod tests {
         let mut other = id(1);
         other.job_id = [8; 16];
         let (_, hello) = Initiator::new(other, 2, [1; 16]);
-        assert_eq!(accept_hello(&id(2), &hello, [2; 16], |_| false).result.unwrap_err(), HandshakeError::WrongJob);
+        assert_eq!(
+            accept_hello(&id(2), &hello, [2; 16], |_| false)
+                .result
+                .unwrap_err(),
+            HandshakeError::WrongJob
+        );
 
         // Rank 1 believes it reached rank 3, but the address belongs to rank 2.
         let (ini, hello) = Initiator::new(id(1), 3, [1; 16]);
         let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
         assert!(v.result.is_err());
-        assert_eq!(ini.handle_ack(&v.ack).unwrap_err(), HandshakeError::WrongRank { wanted: 3, reached: 2 });
+        assert_eq!(
+            ini.handle_ack(&v.ack).unwrap_err(),
+            HandshakeError::WrongRank {
+                wanted: 3,
+                reached: 2
+            }
+        );
     }
 
     #[test]
@@ -289,18 +348,29 @@ mod tests {
         let confirm = ini.handle_ack(&v1.ack).unwrap();
         // A second acceptance of the same HELLO uses a fresh nonce: the old CONFIRM does not fit.
         let v2 = accept_hello(&id(2), &hello, [5; 16], |_| false);
-        assert_eq!(v2.result.unwrap().handle_confirm(&confirm).unwrap_err(), HandshakeError::BadMac);
+        assert_eq!(
+            v2.result.unwrap().handle_confirm(&confirm).unwrap_err(),
+            HandshakeError::BadMac
+        );
     }
 
     #[test]
     fn simultaneous_connect_keeps_the_lower_ranks_connection() {
         // 1 -> 2 and 2 -> 1 at once: rank 2 keeps the incoming one from 1, rank 1 refuses 2's.
         let (_, hello_from_1) = Initiator::new(id(1), 2, [1; 16]);
-        assert!(accept_hello(&id(2), &hello_from_1, [2; 16], |_| true).result.is_ok());
+        assert!(accept_hello(&id(2), &hello_from_1, [2; 16], |_| true)
+            .result
+            .is_ok());
         let (ini2, hello_from_2) = Initiator::new(id(2), 1, [3; 16]);
         let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| true);
-        assert_eq!(v.result.unwrap_err(), HandshakeError::Refused(HandshakeStatus::Simultaneous));
-        assert_eq!(ini2.handle_ack(&v.ack).unwrap_err(), HandshakeError::Refused(HandshakeStatus::Simultaneous));
+        assert_eq!(
+            v.result.unwrap_err(),
+            HandshakeError::Refused(HandshakeStatus::Simultaneous)
+        );
+        assert_eq!(
+            ini2.handle_ack(&v.ack).unwrap_err(),
+            HandshakeError::Refused(HandshakeStatus::Simultaneous)
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub mod sim;
 pub mod wire;
 
 pub use caps::Caps;
-
+pub use engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, SendSlice, Status};
+pub use matching::ReqId;
 
 /// Rank of a process in the job (`COMM_WORLD` numbering).
 pub type Rank = u32;

@@ -1,1 +1,356 @@
-//! placeholder
+//! MPI matching: posted receives and unexpected messages per communicator context,
+//! keyed by (source, tag) with `ANY_SOURCE` / `ANY_TAG`.
+//!
+//! Both queues keep MPI's order: a message matches the earliest posted receive that
+//! fits, and a receive matches the earliest arrived message that fits. Exact
+//! (source, tag) pairs are indexed so the common case is O(1); receives with a
+//! wildcard live in one ordered list per context that is scanned.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::{Rank, ANY_SOURCE, ANY_TAG};
+
+/// Request id chosen by the caller (the runtime's request table).
+pub type ReqId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    src: Rank,
+    tag: i32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posted {
+    order: u64,
+    req: ReqId,
+    src: i32,
+    tag: i32,
+}
+
+impl Posted {
+    fn fits(&self, src: Rank, tag: i32) -> bool {
+        (self.src == ANY_SOURCE || self.src as i64 == src as i64) && (self.tag == ANY_TAG || self.tag == tag)
+    }
+}
+
+fn pattern_fits(psrc: i32, ptag: i32, src: Rank, tag: i32) -> bool {
+    (psrc == ANY_SOURCE || psrc as i64 == src as i64) && (ptag == ANY_TAG || ptag == tag)
+}
+
+struct Unexpected<T> {
+    key: Key,
+    item: T,
+}
+
+struct Context<T> {
+    posted_exact: HashMap<Key, VecDeque<Posted>>,
+    posted_wild: VecDeque<Posted>,
+    unexpected: BTreeMap<u64, Unexpected<T>>,
+    unexpected_by_key: HashMap<Key, VecDeque<u64>>,
+}
+
+impl<T> Default for Context<T> {
+    fn default() -> Self {
+        Context {
+            posted_exact: HashMap::new(),
+            posted_wild: VecDeque::new(),
+            unexpected: BTreeMap::new(),
+            unexpected_by_key: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Context<T> {
+    fn is_empty(&self) -> bool {
+        self.posted_exact.is_empty() && self.posted_wild.is_empty() && self.unexpected.is_empty()
+    }
+
+    /// Arrival order of the earliest unexpected message fitting the pattern.
+    fn find_unexpected(&self, src: i32, tag: i32) -> Option<u64> {
+        if src != ANY_SOURCE && tag != ANY_TAG {
+            let key = Key {
+                src: src as Rank,
+                tag,
+            };
+            return self.unexpected_by_key.get(&key).and_then(|q| q.front().copied());
+        }
+        self.unexpected
+            .iter()
+            .find(|(_, u)| pattern_fits(src, tag, u.key.src, u.key.tag))
+            .map(|(o, _)| *o)
+    }
+
+    fn remove_unexpected(&mut self, order: u64) -> Option<Unexpected<T>> {
+        let u = self.unexpected.remove(&order)?;
+        if let Some(q) = self.unexpected_by_key.get_mut(&u.key) {
+            if let Some(pos) = q.iter().position(|o| *o == order) {
+                q.remove(pos);
+            }
+            if q.is_empty() {
+                self.unexpected_by_key.remove(&u.key);
+            }
+        }
+        Some(u)
+    }
+}
+
+/// The matching engine. `T` is what an unexpected message carries (its payload or its RTS).
+pub struct Matcher<T> {
+    contexts: HashMap<u32, Context<T>>,
+    next_order: u64,
+    posted: usize,
+    unexpected: usize,
+}
+
+impl<T> Default for Matcher<T> {
+    fn default() -> Self {
+        Matcher {
+            contexts: HashMap::new(),
+            next_order: 0,
+            posted: 0,
+            unexpected: 0,
+        }
+    }
+}
+
+/// Source and tag of a matched or probed message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchInfo {
+    pub src: Rank,
+    pub tag: i32,
+}
+
+impl<T> Matcher<T> {
+    fn order(&mut self) -> u64 {
+        self.next_order += 1;
+        self.next_order
+    }
+
+    /// Posts a receive. If an unexpected message fits, it is removed and returned
+    /// instead of posting.
+    pub fn post(&mut self, ctx: u32, src: i32, tag: i32, req: ReqId) -> Option<(MatchInfo, T)> {
+        if let Some(hit) = self.take(ctx, src, tag) {
+            return Some(hit);
+        }
+        let order = self.order();
+        let p = Posted { order, req, src, tag };
+        let c = self.contexts.entry(ctx).or_default();
+        if src == ANY_SOURCE || tag == ANY_TAG {
+            c.posted_wild.push_back(p);
+        } else {
+            c.posted_exact
+                .entry(Key {
+                    src: src as Rank,
+                    tag,
+                })
+                .or_default()
+                .push_back(p);
+        }
+        self.posted += 1;
+        None
+    }
+
+    /// A message arrived (in per-sender order): the posted receive it matches, if any,
+    /// removed from the posted queue. Does not store anything; see [`Matcher::store`].
+    pub fn match_posted(&mut self, ctx: u32, src: Rank, tag: i32) -> Option<ReqId> {
+        let key = Key { src, tag };
+        let c = self.contexts.get_mut(&ctx)?;
+        let exact = c.posted_exact.get(&key).and_then(|q| q.front()).map(|p| p.order);
+        let wild = c.posted_wild.iter().position(|p| p.fits(src, tag));
+        let wild_order = wild.map(|i| c.posted_wild[i].order);
+        let take_wild = match (exact, wild_order) {
+            (Some(e), Some(w)) => w < e,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let posted = if take_wild {
+            wild.and_then(|i| c.posted_wild.remove(i))
+        } else if exact.is_some() {
+            let q = c.posted_exact.get_mut(&key)?;
+            let p = q.pop_front();
+            if q.is_empty() {
+                c.posted_exact.remove(&key);
+            }
+            p
+        } else {
+            None
+        };
+        let p = posted?;
+        self.posted -= 1;
+        if c.is_empty() {
+            self.contexts.remove(&ctx);
+        }
+        Some(p.req)
+    }
+
+    /// Stores a message that matched no posted receive.
+    pub fn store(&mut self, ctx: u32, src: Rank, tag: i32, item: T) {
+        let key = Key { src, tag };
+        let order = self.order();
+        let c = self.contexts.entry(ctx).or_default();
+        c.unexpected.insert(order, Unexpected { key, item });
+        c.unexpected_by_key.entry(key).or_default().push_back(order);
+        self.unexpected += 1;
+    }
+
+    /// Matches against posted receives, else stores: `Some((req, item))` on a match.
+    pub fn arrive(&mut self, ctx: u32, src: Rank, tag: i32, item: T) -> Option<(ReqId, T)> {
+        match self.match_posted(ctx, src, tag) {
+            Some(req) => Some((req, item)),
+            None => {
+                self.store(ctx, src, tag, item);
+                None
+            }
+        }
+    }
+
+    /// The earliest unexpected message fitting the pattern, left in place (probe).
+    pub fn peek(&self, ctx: u32, src: i32, tag: i32) -> Option<(MatchInfo, &T)> {
+        let c = self.contexts.get(&ctx)?;
+        let order = c.find_unexpected(src, tag)?;
+        let u = c.unexpected.get(&order)?;
+        Some((
+            MatchInfo {
+                src: u.key.src,
+                tag: u.key.tag,
+            },
+            &u.item,
+        ))
+    }
+
+    /// Removes and returns the earliest unexpected message fitting the pattern (mprobe).
+    pub fn take(&mut self, ctx: u32, src: i32, tag: i32) -> Option<(MatchInfo, T)> {
+        let c = self.contexts.get_mut(&ctx)?;
+        let order = c.find_unexpected(src, tag)?;
+        let u = c.remove_unexpected(order)?;
+        self.unexpected -= 1;
+        let empty = c.is_empty();
+        if empty {
+            self.contexts.remove(&ctx);
+        }
+        Some((
+            MatchInfo {
+                src: u.key.src,
+                tag: u.key.tag,
+            },
+            u.item,
+        ))
+    }
+
+    /// Removes a posted receive (cancel). Returns whether it was still posted.
+    pub fn cancel(&mut self, req: ReqId) -> bool {
+        for c in self.contexts.values_mut() {
+            if let Some(i) = c.posted_wild.iter().position(|p| p.req == req) {
+                c.posted_wild.remove(i);
+                self.posted -= 1;
+                return true;
+            }
+            let mut hit = None;
+            for (k, q) in c.posted_exact.iter_mut() {
+                if let Some(i) = q.iter().position(|p| p.req == req) {
+                    q.remove(i);
+                    hit = Some((*k, q.is_empty()));
+                    break;
+                }
+            }
+            if let Some((k, empty)) = hit {
+                if empty {
+                    c.posted_exact.remove(&k);
+                }
+                self.posted -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Removes every posted receive for which `doomed(src pattern)` holds; returns their ids.
+    pub fn remove_posted_where(&mut self, doomed: impl Fn(i32) -> bool) -> Vec<ReqId> {
+        let mut out = Vec::new();
+        for c in self.contexts.values_mut() {
+            c.posted_wild.retain(|p| {
+                let d = doomed(p.src);
+                if d {
+                    out.push(p.req);
+                }
+                !d
+            });
+            c.posted_exact.retain(|_, q| {
+                q.retain(|p| {
+                    let d = doomed(p.src);
+                    if d {
+                        out.push(p.req);
+                    }
+                    !d
+                });
+                !q.is_empty()
+            });
+        }
+        self.posted -= out.len();
+        out
+    }
+
+    pub fn posted_len(&self) -> usize {
+        self.posted
+    }
+    pub fn unexpected_len(&self) -> usize {
+        self.unexpected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_and_wildcard_keep_post_order() {
+        let mut m: Matcher<&str> = Matcher::default();
+        assert!(m.post(0, ANY_SOURCE, 5, 1).is_none());
+        assert!(m.post(0, 2, 5, 2).is_none());
+        // The wildcard receive was posted first, so it takes the first message.
+        assert_eq!(m.arrive(0, 2, 5, "a"), Some((1, "a")));
+        assert_eq!(m.arrive(0, 2, 5, "b"), Some((2, "b")));
+        assert_eq!(m.arrive(0, 2, 5, "c"), None);
+        assert_eq!(m.unexpected_len(), 1);
+    }
+
+    #[test]
+    fn receive_takes_earliest_fitting_unexpected() {
+        let mut m: Matcher<u32> = Matcher::default();
+        assert!(m.arrive(0, 1, 7, 10).is_none());
+        assert!(m.arrive(0, 2, 8, 20).is_none());
+        assert!(m.arrive(0, 1, 8, 30).is_none());
+        assert_eq!(
+            m.post(0, ANY_SOURCE, 8, 1).map(|(i, v)| (i.src, v)),
+            Some((2, 20))
+        );
+        assert_eq!(m.post(0, 1, ANY_TAG, 2).map(|(i, v)| (i.tag, v)), Some((7, 10)));
+        assert_eq!(m.peek(0, 1, 8).map(|(_, v)| *v), Some(30));
+        assert_eq!(m.post(0, 1, 8, 3).map(|(_, v)| v), Some(30));
+        assert_eq!(m.unexpected_len(), 0);
+        assert!(m.contexts.is_empty(), "empty contexts are dropped");
+    }
+
+    #[test]
+    fn contexts_are_separate_and_cancel_works() {
+        let mut m: Matcher<u32> = Matcher::default();
+        m.post(1, 0, 0, 9);
+        assert_eq!(m.arrive(2, 0, 0, 1), None);
+        assert!(m.cancel(9));
+        assert!(!m.cancel(9));
+        assert_eq!(m.arrive(1, 0, 0, 2), None);
+        assert_eq!(m.posted_len(), 0);
+    }
+
+    #[test]
+    fn failed_source_removes_only_its_exact_receives() {
+        let mut m: Matcher<u32> = Matcher::default();
+        m.post(0, 3, 1, 1);
+        m.post(0, ANY_SOURCE, 1, 2);
+        m.post(0, 4, ANY_TAG, 3);
+        let mut gone = m.remove_posted_where(|src| src == 3);
+        gone.sort();
+        assert_eq!(gone, vec![1]);
+        assert_eq!(m.posted_len(), 2);
+    }
+}

@@ -1,1 +1,400 @@
-//! placeholder
+//! Deterministic simulator: N endpoints joined by lanes with seeded latency and
+//! jitter, a virtual clock and an MTU (the lanes' largest frame). Frames on one
+//! lane keep their order, as on a TCP connection; frames on different lanes of a
+//! peer pair overtake each other. The simulator plays the runtime's part: it owns
+//! the user buffers, carries out `Output`s and places payloads where
+//! `handle_header` says, through the same wire encoding as the real links.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, Status};
+use crate::wire::data::{DataHeader, DataRepr, HeaderBytes};
+use crate::{Caps, Nanos, Rank, ReqId};
+
+/// Small, seedable, dependency-free PRNG (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub ranks: u32,
+    /// Lanes per peer pair.
+    pub lanes: usize,
+    /// Base one-way latency of a lane, drawn per lane from this range.
+    pub latency_ns: (u64, u64),
+    /// Fixed base latency per lane index, overriding `latency_ns` (to script overtaking).
+    pub lane_latency_ns: Option<Vec<u64>>,
+    /// Extra delay per frame, drawn from `0..=jitter_ns` (FIFO per lane is kept).
+    pub jitter_ns: u64,
+    /// Largest frame payload on a lane: rendezvous fragments are cut to it.
+    pub mtu: u32,
+    pub eager_limit: u32,
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            ranks: 2,
+            lanes: 1,
+            latency_ns: (1_000, 1_000),
+            lane_latency_ns: None,
+            jitter_ns: 0,
+            mtu: 1500,
+            eager_limit: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    Sent(Result<(), Failure>),
+    Received(Result<Status, Failure>),
+}
+
+struct Frame {
+    from: Rank,
+    to: Rank,
+    header: HeaderBytes,
+    payload: Vec<u8>,
+}
+
+enum Event {
+    Frame(Frame),
+    /// Lane `lane` of the pair comes up; lanes come up one after another, as
+    /// connection racing delivers them, so the best lane changes while traffic flows.
+    LaneUp {
+        a: Rank,
+        b: Rank,
+        lane: usize,
+    },
+}
+
+#[derive(Default)]
+struct Node {
+    send_bufs: HashMap<ReqId, Vec<u8>>,
+    recv_bufs: HashMap<ReqId, Vec<u8>>,
+    done: HashMap<ReqId, Completion>,
+    /// Order in which receives completed, with their source (for fairness checks).
+    recv_order: Vec<(ReqId, Rank)>,
+    connecting: Vec<bool>,
+    dead: bool,
+}
+
+pub struct Sim {
+    pub cfg: SimConfig,
+    now: Nanos,
+    rng: Rng,
+    endpoints: Vec<Endpoint>,
+    nodes: Vec<Node>,
+    events: BTreeMap<(Nanos, u64), Event>,
+    event_seq: u64,
+    /// Per (low rank, high rank, lane): base latency.
+    lane_base: HashMap<(Rank, Rank, usize), Nanos>,
+    /// Per (from, to, lane): time of the last delivery, to keep each lane FIFO.
+    lane_last: HashMap<(Rank, Rank, usize), Nanos>,
+    next_req: ReqId,
+    pairs_up: std::collections::HashSet<(Rank, Rank)>,
+    /// Frames delivered, for statistics.
+    pub frames: u64,
+}
+
+impl Sim {
+    pub fn new(cfg: SimConfig) -> Sim {
+        let ecfg = EngineConfig {
+            eager_limit: cfg.eager_limit,
+            frag_size: cfg.mtu,
+        };
+        let endpoints = (0..cfg.ranks)
+            .map(|r| Endpoint::new(r, cfg.ranks, ecfg))
+            .collect();
+        let nodes = (0..cfg.ranks)
+            .map(|_| Node {
+                connecting: vec![false; cfg.ranks as usize],
+                ..Node::default()
+            })
+            .collect();
+        Sim {
+            rng: Rng::new(cfg.seed),
+            cfg,
+            now: 0,
+            endpoints,
+            nodes,
+            events: BTreeMap::new(),
+            event_seq: 0,
+            lane_base: HashMap::new(),
+            lane_last: HashMap::new(),
+            next_req: 1,
+            pairs_up: Default::default(),
+            frames: 0,
+        }
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+    pub fn endpoint(&self, rank: Rank) -> &Endpoint {
+        &self.endpoints[rank as usize]
+    }
+
+    fn req(&mut self) -> ReqId {
+        self.next_req += 1;
+        self.next_req
+    }
+
+    pub fn isend(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>, sync: bool) -> ReqId {
+        let req = self.req();
+        let len = data.len() as u64;
+        self.nodes[rank as usize].send_bufs.insert(req, data);
+        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync);
+        self.drain(rank);
+        req
+    }
+
+    pub fn irecv(&mut self, rank: Rank, src: i32, ctx: u32, tag: i32, capacity: usize) -> ReqId {
+        let req = self.req();
+        self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);
+        self.endpoints[rank as usize].post_recv(req, src, ctx, tag, capacity as u64);
+        self.drain(rank);
+        req
+    }
+
+    pub fn completion(&self, rank: Rank, req: ReqId) -> Option<&Completion> {
+        self.nodes[rank as usize].done.get(&req)
+    }
+
+    /// The receive buffer of a request (whole capacity).
+    pub fn recv_buf(&self, rank: Rank, req: ReqId) -> &[u8] {
+        &self.nodes[rank as usize].recv_bufs[&req]
+    }
+
+    pub fn recv_order(&self, rank: Rank) -> &[(ReqId, Rank)] {
+        &self.nodes[rank as usize].recv_order
+    }
+
+    /// Kills a rank: it stops processing, and every other rank learns of it (as the
+    /// coordinator would tell them).
+    pub fn kill(&mut self, rank: Rank) {
+        self.nodes[rank as usize].dead = true;
+        for r in 0..self.cfg.ranks {
+            if r != rank && !self.nodes[r as usize].dead {
+                self.endpoints[r as usize].handle_peer_failed(rank, "killed by the simulator");
+                self.drain(r);
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Event) {
+        self.event_seq += 1;
+        self.events.insert((at, self.event_seq), ev);
+    }
+
+    /// Base latency of a lane, the same in both directions, drawn once per lane.
+    fn base_latency(&mut self, a: Rank, b: Rank, lane: usize) -> Nanos {
+        let key = (a.min(b), a.max(b), lane);
+        if let Some(b) = self.lane_base.get(&key) {
+            return *b;
+        }
+        let (lo, hi) = self.cfg.latency_ns;
+        let base = match &self.cfg.lane_latency_ns {
+            Some(v) => v[lane % v.len()],
+            None => self.rng.range(lo, hi),
+        };
+        self.lane_base.insert(key, base);
+        base
+    }
+
+    fn lane_delay(&mut self, from: Rank, to: Rank, lane: usize) -> Nanos {
+        let base = self.base_latency(from, to, lane);
+        let jitter = if self.cfg.jitter_ns > 0 {
+            self.rng.range(0, self.cfg.jitter_ns)
+        } else {
+            0
+        };
+        let last = self.lane_last.entry((from, to, lane)).or_insert(0);
+        let at = (self.now + base + jitter).max(*last);
+        *last = at;
+        at
+    }
+
+    /// Carries out every output of `rank`'s endpoint.
+    fn drain(&mut self, rank: Rank) {
+        while let Some(out) = self.endpoints[rank as usize].poll() {
+            let node = &mut self.nodes[rank as usize];
+            match out {
+                Output::Transmit {
+                    peer,
+                    lane,
+                    header,
+                    payload,
+                    completes,
+                } => {
+                    let bytes = payload
+                        .map(|s| {
+                            node.send_bufs[&s.req][s.offset as usize..(s.offset + s.len) as usize].to_vec()
+                        })
+                        .unwrap_or_default();
+                    if let Some(req) = completes {
+                        node.done.insert(req, Completion::Sent(Ok(())));
+                    }
+                    let at = self.lane_delay(rank, peer, lane);
+                    self.schedule(
+                        at,
+                        Event::Frame(Frame {
+                            from: rank,
+                            to: peer,
+                            header,
+                            payload: bytes,
+                        }),
+                    );
+                }
+                Output::CopyOut { req, len } => {
+                    let data = node.send_bufs[&req][..len as usize].to_vec();
+                    self.endpoints[rank as usize].handle_copy_out(req, data);
+                }
+                Output::LocalCopy { from, to, len } => {
+                    let data = node.send_bufs[&from][..len as usize].to_vec();
+                    node.recv_bufs.get_mut(&to).expect("posted")[..len as usize].copy_from_slice(&data);
+                }
+                Output::Deliver { req, data } => {
+                    node.recv_bufs.get_mut(&req).expect("posted")[..data.len()].copy_from_slice(&data);
+                }
+                Output::RecvDone { req, result } => {
+                    if let Ok(st) = &result {
+                        node.recv_order.push((req, st.source));
+                    }
+                    node.done.insert(req, Completion::Received(result));
+                }
+                Output::SendDone { req, result } => {
+                    node.done.insert(req, Completion::Sent(result));
+                }
+                Output::Connect { peer } => {
+                    if !node.connecting[peer as usize] {
+                        node.connecting[peer as usize] = true;
+                        let at = self.now + 2 * self.cfg.latency_ns.1;
+                        self.schedule(
+                            at,
+                            Event::LaneUp {
+                                a: rank,
+                                b: peer,
+                                lane: 0,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            latency_ns: self.cfg.latency_ns.0,
+            bandwidth: 1 << 30,
+            max_frame: self.cfg.mtu,
+            max_eager: self.cfg.eager_limit,
+            reliable: true,
+            ordered: true,
+            node_local: false,
+        }
+    }
+
+    /// Processes one event; false when none is left.
+    pub fn step(&mut self) -> bool {
+        let Some((&key, _)) = self.events.iter().next() else {
+            return false;
+        };
+        let ev = self.events.remove(&key).expect("present");
+        self.now = key.0;
+        match ev {
+            Event::LaneUp { a, b, lane } => {
+                // A pair's lanes exist once, whichever side asked first.
+                if lane > 0 || self.pairs_up.insert((a.min(b), a.max(b))) {
+                    let caps = Caps {
+                        latency_ns: self.base_latency(a, b, lane),
+                        ..self.caps()
+                    };
+                    for (x, y) in [(a, b), (b, a)] {
+                        if !self.nodes[x as usize].dead {
+                            self.endpoints[x as usize].handle_lane_up(y, caps);
+                            self.drain(x);
+                        }
+                    }
+                    if lane + 1 < self.cfg.lanes {
+                        let at = self.now + self.cfg.latency_ns.1;
+                        self.schedule(at, Event::LaneUp { a, b, lane: lane + 1 });
+                    }
+                }
+            }
+            Event::Frame(f) => {
+                self.frames += 1;
+                if self.nodes[f.to as usize].dead {
+                    return true;
+                }
+                self.deliver(f);
+            }
+        }
+        true
+    }
+
+    fn deliver(&mut self, f: Frame) {
+        let to = f.to as usize;
+        let view = DataHeader::new_checked(f.header.as_slice()).expect("the engine emits valid headers");
+        let repr = DataRepr::parse(&view);
+        assert_eq!(
+            view.payload_len() as usize,
+            f.payload.len(),
+            "payload length on the wire"
+        );
+        let (dest, token) = self.endpoints[to]
+            .handle_header(f.from, &repr)
+            .expect("no protocol violation");
+        let buf = match dest {
+            PayloadDest::None => None,
+            PayloadDest::User {
+                req,
+                offset,
+                len,
+                skip,
+            } => {
+                assert_eq!(len + skip, f.payload.len() as u64);
+                let rb = self.nodes[to].recv_bufs.get_mut(&req).expect("posted");
+                rb[offset as usize..(offset + len) as usize].copy_from_slice(&f.payload[..len as usize]);
+                None
+            }
+            PayloadDest::Engine(mut v) => {
+                v.copy_from_slice(&f.payload);
+                Some(v)
+            }
+        };
+        self.endpoints[to].payload_done(f.from, token, buf);
+        self.drain(f.to);
+    }
+
+    /// Runs until no event is left; returns the number of events processed.
+    pub fn run(&mut self) -> u64 {
+        let mut n = 0;
+        while self.step() {
+            n += 1;
+        }
+        n
+    }
+}

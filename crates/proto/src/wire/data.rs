@@ -79,7 +79,10 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
         if b.len() < PREFIX_LEN {
-            return Err(WireError::Truncated { need: PREFIX_LEN, have: b.len() });
+            return Err(WireError::Truncated {
+                need: PREFIX_LEN,
+                have: b.len(),
+            });
         }
         let kind = Kind::from_u8(b[0])?;
         if b[1] != 0 || b[2] != 0 || b[3] != 0 {
@@ -130,11 +133,26 @@ pub struct Envelope {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataRepr {
-    Match { env: Envelope },
-    Rts { env: Envelope, send_id: u64 },
-    Cts { send_id: u64, recv_id: u64, accept_len: u64 },
-    Frag { recv_id: u64, offset: u64, len: u32 },
-    Fin { send_id: u64 },
+    Match {
+        env: Envelope,
+    },
+    Rts {
+        env: Envelope,
+        send_id: u64,
+    },
+    Cts {
+        send_id: u64,
+        recv_id: u64,
+        accept_len: u64,
+    },
+    Frag {
+        recv_id: u64,
+        offset: u64,
+        len: u32,
+    },
+    Fin {
+        send_id: u64,
+    },
     Bye,
 }
 
@@ -149,7 +167,10 @@ impl DataRepr {
         };
         match h.kind {
             Kind::Match => DataRepr::Match { env: env() },
-            Kind::Rts => DataRepr::Rts { env: env(), send_id: h.body_u64(24) },
+            Kind::Rts => DataRepr::Rts {
+                env: env(),
+                send_id: h.body_u64(24),
+            },
             Kind::Cts => DataRepr::Cts {
                 send_id: h.body_u64(0),
                 recv_id: h.body_u64(8),
@@ -160,7 +181,9 @@ impl DataRepr {
                 offset: h.body_u64(8),
                 len: h.payload_len(),
             },
-            Kind::Fin => DataRepr::Fin { send_id: h.body_u64(0) },
+            Kind::Fin => DataRepr::Fin {
+                send_id: h.body_u64(0),
+            },
             Kind::Bye => DataRepr::Bye,
         }
     }
@@ -213,7 +236,11 @@ impl DataRepr {
                 put_env(body, env);
                 put_u64(body, 24, *send_id);
             }
-            DataRepr::Cts { send_id, recv_id, accept_len } => {
+            DataRepr::Cts {
+                send_id,
+                recv_id,
+                accept_len,
+            } => {
                 put_u64(body, 0, *send_id);
                 put_u64(body, 8, *recv_id);
                 put_u64(body, 16, *accept_len);
@@ -262,16 +289,33 @@ mod tests {
     use proptest::prelude::*;
 
     fn arb_env() -> impl Strategy<Value = Envelope> {
-        (any::<u32>(), any::<u32>(), any::<i32>(), any::<u32>(), 0u64..(1 << 20))
-            .prop_map(|(ctx, src, tag, seq, msg_len)| Envelope { ctx, src, tag, seq, msg_len })
+        (
+            any::<u32>(),
+            any::<u32>(),
+            any::<i32>(),
+            any::<u32>(),
+            0u64..(1 << 20),
+        )
+            .prop_map(|(ctx, src, tag, seq, msg_len)| Envelope {
+                ctx,
+                src,
+                tag,
+                seq,
+                msg_len,
+            })
     }
 
     fn arb_repr() -> impl Strategy<Value = DataRepr> {
         prop_oneof![
             arb_env().prop_map(|env| DataRepr::Match { env }),
             (arb_env(), any::<u64>()).prop_map(|(env, send_id)| DataRepr::Rts { env, send_id }),
-            (any::<u64>(), any::<u64>(), any::<u64>())
-                .prop_map(|(send_id, recv_id, accept_len)| DataRepr::Cts { send_id, recv_id, accept_len }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(send_id, recv_id, accept_len)| {
+                DataRepr::Cts {
+                    send_id,
+                    recv_id,
+                    accept_len,
+                }
+            }),
             (any::<u64>(), any::<u64>(), 0..MAX_FRAME_PAYLOAD)
                 .prop_map(|(recv_id, offset, len)| DataRepr::Frag { recv_id, offset, len }),
             any::<u64>().prop_map(|send_id| DataRepr::Fin { send_id }),
@@ -301,23 +345,44 @@ mod tests {
     fn refuses_truncated_unknown_and_reserved() {
         let h = HeaderBytes::new(&DataRepr::Fin { send_id: 7 });
         let b = h.as_slice();
-        assert!(matches!(DataHeader::new_checked(&b[..b.len() - 1]), Err(WireError::Truncated { .. })));
+        assert!(matches!(
+            DataHeader::new_checked(&b[..b.len() - 1]),
+            Err(WireError::Truncated { .. })
+        ));
         let mut bad = b.to_vec();
         bad[0] = 99;
-        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::UnknownKind(99));
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::UnknownKind(99)
+        );
         let mut bad = b.to_vec();
         bad[1] = 1;
-        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::Reserved);
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::Reserved
+        );
         let mut bad = b.to_vec();
         bad[4] = 1; // a FIN must not carry payload
-        assert_eq!(DataHeader::new_checked(&bad[..]).unwrap_err(), WireError::Field("payload_len"));
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::Field("payload_len")
+        );
     }
 
     #[test]
     fn match_payload_must_equal_message_length() {
-        let env = Envelope { ctx: 0, src: 1, tag: 2, seq: 3, msg_len: 8 };
+        let env = Envelope {
+            ctx: 0,
+            src: 1,
+            tag: 2,
+            seq: 3,
+            msg_len: 8,
+        };
         let mut b = HeaderBytes::new(&DataRepr::Match { env }).as_slice().to_vec();
         b[4] = 9;
-        assert_eq!(DataHeader::new_checked(&b[..]).unwrap_err(), WireError::Field("msg_len"));
+        assert_eq!(
+            DataHeader::new_checked(&b[..]).unwrap_err(),
+            WireError::Field("msg_len")
+        );
     }
 }

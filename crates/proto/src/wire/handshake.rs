@@ -66,7 +66,10 @@ impl<T: AsRef<[u8]>> HandshakeFrame<T> {
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
         if b.len() < FRAME_LEN {
-            return Err(WireError::Truncated { need: FRAME_LEN, have: b.len() });
+            return Err(WireError::Truncated {
+                need: FRAME_LEN,
+                have: b.len(),
+            });
         }
         if b[0..4] != MAGIC {
             return Err(WireError::BadMagic);
@@ -178,7 +181,13 @@ mod tests {
 
     #[test]
     fn refuses_foreign_bytes() {
-        assert_eq!(HandshakeFrame::new_checked(&[0u8; 96][..]).unwrap_err(), WireError::BadMagic);
-        assert!(matches!(HandshakeFrame::new_checked(&b"PNTN"[..]), Err(WireError::Truncated { .. })));
+        assert_eq!(
+            HandshakeFrame::new_checked(&[0u8; 96][..]).unwrap_err(),
+            WireError::BadMagic
+        );
+        assert!(matches!(
+            HandshakeFrame::new_checked(&b"PNTN"[..]),
+            Err(WireError::Truncated { .. })
+        ));
     }
 }

@@ -1,0 +1,357 @@
+//! Protocol behaviour in the deterministic simulator.
+
+use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
+use pontoon_proto::{Failure, Status, ANY_SOURCE, ANY_TAG};
+use proptest::prelude::*;
+
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng::new(seed);
+    (0..len).map(|_| r.next_u64() as u8).collect()
+}
+
+fn received(sim: &Sim, rank: u32, req: u64) -> Status {
+    match sim.completion(rank, req) {
+        Some(Completion::Received(Ok(st))) => *st,
+        other => panic!("receive {req} on rank {rank}: {other:?}"),
+    }
+}
+
+#[test]
+fn messages_keep_order_across_lanes_with_different_latency() {
+    // Three lanes whose latencies differ by 50x, plus jitter: frames overtake each
+    // other between lanes, yet messages must match in send order.
+    // Lanes come up slowest first, so each new lane lets later messages overtake.
+    let cfg = SimConfig {
+        lanes: 3,
+        lane_latency_ns: Some(vec![80_000, 30_000, 2_000]),
+        jitter_ns: 20_000,
+        mtu: 1000,
+        eager_limit: 512,
+        seed: 7,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let sizes: Vec<usize> = (0..300).map(|i| [0, 8, 511, 512, 513, 4000][i % 6]).collect();
+    for (i, &n) in sizes.iter().enumerate() {
+        sim.isend(0, 1, 0, 9, bytes(i as u64, n), false);
+        // Keep sending while lanes come up one by one and the best lane changes.
+        sim.step();
+    }
+    sim.run();
+    assert!(
+        sim.endpoint(1).held_max() > 0,
+        "the test must exercise overtaking"
+    );
+    let recvs: Vec<u64> = sizes.iter().map(|_| sim.irecv(1, 0, 0, 9, 4000)).collect();
+    sim.run();
+    for (i, (&n, &r)) in sizes.iter().zip(&recvs).enumerate() {
+        let st = received(&sim, 1, r);
+        assert_eq!(st.count as usize, n, "message {i}");
+        assert_eq!(
+            &sim.recv_buf(1, r)[..n],
+            &bytes(i as u64, n)[..],
+            "message {i} data"
+        );
+    }
+}
+
+#[test]
+fn any_source_matches_in_arrival_order_and_serves_every_sender() {
+    let cfg = SimConfig {
+        ranks: 5,
+        latency_ns: (1_000, 3_000),
+        jitter_ns: 500,
+        seed: 3,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let recvs: Vec<u64> = (0..200).map(|_| sim.irecv(0, ANY_SOURCE, 0, 1, 64)).collect();
+    for k in 0..50u64 {
+        for src in 1..5 {
+            let mut payload = k.to_le_bytes().to_vec();
+            payload.push(src as u8);
+            sim.isend(src, 0, 0, 1, payload, false);
+        }
+        // Senders keep sending while earlier messages are in flight.
+        for _ in 0..3 {
+            sim.step();
+        }
+    }
+    sim.run();
+    let mut next = [0u64; 5];
+    let mut seen_in_first_half = [0; 5];
+    for (i, r) in recvs.iter().enumerate() {
+        let st = received(&sim, 0, *r);
+        let buf = sim.recv_buf(0, *r);
+        let k = u64::from_le_bytes(buf[..8].try_into().unwrap());
+        assert_eq!(buf[8] as u32, st.source);
+        // Non-overtaking per sender.
+        assert_eq!(k, next[st.source as usize]);
+        next[st.source as usize] += 1;
+        if i < 100 {
+            seen_in_first_half[st.source as usize] += 1;
+        }
+    }
+    // Fairness: senders with similar latency all progress in the first half.
+    assert!(
+        seen_in_first_half[1..].iter().all(|&n| n >= 10),
+        "{seen_in_first_half:?}"
+    );
+    // Completions follow posting order for wildcard receives of one tag.
+    let order: Vec<u64> = sim.recv_order(0).iter().map(|(r, _)| *r).collect();
+    assert_eq!(order, recvs);
+}
+
+#[test]
+fn unexpected_rendezvous_buffers_no_payload_until_matched() {
+    let cfg = SimConfig {
+        eager_limit: 1024,
+        mtu: 4096,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let data = bytes(1, 1 << 20);
+    let s = sim.isend(0, 1, 0, 3, data.clone(), false);
+    sim.run();
+    assert!(
+        sim.completion(0, s).is_none(),
+        "a rendezvous send waits for the receiver"
+    );
+    assert_eq!(sim.endpoint(1).unexpected_len(), 1);
+    let frames_before = sim.frames;
+    assert_eq!(frames_before, 1, "only the RTS travelled");
+    let r = sim.irecv(1, 0, 0, 3, 1 << 20);
+    sim.run();
+    assert_eq!(received(&sim, 1, r).count, 1 << 20);
+    assert_eq!(sim.recv_buf(1, r), &data[..]);
+    assert_eq!(sim.completion(0, s), Some(&Completion::Sent(Ok(()))));
+    assert_eq!(sim.endpoint(0).pending() + sim.endpoint(1).pending(), 0);
+}
+
+#[test]
+fn ten_thousand_outstanding_requests() {
+    let cfg = SimConfig {
+        eager_limit: 64,
+        mtu: 256,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let n = 10_000;
+    let recvs: Vec<u64> = (0..n).map(|t| sim.irecv(1, 0, 0, t, 128)).collect();
+    // Sent in reverse tag order, each size alternating eager and rendezvous.
+    let sends: Vec<u64> = (0..n)
+        .rev()
+        .map(|t| sim.isend(0, 1, 0, t, bytes(t as u64, 32 + (t as usize % 2) * 96), false))
+        .collect();
+    assert_eq!(sim.endpoint(1).pending(), n as usize);
+    sim.run();
+    for (t, r) in recvs.iter().enumerate() {
+        let st = received(&sim, 1, *r);
+        assert_eq!(st.tag, t as i32);
+        let len = 32 + (t % 2) * 96;
+        assert_eq!(&sim.recv_buf(1, *r)[..len], &bytes(t as u64, len)[..]);
+    }
+    assert!(sends
+        .iter()
+        .all(|s| sim.completion(0, *s) == Some(&Completion::Sent(Ok(())))));
+    assert_eq!(sim.endpoint(0).pending() + sim.endpoint(1).pending(), 0);
+}
+
+#[test]
+fn truncation_is_reported_for_eager_and_rendezvous() {
+    let cfg = SimConfig {
+        eager_limit: 100,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let r1 = sim.irecv(1, 0, 0, 1, 10);
+    let r2 = sim.irecv(1, 0, 0, 2, 10);
+    sim.isend(0, 1, 0, 1, bytes(1, 50), false);
+    let s2 = sim.isend(0, 1, 0, 2, bytes(2, 5000), false);
+    sim.run();
+    for (r, seed) in [(r1, 1), (r2, 2)] {
+        let st = received(&sim, 1, r);
+        assert!(st.truncated);
+        assert_eq!(st.count, 10);
+        assert_eq!(sim.recv_buf(1, r), &bytes(seed, 10)[..]);
+    }
+    assert_eq!(sim.completion(0, s2), Some(&Completion::Sent(Ok(()))));
+}
+
+#[test]
+fn zero_length_self_and_synchronous_messages() {
+    let mut sim = Sim::new(SimConfig {
+        ranks: 2,
+        eager_limit: 100,
+        ..Default::default()
+    });
+    let s0 = sim.isend(0, 1, 0, 1, vec![], false);
+    let r0 = sim.irecv(1, 0, 0, 1, 0);
+    // To self: eager is buffered, large waits for its receive.
+    let small = sim.isend(0, 0, 0, 2, bytes(3, 40), false);
+    assert_eq!(sim.completion(0, small), Some(&Completion::Sent(Ok(()))));
+    let big = sim.isend(0, 0, 0, 3, bytes(4, 400), false);
+    assert!(sim.completion(0, big).is_none());
+    let rb = sim.irecv(0, 0, 0, 3, 400);
+    let rs = sim.irecv(0, ANY_SOURCE, 0, ANY_TAG, 100);
+    // A synchronous send completes only after it is matched.
+    let ss = sim.isend(0, 1, 0, 4, bytes(5, 8), true);
+    sim.run();
+    assert!(sim.completion(0, ss).is_none());
+    let rss = sim.irecv(1, 0, 0, 4, 8);
+    sim.run();
+    assert_eq!(sim.completion(0, ss), Some(&Completion::Sent(Ok(()))));
+    assert_eq!(received(&sim, 1, rss).count, 8);
+    assert_eq!(received(&sim, 1, r0).count, 0);
+    assert_eq!(sim.completion(0, s0), Some(&Completion::Sent(Ok(()))));
+    assert_eq!(sim.recv_buf(0, rb), &bytes(4, 400)[..]);
+    assert_eq!(received(&sim, 0, rs).tag, 2);
+    assert_eq!(&sim.recv_buf(0, rs)[..40], &bytes(3, 40)[..]);
+}
+
+#[test]
+fn a_dead_peer_fails_pending_operations_instead_of_hanging() {
+    let mut sim = Sim::new(SimConfig {
+        ranks: 3,
+        eager_limit: 100,
+        ..Default::default()
+    });
+    let from_dead = sim.irecv(0, 2, 0, 1, 10);
+    let any = sim.irecv(0, ANY_SOURCE, 0, 1, 10);
+    let big = sim.isend(0, 2, 0, 5, bytes(1, 1000), false);
+    sim.run();
+    sim.kill(2);
+    sim.run();
+    assert!(matches!(
+        sim.completion(0, from_dead),
+        Some(Completion::Received(Err(Failure::PeerFailed { rank: 2, .. })))
+    ));
+    assert!(matches!(
+        sim.completion(0, big),
+        Some(Completion::Sent(Err(Failure::PeerFailed { rank: 2, .. })))
+    ));
+    // Rank 1 is alive, so an any-source receive stays pending...
+    assert!(sim.completion(0, any).is_none());
+    // ...and a new operation with the dead rank fails at once.
+    let later = sim.irecv(0, 2, 0, 1, 10);
+    assert!(matches!(
+        sim.completion(0, later),
+        Some(Completion::Received(Err(_)))
+    ));
+    sim.kill(1);
+    assert!(matches!(
+        sim.completion(0, any),
+        Some(Completion::Received(Err(_)))
+    ));
+}
+
+/// One operation of a random program.
+#[derive(Debug, Clone)]
+enum Op {
+    Send {
+        src: u32,
+        dst: u32,
+        tag: i32,
+        len: usize,
+        sync: bool,
+    },
+    Recv {
+        rank: u32,
+        src: u32,
+        tag: Option<i32>,
+        cap: usize,
+    },
+    Run {
+        events: usize,
+    },
+}
+
+fn arb_op(ranks: u32) -> impl Strategy<Value = Op> {
+    let len = prop_oneof![Just(0usize), 1usize..64, 60usize..70, 64usize..3000];
+    prop_oneof![
+        (
+            0..ranks,
+            0..ranks,
+            0..3i32,
+            len.clone(),
+            prop::bool::weighted(0.1)
+        )
+            .prop_map(|(src, dst, tag, len, sync)| Op::Send {
+                src,
+                dst,
+                tag,
+                len,
+                sync
+            }),
+        (
+            0..ranks,
+            0..ranks,
+            prop::option::weighted(0.7, 0..3i32),
+            prop_oneof![Just(3000usize), 0usize..100]
+        )
+            .prop_map(|(rank, src, tag, cap)| Op::Recv { rank, src, tag, cap }),
+        (0usize..20).prop_map(|events| Op::Run { events }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Random mixes of sizes (zero, eager, boundary, rendezvous), tags, wildcards,
+    /// synchronous sends and truncation, with posts interleaved at random with the
+    /// network, checked against a sequential reference model of MPI matching.
+    #[test]
+    fn random_programs_match_the_reference_model(
+        ops in proptest::collection::vec(arb_op(3), 1..120),
+        seed in any::<u64>(),
+        lanes in 1usize..4,
+    ) {
+        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, seed, ..Default::default() };
+        let mut sim = Sim::new(cfg);
+        // Reference: per (dst, src) the messages in send order, and per rank the
+        // receives in post order; each receive takes the earliest fitting message.
+        let mut sent: Vec<(u32, u32, i32, Vec<u8>, u64)> = Vec::new();
+        let mut posted: Vec<(u32, u32, Option<i32>, usize, u64)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Send { src, dst, tag, len, sync } => {
+                    let data = bytes(i as u64, len);
+                    let req = sim.isend(src, dst, 0, tag, data.clone(), sync);
+                    sent.push((src, dst, tag, data, req));
+                }
+                Op::Recv { rank, src, tag, cap } => {
+                    let req = sim.irecv(rank, src as i32, 0, tag.unwrap_or(ANY_TAG), cap);
+                    posted.push((rank, src, tag, cap, req));
+                }
+                Op::Run { events } => for _ in 0..events { sim.step(); },
+            }
+        }
+        sim.run();
+        let mut taken = vec![false; sent.len()];
+        for (rank, src, tag, cap, req) in &posted {
+            let hit = sent.iter().enumerate().position(|(i, (s, d, t, _, _))| {
+                !taken[i] && s == src && d == rank && tag.is_none_or(|tag| tag == *t)
+            });
+            match hit {
+                Some(i) => {
+                    taken[i] = true;
+                    let (_, _, t, data, _) = &sent[i];
+                    let st = received(&sim, *rank, *req);
+                    let n = data.len().min(*cap);
+                    prop_assert_eq!(st.tag, *t);
+                    prop_assert_eq!(st.count as usize, n);
+                    prop_assert_eq!(st.truncated, data.len() > *cap);
+                    prop_assert_eq!(&sim.recv_buf(*rank, *req)[..n], &data[..n]);
+                }
+                None => prop_assert!(sim.completion(*rank, *req).is_none(), "receive {} should wait", req),
+            }
+        }
+        // Every matched or eager send completed; unmatched rendezvous sends wait.
+        for (i, (_, _, _, _, req)) in sent.iter().enumerate() {
+            let c = sim.completion(sent[i].0, *req);
+            if taken[i] {
+                prop_assert_eq!(c, Some(&Completion::Sent(Ok(()))));
+            }
+        }
+    }
+}
