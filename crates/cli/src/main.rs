@@ -1,1 +1,206 @@
-fn main() {}
+//! `pontoon`: the command-line front end. Thin: parsing and printing only; the work
+//! is in the `launch` and `runtime` crates.
+#![forbid(unsafe_code)]
+
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "pontoon",
+    version,
+    about = "Message passing across clusters",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a job: N copies of PROGRAM on this host, wired up as one MPI job
+    #[command(
+        after_help = "Exit status: 0 when every rank exited 0; otherwise the code of whatever ended \
+                      the job first: the code given to abort, the first failed rank's exit code \
+                      (128+N when killed by signal N; 1 when it exited 0 without finalizing), 124 for \
+                      --timeout, 128+N when pontoon run got signal N; 127 when PROGRAM is not found, \
+                      126 when it cannot be started, 1 for other launcher errors."
+    )]
+    Run(RunArgs),
+    /// Print the version, transports, every parameter and the variables the launcher sets
+    Info,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Number of ranks
+    #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    n: u32,
+    /// Prefix every output line with `[rank] `
+    #[arg(long)]
+    tag_output: bool,
+    /// Forward variable VAR to the ranks (with `=VALUE`: set it); repeatable
+    #[arg(short = 'x', value_name = "VAR[=VALUE]", value_parser = parse_export)]
+    export: Vec<(String, Option<String>)>,
+    /// End the job after SECONDS (exit status 124)
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<Duration>,
+    /// The program and its arguments, passed verbatim (even those starting with `-`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]"
+    )]
+    command: Vec<OsString>,
+}
+
+fn parse_export(s: &str) -> Result<(String, Option<String>), String> {
+    launch::parse_export(s).map_err(|e| e.to_string())
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("{s:?}: the timeout must be more than 0 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is too long"))
+}
+
+fn init_logging() {
+    let filter = std::env::var("PONTOON_LOG").unwrap_or_else(|_| "warn".into());
+    let (filter, bad) = match tracing_subscriber::EnvFilter::try_new(&filter) {
+        Ok(f) => (f, None),
+        Err(e) => (
+            tracing_subscriber::EnvFilter::new("warn"),
+            Some(format!("PONTOON_LOG={filter:?}: {e}")),
+        ),
+    };
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    if let Some(bad) = bad {
+        tracing::warn!("{bad}; using `warn`");
+    }
+}
+
+fn run(a: RunArgs) -> ExitCode {
+    let mut command = a.command.into_iter();
+    let plan = launch::LaunchPlan {
+        n: a.n,
+        program: command.next().expect("clap requires a program"),
+        args: command.collect(),
+        tag_output: a.tag_output,
+        export: a.export,
+        timeout: a.timeout,
+    };
+    match launch::run(plan) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("pontoon run: {e}");
+            ExitCode::from(match e {
+                launch::LaunchError::Program(_) => 127,
+                launch::LaunchError::Spawn { .. } => 126,
+                _ => 1,
+            })
+        }
+    }
+}
+
+fn info() -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "pontoon {}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(s, "transports: tcp");
+    let _ = writeln!(
+        s,
+        "\nparameters (environment variables; the ranks inherit them from pontoon run):"
+    );
+    for p in runtime::config::PARAMS {
+        let _ = writeln!(s, "  {} (default {})\n      {}", p.name, p.default, p.meaning);
+    }
+    let _ = writeln!(s, "\nset by pontoon run for every rank:");
+    for (name, meaning) in runtime::jobenv::ENV_VARS {
+        let _ = writeln!(s, "  {name}\n      {meaning}");
+    }
+    s
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Info => {
+            print!("{}", info());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn trailing_arguments_are_verbatim() {
+        let cli = Cli::try_parse_from([
+            "pontoon",
+            "run",
+            "-n",
+            "2",
+            "-x",
+            "A=1",
+            "prog",
+            "-n",
+            "5",
+            "--timeout",
+            "x",
+        ])
+        .unwrap();
+        let Cmd::Run(a) = cli.cmd else { panic!() };
+        assert_eq!(a.n, 2);
+        assert_eq!(a.export, vec![("A".to_string(), Some("1".to_string()))]);
+        assert_eq!(
+            a.command,
+            ["prog", "-n", "5", "--timeout", "x"].map(OsString::from)
+        );
+        assert!(Cli::try_parse_from(["pontoon", "run", "-n", "0", "prog"]).is_err());
+        assert!(Cli::try_parse_from(["pontoon", "run", "-n", "1"]).is_err());
+        assert!(Cli::try_parse_from(["pontoon", "run", "-n", "1", "--timeout", "-3", "p"]).is_err());
+        assert!(Cli::try_parse_from(["pontoon", "run", "-n", "1", "-x", "PONTOON_RANK=1", "p"]).is_err());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["0", "-1", "nan", "inf", "abc", ""] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn launcher_variables_are_documented() {
+        let documented: Vec<&str> = runtime::jobenv::ENV_VARS.iter().map(|v| v.0).collect();
+        assert_eq!(documented, launch::LAUNCHER_VARS);
+        let text = info();
+        for p in runtime::config::PARAMS {
+            assert!(text.contains(p.name));
+        }
+    }
+}

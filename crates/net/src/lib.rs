@@ -1,1 +1,13 @@
-//! Address classes, interface discovery, connection strings and candidate paths
+//! Address classes, interface discovery, connection strings and candidate paths.
+//!
+//! Pure functions wherever possible: only [`iface::interfaces`] and
+//! [`iface::local_addresses`] look at the host.
+#![forbid(unsafe_code)]
+
+pub mod class;
+pub mod connstr;
+pub mod iface;
+
+pub use class::{classify, AddrClass};
+pub use connstr::{client_order, ConnEntry, ParseError};
+pub use iface::{interfaces, local_addresses, Interface};

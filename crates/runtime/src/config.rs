@@ -27,7 +27,8 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "PONTOON_SPIN_US",
         default: "200",
-        meaning: "a blocking call busy-polls this many microseconds before it sleeps in epoll; 0 sleeps at once \
+        meaning:
+            "a blocking call busy-polls this many microseconds before it sleeps in epoll; 0 sleeps at once \
                   (use 0 when ranks outnumber cores)",
     },
     Param {
@@ -76,16 +77,27 @@ pub struct ConfigError {
 
 fn get(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> String {
     env(name).unwrap_or_else(|| {
-        PARAMS.iter().find(|p| p.name == name).map(|p| p.default.to_string()).expect("parameter is listed")
+        PARAMS
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.default.to_string())
+            .expect("parameter is listed")
     })
 }
 
-fn num<T: std::str::FromStr>(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> Result<T, ConfigError>
+fn num<T: std::str::FromStr>(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &'static str,
+) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
     let v = get(env, name);
-    v.trim().parse::<T>().map_err(|e| ConfigError { name, value: v.clone(), why: e.to_string() })
+    v.trim().parse::<T>().map_err(|e| ConfigError {
+        name,
+        value: v.clone(),
+        why: e.to_string(),
+    })
 }
 
 impl Config {
@@ -97,7 +109,7 @@ impl Config {
     pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let eager_limit: u32 = num(env, "PONTOON_EAGER_LIMIT")?;
         let frag_size: u32 = num(env, "PONTOON_FRAG_SIZE")?;
-        if frag_size < 4096 || frag_size > (1 << 30) {
+        if !(4096..=(1 << 30)).contains(&frag_size) {
             return Err(ConfigError {
                 name: "PONTOON_FRAG_SIZE",
                 value: frag_size.to_string(),

@@ -1,1 +1,585 @@
-//! placeholder
+//! The rank side of the control channel to the launcher's coordinator
+//! (messages, framing and MACs are in [`proto::control`]).
+//!
+//! [`ControlClient::connect`] tries the coordinator's addresses best class first,
+//! authenticates both ways, and leaves a non-blocking socket the event loop can poll
+//! ([`ControlClient::as_fd`], [`ControlClient::poll_event`]). The blocking calls
+//! ([`ControlClient::fence`], [`ControlClient::finalize`]) queue every other event
+//! that arrives meanwhile, so `poll_event` later returns it in order.
+
+use crate::jobenv::JobEnv;
+use net::{AddrClass, ConnEntry};
+use proto::control::{self as ctl, Decoder, FromCoordinator, ToCoordinator};
+use rustix::event::{PollFd, PollFlags};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+/// How long [`ControlClient::abort`] waits for the coordinator to take note.
+const ABORT_WAIT: Duration = Duration::from_secs(2);
+
+/// One failed attempt to reach the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub addr: SocketAddr,
+    pub class: AddrClass,
+    pub error: String,
+}
+
+fn list_attempts(a: &[Attempt]) -> String {
+    a.iter()
+        .map(|a| format!("\n  {} ({}): {}", a.addr, a.class, a.error))
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(
+        "none of the launcher's addresses ({coord}) is of an address class this host has ({local}); \
+         the launcher's host is not reachable from here"
+    )]
+    NoCommonAddress { coord: String, local: String },
+    #[error(
+        "cannot reach the launcher (pontoon run); tried:{}\ncheck that it is still running and that \
+         this host can reach one of those addresses",
+        list_attempts(.0)
+    )]
+    Unreachable(Vec<Attempt>),
+    #[error("the launcher is gone (its control connection closed): the job is over")]
+    LauncherGone,
+    #[error("the launcher ended the job: {0}")]
+    Shutdown(String),
+    #[error("control connection to the launcher failed: {0}")]
+    Io(#[from] io::Error),
+    #[error("the launcher sent a malformed control message ({0}); is it the same pontoon version?")]
+    Protocol(String),
+}
+
+/// An authenticated control connection to the coordinator.
+pub struct ControlClient {
+    stream: TcpStream,
+    peer: SocketAddr,
+    rank: u32,
+    decoder: Decoder,
+    /// Events that arrived while a blocking call waited for something else.
+    queued: VecDeque<FromCoordinator>,
+    eof: bool,
+}
+
+fn describe(e: &io::Error, timeout: Duration) -> String {
+    match e.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!("no answer within {timeout:?}"),
+        io::ErrorKind::ConnectionRefused => "connection refused (nothing listens there)".into(),
+        _ => e.to_string(),
+    }
+}
+
+const REFUSED: &str = "closed the connection without a Welcome: it refused this rank (wrong job id or \
+                       secret, or this rank is already connected)";
+
+/// Connects to `addr` and authenticates; on success returns the stream and the decoder
+/// (which may already hold messages sent right after `Welcome`).
+fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<(TcpStream, Decoder), String> {
+    let deadline = Instant::now() + timeout;
+    let remaining = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("no answer within {timeout:?}"))
+    };
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| describe(&e, timeout))?;
+    let _ = s.set_nodelay(true);
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| format!("no random numbers for the nonce: {e}"))?;
+    let hello = ToCoordinator::Hello {
+        job_id: env.job_id,
+        rank: env.rank,
+        pid: std::process::id(),
+        nonce,
+        mac: ctl::hello_mac(&env.secret, &env.job_id, env.rank, &nonce),
+    };
+    s.set_write_timeout(Some(remaining()?))
+        .map_err(|e| e.to_string())?;
+    s.write_all(&ctl::encode(&hello))
+        .map_err(|e| describe(&e, timeout))?;
+    let mut decoder = Decoder::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        match decoder.next::<FromCoordinator>() {
+            Err(e) => return Err(format!("answered with garbage ({e}): not a pontoon coordinator")),
+            Ok(Some(FromCoordinator::Welcome { mac })) => {
+                let want = ctl::welcome_mac(&env.secret, &env.job_id, env.rank, &nonce);
+                if !ctl::mac_eq(&mac, &want) {
+                    return Err("answered with a wrong MAC: the coordinator of another job".into());
+                }
+                return Ok((s, decoder));
+            }
+            Ok(Some(FromCoordinator::Shutdown { reason })) => {
+                return Err(format!("refused this rank: {reason}"))
+            }
+            Ok(Some(other)) => return Err(format!("answered {other:?} instead of Welcome")),
+            Ok(None) => {}
+        }
+        s.set_read_timeout(Some(remaining()?))
+            .map_err(|e| e.to_string())?;
+        match s.read(&mut buf) {
+            // A close before our Hello was read arrives as a reset: the same refusal.
+            Ok(0) => return Err(REFUSED.into()),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Err(REFUSED.into()),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(describe(&e, timeout)),
+        }
+    }
+}
+
+impl ControlClient {
+    /// Connects to the coordinator named in `env`, trying its addresses of the classes
+    /// this host has, best first, each for at most `attempt_timeout` (TCP connect plus
+    /// authentication). The error lists every address tried and why it failed.
+    pub fn connect(env: &JobEnv, attempt_timeout: Duration) -> Result<ControlClient, ControlError> {
+        let local = net::local_addresses();
+        let mut order = net::client_order(&env.coord, &local);
+        if order.is_empty() {
+            if !local.is_empty() {
+                let classes: Vec<String> = local.iter().map(|(a, c, i)| format!("{a} {c} on {i}")).collect();
+                return Err(ControlError::NoCommonAddress {
+                    coord: net::connstr::format(&env.coord),
+                    local: classes.join(", "),
+                });
+            }
+            // Interface discovery found nothing (a restricted sandbox?): try everything.
+            order = env.coord.clone();
+        }
+        Self::connect_to(env, &order, attempt_timeout)
+    }
+
+    /// Like [`ControlClient::connect`], but tries exactly `order`.
+    pub fn connect_to(
+        env: &JobEnv,
+        order: &[ConnEntry],
+        attempt_timeout: Duration,
+    ) -> Result<ControlClient, ControlError> {
+        let mut failed = Vec::new();
+        for e in order {
+            match attempt(env, e.addr, attempt_timeout) {
+                Ok((stream, decoder)) => {
+                    stream.set_read_timeout(None)?;
+                    stream.set_write_timeout(None)?;
+                    stream.set_nonblocking(true)?;
+                    tracing::debug!(rank = env.rank, coordinator = %e.addr, "control connection up");
+                    return Ok(ControlClient {
+                        stream,
+                        peer: e.addr,
+                        rank: env.rank,
+                        decoder,
+                        queued: VecDeque::new(),
+                        eof: false,
+                    });
+                }
+                Err(error) => {
+                    tracing::debug!(rank = env.rank, addr = %e.addr, %error, "coordinator attempt failed");
+                    failed.push(Attempt {
+                        addr: e.addr,
+                        class: e.class,
+                        error,
+                    });
+                }
+            }
+        }
+        Err(ControlError::Unreachable(failed))
+    }
+
+    /// The coordinator address that answered.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The socket, for the event loop's epoll (readable = call [`Self::poll_event`]).
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
+    /// Sends one message, waiting until the socket takes all of it.
+    pub fn send(&mut self, msg: &ToCoordinator) -> io::Result<()> {
+        let bytes = ctl::encode(msg);
+        let mut at = 0;
+        while at < bytes.len() {
+            match self.stream.write(&bytes[at..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(PollFlags::OUT, None)?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Next event, without blocking: queued events first, then what the socket has.
+    /// `Err(LauncherGone)` once the coordinator closed the connection and every
+    /// message it sent before has been returned.
+    pub fn poll_event(&mut self) -> Result<Option<FromCoordinator>, ControlError> {
+        if let Some(m) = self.queued.pop_front() {
+            return Ok(Some(m));
+        }
+        if let Some(m) = self.decode()? {
+            return Ok(Some(m));
+        }
+        if !self.eof {
+            self.read_available()?;
+            if let Some(m) = self.decode()? {
+                return Ok(Some(m));
+            }
+        }
+        if self.eof {
+            return Err(ControlError::LauncherGone);
+        }
+        Ok(None)
+    }
+
+    /// Publishes `key` for the next fence.
+    pub fn put(&mut self, key: &str, value: &[u8]) -> io::Result<()> {
+        self.send(&ToCoordinator::Put {
+            key: key.to_string(),
+            value: value.to_vec(),
+        })
+    }
+
+    /// Blocks until every rank reached fence `epoch`; returns every key put before it.
+    pub fn fence(&mut self, epoch: u32) -> Result<HashMap<String, Vec<u8>>, ControlError> {
+        self.send(&ToCoordinator::Fence { epoch })?;
+        match self.wait_for(|m| matches!(m, FromCoordinator::FenceDone { epoch: e, .. } if *e == epoch))? {
+            FromCoordinator::FenceDone { kvs, .. } => Ok(kvs.into_iter().collect()),
+            _ => unreachable!("wait_for returns only what the predicate accepted"),
+        }
+    }
+
+    /// Tells the coordinator this rank finalizes and blocks until every rank has.
+    pub fn finalize(&mut self) -> Result<(), ControlError> {
+        self.send(&ToCoordinator::Finalize)?;
+        self.wait_for(|m| matches!(m, FromCoordinator::FinalizeDone))
+            .map(|_| ())
+    }
+
+    /// Asks the coordinator to end the job with `code`, then waits (at most 2 s) until
+    /// it has taken note, so the caller can exit right after without the launcher
+    /// mistaking the exit for a crash.
+    pub fn abort(&mut self, code: i32, message: &str) -> io::Result<()> {
+        self.send(&ToCoordinator::Abort {
+            code,
+            message: message.to_string(),
+        })?;
+        let _ = self.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + ABORT_WAIT;
+        while !self.eof {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            self.wait(PollFlags::IN, Some(left))?;
+            self.read_available()
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            // Drain what arrived so the coordinator's Shutdown is not waited for again.
+            while let Ok(Some(m)) = self.decode() {
+                let done = matches!(m, FromCoordinator::Shutdown { .. });
+                self.queued.push_back(m);
+                if done {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(&mut self) -> Result<Option<FromCoordinator>, ControlError> {
+        self.decoder
+            .next()
+            .map_err(|e| ControlError::Protocol(e.to_string()))
+    }
+
+    /// Reads everything the socket has now; sets `eof` when the coordinator closed.
+    fn read_available(&mut self) -> Result<(), ControlError> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => self.decoder.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits until the socket is ready for `flags` or `timeout` passes.
+    fn wait(&self, flags: PollFlags, timeout: Option<Duration>) -> io::Result<()> {
+        let ts = timeout.map(|d| {
+            rustix::event::Timespec::try_from(d).unwrap_or(rustix::event::Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            })
+        });
+        let mut fds = [PollFd::new(&self.stream, flags)];
+        loop {
+            match rustix::event::poll(&mut fds, ts.as_ref()) {
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Blocks until a message accepted by `want` arrives; queues every other one.
+    /// A `Shutdown` (queued too) or the connection closing ends the wait with an error.
+    fn wait_for(&mut self, want: impl Fn(&FromCoordinator) -> bool) -> Result<FromCoordinator, ControlError> {
+        if let Some(i) = self.queued.iter().position(&want) {
+            return Ok(self.queued.remove(i).expect("index from position"));
+        }
+        if let Some(FromCoordinator::Shutdown { reason }) = self
+            .queued
+            .iter()
+            .find(|m| matches!(m, FromCoordinator::Shutdown { .. }))
+        {
+            return Err(ControlError::Shutdown(reason.clone()));
+        }
+        loop {
+            while let Some(m) = self.decode()? {
+                if want(&m) {
+                    return Ok(m);
+                }
+                let shutdown = match &m {
+                    FromCoordinator::Shutdown { reason } => Some(reason.clone()),
+                    _ => None,
+                };
+                self.queued.push_back(m);
+                if let Some(reason) = shutdown {
+                    return Err(ControlError::Shutdown(reason));
+                }
+            }
+            if self.eof {
+                return Err(ControlError::LauncherGone);
+            }
+            self.wait(PollFlags::IN, None)?;
+            self.read_available()?;
+        }
+    }
+}
+
+impl AsFd for ControlClient {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    fn env(ports: &[u16], secret: [u8; 32]) -> JobEnv {
+        JobEnv {
+            rank: 1,
+            size: 2,
+            job_id: [7; 16],
+            secret,
+            coord: ports
+                .iter()
+                .map(|p| ConnEntry::new(SocketAddr::from(([127, 0, 0, 1], *p))))
+                .collect(),
+            local_rank: 1,
+            local_size: 2,
+            node: "here".into(),
+        }
+    }
+
+    /// A one-connection coordinator: authenticates the Hello with `secret`, then runs `script`.
+    fn coordinator(
+        secret: [u8; 32],
+        script: impl FnOnce(&mut TcpStream, &mut Decoder) + Send + 'static,
+    ) -> (u16, thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut d = Decoder::default();
+            let Some(ToCoordinator::Hello {
+                job_id, rank, nonce, ..
+            }) = recv(&mut s, &mut d)
+            else {
+                panic!("no hello")
+            };
+            let mac = ctl::welcome_mac(&secret, &job_id, rank, &nonce);
+            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac }))
+                .unwrap();
+            script(&mut s, &mut d);
+        });
+        (port, h)
+    }
+
+    fn recv(s: &mut TcpStream, d: &mut Decoder) -> Option<ToCoordinator> {
+        let mut buf = [0u8; 1024];
+        loop {
+            if let Some(m) = d.next().unwrap() {
+                return Some(m);
+            }
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                return None;
+            }
+            d.push(&buf[..n]);
+        }
+    }
+
+    fn send(s: &mut TcpStream, m: &FromCoordinator) {
+        s.write_all(&ctl::encode(m)).unwrap();
+    }
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn fence_queues_other_events_and_eof_means_launcher_gone() {
+        let (port, h) = coordinator([9; 32], |s, d| {
+            assert_eq!(
+                recv(s, d),
+                Some(ToCoordinator::Put {
+                    key: "k".into(),
+                    value: vec![1]
+                })
+            );
+            assert_eq!(recv(s, d), Some(ToCoordinator::Fence { epoch: 1 }));
+            send(
+                s,
+                &FromCoordinator::PeerFailed {
+                    rank: 0,
+                    cause: "exited with code 3".into(),
+                },
+            );
+            send(
+                s,
+                &FromCoordinator::FenceDone {
+                    epoch: 1,
+                    kvs: vec![("k".into(), vec![1])],
+                },
+            );
+            assert_eq!(recv(s, d), Some(ToCoordinator::Finalize));
+            send(s, &FromCoordinator::FinalizeDone);
+        });
+        let mut c = ControlClient::connect(&env(&[port], [9; 32]), T).unwrap();
+        c.put("k", &[1]).unwrap();
+        let kvs = c.fence(1).unwrap();
+        assert_eq!(kvs.get("k"), Some(&vec![1]));
+        c.finalize().unwrap();
+        h.join().unwrap();
+        assert!(matches!(
+            c.poll_event(),
+            Ok(Some(FromCoordinator::PeerFailed { rank: 0, .. }))
+        ));
+        // The coordinator thread closed the socket: wait for the EOF to arrive.
+        let deadline = Instant::now() + T;
+        loop {
+            match c.poll_event() {
+                Err(ControlError::LauncherGone) => break,
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(ControlError::LauncherGone
+            .to_string()
+            .contains("the launcher is gone"));
+    }
+
+    #[test]
+    fn shutdown_ends_a_blocking_fence() {
+        let (port, h) = coordinator([9; 32], |s, d| {
+            assert_eq!(recv(s, d), Some(ToCoordinator::Fence { epoch: 1 }));
+            send(
+                s,
+                &FromCoordinator::Shutdown {
+                    reason: "rank 0 called abort".into(),
+                },
+            );
+            let _ = recv(s, d);
+        });
+        let mut c = ControlClient::connect(&env(&[port], [9; 32]), T).unwrap();
+        let e = c.fence(1).unwrap_err();
+        assert!(e.to_string().contains("rank 0 called abort"), "{e}");
+        // Still reported to the event loop, and a later blocking call does not hang.
+        assert!(c.finalize().is_err());
+        assert!(matches!(
+            c.poll_event(),
+            Ok(Some(FromCoordinator::Shutdown { .. }))
+        ));
+        drop(c);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn wrong_secret_and_dead_addresses_are_all_reported() {
+        // A port with nothing listening: bind, learn the port, close.
+        let dead = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (port, h) = coordinator([1; 32], |_, _| {});
+        let e = ControlClient::connect(&env(&[dead, port], [2; 32]), T)
+            .err()
+            .unwrap();
+        h.join().unwrap();
+        let msg = e.to_string();
+        assert!(
+            matches!(&e, ControlError::Unreachable(a) if a.len() == 2),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("127.0.0.1:{dead} (loopback): connection refused")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("127.0.0.1:{port} (loopback): answered with a wrong MAC")),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn refusal_and_silence_are_explained() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusing = l.local_addr().unwrap().port();
+        let h = thread::spawn(move || drop(l.accept().unwrap()));
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let quiet = silent.local_addr().unwrap().port();
+        let t = Duration::from_millis(300);
+        let e = ControlClient::connect(&env(&[refusing, quiet], [2; 32]), t)
+            .err()
+            .unwrap();
+        h.join().unwrap();
+        let msg = e.to_string();
+        assert!(msg.contains("refused this rank"), "{msg}");
+        assert!(msg.contains("no answer within 300ms"), "{msg}");
+    }
+
+    #[test]
+    fn garbage_from_the_coordinator_is_an_error_not_a_panic() {
+        let (port, h) = coordinator([9; 32], |s, _| {
+            s.write_all(&[3, 0, 0, 0, 0xff, 0xff, 0xff]).unwrap();
+        });
+        let mut c = ControlClient::connect(&env(&[port], [9; 32]), T).unwrap();
+        h.join().unwrap();
+        let e = c.fence(1).unwrap_err();
+        assert!(matches!(e, ControlError::Protocol(_)), "{e}");
+    }
+}

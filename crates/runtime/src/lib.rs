@@ -3,5 +3,11 @@
 pub mod config;
 pub mod control;
 pub mod jobenv;
+mod requests;
+pub mod runtime;
+pub mod wireup;
 
 pub use config::Config;
+pub use proto::{Failure, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
+pub use runtime::{Completion, Error, Runtime};
+pub use transport::{mem, Buffer};

@@ -1,0 +1,138 @@
+//! Multi-process jobs on loopback: `pontoon run` with the runtime and the examples.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn pontoon() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pontoon"))
+}
+
+/// An example program built next to the `pontoon` binary (`cargo build --examples`).
+fn example(name: &str) -> PathBuf {
+    let p = pontoon()
+        .parent()
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    if !p.exists() {
+        let profile = if pontoon().to_string_lossy().contains("/release/") {
+            vec!["--release"]
+        } else {
+            vec![]
+        };
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "pontoon", "--examples"])
+            .args(profile)
+            .status()
+            .expect("cargo runs");
+        assert!(ok.success(), "building the examples failed");
+    }
+    p
+}
+
+fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = Command::new(pontoon())
+        .arg("run")
+        .args(args)
+        .arg(example(prog))
+        .args(prog_args)
+        .output()
+        .expect("pontoon runs");
+    (out, start.elapsed())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn ring_of_four_passes_the_token() {
+    let (out, _) = run(&["-n", "4", "--timeout", "60"], "ring", &[]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ring of 4 ranks: token came back to rank 0 with value 6 (expected 6)"),
+        "{stdout}"
+    );
+    for r in 1..4 {
+        assert!(stdout.contains(&format!("rank {r} got the token")), "{stdout}");
+    }
+}
+
+#[test]
+fn pingpong_prints_the_table() {
+    let (out, _) = run(
+        &["-n", "2", "--timeout", "60"],
+        "pingpong",
+        &["--max", "1048576", "--iters", "200"],
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("size_bytes"), "{stdout}");
+    for size in ["0", "8", "65536", "1048576"] {
+        assert!(
+            stdout.lines().any(|l| l.split_whitespace().next() == Some(size)),
+            "row {size} missing:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_and_a_receive_from_it_fails() {
+    let (out, took) = run(&["-n", "3", "--timeout", "60"], "peer_dies", &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "the job must fail");
+    assert!(took < Duration::from_secs(5), "took {took:?}\n{stderr}");
+    assert!(
+        stderr.contains("rank 1"),
+        "the launcher names the dead rank: {stderr}"
+    );
+    assert!(
+        stderr.contains("SIGKILL") || stderr.contains("signal 9"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("rank 0: receive from rank 1 failed") && stdout.contains("rank 1 failed"),
+        "the blocking receive returned an error naming rank 1:\n{stdout}\n{stderr}"
+    );
+    let leftover = Command::new("pgrep")
+        .args(["-f", "examples/peer_dies"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        leftover.stdout.is_empty(),
+        "processes left: {}",
+        text(&leftover.stdout)
+    );
+}
+
+#[test]
+fn intruders_are_refused_and_the_job_goes_on() {
+    let (out, _) = run(&["-n", "2", "--timeout", "60"], "intruders", &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        stdout.contains("rank 1: exchange after intruders ok: 43"),
+        "{stdout}"
+    );
+    // The forged HELLO gets a refusal (an ACK it cannot verify), the garbage a closed connection.
+    assert!(stdout.contains("wrong job/secret: answered 96 bytes"), "{stdout}");
+    assert!(stdout.contains("garbage: "), "{stdout}");
+}
+
+#[test]
+fn a_single_rank_runs_without_the_launcher() {
+    let out = Command::new(example("ring")).output().expect("runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ring of 1 ranks"));
+}

@@ -1,0 +1,161 @@
+//! Starting local ranks: program lookup, environment, process groups, pipes.
+
+use crate::LaunchError;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+
+/// Variables `pontoon run` sets for every rank (see `runtime::jobenv::ENV_VARS`).
+pub const LAUNCHER_VARS: &[&str] = &[
+    "PONTOON_RANK",
+    "PONTOON_SIZE",
+    "PONTOON_COORD",
+    "PONTOON_JOB_ID",
+    "PONTOON_JOB_SECRET",
+    "PONTOON_LOCAL_RANK",
+    "PONTOON_LOCAL_SIZE",
+    "PONTOON_NODE",
+];
+
+fn is_executable(p: &Path) -> bool {
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Finds `program` like a shell: a name containing `/` is used as it is, anything
+/// else is searched in `path` (an empty entry means the current directory).
+pub fn find_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, LaunchError> {
+    let shown = program.to_string_lossy();
+    if program.is_empty() {
+        return Err(LaunchError::Program("no program given".into()));
+    }
+    if program.as_encoded_bytes().contains(&b'/') {
+        let p = PathBuf::from(program);
+        return if is_executable(&p) {
+            Ok(p)
+        } else if p.exists() {
+            Err(LaunchError::Program(format!("{shown} is not an executable file")))
+        } else {
+            Err(LaunchError::Program(format!("{shown}: no such file")))
+        };
+    }
+    let path = path.unwrap_or_default();
+    for dir in std::env::split_paths(path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(LaunchError::Program(format!(
+        "cannot find `{shown}` in PATH ({}); give a path such as ./{shown}",
+        path.to_string_lossy()
+    )))
+}
+
+/// Lower-case hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// This host's name, for `PONTOON_NODE` and messages.
+pub(crate) fn hostname() -> String {
+    let u = rustix::system::uname();
+    let n = u.nodename().to_string_lossy().into_owned();
+    if n.is_empty() {
+        "localhost".into()
+    } else {
+        n
+    }
+}
+
+/// What every rank of a local job shares.
+pub(crate) struct SpawnCommon<'a> {
+    pub program: &'a Path,
+    pub args: &'a [OsString],
+    pub size: u32,
+    pub coord: &'a str,
+    pub job_id: &'a [u8; 16],
+    pub secret: &'a [u8; 32],
+    pub node: &'a str,
+    pub export: &'a [(String, Option<String>)],
+}
+
+pub(crate) struct Spawned {
+    pub child: Child,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+/// Starts one rank in a process group of its own (so the whole group, including
+/// anything it starts, can be signalled at once, and a terminal's Ctrl-C reaches only
+/// `pontoon run`, which forwards it). Standard input is closed.
+pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned> {
+    let mut cmd = Command::new(c.program);
+    cmd.args(c.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (k, v) in c.export {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let rank_s = rank.to_string();
+    let size_s = c.size.to_string();
+    let id = hex(c.job_id);
+    // The secret travels only through the environment (never argv, which any user
+    // can read in /proc); the rank removes it from its environment on start.
+    let secret = hex(c.secret);
+    let vars: [(&str, &str); 8] = [
+        ("PONTOON_RANK", &rank_s),
+        ("PONTOON_SIZE", &size_s),
+        ("PONTOON_COORD", c.coord),
+        ("PONTOON_JOB_ID", &id),
+        ("PONTOON_JOB_SECRET", &secret),
+        ("PONTOON_LOCAL_RANK", &rank_s),
+        ("PONTOON_LOCAL_SIZE", &size_s),
+        ("PONTOON_NODE", c.node),
+    ];
+    debug_assert!(vars.iter().map(|v| v.0).eq(LAUNCHER_VARS.iter().copied()));
+    cmd.envs(vars);
+    let mut child = cmd.spawn()?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    Ok(Spawned {
+        child,
+        stdout,
+        stderr,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_like_a_shell() {
+        let p = find_program(OsStr::new("sh"), Some(OsStr::new("/nonexistent::/usr/bin:/bin"))).unwrap();
+        assert!(p.ends_with("sh"), "{p:?}");
+        let e = find_program(OsStr::new("no-such-program-xyz"), Some(OsStr::new("/usr/bin"))).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cannot find `no-such-program-xyz` in PATH (/usr/bin)"),
+            "{e}"
+        );
+        assert!(find_program(OsStr::new("/bin/sh"), None).is_ok());
+        let e = find_program(OsStr::new("/etc/hostname-nope"), None).unwrap_err();
+        assert!(e.to_string().contains("no such file"), "{e}");
+        let e = find_program(OsStr::new("/etc/passwd"), None).unwrap_err();
+        assert!(e.to_string().contains("not an executable"), "{e}");
+        // A directory named like the program is not the program.
+        assert!(find_program(OsStr::new("tmp"), Some(OsStr::new("/"))).is_err());
+    }
+}

@@ -1,0 +1,666 @@
+//! The one event loop: requests in, protocol engine in the middle, links and the
+//! coordinator around it. Blocking calls busy-poll for `PONTOON_SPIN_US`, then
+//! sleep in poll(2) on every socket.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use proto::handshake::Identity;
+use proto::wire::data::DataRepr;
+use proto::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, Rank, ReqId, Status};
+use rustix::event::{PollFd, PollFlags};
+use transport::tcp::{tcp_caps, TcpLink};
+use transport::{Buffer, Link, LinkError, Placement, Sink};
+
+use crate::config::Config;
+use crate::control::ControlClient;
+use crate::jobenv::JobEnv;
+use crate::requests::{Req, Requests};
+use crate::wireup::{Incoming, Listeners, Outgoing, Progress};
+
+/// Errors of runtime operations, each saying what happened and what would help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Failed(#[from] Failure),
+    #[error("invalid request id")]
+    BadRequest,
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Completion of a request.
+pub type Completion = Result<Status, Error>;
+
+fn nonce() -> [u8; 16] {
+    let mut n = [0u8; 16];
+    getrandom::fill(&mut n).expect("the OS provides randomness");
+    n
+}
+
+struct LinkSink<'a> {
+    peer: Rank,
+    ep: &'a mut Endpoint,
+    reqs: &'a Requests,
+}
+
+impl Sink for LinkSink<'_> {
+    type Token = PayloadToken;
+    fn on_header(&mut self, repr: &DataRepr) -> Result<(Placement, PayloadToken), String> {
+        let (dest, token) = self
+            .ep
+            .handle_header(self.peer, repr)
+            .map_err(|e| e.to_string())?;
+        let placement = match dest {
+            PayloadDest::None => Placement::None,
+            PayloadDest::Engine(v) => Placement::Engine(v),
+            PayloadDest::User {
+                req,
+                offset,
+                len,
+                skip,
+            } => match self.reqs.get(req) {
+                Some(r) => Placement::User {
+                    buf: r.buf.clone(),
+                    offset,
+                    len,
+                    skip,
+                },
+                None => return Err(format!("payload for a request that no longer exists ({req})")),
+            },
+        };
+        Ok((placement, token))
+    }
+    fn on_payload(&mut self, token: PayloadToken, engine_buf: Option<Vec<u8>>) {
+        self.ep.payload_done(self.peer, token, engine_buf);
+    }
+}
+
+pub struct Runtime {
+    pub cfg: Config,
+    id: Identity,
+    ep: Endpoint,
+    reqs: Requests,
+    links: Vec<Option<TcpLink<PayloadToken>>>,
+    listeners: Option<Listeners>,
+    outgoing: Vec<Outgoing>,
+    incoming: Vec<Incoming>,
+    /// Endpoint cards of every rank (connection strings), from the init fence.
+    cards: HashMap<Rank, Vec<net::ConnEntry>>,
+    local_addrs: Vec<(std::net::IpAddr, net::AddrClass, String)>,
+    control: Option<ControlClient>,
+    done_tokens: Vec<u64>,
+    polls: u32,
+    start: Instant,
+    /// Deadline per peer that we are connecting to, for the error if none appears.
+    connect_deadline: HashMap<Rank, Instant>,
+    /// Why connecting to a peer failed, kept for error messages.
+    connect_reports: HashMap<Rank, String>,
+}
+
+impl Runtime {
+    /// Starts the runtime: from the launcher's environment, or as a single rank.
+    pub fn init() -> Result<Runtime, Error> {
+        let cfg = Config::from_env().map_err(|e| Error::Setup(e.to_string()))?;
+        let env = JobEnv::from_env().map_err(|e| Error::Setup(e.to_string()))?;
+        let ecfg = EngineConfig {
+            eager_limit: cfg.eager_limit,
+            frag_size: cfg.frag_size,
+        };
+        let Some(env) = env else {
+            let id = Identity {
+                job_id: [0; 16],
+                secret: [0; 32],
+                rank: 0,
+                size: 1,
+            };
+            return Ok(Runtime::assemble(
+                cfg,
+                id,
+                Endpoint::new(0, 1, ecfg),
+                None,
+                None,
+                HashMap::new(),
+            ));
+        };
+        let mut control = ControlClient::connect(&env, cfg.attempt_timeout).map_err(|e| {
+            Error::Setup(format!(
+                "rank {}: cannot reach the launcher's coordinator: {e}",
+                env.rank
+            ))
+        })?;
+        let listeners = Listeners::bind()
+            .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
+        let local = net::local_addresses();
+        let card = net::connstr::format(&listeners.card(&local));
+        let setup = |e: &dyn std::fmt::Display| {
+            Error::Setup(format!(
+                "rank {}: wire-up through the launcher failed: {e}",
+                env.rank
+            ))
+        };
+        control
+            .put(&format!("card/{}", env.rank), card.as_bytes())
+            .map_err(|e| setup(&e))?;
+        let kvs = control.fence(1).map_err(|e| setup(&e))?;
+        let mut cards = HashMap::new();
+        for r in 0..env.size {
+            let v = kvs
+                .get(&format!("card/{r}"))
+                .ok_or_else(|| setup(&format!("rank {r} published no endpoint card")))?;
+            let s = String::from_utf8_lossy(v);
+            let entries =
+                net::connstr::parse(&s).map_err(|e| setup(&format!("endpoint card of rank {r}: {e}")))?;
+            cards.insert(r, entries);
+        }
+        let id = Identity {
+            job_id: env.job_id,
+            secret: env.secret,
+            rank: env.rank,
+            size: env.size,
+        };
+        let ep = Endpoint::new(env.rank, env.size, ecfg);
+        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards);
+        rt.local_addrs = local;
+        Ok(rt)
+    }
+
+    fn assemble(
+        cfg: Config,
+        id: Identity,
+        ep: Endpoint,
+        control: Option<ControlClient>,
+        listeners: Option<Listeners>,
+        cards: HashMap<Rank, Vec<net::ConnEntry>>,
+    ) -> Runtime {
+        let size = id.size as usize;
+        Runtime {
+            cfg,
+            id,
+            ep,
+            reqs: Requests::default(),
+            links: (0..size).map(|_| None).collect(),
+            listeners,
+            outgoing: Vec::new(),
+            incoming: Vec::new(),
+            cards,
+            local_addrs: Vec::new(),
+            control,
+            done_tokens: Vec::new(),
+            polls: 0,
+            start: Instant::now(),
+            connect_deadline: HashMap::new(),
+            connect_reports: HashMap::new(),
+        }
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.id.rank
+    }
+    pub fn size(&self) -> u32 {
+        self.id.size
+    }
+    /// Addresses `rank` listens on, from its endpoint card.
+    pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
+        self.cards
+            .get(&rank)
+            .map(|c| c.iter().map(|e| e.addr).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn wtime(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    // ---- requests ----------------------------------------------------------------
+
+    pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
+        let len = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        self.ep.post_send(id, dest, ctx, tag, len, sync);
+        self.drive_outputs();
+        id
+    }
+
+    pub fn irecv(&mut self, buf: Buffer, src: i32, ctx: u32, tag: i32) -> ReqId {
+        let cap = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        self.ep.post_recv(id, src, ctx, tag, cap);
+        self.drive_outputs();
+        id
+    }
+
+    /// Takes the result of a finished request (its buffer is released).
+    pub fn test(&mut self, id: ReqId) -> Result<Option<(Completion, Buffer)>, Error> {
+        let r = self.reqs.get(id).ok_or(Error::BadRequest)?;
+        if r.result.is_none() {
+            self.progress();
+        }
+        let done = self.reqs.get(id).is_some_and(|r| r.result.is_some());
+        if !done {
+            return Ok(None);
+        }
+        let r = self.reqs.remove(id).ok_or(Error::BadRequest)?;
+        let c = r.result.expect("checked").map_err(Error::Failed);
+        Ok(Some((c, r.buf)))
+    }
+
+    pub fn is_done(&self, id: ReqId) -> bool {
+        self.reqs.get(id).is_some_and(|r| r.result.is_some())
+    }
+
+    /// Blocks until one of `ids` finished; returns its index.
+    pub fn wait_any(&mut self, ids: &[ReqId]) -> Result<usize, Error> {
+        if ids.iter().any(|id| self.reqs.get(*id).is_none()) {
+            return Err(Error::BadRequest);
+        }
+        self.block_until(|rt| ids.iter().position(|id| rt.is_done(*id)));
+        Ok(ids
+            .iter()
+            .position(|id| self.is_done(*id))
+            .expect("block_until returned"))
+    }
+
+    pub fn wait(&mut self, id: ReqId) -> Result<(Completion, Buffer), Error> {
+        self.wait_any(&[id])?;
+        Ok(self.test(id)?.expect("finished"))
+    }
+
+    /// Cancels a receive that has not matched yet.
+    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+        let hit = self.ep.cancel_recv(id);
+        if hit {
+            self.reqs.remove(id);
+        }
+        hit
+    }
+
+    /// Non-blocking probe: (source, tag, bytes) of a matching message that arrived.
+    pub fn iprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64)> {
+        self.progress();
+        self.ep.probe(src, ctx, tag)
+    }
+
+    pub fn probe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64), Error> {
+        loop {
+            if let Some(hit) = self.ep.probe(src, ctx, tag) {
+                return Ok(hit);
+            }
+            if src >= 0 {
+                if let Some(cause) = self.ep.peer_failure(src as Rank) {
+                    return Err(Error::Failed(Failure::PeerFailed {
+                        rank: src as Rank,
+                        cause: cause.to_string(),
+                    }));
+                }
+            }
+            self.block_until(|rt| {
+                rt.ep
+                    .probe(src, ctx, tag)
+                    .map(|_| ())
+                    .or_else(|| (src >= 0 && rt.ep.peer_failure(src as Rank).is_some()).then_some(()))
+            });
+        }
+    }
+
+    /// Busy-polls, then sleeps, until `done` says so.
+    fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
+        let spin_until = Instant::now() + self.cfg.spin;
+        loop {
+            if let Some(v) = done(self) {
+                return v;
+            }
+            if self.progress() {
+                continue;
+            }
+            if Instant::now() >= spin_until {
+                self.sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    // ---- progress ----------------------------------------------------------------
+
+    /// One pass over everything; returns whether anything happened.
+    pub fn progress(&mut self) -> bool {
+        let mut any = self.drive_outputs();
+        for peer in 0..self.links.len() {
+            let Some(link) = self.links[peer].as_mut() else {
+                continue;
+            };
+            let mut sink = LinkSink {
+                peer: peer as Rank,
+                ep: &mut self.ep,
+                reqs: &self.reqs,
+            };
+            let mut res = link.recv(&mut sink);
+            if res.is_ok() && link.tx_pending() {
+                res = link.flush(&mut self.done_tokens).map(|_| true);
+            }
+            match res {
+                Ok(p) => any |= p,
+                Err(e) => {
+                    self.lane_down(peer as Rank, e);
+                    any = true;
+                }
+            }
+        }
+        any |= self.complete_tokens();
+        any |= self.drive_outputs();
+        self.polls = self.polls.wrapping_add(1);
+        // Wire-up and the coordinator are rarely busy: look at them every 64th pass.
+        if self.polls.is_multiple_of(64) || !self.outgoing.is_empty() || !self.incoming.is_empty() {
+            any |= self.wireup();
+            self.poll_control();
+            any |= self.drive_outputs();
+        }
+        any
+    }
+
+    fn complete_tokens(&mut self) -> bool {
+        if self.done_tokens.is_empty() {
+            return false;
+        }
+        for t in std::mem::take(&mut self.done_tokens) {
+            if t != 0 {
+                self.finish(
+                    t,
+                    Ok(Status {
+                        source: self.id.rank,
+                        tag: 0,
+                        count: 0,
+                        truncated: false,
+                    }),
+                );
+            }
+        }
+        true
+    }
+
+    fn finish(&mut self, id: ReqId, result: Result<Status, Failure>) {
+        if let Some(r) = self.reqs.get_mut(id) {
+            r.result = Some(result);
+        }
+    }
+
+    fn lane_down(&mut self, peer: Rank, e: LinkError) {
+        self.links[peer as usize] = None;
+        let cause = match e {
+            LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
+            other => format!("its connection failed: {other}"),
+        };
+        self.ep.handle_lane_down(peer, &cause);
+    }
+
+    /// Carries out the engine's instructions. Returns whether there were any.
+    fn drive_outputs(&mut self) -> bool {
+        let mut any = false;
+        while let Some(out) = self.ep.poll() {
+            any = true;
+            match out {
+                Output::Transmit {
+                    peer,
+                    header,
+                    payload,
+                    completes,
+                    ..
+                } => {
+                    let payload = match payload {
+                        Some(s) => match self.reqs.get(s.req) {
+                            Some(r) => Some((r.buf.clone(), s.offset, s.len)),
+                            None => continue,
+                        },
+                        None => None,
+                    };
+                    let Some(link) = self.links[peer as usize].as_mut() else {
+                        continue;
+                    };
+                    let token = completes.unwrap_or(0);
+                    match link.send(header, payload, token) {
+                        Ok(true) if token != 0 => self.done_tokens.push(token),
+                        Ok(_) => {}
+                        Err(e) => self.lane_down(peer, e),
+                    }
+                }
+                Output::CopyOut { req, len } => {
+                    let data = self
+                        .reqs
+                        .get(req)
+                        .map(|r| r.buf.slice(0, len).to_vec())
+                        .unwrap_or_default();
+                    self.ep.handle_copy_out(req, data);
+                }
+                Output::LocalCopy { from, to, len } => {
+                    if let (Some(a), Some(b)) = (self.reqs.get(from), self.reqs.get(to)) {
+                        b.buf.write_at(0, a.buf.slice(0, len));
+                    }
+                }
+                Output::Deliver { req, data } => {
+                    if let Some(r) = self.reqs.get(req) {
+                        r.buf.write_at(0, &data);
+                    }
+                }
+                Output::RecvDone { req, result } => self.finish(req, result),
+                Output::SendDone { req, result } => self.finish(
+                    req,
+                    result.map(|()| Status {
+                        source: self.id.rank,
+                        tag: 0,
+                        count: 0,
+                        truncated: false,
+                    }),
+                ),
+                Output::Connect { peer } => self.start_connect(peer),
+            }
+        }
+        self.complete_tokens();
+        any
+    }
+
+    fn start_connect(&mut self, peer: Rank) {
+        if self.outgoing.iter().any(|o| o.peer == peer) || self.links[peer as usize].is_some() {
+            return;
+        }
+        let entries = self.cards.get(&peer).cloned().unwrap_or_default();
+        let candidates = net::client_order(&entries, &self.local_addrs);
+        self.connect_deadline
+            .insert(peer, Instant::now() + self.cfg.connect_timeout);
+        self.outgoing.push(Outgoing::new(peer, candidates));
+        self.wireup();
+    }
+
+    fn established(&mut self, peer: Rank, sock: TcpStream) {
+        if self.links[peer as usize].is_some() {
+            tracing::debug!(peer, "dropping a second connection to a peer already connected");
+            return;
+        }
+        match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
+            Ok(link) => {
+                let caps = link.caps();
+                self.links[peer as usize] = Some(link);
+                self.connect_deadline.remove(&peer);
+                self.ep.handle_lane_up(peer, caps);
+            }
+            Err(e) => tracing::warn!(peer, "cannot configure the connection: {e}"),
+        }
+    }
+
+    /// Accepts connections and drives handshakes. Returns whether anything happened.
+    fn wireup(&mut self) -> bool {
+        let mut any = false;
+        if let Some(l) = &self.listeners {
+            for s in l.accept() {
+                self.incoming.push(Incoming::new(s));
+                any = true;
+            }
+        }
+        let timeout = self.cfg.attempt_timeout;
+        let mut i = 0;
+        while i < self.outgoing.len() {
+            match self.outgoing[i].poll(&self.id, timeout, nonce) {
+                Progress::Pending => i += 1,
+                Progress::Established { peer, sock } => {
+                    self.outgoing.swap_remove(i);
+                    self.established(peer, sock);
+                    any = true;
+                }
+                Progress::Yielded => {
+                    let o = self.outgoing.swap_remove(i);
+                    self.connect_reports.insert(o.peer, o.report());
+                    any = true;
+                }
+                Progress::Failed(report) => {
+                    let o = self.outgoing.swap_remove(i);
+                    let cause = format!(
+                        "cannot connect to rank {}: {report}. If the ranks are in different private networks, \
+                         a relay on the head node or IPv6 would help",
+                        o.peer
+                    );
+                    self.ep.handle_peer_failed(o.peer, &cause);
+                    any = true;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.incoming.len() {
+            let outgoing: Vec<Rank> = self.outgoing.iter().map(|o| o.peer).collect();
+            let links = &self.links;
+            let connecting =
+                |r: Rank| outgoing.contains(&r) || links.get(r as usize).is_some_and(|l| l.is_some());
+            match self.incoming[i].poll(&self.id, timeout, nonce(), connecting) {
+                Progress::Pending => i += 1,
+                Progress::Established { peer, sock } => {
+                    self.incoming.swap_remove(i);
+                    self.established(peer, sock);
+                    any = true;
+                }
+                Progress::Failed(why) => {
+                    // Strangers, wrong jobs and garbage are refused and logged; the job goes on.
+                    tracing::warn!("{why}");
+                    self.incoming.swap_remove(i);
+                    any = true;
+                }
+                Progress::Yielded => {
+                    self.incoming.swap_remove(i);
+                }
+            }
+        }
+        // A peer we yielded to must show up in time, or operations with it fail.
+        let now = Instant::now();
+        let late: Vec<Rank> = self
+            .connect_deadline
+            .iter()
+            .filter(|(p, d)| {
+                now > **d
+                    && self.links[**p as usize].is_none()
+                    && !self.outgoing.iter().any(|o| o.peer == **p)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for p in late {
+            self.connect_deadline.remove(&p);
+            let report = self.connect_reports.remove(&p).unwrap_or_default();
+            let cause = format!(
+                "no connection with rank {p} within {} ms ({report})",
+                self.cfg.connect_timeout.as_millis()
+            );
+            self.ep.handle_peer_failed(p, &cause);
+            any = true;
+        }
+        any
+    }
+
+    fn poll_control(&mut self) {
+        let Some(ctl) = self.control.as_mut() else { return };
+        loop {
+            match ctl.poll_event() {
+                Ok(None) => return,
+                Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
+                    if (rank as usize) < self.links.len() {
+                        // Frames queued for the dead rank are dropped with its link.
+                        self.links[rank as usize] = None;
+                    }
+                    self.ep.handle_peer_failed(rank, &cause);
+                }
+                Ok(Some(proto::control::FromCoordinator::Shutdown { reason })) => {
+                    eprintln!("pontoon: rank {}: the job is ending: {reason}", self.id.rank);
+                    std::process::exit(1);
+                }
+                Ok(Some(other)) => tracing::debug!("ignoring control message {other:?}"),
+                Err(e) => {
+                    eprintln!("pontoon: rank {}: lost the launcher ({e}); exiting", self.id.rank);
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+
+    /// Sleeps in poll(2) until a socket is ready or `max` passed.
+    fn sleep(&mut self, max: Duration) {
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        for l in self.links.iter().flatten() {
+            let flags = if l.tx_pending() {
+                PollFlags::IN | PollFlags::OUT
+            } else {
+                PollFlags::IN
+            };
+            fds.push(PollFd::from_borrowed_fd(l.fd(), flags));
+        }
+        if let Some(l) = &self.listeners {
+            for s in &l.sockets {
+                fds.push(PollFd::new(s, PollFlags::IN));
+            }
+        }
+        for i in &self.incoming {
+            if let Some(fd) = i.fd() {
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            }
+        }
+        if let Some(c) = &self.control {
+            fds.push(PollFd::from_borrowed_fd(c.as_fd(), PollFlags::IN));
+        }
+        // Outgoing connects are short-lived: wake up often while they run.
+        let max = if self.outgoing.is_empty() {
+            max
+        } else {
+            Duration::from_millis(1)
+        };
+        let ts = rustix::time::Timespec {
+            tv_sec: max.as_secs() as i64,
+            tv_nsec: max.subsec_nanos() as i64,
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        self.polls = 63; // look at wire-up and the coordinator on the next pass
+    }
+
+    // ---- end of job --------------------------------------------------------------
+
+    /// Finalize: tell peers, drain every link, then wait for all ranks at the coordinator.
+    pub fn finalize(&mut self) -> Result<(), Error> {
+        self.ep.finalize();
+        self.drive_outputs();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.links.iter().flatten().any(|l| l.tx_pending()) && Instant::now() < deadline {
+            if !self.progress() {
+                self.sleep(Duration::from_millis(1));
+            }
+        }
+        if let Some(mut ctl) = self.control.take() {
+            ctl.finalize()
+                .map_err(|e| Error::Setup(format!("finalize: {e}")))?;
+        }
+        self.links.iter_mut().for_each(|l| *l = None);
+        Ok(())
+    }
+
+    /// MPI_Abort: asks the launcher to end the job with `code`, then exits.
+    pub fn abort(&mut self, code: i32, message: &str) -> ! {
+        if let Some(ctl) = self.control.as_mut() {
+            let _ = ctl.abort(code, message);
+        } else {
+            eprintln!("pontoon: abort (code {code}): {message}");
+        }
+        std::process::exit(code)
+    }
+}

@@ -1,0 +1,328 @@
+//! The TCP link: non-blocking, `TCP_NODELAY`, vectored writes straight from user
+//! buffers, payload reads straight into receive buffers, partial reads and writes
+//! carried over between calls, and no allocation per message on the hot path.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
+use rustix::net::{SendAncillaryBuffer, SendFlags};
+
+use crate::{Buffer, Caps, Link, LinkError, Placement, Sink};
+
+/// Size of the receive staging buffer: many small frames per read() call.
+const RX_BUF: usize = 256 << 10;
+/// Payload bytes still to come above which a read goes straight into user memory.
+const DIRECT_READ: u64 = 16 << 10;
+/// Frames gathered into one sendmsg() call.
+const MAX_IOV_FRAMES: usize = 32;
+
+struct TxFrame {
+    header: HeaderBytes,
+    payload: Option<(Buffer, u64, u64)>,
+    /// Bytes of header + payload already written.
+    written: usize,
+    token: u64,
+}
+
+impl TxFrame {
+    fn total(&self) -> usize {
+        self.header.as_slice().len() + self.payload.as_ref().map_or(0, |p| p.2 as usize)
+    }
+    /// The unwritten parts of the frame.
+    fn pending<'a>(&'a self, out: &mut Vec<IoSlice<'a>>) {
+        let h = self.header.as_slice();
+        if self.written < h.len() {
+            out.push(IoSlice::new(&h[self.written..]));
+        }
+        if let Some((buf, off, len)) = &self.payload {
+            let done = self.written.saturating_sub(h.len()) as u64;
+            if done < *len {
+                out.push(IoSlice::new(buf.slice(off + done, len - done)));
+            }
+        }
+    }
+}
+
+enum RxState<T> {
+    Header,
+    Payload {
+        placement: Placement,
+        token: T,
+        placed: u64,
+        total: u64,
+    },
+}
+
+pub struct TcpLink<T> {
+    sock: TcpStream,
+    caps: Caps,
+    tx: VecDeque<TxFrame>,
+    rx_buf: Box<[u8]>,
+    rx_start: usize,
+    rx_end: usize,
+    rx: RxState<T>,
+}
+
+/// TCP capabilities; `max_eager` comes from the configuration.
+pub fn tcp_caps(max_eager: u32) -> Caps {
+    Caps {
+        latency_ns: 10_000,
+        bandwidth: 1_250_000_000,
+        max_frame: 1 << 30,
+        max_eager,
+        reliable: true,
+        ordered: true,
+        node_local: false,
+    }
+}
+
+impl<T> TcpLink<T> {
+    /// Wraps an authenticated, connected socket.
+    pub fn new(sock: TcpStream, caps: Caps) -> io::Result<TcpLink<T>> {
+        sock.set_nodelay(true)?;
+        sock.set_nonblocking(true)?;
+        Ok(TcpLink {
+            sock,
+            caps,
+            tx: VecDeque::new(),
+            rx_buf: vec![0u8; RX_BUF].into_boxed_slice(),
+            rx_start: 0,
+            rx_end: 0,
+            rx: RxState::Header,
+        })
+    }
+
+    /// Bytes that arrived before the link took over the socket (read with the handshake).
+    pub fn preload(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.rx_buf.len());
+        self.rx_buf[..n].copy_from_slice(&bytes[..n]);
+        self.rx_start = 0;
+        self.rx_end = n;
+    }
+
+    fn write_some(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+        while !self.tx.is_empty() {
+            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * MAX_IOV_FRAMES);
+            for f in self.tx.iter().take(MAX_IOV_FRAMES) {
+                f.pending(&mut iov);
+            }
+            let mut ctl = SendAncillaryBuffer::default();
+            let n = match rustix::net::sendmsg(&self.sock, &iov, &mut ctl, SendFlags::NOSIGNAL) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(LinkError::Io(e.into())),
+            };
+            drop(iov);
+            let mut n = n;
+            while n > 0 {
+                let f = self
+                    .tx
+                    .front_mut()
+                    .expect("bytes written belong to queued frames");
+                let left = f.total() - f.written;
+                if n >= left {
+                    n -= left;
+                    done.push(f.token);
+                    self.tx.pop_front();
+                } else {
+                    f.written += n;
+                    n = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves payload bytes from the staging buffer (or the socket) to their place.
+    /// Returns `Ok(false)` when the socket has no more bytes for now.
+    fn fill_payload<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
+        let RxState::Payload {
+            placement,
+            placed,
+            total,
+            ..
+        } = &mut self.rx
+        else {
+            return Ok(true);
+        };
+        // Staged bytes first.
+        let avail = (self.rx_end - self.rx_start) as u64;
+        let take = avail.min(*total - *placed);
+        if take > 0 {
+            let src = &self.rx_buf[self.rx_start..self.rx_start + take as usize];
+            place(placement, *placed, src);
+            *placed += take;
+            self.rx_start += take as usize;
+        }
+        // Large remainder into user memory directly: no staging copy.
+        while *total - *placed >= DIRECT_READ {
+            let Placement::User { buf, offset, len, .. } = placement else {
+                break;
+            };
+            if *placed >= *len {
+                break;
+            }
+            let want = (*len - *placed).min(*total - *placed);
+            let dst = buf.slice_mut(*offset + *placed, want);
+            if dst.is_empty() {
+                break;
+            }
+            match (&self.sock).read(dst) {
+                Ok(0) => return Err(LinkError::Closed),
+                Ok(n) => *placed += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if *placed < *total {
+            return Ok(true); // more to stage
+        }
+        let RxState::Payload { placement, token, .. } = std::mem::replace(&mut self.rx, RxState::Header)
+        else {
+            unreachable!("state checked above")
+        };
+        let engine_buf = match placement {
+            Placement::Engine(v) => Some(v),
+            _ => None,
+        };
+        sink.on_payload(token, engine_buf);
+        Ok(true)
+    }
+
+    /// Refills the staging buffer from the socket. `Ok(false)`: nothing available.
+    fn stage(&mut self) -> Result<bool, LinkError> {
+        if self.rx_start == self.rx_end {
+            self.rx_start = 0;
+            self.rx_end = 0;
+        } else if self.rx_start > 0 && self.rx_buf.len() - self.rx_end < MAX_HEADER_LEN {
+            self.rx_buf.copy_within(self.rx_start..self.rx_end, 0);
+            self.rx_end -= self.rx_start;
+            self.rx_start = 0;
+        }
+        loop {
+            match (&self.sock).read(&mut self.rx_buf[self.rx_end..]) {
+                Ok(0) => return Err(LinkError::Closed),
+                Ok(n) => {
+                    self.rx_end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+fn place(placement: &mut Placement, at: u64, src: &[u8]) {
+    match placement {
+        Placement::None => {}
+        Placement::User { buf, offset, len, .. } => {
+            // Bytes past `len` are the truncated tail: dropped.
+            if at < *len {
+                let n = (*len - at).min(src.len() as u64) as usize;
+                buf.write_at(*offset + at, &src[..n]);
+            }
+        }
+        Placement::Engine(v) => v[at as usize..at as usize + src.len()].copy_from_slice(src),
+    }
+}
+
+impl<T> Link for TcpLink<T> {
+    type Token = T;
+
+    fn caps(&self) -> Caps {
+        self.caps
+    }
+
+    fn send(
+        &mut self,
+        header: HeaderBytes,
+        payload: Option<(Buffer, u64, u64)>,
+        token: u64,
+    ) -> Result<bool, LinkError> {
+        self.tx.push_back(TxFrame {
+            header,
+            payload,
+            written: 0,
+            token,
+        });
+        if self.tx.len() > 1 {
+            return Ok(false); // keep frame order: the earlier frames go first
+        }
+        let mut done = Vec::new();
+        self.write_some(&mut done)?;
+        Ok(!done.is_empty())
+    }
+
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+        self.write_some(done)
+    }
+
+    fn tx_pending(&self) -> bool {
+        !self.tx.is_empty()
+    }
+
+    fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
+        let mut progressed = false;
+        loop {
+            if let RxState::Payload { .. } = self.rx {
+                if !self.fill_payload(sink)? {
+                    return Ok(true);
+                }
+                if let RxState::Payload { .. } = self.rx {
+                    // Staging buffer drained, payload incomplete: read more.
+                    if !self.stage()? {
+                        return Ok(progressed);
+                    }
+                    progressed = true;
+                }
+                continue;
+            }
+            let avail = &self.rx_buf[self.rx_start..self.rx_end];
+            let need = if avail.is_empty() {
+                PREFIX_LEN
+            } else {
+                Kind::from_u8(avail[0])
+                    .map(|k| k.header_len())
+                    .map_err(LinkError::Wire)?
+            };
+            if avail.len() < need {
+                if !self.stage()? {
+                    return Ok(progressed);
+                }
+                progressed = true;
+                continue;
+            }
+            let view = DataHeader::new_checked(&avail[..need])?;
+            let repr = DataRepr::parse(&view);
+            self.rx_start += need;
+            let total = u64::from(repr.payload_len());
+            let (placement, token) = sink.on_header(&repr).map_err(LinkError::Protocol)?;
+            if total == 0 {
+                let engine_buf = match placement {
+                    Placement::Engine(v) => Some(v),
+                    _ => None,
+                };
+                sink.on_payload(token, engine_buf);
+            } else {
+                self.rx = RxState::Payload {
+                    placement,
+                    token,
+                    placed: 0,
+                    total,
+                };
+            }
+            progressed = true;
+        }
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
