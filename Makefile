@@ -1,0 +1,95 @@
+# pontoon — top-level entry points. The README's quickstart is `make demo` and `make test`;
+# CI runs `make test` (through .ci/run). `make help` lists the rest.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+CARGO        ?= cargo
+# Seconds each fuzz target runs in `make test` and `make fuzz-smoke` (the script alone: 20).
+FUZZ_SECONDS ?= 10
+# Ranks started by `make demo`.
+NP           ?= 4
+
+step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
+
+.DEFAULT_GOAL := help
+.PHONY: help test demo deps fmt fmt-check clippy build test-rust bench fuzz-smoke fuzz-smoke-if-available clean
+
+help:
+	@echo "make demo        build (release) and run $(NP) ranks of the ring example with pontoon run"
+	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
+	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
+	@echo "make fmt         format the workspace"
+	@echo "make fmt-check | clippy | build | test-rust | bench | fuzz-smoke   single steps of 'make test'"
+	@echo "make clean       remove build outputs (target/, bench/build/, fuzz/target/)"
+
+# Each step is its own sub-make so that the order holds even under `make -j`. The cargo
+# tests run last: their summary lines close the output.
+test:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory fmt-check
+	@$(MAKE) --no-print-directory clippy
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory bench
+	@$(MAKE) --no-print-directory fuzz-smoke-if-available
+	@$(MAKE) --no-print-directory test-rust
+
+deps:
+	$(call step,install dependencies: scripts/install-deps.sh)
+	@scripts/install-deps.sh
+
+fmt:
+	$(CARGO) fmt --all
+
+fmt-check:
+	$(call step,format: cargo fmt --all -- --check)
+	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
+
+clippy:
+	$(call step,lint: cargo clippy --workspace --all-targets -- -D warnings)
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+build:
+	$(call step,build: cargo build --release --workspace --examples --bins)
+	$(CARGO) build --release --workspace --examples --bins
+
+# Release: the multi-process tests are timing-sensitive.
+test-rust:
+	$(call step,tests: cargo test --release --workspace)
+	$(CARGO) test --release --workspace
+
+bench:
+	$(call step,C benchmarks: make -C bench)
+	$(MAKE) --no-print-directory -C bench
+
+fuzz-smoke:
+	$(call step,fuzz smoke: scripts/fuzz-smoke.sh $(FUZZ_SECONDS) (seconds per target))
+	scripts/fuzz-smoke.sh $(FUZZ_SECONDS)
+
+# As fuzz-smoke, but skipped with a message where cargo-fuzz cannot be had.
+fuzz-smoke-if-available:
+	@if scripts/fuzz-smoke.sh --check 2>/dev/null; then \
+		$(MAKE) --no-print-directory fuzz-smoke; \
+	else \
+		printf '\n==== fuzz smoke SKIPPED: the fuzz tooling is not usable here ====\n'; \
+		scripts/fuzz-smoke.sh --check || true; \
+	fi
+
+demo:
+	@scripts/install-deps.sh --no-fuzz
+	$(call step,build: cargo build --release --workspace --examples --bins)
+	$(CARGO) build --release --workspace --examples --bins
+	$(call step,demo: pontoon run -n $(NP) ring)
+	@if [[ "$$(id -u)" -eq 0 ]]; then \
+		echo "demo: the multi-cluster testbed is not built yet; running $(NP) local ranks"; \
+	else \
+		echo "demo: running $(NP) local ranks (a multi-cluster testbed needs network namespaces, so root)"; \
+	fi
+	target/release/pontoon run -n $(NP) target/release/examples/ring
+
+clean:
+	$(CARGO) clean
+	$(MAKE) --no-print-directory -C bench clean
+	rm -rf fuzz/target

@@ -1,0 +1,7 @@
+//! The control channel's stream decoder, for `FromCoordinator` messages (see `pontoon_fuzz::control_stream`).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use proto::control::FromCoordinator;
+
+fuzz_target!(|data: &[u8]| pontoon_fuzz::control_stream::<FromCoordinator>(data));
