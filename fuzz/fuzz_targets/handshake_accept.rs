@@ -14,7 +14,7 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use proto::handshake::{accept_hello, Identity, Initiator};
+use proto::handshake::{accept_hello, Contention, Identity, Initiator};
 use proto::wire::handshake::{
     mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, FRAME_LEN, VERSION,
 };
@@ -93,7 +93,11 @@ fn run(mut u: Unstructured) -> Result<()> {
         rank: rank(u)?,
         size: rank(u)?,
     };
-    let simultaneous: bool = u.arbitrary()?;
+    let contention = match u.int_in_range(0..=2u8)? {
+        0 => Contention::None,
+        1 => Contention::Connecting,
+        _ => Contention::Connected,
+    };
     let my_nonce: [u8; 16] = u.arbitrary()?;
     let sender = if u.arbitrary()? {
         Some(structured_hello(u)?)
@@ -106,7 +110,7 @@ fn run(mut u: Unstructured) -> Result<()> {
         None => rest,
     };
 
-    let v = accept_hello(&me, hello, my_nonce, |_| simultaneous);
+    let v = accept_hello(&me, hello, my_nonce, |_| contention);
 
     // The ACK: well-formed, from this rank, MAC'd, and "accepted" exactly on acceptance.
     let f = HandshakeFrame::new_checked(&v.ack[..]).expect("the ACK is well-formed");

@@ -128,6 +128,12 @@ fn intruders_are_refused_and_the_job_goes_on() {
     // The forged HELLO gets a refusal (an ACK it cannot verify), the garbage a closed connection.
     assert!(stdout.contains("wrong job/secret: answered 96 bytes"), "{stdout}");
     assert!(stdout.contains("garbage: "), "{stdout}");
+    // Rank 0 logged both refusals (PONTOON_LOG defaults to warn).
+    assert!(
+        stderr.contains("rank 0: refused connection from") && stderr.contains("another job"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not a pontoon peer"), "{stderr}");
 }
 
 #[test]
@@ -135,4 +141,35 @@ fn a_single_rank_runs_without_the_launcher() {
     let out = Command::new(example("ring")).output().expect("runs");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("ring of 1 ranks"));
+}
+
+#[test]
+fn simultaneous_connects_leave_one_connection_per_pair() {
+    // The race is timing-dependent: several jobs make it all but certain to occur (before
+    // the fix for connections completing in both directions, most runs hung).
+    let n = 6;
+    for _ in 0..5 {
+        let (out, _) = run(&["-n", &n.to_string(), "--timeout", "20"], "all_connect", &[]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+        for r in 0..n {
+            let want = format!("rank {r}: {} connections", n - 1);
+            assert!(stdout.contains(&want), "{want:?} missing:\n{stdout}");
+        }
+        assert!(
+            !stderr.contains("WARN"),
+            "a routine race is not worth a warning: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_message_larger_than_two_gib_arrives_intact() {
+    let (out, _) = run(&["-n", "2", "--timeout", "120"], "big_message", &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        stdout.contains("sent 2147487744 bytes") && stdout.contains("intact"),
+        "{stdout}"
+    );
 }

@@ -52,7 +52,12 @@ fn main() -> Result<(), Error> {
     if world.rank() == 0 {
         let secs = universe.wtime() - start;
         let bytes = (size * window * iters) as f64;
-        println!("{:>12} {:>16.1} {:>12.2}", size, bytes / secs / 1e6, bytes * 8.0 / secs / 1e9);
+        println!(
+            "{:>12} {:>16.1} {:>12.2}",
+            size,
+            bytes / secs / 1e6,
+            bytes * 8.0 / secs / 1e9
+        );
     }
     universe.finalize()
 }

@@ -99,6 +99,11 @@ impl Universe {
         self.rt.borrow().wtime()
     }
 
+    /// (connected peers, connection attempts abandoned to a simultaneous one), for diagnostics.
+    pub fn wireup_stats(&self) -> (usize, usize) {
+        self.rt.borrow().wireup_stats()
+    }
+
     /// Addresses rank `rank` listens on (its endpoint card), for diagnostics.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.rt.borrow().peer_addresses(rank)

@@ -151,13 +151,24 @@ pub struct Acceptor {
     nonce: [u8; 16],
 }
 
-/// Judges a HELLO. `simultaneous` tells whether this process is itself connecting to the
-/// sender right now; see [`keep_incoming`].
+/// What this process already has going with the sender of a HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contention {
+    /// Nothing: the connection is welcome.
+    None,
+    /// Our own connection attempt to the sender is under way: [`keep_incoming`] decides.
+    Connecting,
+    /// A connection with the sender exists or is completing: a second one is refused,
+    /// whatever the ranks, so that both sides keep using the same one.
+    Connected,
+}
+
+/// Judges a HELLO. `contention` tells what this process already has going with the sender.
 pub fn accept_hello(
     id: &Identity,
     bytes: &[u8],
     nonce: [u8; 16],
-    simultaneous: impl Fn(Rank) -> bool,
+    contention: impl Fn(Rank) -> Contention,
 ) -> HelloVerdict {
     let refuse = |status: HandshakeStatus, peer_rank: u32, peer_nonce: [u8; 16], err: HandshakeError| {
         let ack = HandshakeRepr {
@@ -223,7 +234,12 @@ pub fn accept_hello(
             HandshakeError::RankRange(r.src),
         );
     }
-    if simultaneous(r.src) && !keep_incoming(id.rank, r.src) {
+    let refuse_duplicate = match contention(r.src) {
+        Contention::None => false,
+        Contention::Connecting => !keep_incoming(id.rank, r.src),
+        Contention::Connected => true,
+    };
+    if refuse_duplicate {
         let err = HandshakeError::Refused(HandshakeStatus::Simultaneous);
         return refuse(HandshakeStatus::Simultaneous, r.src, r.nonce, err);
     }
@@ -298,7 +314,7 @@ mod tests {
     #[test]
     fn full_handshake_establishes_both_ends() {
         let (ini, hello) = Initiator::new(id(1), 2, [1; 16]);
-        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| Contention::None);
         let acc = v.result.unwrap();
         assert_eq!(acc.peer(), 1);
         let confirm = ini.handle_ack(&v.ack).unwrap();
@@ -310,7 +326,7 @@ mod tests {
         let mut bad = id(1);
         bad.secret = [4; 32];
         let (ini, hello) = Initiator::new(bad, 2, [1; 16]);
-        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| Contention::None);
         assert_eq!(v.result.unwrap_err(), HandshakeError::BadMac);
         // The refusal is MAC'd with the real secret, which the impostor cannot check.
         assert_eq!(ini.handle_ack(&v.ack).unwrap_err(), HandshakeError::BadMac);
@@ -322,7 +338,7 @@ mod tests {
         other.job_id = [8; 16];
         let (_, hello) = Initiator::new(other, 2, [1; 16]);
         assert_eq!(
-            accept_hello(&id(2), &hello, [2; 16], |_| false)
+            accept_hello(&id(2), &hello, [2; 16], |_| Contention::None)
                 .result
                 .unwrap_err(),
             HandshakeError::WrongJob
@@ -330,7 +346,7 @@ mod tests {
 
         // Rank 1 believes it reached rank 3, but the address belongs to rank 2.
         let (ini, hello) = Initiator::new(id(1), 3, [1; 16]);
-        let v = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let v = accept_hello(&id(2), &hello, [2; 16], |_| Contention::None);
         assert!(v.result.is_err());
         assert_eq!(
             ini.handle_ack(&v.ack).unwrap_err(),
@@ -344,10 +360,10 @@ mod tests {
     #[test]
     fn replayed_confirm_is_refused() {
         let (ini, hello) = Initiator::new(id(1), 2, [1; 16]);
-        let v1 = accept_hello(&id(2), &hello, [2; 16], |_| false);
+        let v1 = accept_hello(&id(2), &hello, [2; 16], |_| Contention::None);
         let confirm = ini.handle_ack(&v1.ack).unwrap();
         // A second acceptance of the same HELLO uses a fresh nonce: the old CONFIRM does not fit.
-        let v2 = accept_hello(&id(2), &hello, [5; 16], |_| false);
+        let v2 = accept_hello(&id(2), &hello, [5; 16], |_| Contention::None);
         assert_eq!(
             v2.result.unwrap().handle_confirm(&confirm).unwrap_err(),
             HandshakeError::BadMac
@@ -358,11 +374,13 @@ mod tests {
     fn simultaneous_connect_keeps_the_lower_ranks_connection() {
         // 1 -> 2 and 2 -> 1 at once: rank 2 keeps the incoming one from 1, rank 1 refuses 2's.
         let (_, hello_from_1) = Initiator::new(id(1), 2, [1; 16]);
-        assert!(accept_hello(&id(2), &hello_from_1, [2; 16], |_| true)
-            .result
-            .is_ok());
+        assert!(
+            accept_hello(&id(2), &hello_from_1, [2; 16], |_| Contention::Connecting)
+                .result
+                .is_ok()
+        );
         let (ini2, hello_from_2) = Initiator::new(id(2), 1, [3; 16]);
-        let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| true);
+        let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| Contention::Connecting);
         assert_eq!(
             v.result.unwrap_err(),
             HandshakeError::Refused(HandshakeStatus::Simultaneous)
@@ -374,9 +392,25 @@ mod tests {
     }
 
     #[test]
+    fn an_existing_connection_refuses_a_second_whatever_the_ranks() {
+        // Rank 2 is already connected to rank 1; even though 1 < 2 wins a race, a second
+        // connection would leave the two ranks on different sockets.
+        let (ini, hello_from_1) = Initiator::new(id(1), 2, [1; 16]);
+        let v = accept_hello(&id(2), &hello_from_1, [2; 16], |_| Contention::Connected);
+        assert_eq!(
+            v.result.unwrap_err(),
+            HandshakeError::Refused(HandshakeStatus::Simultaneous)
+        );
+        assert_eq!(
+            ini.handle_ack(&v.ack).unwrap_err(),
+            HandshakeError::Refused(HandshakeStatus::Simultaneous)
+        );
+    }
+
+    #[test]
     fn garbage_hello_is_refused_without_panic() {
         for len in [0, 4, 95, 96, 200] {
-            let v = accept_hello(&id(0), &vec![0xAB; len], [0; 16], |_| false);
+            let v = accept_hello(&id(0), &vec![0xAB; len], [0; 16], |_| Contention::None);
             assert!(v.result.is_err());
         }
     }

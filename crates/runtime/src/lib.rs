@@ -5,6 +5,7 @@ pub mod control;
 pub mod jobenv;
 mod requests;
 pub mod runtime;
+mod waiter;
 pub mod wireup;
 
 pub use config::Config;

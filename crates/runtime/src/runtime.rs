@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use proto::handshake::Identity;
+use proto::handshake::{Contention, Identity};
 use proto::wire::data::DataRepr;
 use proto::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, Rank, ReqId, Status};
-use rustix::event::{PollFd, PollFlags};
 use transport::tcp::{tcp_caps, TcpLink};
 use transport::{Buffer, Link, LinkError, Placement, Sink};
 
@@ -17,7 +16,21 @@ use crate::config::Config;
 use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
 use crate::requests::{Req, Requests};
+use crate::waiter::Waiter;
 use crate::wireup::{Incoming, Listeners, Outgoing, Progress};
+
+/// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
 
 /// Errors of runtime operations, each saying what happened and what would help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +103,8 @@ pub struct Runtime {
     cards: HashMap<Rank, Vec<net::ConnEntry>>,
     local_addrs: Vec<(std::net::IpAddr, net::AddrClass, String)>,
     control: Option<ControlClient>,
+    waiter: Waiter,
+    yielded: usize,
     done_tokens: Vec<u64>,
     polls: u32,
     start: Instant,
@@ -103,6 +118,7 @@ impl Runtime {
     /// Starts the runtime: from the launcher's environment, or as a single rank.
     pub fn init() -> Result<Runtime, Error> {
         let cfg = Config::from_env().map_err(|e| Error::Setup(e.to_string()))?;
+        init_logging(&cfg.log);
         let env = JobEnv::from_env().map_err(|e| Error::Setup(e.to_string()))?;
         let ecfg = EngineConfig {
             eager_limit: cfg.eager_limit,
@@ -115,14 +131,7 @@ impl Runtime {
                 rank: 0,
                 size: 1,
             };
-            return Ok(Runtime::assemble(
-                cfg,
-                id,
-                Endpoint::new(0, 1, ecfg),
-                None,
-                None,
-                HashMap::new(),
-            ));
+            return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
         };
         let mut control = ControlClient::connect(&env, cfg.attempt_timeout).map_err(|e| {
             Error::Setup(format!(
@@ -130,7 +139,7 @@ impl Runtime {
                 env.rank
             ))
         })?;
-        let listeners = Listeners::bind()
+        let listeners = Listeners::bind(cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
         let local = net::local_addresses();
         let card = net::connstr::format(&listeners.card(&local));
@@ -161,7 +170,7 @@ impl Runtime {
             size: env.size,
         };
         let ep = Endpoint::new(env.rank, env.size, ecfg);
-        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards);
+        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
         rt.local_addrs = local;
         Ok(rt)
     }
@@ -173,9 +182,16 @@ impl Runtime {
         control: Option<ControlClient>,
         listeners: Option<Listeners>,
         cards: HashMap<Rank, Vec<net::ConnEntry>>,
-    ) -> Runtime {
+    ) -> Result<Runtime, Error> {
         let size = id.size as usize;
-        Runtime {
+        let waiter = Waiter::new().map_err(|e| Error::Setup(format!("rank {}: epoll: {e}", id.rank)))?;
+        for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
+            waiter.watch(s);
+        }
+        if let Some(c) = &control {
+            waiter.watch(c.as_fd());
+        }
+        Ok(Runtime {
             cfg,
             id,
             ep,
@@ -192,7 +208,9 @@ impl Runtime {
             start: Instant::now(),
             connect_deadline: HashMap::new(),
             connect_reports: HashMap::new(),
-        }
+            waiter,
+            yielded: 0,
+        })
     }
 
     pub fn rank(&self) -> Rank {
@@ -201,6 +219,12 @@ impl Runtime {
     pub fn size(&self) -> u32 {
         self.id.size
     }
+    /// Wire-up statistics: (connected peers, attempts given up because the peer's
+    /// simultaneous connection won).
+    pub fn wireup_stats(&self) -> (usize, usize) {
+        (self.links.iter().flatten().count(), self.yielded)
+    }
+
     /// Addresses `rank` listens on, from its endpoint card.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.cards
@@ -459,14 +483,20 @@ impl Runtime {
     }
 
     fn start_connect(&mut self, peer: Rank) {
-        if self.outgoing.iter().any(|o| o.peer == peer) || self.links[peer as usize].is_some() {
+        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer));
+        self.connect_deadline
+            .entry(peer)
+            .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
+        if completing || self.outgoing.iter().any(|o| o.peer == peer) || self.links[peer as usize].is_some() {
+            // The peer's own connection is about to complete; it will carry our messages.
             return;
         }
         let entries = self.cards.get(&peer).cloned().unwrap_or_default();
         let candidates = net::client_order(&entries, &self.local_addrs);
         self.connect_deadline
             .insert(peer, Instant::now() + self.cfg.connect_timeout);
-        self.outgoing.push(Outgoing::new(peer, candidates));
+        self.outgoing
+            .push(Outgoing::new(peer, candidates, self.cfg.sockbuf));
         self.wireup();
     }
 
@@ -477,6 +507,7 @@ impl Runtime {
         }
         match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
             Ok(link) => {
+                self.waiter.watch(link.fd());
                 let caps = link.caps();
                 self.links[peer as usize] = Some(link);
                 self.connect_deadline.remove(&peer);
@@ -491,6 +522,7 @@ impl Runtime {
         let mut any = false;
         if let Some(l) = &self.listeners {
             for s in l.accept() {
+                self.waiter.watch(&s);
                 self.incoming.push(Incoming::new(s));
                 any = true;
             }
@@ -506,6 +538,7 @@ impl Runtime {
                     any = true;
                 }
                 Progress::Yielded => {
+                    self.yielded += 1;
                     let o = self.outgoing.swap_remove(i);
                     self.connect_reports.insert(o.peer, o.report());
                     any = true;
@@ -525,10 +558,18 @@ impl Runtime {
         let mut i = 0;
         while i < self.incoming.len() {
             let outgoing: Vec<Rank> = self.outgoing.iter().map(|o| o.peer).collect();
+            let completing: Vec<Rank> = self.incoming.iter().filter_map(|c| c.verified_peer()).collect();
             let links = &self.links;
-            let connecting =
-                |r: Rank| outgoing.contains(&r) || links.get(r as usize).is_some_and(|l| l.is_some());
-            match self.incoming[i].poll(&self.id, timeout, nonce(), connecting) {
+            let contention = |r: Rank| {
+                if links.get(r as usize).is_some_and(|l| l.is_some()) || completing.contains(&r) {
+                    Contention::Connected
+                } else if outgoing.contains(&r) {
+                    Contention::Connecting
+                } else {
+                    Contention::None
+                }
+            };
+            match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
                 Progress::Pending => i += 1,
                 Progress::Established { peer, sock } => {
                     self.incoming.swap_remove(i);
@@ -537,7 +578,7 @@ impl Runtime {
                 }
                 Progress::Failed(why) => {
                     // Strangers, wrong jobs and garbage are refused and logged; the job goes on.
-                    tracing::warn!("{why}");
+                    tracing::warn!("rank {}: {why}", self.id.rank);
                     self.incoming.swap_remove(i);
                     any = true;
                 }
@@ -596,41 +637,15 @@ impl Runtime {
         }
     }
 
-    /// Sleeps in poll(2) until a socket is ready or `max` passed.
+    /// Sleeps until a socket is ready or `max` passed.
     fn sleep(&mut self, max: Duration) {
-        let mut fds: Vec<PollFd<'_>> = Vec::new();
-        for l in self.links.iter().flatten() {
-            let flags = if l.tx_pending() {
-                PollFlags::IN | PollFlags::OUT
-            } else {
-                PollFlags::IN
-            };
-            fds.push(PollFd::from_borrowed_fd(l.fd(), flags));
-        }
-        if let Some(l) = &self.listeners {
-            for s in &l.sockets {
-                fds.push(PollFd::new(s, PollFlags::IN));
-            }
-        }
-        for i in &self.incoming {
-            if let Some(fd) = i.fd() {
-                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-            }
-        }
-        if let Some(c) = &self.control {
-            fds.push(PollFd::from_borrowed_fd(c.as_fd(), PollFlags::IN));
-        }
         // Outgoing connects are short-lived: wake up often while they run.
         let max = if self.outgoing.is_empty() {
             max
         } else {
             Duration::from_millis(1)
         };
-        let ts = rustix::time::Timespec {
-            tv_sec: max.as_secs() as i64,
-            tv_nsec: max.subsec_nanos() as i64,
-        };
-        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        self.waiter.wait(max);
         self.polls = 63; // look at wire-up and the coordinator on the next pass
     }
 

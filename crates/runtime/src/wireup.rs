@@ -8,8 +8,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use net::{AddrClass, ConnEntry};
-use proto::handshake::{accept_hello, Acceptor, HandshakeError, Identity, Initiator};
-use proto::wire::handshake::FRAME_LEN;
+use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
+use proto::wire::handshake::{FRAME_LEN, MAGIC};
 use proto::Rank;
 use rustix::event::{PollFd, PollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -29,8 +29,18 @@ pub struct Listeners {
     pub sockets: Vec<TcpListener>,
 }
 
-fn listen(domain: Domain, addr: SocketAddr) -> io::Result<TcpListener> {
+/// Kernel socket buffer sizes before connect/listen, so window scaling sees them.
+fn set_buffers(s: &Socket, sockbuf: usize) -> io::Result<()> {
+    if sockbuf > 0 {
+        s.set_send_buffer_size(sockbuf)?;
+        s.set_recv_buffer_size(sockbuf)?;
+    }
+    Ok(())
+}
+
+fn listen(domain: Domain, addr: SocketAddr, sockbuf: usize) -> io::Result<TcpListener> {
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    set_buffers(&s, sockbuf)?;
     if domain == Domain::IPV6 {
         s.set_only_v6(true)?;
     }
@@ -41,10 +51,11 @@ fn listen(domain: Domain, addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 impl Listeners {
-    pub fn bind() -> io::Result<Listeners> {
+    /// Accepted sockets inherit the listeners' buffer sizes (`sockbuf`, 0 = autotuning).
+    pub fn bind(sockbuf: usize) -> io::Result<Listeners> {
         let mut sockets = Vec::new();
-        let v4 = listen(Domain::IPV4, (Ipv4Addr::UNSPECIFIED, 0).into());
-        let v6 = listen(Domain::IPV6, (Ipv6Addr::UNSPECIFIED, 0).into());
+        let v4 = listen(Domain::IPV4, (Ipv4Addr::UNSPECIFIED, 0).into(), sockbuf);
+        let v6 = listen(Domain::IPV6, (Ipv6Addr::UNSPECIFIED, 0).into(), sockbuf);
         let err = match (&v4, &v6) {
             (Err(e), Err(_)) => Some(io::Error::new(
                 e.kind(),
@@ -106,6 +117,11 @@ fn read_frame(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<bool, String> {
         Ok(0) => Err("connection closed during the handshake".into()),
         Ok(n) => {
             buf.extend_from_slice(&tmp[..n]);
+            // Refuse a stranger as soon as its first bytes show it, not at the timeout.
+            let seen = buf.len().min(MAGIC.len());
+            if buf[..seen] != MAGIC[..seen] {
+                return Err(format!("not a pontoon peer (first bytes {:02x?})", &buf[..seen]));
+            }
             Ok(buf.len() == FRAME_LEN)
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
@@ -163,10 +179,11 @@ pub struct Outgoing {
     attempt_start: Instant,
     pub attempts: Vec<Attempt>,
     pub started: Instant,
+    sockbuf: usize,
 }
 
 impl Outgoing {
-    pub fn new(peer: Rank, candidates: Vec<ConnEntry>) -> Outgoing {
+    pub fn new(peer: Rank, candidates: Vec<ConnEntry>, sockbuf: usize) -> Outgoing {
         Outgoing {
             peer,
             candidates,
@@ -175,6 +192,7 @@ impl Outgoing {
             attempt_start: Instant::now(),
             attempts: Vec::new(),
             started: Instant::now(),
+            sockbuf,
         }
     }
 
@@ -203,7 +221,7 @@ impl Outgoing {
                     };
                     self.next += 1;
                     self.attempt_start = Instant::now();
-                    match start_connect(cand.addr) {
+                    match start_connect(cand.addr, self.sockbuf) {
                         Ok(sock) => self.state = OutState::Connecting { sock },
                         Err(e) => self.record(Err(e.to_string())),
                     }
@@ -315,8 +333,9 @@ impl Outgoing {
     }
 }
 
-fn start_connect(addr: SocketAddr) -> io::Result<TcpStream> {
+fn start_connect(addr: SocketAddr, sockbuf: usize) -> io::Result<TcpStream> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    set_buffers(&s, sockbuf)?;
     s.set_nonblocking(true)?;
     s.set_tcp_nodelay(true)?;
     match s.connect(&addr.into()) {
@@ -349,13 +368,13 @@ impl Incoming {
         }
     }
 
-    /// `connecting_to(r)`: whether this rank is itself connecting to (or connected to) `r`.
+    /// `contention(r)`: what this rank already has going with `r`.
     pub fn poll(
         &mut self,
         id: &Identity,
         timeout: Duration,
         nonce: [u8; 16],
-        connecting_to: impl Fn(Rank) -> bool,
+        contention: impl Fn(Rank) -> Contention,
     ) -> Progress {
         let peer_addr = self.sock.as_ref().and_then(|s| s.peer_addr().ok());
         let who = peer_addr.map_or_else(|| "unknown address".to_string(), |a| a.to_string());
@@ -377,10 +396,14 @@ impl Incoming {
                     }
                     Err(e) => return Progress::Failed(format!("connection from {who}: {e}")),
                     Ok(true) => {
-                        let verdict = accept_hello(id, &buf, nonce, &connecting_to);
+                        let verdict = accept_hello(id, &buf, nonce, &contention);
                         let _ = write_frame(sock, &verdict.ack);
                         match verdict.result {
                             Ok(acc) => self.state = InState::AwaitConfirm { acc, buf: Vec::new() },
+                            // The peer's duplicate of a connection we keep: routine, not worth a warning.
+                            Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
+                                return Progress::Yielded
+                            }
                             Err(e) => return Progress::Failed(format!("refused connection from {who}: {e}")),
                         }
                     }
@@ -403,6 +426,14 @@ impl Incoming {
                 },
                 InState::Done => return Progress::Failed("handshake already finished".into()),
             }
+        }
+    }
+
+    /// The rank at the other end once its HELLO was accepted (the connection is completing).
+    pub fn verified_peer(&self) -> Option<Rank> {
+        match &self.state {
+            InState::AwaitConfirm { acc, .. } => Some(acc.peer()),
+            _ => None,
         }
     }
 

@@ -31,18 +31,22 @@ impl TxFrame {
     fn total(&self) -> usize {
         self.header.as_slice().len() + self.payload.as_ref().map_or(0, |p| p.2 as usize)
     }
-    /// The unwritten parts of the frame.
-    fn pending<'a>(&'a self, out: &mut Vec<IoSlice<'a>>) {
+    /// Puts the unwritten parts of the frame into `out` (room for two); returns how many.
+    fn pending<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
         let h = self.header.as_slice();
         if self.written < h.len() {
-            out.push(IoSlice::new(&h[self.written..]));
+            out[n] = IoSlice::new(&h[self.written..]);
+            n += 1;
         }
         if let Some((buf, off, len)) = &self.payload {
             let done = self.written.saturating_sub(h.len()) as u64;
             if done < *len {
-                out.push(IoSlice::new(buf.slice(off + done, len - done)));
+                out[n] = IoSlice::new(buf.slice(off + done, len - done));
+                n += 1;
             }
         }
+        n
     }
 }
 
@@ -80,7 +84,7 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
 }
 
 impl<T> TcpLink<T> {
-    /// Wraps an authenticated, connected socket.
+    /// Wraps an authenticated, connected socket (buffer sizes were set before connect).
     pub fn new(sock: TcpStream, caps: Caps) -> io::Result<TcpLink<T>> {
         sock.set_nodelay(true)?;
         sock.set_nonblocking(true)?;
@@ -103,20 +107,22 @@ impl<T> TcpLink<T> {
         self.rx_end = n;
     }
 
-    fn write_some(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+    /// Writes queued frames until the socket is full; calls `done` with the token of
+    /// every frame completely written. No allocation: the iovec lives on the stack.
+    fn write_some(&mut self, mut done: impl FnMut(u64)) -> Result<(), LinkError> {
         while !self.tx.is_empty() {
-            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * MAX_IOV_FRAMES);
+            let mut iov = [IoSlice::new(&[]); 2 * MAX_IOV_FRAMES];
+            let mut used = 0;
             for f in self.tx.iter().take(MAX_IOV_FRAMES) {
-                f.pending(&mut iov);
+                used += f.pending(&mut iov[used..]);
             }
             let mut ctl = SendAncillaryBuffer::default();
-            let n = match rustix::net::sendmsg(&self.sock, &iov, &mut ctl, SendFlags::NOSIGNAL) {
+            let n = match rustix::net::sendmsg(&self.sock, &iov[..used], &mut ctl, SendFlags::NOSIGNAL) {
                 Ok(n) => n,
                 Err(rustix::io::Errno::AGAIN) => return Ok(()),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(LinkError::Io(e.into())),
             };
-            drop(iov);
             let mut n = n;
             while n > 0 {
                 let f = self
@@ -126,7 +132,7 @@ impl<T> TcpLink<T> {
                 let left = f.total() - f.written;
                 if n >= left {
                     n -= left;
-                    done.push(f.token);
+                    done(f.token);
                     self.tx.pop_front();
                 } else {
                     f.written += n;
@@ -255,13 +261,13 @@ impl<T> Link for TcpLink<T> {
         if self.tx.len() > 1 {
             return Ok(false); // keep frame order: the earlier frames go first
         }
-        let mut done = Vec::new();
-        self.write_some(&mut done)?;
-        Ok(!done.is_empty())
+        let mut completed = false;
+        self.write_some(|_| completed = true)?;
+        Ok(completed)
     }
 
     fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
-        self.write_some(done)
+        self.write_some(|t| done.push(t))
     }
 
     fn tx_pending(&self) -> bool {
