@@ -140,11 +140,13 @@ fn run(mut u: Unstructured) -> Result<()> {
         assert!(h.src < me.size && h.src != me.rank);
         assert_eq!(acceptor.peer(), h.src);
         assert_eq!((ack.dst, ack.peer_nonce), (h.src, h.nonce));
-        if simultaneous {
-            assert!(
+        match contention {
+            Contention::None => {}
+            Contention::Connecting => assert!(
                 h.src < me.rank,
                 "kept the higher rank's connection on a simultaneous connect"
-            );
+            ),
+            Contention::Connected => panic!("accepted a second connection from a connected rank"),
         }
     }
 
