@@ -45,6 +45,9 @@ struct RunArgs {
     /// Forward variable VAR to the ranks (with `=VALUE`: set it); repeatable
     #[arg(short = 'x', value_name = "VAR[=VALUE]", value_parser = parse_export)]
     export: Vec<(String, Option<String>)>,
+    /// Pin each rank to one CPU (`core`: rank i on CPU i modulo the CPUs available) or not (`none`)
+    #[arg(long, value_name = "core|none", value_parser = ["core", "none"])]
+    bind_to: Option<String>,
     /// End the job after SECONDS (exit status 124)
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
@@ -95,12 +98,17 @@ fn init_logging() {
 
 fn run(a: RunArgs) -> ExitCode {
     let mut command = a.command.into_iter();
+    let mut export = a.export;
+    if let Some(bind) = a.bind_to {
+        // The rank pins itself at init (runtime::config PONTOON_BIND).
+        export.push(("PONTOON_BIND".into(), Some(bind)));
+    }
     let plan = launch::LaunchPlan {
         n: a.n,
         program: command.next().expect("clap requires a program"),
         args: command.collect(),
         tag_output: a.tag_output,
-        export: a.export,
+        export,
         timeout: a.timeout,
     };
     match launch::run(plan) {

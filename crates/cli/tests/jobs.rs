@@ -173,3 +173,34 @@ fn a_message_larger_than_two_gib_arrives_intact() {
         "{stdout}"
     );
 }
+
+#[test]
+fn bind_to_core_pins_each_rank_to_one_cpu() {
+    let (out, _) = run(
+        &["-n", "2", "--bind-to", "core", "--timeout", "30"],
+        "show_binding",
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for r in 0..2 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {r} cpus ")))
+            .expect("rank reported");
+        let cpus = line.rsplit(' ').next().unwrap_or_default();
+        assert!(
+            cpus.parse::<usize>().is_ok(),
+            "rank {r} is pinned to one CPU: {line}"
+        );
+        assert_eq!(cpus.parse::<usize>().unwrap(), r % ncpus, "{line}");
+    }
+    // Without the flag, the kernel places ranks: the list keeps every CPU (e.g. "0-1").
+    let (out, _) = run(&["-n", "1", "--timeout", "30"], "show_binding", &[]);
+    let unpinned = text(&out.stdout);
+    assert!(
+        ncpus == 1 || unpinned.contains('-') || unpinned.contains(','),
+        "{unpinned}"
+    );
+}

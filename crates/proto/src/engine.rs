@@ -7,7 +7,9 @@
 //! must put the bytes that follow it (a receive buffer, or an engine-owned buffer
 //! for unexpected and out-of-order messages).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::caps::{best_latency_lane, Caps};
 use crate::matching::{Matcher, ReqId};
@@ -183,8 +185,6 @@ pub struct Endpoint {
     cfg: EngineConfig,
     peers: Vec<Peer>,
     matcher: Matcher<Incoming>,
-    /// Receives posted with capacities, needed when they match later.
-    recv_capacity: HashMap<RecvId, u64>,
     rdv_sends: HashMap<SendId, RdvSend>,
     rdv_recvs: HashMap<RecvId, RdvRecv>,
     /// Eager sends to self waiting for their bytes (`CopyOut`).
@@ -217,10 +217,9 @@ impl Endpoint {
             cfg,
             peers,
             matcher: Matcher::default(),
-            recv_capacity: HashMap::new(),
-            rdv_sends: HashMap::new(),
-            rdv_recvs: HashMap::new(),
-            self_eager: HashMap::new(),
+            rdv_sends: HashMap::default(),
+            rdv_recvs: HashMap::default(),
+            self_eager: HashMap::default(),
             outputs: VecDeque::new(),
             held_max: 0,
         }
@@ -362,14 +361,12 @@ impl Endpoint {
             });
             return;
         }
-        match self.matcher.post(ctx, src, tag, req) {
+        match self.matcher.post(ctx, src, tag, req, capacity) {
             Some((info, incoming)) => self.matched(req, capacity, info.src, info.tag, incoming),
             None => {
                 if let Some(f) = self.source_failure(src) {
                     self.matcher.cancel(req);
                     self.outputs.push_back(Output::RecvDone { req, result: Err(f) });
-                } else {
-                    self.recv_capacity.insert(req, capacity);
                 }
             }
         }
@@ -409,11 +406,7 @@ impl Endpoint {
 
     /// Cancels a posted receive; true if it had not matched yet (then it never will).
     pub fn cancel_recv(&mut self, req: RecvId) -> bool {
-        let hit = self.matcher.cancel(req);
-        if hit {
-            self.recv_capacity.remove(&req);
-        }
-        hit
+        self.matcher.cancel(req)
     }
 
     fn matched(&mut self, req: RecvId, capacity: u64, src: Rank, tag: i32, incoming: Incoming) {
@@ -498,8 +491,7 @@ impl Endpoint {
 
     /// Hands a message, in sequence order, to the matcher.
     fn arrive(&mut self, env: Envelope, incoming: Incoming) {
-        if let Some((req, incoming)) = self.matcher.arrive(env.ctx, env.src, env.tag, incoming) {
-            let capacity = self.recv_capacity.remove(&req).unwrap_or(0);
+        if let Some((req, capacity, incoming)) = self.matcher.arrive(env.ctx, env.src, env.tag, incoming) {
             self.matched(req, capacity, env.src, env.tag, incoming);
         }
     }
@@ -530,10 +522,9 @@ impl Endpoint {
                 }
                 let len = env.msg_len;
                 if env.seq == next {
-                    if let Some(req) = self.matcher.match_posted(env.ctx, env.src, env.tag) {
+                    if let Some((req, capacity)) = self.matcher.match_posted(env.ctx, env.src, env.tag) {
                         // Fast path: in order and expected, the payload goes straight to the user.
                         self.peers[peer as usize].next_recv_seq = next.wrapping_add(1);
-                        let capacity = self.recv_capacity.remove(&req).unwrap_or(0);
                         let count = len.min(capacity);
                         let status = Status {
                             source: peer,
@@ -833,7 +824,6 @@ impl Endpoint {
             .matcher
             .remove_posted_where(|src| src == peer as i32 || (all_others_failed && src == ANY_SOURCE));
         for req in doomed {
-            self.recv_capacity.remove(&req);
             self.outputs.push_back(Output::RecvDone {
                 req,
                 result: Err(fail.clone()),

@@ -6,7 +6,10 @@
 //! (source, tag) pairs are indexed so the common case is O(1); receives with a
 //! wildcard live in one ordered list per context that is scanned.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+// Keys are small integers chosen by this job's ranks: a fast hasher, not SipHash.
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::{Rank, ANY_SOURCE, ANY_TAG};
 
@@ -25,6 +28,7 @@ struct Posted {
     req: ReqId,
     src: i32,
     tag: i32,
+    capacity: u64,
 }
 
 impl Posted {
@@ -52,10 +56,10 @@ struct Context<T> {
 impl<T> Default for Context<T> {
     fn default() -> Self {
         Context {
-            posted_exact: HashMap::new(),
+            posted_exact: HashMap::default(),
             posted_wild: VecDeque::new(),
             unexpected: BTreeMap::new(),
-            unexpected_by_key: HashMap::new(),
+            unexpected_by_key: HashMap::default(),
         }
     }
 }
@@ -95,8 +99,13 @@ impl<T> Context<T> {
 }
 
 /// The matching engine. `T` is what an unexpected message carries (its payload or its RTS).
+///
+/// A context's tables stay once created (one per communicator; `forget_context` drops
+/// them when it is freed), and emptied per-(source, tag) queues are recycled, so
+/// matching a message allocates nothing in the steady state.
 pub struct Matcher<T> {
     contexts: HashMap<u32, Context<T>>,
+    spare_queues: Vec<VecDeque<Posted>>,
     next_order: u64,
     posted: usize,
     unexpected: usize,
@@ -105,13 +114,17 @@ pub struct Matcher<T> {
 impl<T> Default for Matcher<T> {
     fn default() -> Self {
         Matcher {
-            contexts: HashMap::new(),
+            contexts: HashMap::default(),
+            spare_queues: Vec::new(),
             next_order: 0,
             posted: 0,
             unexpected: 0,
         }
     }
 }
+
+/// Emptied queues kept for reuse; more are simply freed.
+const SPARE_QUEUES: usize = 64;
 
 /// Source and tag of a matched or probed message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,24 +139,39 @@ impl<T> Matcher<T> {
         self.next_order
     }
 
-    /// Posts a receive. If an unexpected message fits, it is removed and returned
-    /// instead of posting.
-    pub fn post(&mut self, ctx: u32, src: i32, tag: i32, req: ReqId) -> Option<(MatchInfo, T)> {
+    /// Posts a receive into a buffer of `capacity` bytes. If an unexpected message
+    /// fits, it is removed and returned instead of posting.
+    pub fn post(
+        &mut self,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        req: ReqId,
+        capacity: u64,
+    ) -> Option<(MatchInfo, T)> {
         if let Some(hit) = self.take(ctx, src, tag) {
             return Some(hit);
         }
         let order = self.order();
-        let p = Posted { order, req, src, tag };
+        let p = Posted {
+            order,
+            req,
+            src,
+            tag,
+            capacity,
+        };
         let c = self.contexts.entry(ctx).or_default();
         if src == ANY_SOURCE || tag == ANY_TAG {
             c.posted_wild.push_back(p);
         } else {
+            let spare = &mut self.spare_queues;
+            let key = Key {
+                src: src as Rank,
+                tag,
+            };
             c.posted_exact
-                .entry(Key {
-                    src: src as Rank,
-                    tag,
-                })
-                .or_default()
+                .entry(key)
+                .or_insert_with(|| spare.pop().unwrap_or_default())
                 .push_back(p);
         }
         self.posted += 1;
@@ -151,8 +179,8 @@ impl<T> Matcher<T> {
     }
 
     /// A message arrived (in per-sender order): the posted receive it matches, if any,
-    /// removed from the posted queue. Does not store anything; see [`Matcher::store`].
-    pub fn match_posted(&mut self, ctx: u32, src: Rank, tag: i32) -> Option<ReqId> {
+    /// removed from the posted queue, with its capacity. Stores nothing; see [`Matcher::store`].
+    pub fn match_posted(&mut self, ctx: u32, src: Rank, tag: i32) -> Option<(ReqId, u64)> {
         let key = Key { src, tag };
         let c = self.contexts.get_mut(&ctx)?;
         let exact = c.posted_exact.get(&key).and_then(|q| q.front()).map(|p| p.order);
@@ -169,7 +197,11 @@ impl<T> Matcher<T> {
             let q = c.posted_exact.get_mut(&key)?;
             let p = q.pop_front();
             if q.is_empty() {
-                c.posted_exact.remove(&key);
+                if let Some(q) = c.posted_exact.remove(&key) {
+                    if self.spare_queues.len() < SPARE_QUEUES {
+                        self.spare_queues.push(q);
+                    }
+                }
             }
             p
         } else {
@@ -177,10 +209,7 @@ impl<T> Matcher<T> {
         };
         let p = posted?;
         self.posted -= 1;
-        if c.is_empty() {
-            self.contexts.remove(&ctx);
-        }
-        Some(p.req)
+        Some((p.req, p.capacity))
     }
 
     /// Stores a message that matched no posted receive.
@@ -193,10 +222,10 @@ impl<T> Matcher<T> {
         self.unexpected += 1;
     }
 
-    /// Matches against posted receives, else stores: `Some((req, item))` on a match.
-    pub fn arrive(&mut self, ctx: u32, src: Rank, tag: i32, item: T) -> Option<(ReqId, T)> {
+    /// Matches against posted receives, else stores: `Some((req, capacity, item))` on a match.
+    pub fn arrive(&mut self, ctx: u32, src: Rank, tag: i32, item: T) -> Option<(ReqId, u64, T)> {
         match self.match_posted(ctx, src, tag) {
-            Some(req) => Some((req, item)),
+            Some((req, capacity)) => Some((req, capacity, item)),
             None => {
                 self.store(ctx, src, tag, item);
                 None
@@ -224,10 +253,6 @@ impl<T> Matcher<T> {
         let order = c.find_unexpected(src, tag)?;
         let u = c.remove_unexpected(order)?;
         self.unexpected -= 1;
-        let empty = c.is_empty();
-        if empty {
-            self.contexts.remove(&ctx);
-        }
         Some((
             MatchInfo {
                 src: u.key.src,
@@ -290,6 +315,12 @@ impl<T> Matcher<T> {
         out
     }
 
+    /// Drops the tables of a context (its communicator was freed). Returns whether it
+    /// still held posted receives or unexpected messages (an erroneous program).
+    pub fn forget_context(&mut self, ctx: u32) -> bool {
+        self.contexts.remove(&ctx).is_some_and(|c| !c.is_empty())
+    }
+
     pub fn posted_len(&self) -> usize {
         self.posted
     }
@@ -305,11 +336,11 @@ mod tests {
     #[test]
     fn exact_and_wildcard_keep_post_order() {
         let mut m: Matcher<&str> = Matcher::default();
-        assert!(m.post(0, ANY_SOURCE, 5, 1).is_none());
-        assert!(m.post(0, 2, 5, 2).is_none());
+        assert!(m.post(0, ANY_SOURCE, 5, 1, 0).is_none());
+        assert!(m.post(0, 2, 5, 2, 0).is_none());
         // The wildcard receive was posted first, so it takes the first message.
-        assert_eq!(m.arrive(0, 2, 5, "a"), Some((1, "a")));
-        assert_eq!(m.arrive(0, 2, 5, "b"), Some((2, "b")));
+        assert_eq!(m.arrive(0, 2, 5, "a"), Some((1, 0, "a")));
+        assert_eq!(m.arrive(0, 2, 5, "b"), Some((2, 0, "b")));
         assert_eq!(m.arrive(0, 2, 5, "c"), None);
         assert_eq!(m.unexpected_len(), 1);
     }
@@ -321,20 +352,24 @@ mod tests {
         assert!(m.arrive(0, 2, 8, 20).is_none());
         assert!(m.arrive(0, 1, 8, 30).is_none());
         assert_eq!(
-            m.post(0, ANY_SOURCE, 8, 1).map(|(i, v)| (i.src, v)),
+            m.post(0, ANY_SOURCE, 8, 1, 0).map(|(i, v)| (i.src, v)),
             Some((2, 20))
         );
-        assert_eq!(m.post(0, 1, ANY_TAG, 2).map(|(i, v)| (i.tag, v)), Some((7, 10)));
+        assert_eq!(
+            m.post(0, 1, ANY_TAG, 2, 0).map(|(i, v)| (i.tag, v)),
+            Some((7, 10))
+        );
         assert_eq!(m.peek(0, 1, 8).map(|(_, v)| *v), Some(30));
-        assert_eq!(m.post(0, 1, 8, 3).map(|(_, v)| v), Some(30));
+        assert_eq!(m.post(0, 1, 8, 3, 0).map(|(_, v)| v), Some(30));
         assert_eq!(m.unexpected_len(), 0);
-        assert!(m.contexts.is_empty(), "empty contexts are dropped");
+        assert!(!m.forget_context(0), "nothing is left in the context");
+        assert!(m.contexts.is_empty());
     }
 
     #[test]
     fn contexts_are_separate_and_cancel_works() {
         let mut m: Matcher<u32> = Matcher::default();
-        m.post(1, 0, 0, 9);
+        m.post(1, 0, 0, 9, 0);
         assert_eq!(m.arrive(2, 0, 0, 1), None);
         assert!(m.cancel(9));
         assert!(!m.cancel(9));
@@ -345,9 +380,9 @@ mod tests {
     #[test]
     fn failed_source_removes_only_its_exact_receives() {
         let mut m: Matcher<u32> = Matcher::default();
-        m.post(0, 3, 1, 1);
-        m.post(0, ANY_SOURCE, 1, 2);
-        m.post(0, 4, ANY_TAG, 3);
+        m.post(0, 3, 1, 1, 0);
+        m.post(0, ANY_SOURCE, 1, 2, 0);
+        m.post(0, 4, ANY_TAG, 3, 0);
         let mut gone = m.remove_posted_where(|src| src == 3);
         gone.sort();
         assert_eq!(gone, vec![1]);

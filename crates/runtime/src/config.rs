@@ -49,6 +49,12 @@ pub const PARAMS: &[Param] = &[
                   candidate address is tried",
     },
     Param {
+        name: "PONTOON_BIND",
+        default: "none",
+        meaning: "`core`: each rank pins itself to one CPU (local rank modulo the CPUs it may use); \
+                  `none`: the kernel places ranks. `pontoon run --bind-to core` sets it",
+    },
+    Param {
         name: "PONTOON_LOG",
         default: "warn",
         meaning: "log filter (tracing syntax, e.g. `info` or `pontoon_runtime=debug`); logs go to stderr",
@@ -65,6 +71,8 @@ pub struct Config {
     pub connect_timeout: Duration,
     pub attempt_timeout: Duration,
     pub log: String,
+    /// Pin each rank to one CPU.
+    pub bind_core: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +139,17 @@ impl Config {
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
             log: get(env, "PONTOON_LOG"),
+            bind_core: match get(env, "PONTOON_BIND").trim() {
+                "core" => true,
+                "none" | "" => false,
+                other => {
+                    return Err(ConfigError {
+                        name: "PONTOON_BIND",
+                        value: other.to_string(),
+                        why: "must be `core` or `none`".into(),
+                    })
+                }
+            },
         })
     }
 }

@@ -305,7 +305,9 @@ impl ControlClient {
 
     /// Reads everything the socket has now; sets `eof` when the coordinator closed.
     fn read_available(&mut self) -> Result<(), ControlError> {
-        let mut buf = [0u8; 64 * 1024];
+        // Small on purpose: the event loop calls this often, and the array is zeroed each
+        // time; large fence results simply take several reads.
+        let mut buf = [0u8; 4096];
         loop {
             match self.stream.read(&mut buf) {
                 Ok(0) => {

@@ -32,6 +32,23 @@ fn init_logging(filter: &str) {
         .try_init();
 }
 
+/// Pins this process to one of the CPUs it may use, chosen by its local rank.
+fn bind_to_core(local_rank: u32) {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let Ok(allowed) = sched_getaffinity(None) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|c| allowed.is_set(*c)).collect();
+    if cpus.is_empty() {
+        return;
+    }
+    let mut one = CpuSet::new();
+    one.set(cpus[local_rank as usize % cpus.len()]);
+    if let Err(e) = sched_setaffinity(None, &one) {
+        tracing::warn!("rank cannot pin itself to a CPU (PONTOON_BIND=core): {e}");
+    }
+}
+
 /// Errors of runtime operations, each saying what happened and what would help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -133,6 +150,9 @@ impl Runtime {
             };
             return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
         };
+        if cfg.bind_core {
+            bind_to_core(env.local_rank);
+        }
         let mut control = ControlClient::connect(&env, cfg.attempt_timeout).map_err(|e| {
             Error::Setup(format!(
                 "rank {}: cannot reach the launcher's coordinator: {e}",
@@ -373,8 +393,9 @@ impl Runtime {
         any |= self.complete_tokens();
         any |= self.drive_outputs();
         self.polls = self.polls.wrapping_add(1);
-        // Wire-up and the coordinator are rarely busy: look at them every 64th pass.
-        if self.polls.is_multiple_of(64) || !self.outgoing.is_empty() || !self.incoming.is_empty() {
+        // Wire-up and the coordinator are rarely busy: look at them every 1024th pass
+        // (well under a millisecond), or every pass while a connection is being set up.
+        if self.polls.is_multiple_of(1024) || !self.outgoing.is_empty() || !self.incoming.is_empty() {
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
@@ -646,7 +667,7 @@ impl Runtime {
             Duration::from_millis(1)
         };
         self.waiter.wait(max);
-        self.polls = 63; // look at wire-up and the coordinator on the next pass
+        self.polls = 1023; // look at wire-up and the coordinator on the next pass
     }
 
     // ---- end of job --------------------------------------------------------------

@@ -157,6 +157,29 @@ impl Buffer {
     }
 }
 
+thread_local! {
+    /// One recycled handle for lent buffers: a blocking call then allocates nothing.
+    static SPARE: std::cell::Cell<Option<Arc<Inner>>> = const { std::cell::Cell::new(None) };
+}
+
+fn lent(ptr: NonNull<u8>, len: usize, writable: bool) -> Buffer {
+    if let Some(mut arc) = SPARE.take() {
+        if let Some(inner) = Arc::get_mut(&mut arc) {
+            inner.ptr = ptr;
+            inner.len = len;
+            inner.writable = writable;
+            return Buffer(arc);
+        }
+    }
+    Buffer(Arc::new(Inner {
+        ptr,
+        len,
+        writable,
+        _owner: Owner::Borrowed,
+    }))
+}
+
+/// Ends a lending scope: the engine must hold no clone any more.
 fn check_returned(buf: Buffer, what: &str) {
     if Arc::strong_count(&buf.0) != 1 {
         // A clone still points into memory whose borrow ends now: continuing could
@@ -166,48 +189,43 @@ fn check_returned(buf: Buffer, what: &str) {
         );
         std::process::abort();
     }
+    // Unshared (checked above), so the handle can serve the next lending scope; its
+    // stale pointer is replaced before any use.
+    SPARE.set(Some(buf.0));
 }
 
 /// Lends `data` to the engine for the duration of `f`.
 pub fn lend<R>(data: &[u8], f: impl FnOnce(&Buffer) -> R) -> R {
     let ptr = NonNull::new(data.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
-    let buf = Buffer(Arc::new(Inner {
-        ptr,
-        len: data.len(),
-        writable: false,
-        _owner: Owner::Borrowed,
-    }));
-    let guard = Guard(Some(buf.clone()), "send");
-    let r = f(&buf);
-    drop(buf);
-    drop(guard);
+    let mut guard = Guard(Some(lent(ptr, data.len(), false)), "send");
+    let r = f(guard.0.as_ref().expect("set above"));
+    guard.finish();
     r
 }
 
 /// Lends `data` mutably to the engine for the duration of `f`.
 pub fn lend_mut<R>(data: &mut [u8], f: impl FnOnce(&Buffer) -> R) -> R {
     let ptr = NonNull::new(data.as_mut_ptr()).unwrap_or(NonNull::dangling());
-    let buf = Buffer(Arc::new(Inner {
-        ptr,
-        len: data.len(),
-        writable: true,
-        _owner: Owner::Borrowed,
-    }));
-    let guard = Guard(Some(buf.clone()), "receive");
-    let r = f(&buf);
-    drop(buf);
-    drop(guard);
+    let mut guard = Guard(Some(lent(ptr, data.len(), true)), "receive");
+    let r = f(guard.0.as_ref().expect("set above"));
+    guard.finish();
     r
 }
 
 /// Checks on every exit from a lending scope, unwinding included.
 struct Guard(Option<Buffer>, &'static str);
 
-impl Drop for Guard {
-    fn drop(&mut self) {
+impl Guard {
+    fn finish(&mut self) {
         if let Some(b) = self.0.take() {
             check_returned(b, self.1);
         }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -231,5 +249,12 @@ mod tests {
         assert_eq!(v, [5, 9, 5, 5]);
         let read_only = lend(&v, |b| b.write_at(0, &[1]));
         assert_eq!(read_only, 0, "a send buffer is never written");
+        // The recycled handle takes the new scope's memory, length and mode.
+        let mut w = vec![0u8; 2];
+        lend_mut(&mut w, |b| {
+            assert_eq!(b.len(), 2);
+            b.write_at(0, &[7, 8]);
+        });
+        assert_eq!(w, [7, 8]);
     }
 }
