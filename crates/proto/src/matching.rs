@@ -66,7 +66,9 @@ impl<T> Default for Context<T> {
 
 impl<T> Context<T> {
     fn is_empty(&self) -> bool {
-        self.posted_exact.is_empty() && self.posted_wild.is_empty() && self.unexpected.is_empty()
+        self.posted_exact.values().all(VecDeque::is_empty)
+            && self.posted_wild.is_empty()
+            && self.unexpected.is_empty()
     }
 
     /// Arrival order of the earliest unexpected message fitting the pattern.
@@ -125,6 +127,8 @@ impl<T> Default for Matcher<T> {
 
 /// Emptied queues kept for reuse; more are simply freed.
 const SPARE_QUEUES: usize = 64;
+/// Up to this many (source, tag) queues per context stay in place when they empty.
+const KEEP_EMPTY_QUEUES: usize = 64;
 
 /// Source and tag of a matched or probed message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +200,9 @@ impl<T> Matcher<T> {
         } else if exact.is_some() {
             let q = c.posted_exact.get_mut(&key)?;
             let p = q.pop_front();
-            if q.is_empty() {
+            // A small table keeps its emptied queues (the same source and tag usually come
+            // again); a large one drops them, so many distinct tags cannot pile up.
+            if q.is_empty() && c.posted_exact.len() > KEEP_EMPTY_QUEUES {
                 if let Some(q) = c.posted_exact.remove(&key) {
                     if self.spare_queues.len() < SPARE_QUEUES {
                         self.spare_queues.push(q);

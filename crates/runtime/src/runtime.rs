@@ -407,12 +407,15 @@ impl Runtime {
         if self.done_tokens.is_empty() {
             return false;
         }
-        for t in std::mem::take(&mut self.done_tokens) {
+        // Taken and put back, so the vector keeps its capacity: no allocation per message.
+        let mut tokens = std::mem::take(&mut self.done_tokens);
+        for t in tokens.drain(..) {
             if t != 0 {
+                let me = self.id.rank;
                 self.finish(
                     t,
                     Ok(Status {
-                        source: self.id.rank,
+                        source: me,
                         tag: 0,
                         count: 0,
                         truncated: false,
@@ -420,6 +423,7 @@ impl Runtime {
                 );
             }
         }
+        self.done_tokens = tokens;
         true
     }
 
