@@ -12,10 +12,9 @@ use crate::poller::{Poller, Token};
 use crate::LaunchError;
 use net::ConnEntry;
 use proto::control::{self as ctl, Decoder, FromCoordinator, ToCoordinator};
-use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Largest first message accepted from an unauthenticated connection (a `Hello` is
@@ -79,62 +78,14 @@ pub struct Coordinator {
     events: Vec<Event>,
 }
 
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let domain = if addr.is_ipv4() {
-        Domain::IPV4
-    } else {
-        Domain::IPV6
-    };
-    let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
-    if addr.is_ipv6() {
-        // One socket per family (seed 000 §3.1): no IPv4-mapped addresses, which
-        // some systems disable; the IPv4 socket has a port of its own.
-        s.set_only_v6(true)?;
-    }
-    s.bind(&addr.into())?;
-    s.listen(1024)?;
-    s.set_nonblocking(true)?;
-    Ok(s.into())
-}
-
 impl Coordinator {
     /// Binds the listening sockets on every usable local address and builds the
     /// connection string. Works without IPv6 (or without IPv4).
     pub fn bind(job_id: [u8; 16], secret: [u8; 32], n: u32) -> Result<Coordinator, LaunchError> {
-        let mut local = net::local_addresses();
-        if local.is_empty() {
-            // Discovery found nothing (a restricted sandbox?): loopback still works.
-            local.push((
-                IpAddr::V4(Ipv4Addr::LOCALHOST),
-                net::AddrClass::Loopback,
-                "lo".into(),
-            ));
-        }
-        let mut listeners = Vec::new();
-        let mut entries = Vec::new();
-        let mut errors = Vec::new();
-        for (v4, any) in [
-            (true, IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-            (false, IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
-        ] {
-            let addrs: Vec<IpAddr> = local.iter().map(|a| a.0).filter(|a| a.is_ipv4() == v4).collect();
-            if addrs.is_empty() {
-                continue;
-            }
-            match listen(SocketAddr::new(any, 0)).and_then(|l| Ok((l.local_addr()?.port(), l))) {
-                Ok((port, l)) => {
-                    entries.extend(addrs.iter().map(|a| ConnEntry::new(SocketAddr::new(*a, port))));
-                    listeners.push(l);
-                }
-                Err(e) => {
-                    tracing::debug!("no {} listener: {e}", if v4 { "IPv4" } else { "IPv6" });
-                    errors.push(format!("{any}: {e}"));
-                }
-            }
-        }
-        if entries.is_empty() {
-            return Err(LaunchError::Listen(errors.join("; ")));
-        }
+        let net::listen::Listening {
+            sockets: listeners,
+            entries,
+        } = net::listen::listen_all(&net::local_addresses(), 0).map_err(LaunchError::Listen)?;
         Ok(Coordinator {
             job_id,
             secret,

@@ -2,6 +2,7 @@
 //! test thread pumps the coordinator's events.
 
 use super::*;
+use std::net::{IpAddr, Ipv4Addr};
 use std::thread;
 
 const JOB: [u8; 16] = [1; 16];

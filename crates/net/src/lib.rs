@@ -7,6 +7,7 @@
 pub mod class;
 pub mod connstr;
 pub mod iface;
+pub mod listen;
 
 pub use class::{classify, AddrClass};
 pub use connstr::{client_order, ConnEntry, ParseError};

@@ -159,10 +159,10 @@ impl Runtime {
                 env.rank
             ))
         })?;
-        let listeners = Listeners::bind(cfg.sockbuf)
-            .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
         let local = net::local_addresses();
-        let card = net::connstr::format(&listeners.card(&local));
+        let listeners = Listeners::bind(&local, cfg.sockbuf)
+            .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
+        let card = net::connstr::format(&listeners.card);
         let setup = |e: &dyn std::fmt::Display| {
             Error::Setup(format!(
                 "rank {}: wire-up through the launcher failed: {e}",

@@ -3,7 +3,7 @@
 //! is recorded so that a failure can list every address tried and why it failed.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -23,67 +23,24 @@ pub struct Attempt {
     pub result: Result<(), String>,
 }
 
-/// Listening sockets of this rank: IPv4 and IPv6 separately (seed 000 §3.1: a
-/// v4-mapped single socket does not work everywhere).
+/// Listening sockets of this rank (one per address family) and its endpoint card.
 pub struct Listeners {
     pub sockets: Vec<TcpListener>,
-}
-
-/// Kernel socket buffer sizes before connect/listen, so window scaling sees them.
-fn set_buffers(s: &Socket, sockbuf: usize) -> io::Result<()> {
-    if sockbuf > 0 {
-        s.set_send_buffer_size(sockbuf)?;
-        s.set_recv_buffer_size(sockbuf)?;
-    }
-    Ok(())
-}
-
-fn listen(domain: Domain, addr: SocketAddr, sockbuf: usize) -> io::Result<TcpListener> {
-    let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
-    set_buffers(&s, sockbuf)?;
-    if domain == Domain::IPV6 {
-        s.set_only_v6(true)?;
-    }
-    s.bind(&addr.into())?;
-    s.listen(1024)?;
-    s.set_nonblocking(true)?;
-    Ok(s.into())
+    /// Every usable local address with its family's port.
+    pub card: Vec<ConnEntry>,
 }
 
 impl Listeners {
     /// Accepted sockets inherit the listeners' buffer sizes (`sockbuf`, 0 = autotuning).
-    pub fn bind(sockbuf: usize) -> io::Result<Listeners> {
-        let mut sockets = Vec::new();
-        let v4 = listen(Domain::IPV4, (Ipv4Addr::UNSPECIFIED, 0).into(), sockbuf);
-        let v6 = listen(Domain::IPV6, (Ipv6Addr::UNSPECIFIED, 0).into(), sockbuf);
-        let err = match (&v4, &v6) {
-            (Err(e), Err(_)) => Some(io::Error::new(
-                e.kind(),
-                format!("cannot listen on IPv4 ({e}) nor IPv6"),
-            )),
-            _ => None,
-        };
-        if let Some(e) = err {
-            return Err(e);
-        }
-        sockets.extend(v4.ok());
-        sockets.extend(v6.ok());
-        Ok(Listeners { sockets })
-    }
-
-    /// This rank's endpoint card: every usable local address with its family's port.
-    pub fn card(&self, local: &[(std::net::IpAddr, AddrClass, String)]) -> Vec<ConnEntry> {
-        let port = |v6: bool| {
-            self.sockets
-                .iter()
-                .filter_map(|s| s.local_addr().ok())
-                .find(|a| a.is_ipv6() == v6)
-                .map(|a| a.port())
-        };
-        local
-            .iter()
-            .filter_map(|(ip, _, _)| port(ip.is_ipv6()).map(|p| ConnEntry::new(SocketAddr::new(*ip, p))))
-            .collect()
+    pub fn bind(
+        local: &[(std::net::IpAddr, AddrClass, String)],
+        sockbuf: usize,
+    ) -> Result<Listeners, String> {
+        let l = net::listen::listen_all(local, sockbuf)?;
+        Ok(Listeners {
+            sockets: l.sockets,
+            card: l.entries,
+        })
     }
 
     pub fn accept(&self) -> Vec<TcpStream> {
@@ -335,7 +292,7 @@ impl Outgoing {
 
 fn start_connect(addr: SocketAddr, sockbuf: usize) -> io::Result<TcpStream> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    set_buffers(&s, sockbuf)?;
+    net::listen::set_buffers(&s, sockbuf)?;
     s.set_nonblocking(true)?;
     s.set_tcp_nodelay(true)?;
     match s.connect(&addr.into()) {
