@@ -2,7 +2,7 @@
 //! single-threaded event loop sees them like any other event.
 //!
 //! signal-hook's handler only writes a byte to a non-blocking socket — the one thing
-//! that is async-signal-safe — and keeps the `unsafe` of installing it out of this crate.
+//! that is async-signal-safe — and installing it (raw signal handling) stays inside signal-hook.
 
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::SigId;
