@@ -160,8 +160,9 @@ struct Peer {
     held: BTreeMap<u32, Held>,
     /// Frames waiting for a lane: header, payload, request completed when written.
     backlog: VecDeque<(DataRepr, Option<SendSlice>, Option<SendId>)>,
-    /// Eager sends in the backlog, failed if the peer fails before they were handed over.
+    /// Largest eager message towards this peer: the configured limit, capped by its best lane.
     eager_limit: u32,
+    /// Rendezvous fragment size towards this peer: the configured size, capped by its lanes.
     frag_size: u32,
 }
 
@@ -774,44 +775,22 @@ impl Endpoint {
             rank: peer,
             cause: cause.to_string(),
         };
-        for (repr, _, completes) in std::mem::take(&mut p.backlog) {
+        // Eager sends still waiting for a connection; a backlogged RTS is in `rdv_sends`.
+        for (_, _, completes) in std::mem::take(&mut p.backlog) {
             if let Some(req) = completes {
                 self.outputs.push_back(Output::SendDone {
                     req,
                     result: Err(fail.clone()),
                 });
             }
-            if let DataRepr::Rts { send_id, .. } = repr {
-                self.rdv_sends.remove(&send_id);
-                self.outputs.push_back(Output::SendDone {
-                    req: send_id,
-                    result: Err(fail.clone()),
-                });
-            }
         }
-        let mut sends: Vec<SendId> = self
-            .rdv_sends
-            .iter()
-            .filter(|(_, s)| s.peer == peer)
-            .map(|(k, _)| *k)
-            .collect();
-        sends.sort_unstable();
-        for req in sends {
-            self.rdv_sends.remove(&req);
+        for req in take_where(&mut self.rdv_sends, |s| s.peer == peer) {
             self.outputs.push_back(Output::SendDone {
                 req,
                 result: Err(fail.clone()),
             });
         }
-        let mut recvs: Vec<RecvId> = self
-            .rdv_recvs
-            .iter()
-            .filter(|(_, r)| r.peer == peer)
-            .map(|(k, _)| *k)
-            .collect();
-        recvs.sort_unstable();
-        for req in recvs {
-            self.rdv_recvs.remove(&req);
+        for req in take_where(&mut self.rdv_recvs, |r| r.peer == peer) {
             self.outputs.push_back(Output::RecvDone {
                 req,
                 result: Err(fail.clone()),
@@ -847,6 +826,17 @@ impl Endpoint {
             _ => None,
         }
     }
+}
+
+/// Removes the entries for which `doomed` holds; returns their ids in ascending order,
+/// so that failures are reported deterministically.
+fn take_where<V>(map: &mut HashMap<ReqId, V>, doomed: impl Fn(&V) -> bool) -> Vec<ReqId> {
+    let mut ids: Vec<ReqId> = map.iter().filter(|(_, v)| doomed(v)).map(|(k, _)| *k).collect();
+    ids.sort_unstable();
+    for id in &ids {
+        map.remove(id);
+    }
+    ids
 }
 
 fn incoming_len(i: &Incoming) -> u64 {

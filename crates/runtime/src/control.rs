@@ -140,8 +140,17 @@ impl ControlClient {
     /// this host has, best first, each for at most `attempt_timeout` (TCP connect plus
     /// authentication). The error lists every address tried and why it failed.
     pub fn connect(env: &JobEnv, attempt_timeout: Duration) -> Result<ControlClient, ControlError> {
-        let local = net::local_addresses();
-        let mut order = net::client_order(&env.coord, &local);
+        Self::connect_from(env, &net::local_addresses(), attempt_timeout)
+    }
+
+    /// As [`ControlClient::connect`], with this host's addresses already discovered
+    /// (a rank discovers them once and uses them for its listeners too).
+    pub fn connect_from(
+        env: &JobEnv,
+        local: &[(std::net::IpAddr, AddrClass, String)],
+        attempt_timeout: Duration,
+    ) -> Result<ControlClient, ControlError> {
+        let mut order = net::client_order(&env.coord, local);
         if order.is_empty() {
             if !local.is_empty() {
                 let classes: Vec<String> = local.iter().map(|(a, c, i)| format!("{a} {c} on {i}")).collect();

@@ -153,13 +153,13 @@ impl Runtime {
         if cfg.bind_core {
             bind_to_core(env.local_rank);
         }
-        let mut control = ControlClient::connect(&env, cfg.attempt_timeout).map_err(|e| {
+        let local = net::local_addresses();
+        let mut control = ControlClient::connect_from(&env, &local, cfg.attempt_timeout).map_err(|e| {
             Error::Setup(format!(
                 "rank {}: cannot reach the launcher's coordinator: {e}",
                 env.rank
             ))
         })?;
-        let local = net::local_addresses();
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
         let card = net::connstr::format(&listeners.card);
@@ -327,25 +327,17 @@ impl Runtime {
     }
 
     pub fn probe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64), Error> {
-        loop {
-            if let Some(hit) = self.ep.probe(src, ctx, tag) {
-                return Ok(hit);
+        self.block_until(|rt| {
+            if let Some(hit) = rt.ep.probe(src, ctx, tag) {
+                return Some(Ok(hit));
             }
-            if src >= 0 {
-                if let Some(cause) = self.ep.peer_failure(src as Rank) {
-                    return Err(Error::Failed(Failure::PeerFailed {
-                        rank: src as Rank,
-                        cause: cause.to_string(),
-                    }));
-                }
-            }
-            self.block_until(|rt| {
-                rt.ep
-                    .probe(src, ctx, tag)
-                    .map(|_| ())
-                    .or_else(|| (src >= 0 && rt.ep.peer_failure(src as Rank).is_some()).then_some(()))
-            });
-        }
+            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
+            let rank = src as Rank;
+            Some(Err(Error::Failed(Failure::PeerFailed {
+                rank,
+                cause: cause.to_string(),
+            })))
+        })
     }
 
     /// Busy-polls, then sleeps, until `done` says so.
@@ -390,7 +382,7 @@ impl Runtime {
                 }
             }
         }
-        any |= self.complete_tokens();
+        // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
         self.polls = self.polls.wrapping_add(1);
         // Wire-up and the coordinator are rarely busy: look at them every 1024th pass
@@ -503,8 +495,7 @@ impl Runtime {
                 Output::Connect { peer } => self.start_connect(peer),
             }
         }
-        self.complete_tokens();
-        any
+        self.complete_tokens() || any
     }
 
     fn start_connect(&mut self, peer: Rank) {
