@@ -1,0 +1,546 @@
+//! Raw `AF_PACKET` sockets bound to one network interface: the I/O half of the
+//! testbed's user-space WAN emulator, which forwards whole Ethernet frames between
+//! two interfaces. Needs `CAP_NET_RAW` (root).
+//!
+//! The socket never sees its own transmissions (`PACKET_IGNORE_OUTGOING`), otherwise a
+//! forwarder would read back every frame it sends and loop it. Frames are moved in
+//! batches (`recvmmsg`/`sendmmsg`), one syscall per batch instead of one per frame, and
+//! carry the kernel's receive timestamp, so a forwarder that reads them late still
+//! knows when they arrived.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Frames moved by one `recvmmsg`/`sendmmsg` call at most.
+pub const MAX_BATCH: usize = 64;
+
+// Kernel ABI constants (linux/if_packet.h, asm-generic/socket.h) that `libc` does not
+// export on every target.
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// Timestamps as `struct __kernel_timespec` (two i64) on every target (Linux >= 5.1).
+const SO_TIMESTAMPNS_NEW: libc::c_int = 64;
+/// Room for one timestamp control message (16 header + 16 data bytes) and spare.
+const CMSG_WORDS: usize = 8;
+
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+const SO_SNDBUFFORCE: libc::c_int = 32;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+const SO_RCVBUFFORCE: libc::c_int = 33;
+
+/// Length of the `struct virtio_net_hdr` that prefixes every frame once
+/// [`PacketSocket::enable_vnet_hdr`] was called.
+pub const VNET_HDR_LEN: usize = 10;
+
+/// What [`PacketSocket::recv_batch`] learnt about one frame besides its bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxMeta {
+    /// Length of the frame; greater than its buffer if the frame was truncated.
+    pub len: usize,
+    /// When the kernel took the frame in (`CLOCK_REALTIME`, since the Unix epoch), if it
+    /// said. Lets a user-space forwarder measure delay from the wire, not from its own,
+    /// later wake-up.
+    pub stamp: Option<std::time::Duration>,
+}
+
+/// `struct packet_mreq` of linux/if_packet.h.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PacketMreq {
+    mr_ifindex: libc::c_int,
+    mr_type: libc::c_ushort,
+    mr_alen: libc::c_ushort,
+    mr_address: [u8; 8],
+}
+
+/// A raw packet socket on one interface: receives every frame arriving on it (any
+/// protocol, any destination MAC) and transmits frames verbatim. Non-blocking.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: u32,
+    ifname: String,
+}
+
+impl PacketSocket {
+    /// Opens a raw socket bound to `ifname` (in the caller's network namespace).
+    ///
+    /// Puts the interface in promiscuous mode for the socket's lifetime (a transparent
+    /// wire must see frames for every MAC), bypasses the qdisc on transmit and, where
+    /// the kernel allows, enlarges the socket buffers to ride out scheduling hiccups.
+    pub fn bind(ifname: &str) -> io::Result<PacketSocket> {
+        let ctx = |e: io::Error, what: &str| -> io::Error {
+            let hint = match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => " (needs root or CAP_NET_RAW)",
+                Some(libc::ENODEV) => " (no such interface in this network namespace)",
+                _ => "",
+            };
+            io::Error::new(e.kind(), format!("packet socket on {ifname}: {what}: {e}{hint}"))
+        };
+        // Protocol 0 until bind(): a socket created with ETH_P_ALL would start
+        // capturing frames of every interface before being bound to this one.
+        // SAFETY: plain syscall with constant arguments; the result is checked.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if raw < 0 {
+            return Err(ctx(io::Error::last_os_error(), "socket(AF_PACKET)"));
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ifindex = rustix::net::netdevice::name_to_index(&fd, ifname)
+            .map_err(|e| ctx(e.into(), "interface index"))?;
+        let sock = PacketSocket {
+            fd,
+            ifindex,
+            ifname: ifname.to_owned(),
+        };
+
+        sock.setsockopt(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1 as libc::c_int)
+            .map_err(|e| ctx(e, "PACKET_IGNORE_OUTGOING (needs Linux >= 4.20)"))?;
+        sock.setsockopt(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1 as libc::c_int)
+            .map_err(|e| ctx(e, "PACKET_QDISC_BYPASS"))?;
+        let mreq = PacketMreq {
+            mr_ifindex: ifindex as libc::c_int,
+            mr_type: PACKET_MR_PROMISC,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        sock.setsockopt(libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            .map_err(|e| ctx(e, "promiscuous mode"))?;
+        // Best effort: the plain sizes are capped by net.core.[rw]mem_max.
+        let _ = sock.set_buffer_sizes(8 << 20, 8 << 20);
+        // Best effort too: without it, RxMeta::stamp is None.
+        let _ = sock.setsockopt(libc::SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1 as libc::c_int);
+
+        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll and the length passed is its size.
+        let rc = unsafe {
+            libc::bind(
+                sock.fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(ctx(io::Error::last_os_error(), "bind"));
+        }
+        Ok(sock)
+    }
+
+    /// Kernel index of the bound interface.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Name of the bound interface.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// MTU of the bound interface: frames up to `mtu + 14` (+4 with a VLAN tag) fit.
+    pub fn mtu(&self) -> io::Result<usize> {
+        let name = self.ifname.as_bytes();
+        // SAFETY: ifreq is plain old data; all-zero is a valid value.
+        let mut req: libc::ifreq = unsafe { zeroed() };
+        if name.len() >= req.ifr_name.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "interface name too long",
+            ));
+        }
+        for (d, s) in req.ifr_name.iter_mut().zip(name) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: SIOCGIFMTU reads the NUL-terminated name and writes ifru_mtu of `req`,
+        // which outlives the call.
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: SIOCGIFMTU filled the ifru_mtu member.
+        Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
+    }
+
+    /// From now on, every received frame is preceded by a [`VNET_HDR_LEN`]-byte
+    /// `struct virtio_net_hdr`, and every frame sent must be. Passing a received header on
+    /// with its frame keeps checksum offload state intact: a frame whose checksum the
+    /// sender left to the "hardware" (veth's default) is still completed by the kernel
+    /// after forwarding, instead of arriving with a bad checksum.
+    pub fn enable_vnet_hdr(&self) -> io::Result<()> {
+        self.setsockopt(libc::SOL_PACKET, PACKET_VNET_HDR, 1 as libc::c_int)
+            .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VNET_HDR on {}: {e}", self.ifname)))
+    }
+
+    /// Frames the kernel dropped because the receive buffer was full, since the last
+    /// call (reading resets the kernel's counter).
+    pub fn take_drops(&self) -> io::Result<u64> {
+        let mut stats = [0u32; 2]; // struct tpacket_stats { tp_packets, tp_drops }
+        let mut len = size_of::<[u32; 2]>() as libc::socklen_t;
+        // SAFETY: `stats` and `len` are live and writable for the whole call, and `len`
+        // holds the size of `stats`.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                stats.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(u64::from(stats[1]))
+    }
+
+    /// Sets the kernel receive and send buffer sizes in bytes, above
+    /// `net.core.[rw]mem_max` when the caller has `CAP_NET_ADMIN`.
+    pub fn set_buffer_sizes(&self, rcv: usize, snd: usize) -> io::Result<()> {
+        let (rcv, snd) = (
+            rcv.min(i32::MAX as usize) as libc::c_int,
+            snd.min(i32::MAX as usize) as libc::c_int,
+        );
+        #[cfg(any(
+            target_arch = "x86_64",
+            target_arch = "x86",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        ))]
+        if self.setsockopt(libc::SOL_SOCKET, SO_RCVBUFFORCE, rcv).is_ok()
+            && self.setsockopt(libc::SOL_SOCKET, SO_SNDBUFFORCE, snd).is_ok()
+        {
+            return Ok(());
+        }
+        self.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUF, rcv)?;
+        self.setsockopt(libc::SOL_SOCKET, libc::SO_SNDBUF, snd)
+    }
+
+    /// Receives one frame into `buf` (behind its virtio header if enabled); returns its
+    /// length, which exceeds `buf.len()` if the frame was truncated. `WouldBlock` when
+    /// no frame is waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the whole call.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    /// Transmits one complete Ethernet frame (destination MAC first, behind a virtio
+    /// header if enabled).
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: `frame` is valid for reads of `frame.len()` bytes for the whole call.
+        let n = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Receives up to `min(bufs.len(), meta.len(), MAX_BATCH)` waiting frames with one
+    /// syscall, frame `i` into `bufs[i]` and its length and arrival time into `meta[i]`.
+    /// Returns how many arrived; `WouldBlock` when none was waiting.
+    pub fn recv_batch<B: AsMut<[u8]>>(&self, bufs: &mut [B], meta: &mut [RxMeta]) -> io::Result<usize> {
+        let n = bufs.len().min(meta.len()).min(MAX_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
+        let mut iov: [libc::iovec; MAX_BATCH] = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
+        let mut ctl = [[0u64; CMSG_WORDS]; MAX_BATCH];
+        for i in 0..n {
+            let b = bufs[i].as_mut();
+            iov[i] = libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            };
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = ctl[i].as_mut_ptr().cast();
+            msgs[i].msg_hdr.msg_controllen = size_of::<[u64; CMSG_WORDS]>() as _;
+        }
+        // SAFETY: the first `n` headers point at iovecs that describe `n` distinct
+        // mutable buffers and at `n` distinct control buffers, all borrowed for the
+        // whole call; no address buffer.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let got = got as usize;
+        for i in 0..got {
+            meta[i] = RxMeta {
+                len: msgs[i].msg_len as usize,
+                stamp: stamp_of(&msgs[i].msg_hdr),
+            };
+        }
+        Ok(got)
+    }
+
+    /// Transmits up to `min(frames.len(), MAX_BATCH)` frames with one syscall; returns
+    /// how many went. An error means that not even the first frame went; retry or drop
+    /// it and pass the rest again.
+    pub fn send_batch<B: AsRef<[u8]>>(&self, frames: &[B]) -> io::Result<usize> {
+        let n = frames.len().min(MAX_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
+        let mut iov: [libc::iovec; MAX_BATCH] = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
+        for i in 0..n {
+            let f = frames[i].as_ref();
+            iov[i] = libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            };
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: the first `n` headers point at iovecs describing buffers borrowed for
+        // the whole call; the kernel only reads them (the cast to *mut is for the ABI).
+        let sent = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(sent as usize)
+    }
+
+    fn setsockopt<T: Copy>(&self, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
+        // SAFETY: `value` is a live, properly sized option value for the whole call.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                level,
+                name,
+                &value as *const T as *const libc::c_void,
+                size_of::<T>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// The `SCM_TIMESTAMPNS_NEW` control message of a received message, if any.
+fn stamp_of(hdr: &libc::msghdr) -> Option<std::time::Duration> {
+    if hdr.msg_controllen < size_of::<libc::cmsghdr>() as _ {
+        return None;
+    }
+    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer that
+    // `hdr` points at, which is 8-byte aligned and still borrowed by the caller.
+    let cmsg = unsafe { &*libc::CMSG_FIRSTHDR(hdr) };
+    let want = size_of::<libc::cmsghdr>() + 16;
+    if cmsg.cmsg_level != libc::SOL_SOCKET
+        || cmsg.cmsg_type != SO_TIMESTAMPNS_NEW
+        || (cmsg.cmsg_len as usize) < want
+    {
+        return None;
+    }
+    // SAFETY: the message is long enough for its 16 data bytes, checked above; they may
+    // be unaligned for i64 in principle, hence read_unaligned.
+    let ts = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const [i64; 2]) };
+    (ts[0] >= 0 && (0..1_000_000_000).contains(&ts[1]))
+        .then(|| std::time::Duration::new(ts[0] as u64, ts[1] as u32))
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    fn is_root() -> bool {
+        rustix::process::geteuid().is_root()
+    }
+
+    #[test]
+    fn missing_interface_is_a_clear_error() {
+        let err = PacketSocket::bind("pt-no-such-if0").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("pt-no-such-if0"), "{msg}");
+        if !is_root() {
+            assert!(msg.contains("CAP_NET_RAW"), "{msg}");
+        }
+    }
+
+    /// Deletes the namespace when the test ends, also when it fails.
+    struct Netns(String);
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+
+    fn ip(args: &[&str]) {
+        let st = Command::new("ip").args(args).status().expect("run ip");
+        assert!(st.success(), "ip {args:?} failed");
+    }
+
+    /// Runs `f` inside the namespace on a fresh thread, so the test's other threads
+    /// stay where they are. `setns` is rustix's safe wrapper.
+    fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/run/netns/{ns}");
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).expect("open netns");
+            rustix::thread::move_into_link_name_space(
+                file.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .expect("setns");
+            f()
+        })
+        .join()
+        .expect("netns thread")
+    }
+
+    #[test]
+    fn frame_crosses_a_veth_pair() {
+        if !is_root() {
+            eprintln!("skipping frame_crosses_a_veth_pair: needs root (ip netns, CAP_NET_RAW)");
+            return;
+        }
+        let ns = Netns(format!("pt-pkt-{}", std::process::id()));
+        ip(&["netns", "add", &ns.0]);
+        ip(&[
+            "-n", &ns.0, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ]);
+        ip(&["-n", &ns.0, "link", "set", "v0", "up"]);
+        ip(&["-n", &ns.0, "link", "set", "v1", "up"]);
+        in_netns(&ns.0, || {
+            let s0 = PacketSocket::bind("v0").expect("bind v0");
+            let s1 = PacketSocket::bind("v1").expect("bind v1");
+            assert_eq!(s0.mtu().unwrap(), 1500);
+            // Broadcast, EtherType 0x88b5 (local experimental), payload marker.
+            let mut frame = vec![0xffu8; 6];
+            frame.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+            frame.extend_from_slice(b"pontoon packet test");
+            frame.resize(60, 0);
+            s0.send(&frame).expect("send");
+            s0.send_batch(&[&frame[..], &frame[..]]).expect("send_batch");
+            let mut got = 0;
+            let mut bufs = vec![vec![0u8; 2048]; 4];
+            let mut meta = [RxMeta::default(); 4];
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while got < 3 && Instant::now() < deadline {
+                match s1.recv_batch(&mut bufs, &mut meta) {
+                    Ok(n) => {
+                        for i in 0..n {
+                            // Other traffic (IPv6 autoconf) may cross too.
+                            if bufs[i][..meta[i].len] == frame[..] {
+                                got += 1;
+                                let age = SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
+                                    - meta[i].stamp.expect("kernel timestamp");
+                                assert!(age < Duration::from_secs(2), "stamp {age:?} old");
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("recv: {e}"),
+                }
+            }
+            assert_eq!(got, 3, "frames sent on v0 must arrive on v1");
+            // With virtio headers, a frame arrives behind one and goes out behind one.
+            s1.enable_vnet_hdr().expect("vnet hdr on v1");
+            s1.send(&[&[0u8; VNET_HDR_LEN][..], &frame[..]].concat())
+                .expect("send with vnet hdr");
+            let mut buf = [0u8; 2048];
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let n = loop {
+                match s0.recv(&mut buf) {
+                    Ok(n) if buf[..n] == frame[..] => break n,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("recv on v0: {e}"),
+                }
+            };
+            assert_eq!(n, frame.len());
+            s0.enable_vnet_hdr().expect("vnet hdr on v0");
+            s1.send(&[&[0u8; VNET_HDR_LEN][..], &frame[..]].concat())
+                .expect("send with vnet hdr");
+            let deadline = Instant::now() + Duration::from_secs(2);
+            loop {
+                match s0.recv(&mut buf) {
+                    Ok(n) if n == VNET_HDR_LEN + frame.len() && buf[VNET_HDR_LEN..n] == frame[..] => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("recv on v0: {e}"),
+                }
+            }
+            // The sender must not see its own frames.
+            while let Ok(n) = s1.recv(&mut buf) {
+                assert_ne!(&buf[VNET_HDR_LEN..n], &frame[..], "own transmission looped back");
+            }
+        });
+    }
+}
