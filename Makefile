@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO        ?= cargo
 # Seconds each fuzz target runs in `make test` and `make fuzz-smoke` (the script alone: 20).
 FUZZ_SECONDS ?= 10
-# Ranks started by `make demo`.
+# Ranks started by `make demo` when it cannot build a testbed (not root).
 NP           ?= 4
 
 step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
@@ -17,7 +17,7 @@ step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
 .PHONY: help test demo deps fmt fmt-check clippy build test-rust bench fuzz-smoke fuzz-smoke-if-available clean
 
 help:
-	@echo "make demo        build (release) and run $(NP) ranks of the ring example with pontoon run"
+	@echo "make demo        build (release); as root run 8 ranks across the two-clusters testbed, else $(NP) local ranks"
 	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
 	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
 	@echo "make fmt         format the workspace"
@@ -81,13 +81,8 @@ demo:
 	@scripts/install-deps.sh --no-fuzz
 	$(call step,build: cargo build --release --workspace --examples --bins)
 	$(CARGO) build --release --workspace --examples --bins
-	$(call step,demo: pontoon run -n $(NP) ring)
-	@if [[ "$$(id -u)" -eq 0 ]]; then \
-		echo "demo: the multi-cluster testbed is not built yet; running $(NP) local ranks"; \
-	else \
-		echo "demo: running $(NP) local ranks (a multi-cluster testbed needs network namespaces, so root)"; \
-	fi
-	target/release/pontoon run -n $(NP) target/release/examples/ring
+	$(call step,demo: scripts/demo.sh (as root: 8 ranks across the two-clusters testbed))
+	@scripts/demo.sh $(NP)
 
 clean:
 	$(CARGO) clean

@@ -7,6 +7,8 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod testbed;
+
 #[derive(Parser)]
 #[command(
     name = "pontoon",
@@ -32,6 +34,9 @@ enum Cmd {
     Run(RunArgs),
     /// Print the version, transports, every parameter and the variables the launcher sets
     Info,
+    /// Multi-cluster topologies from network namespaces on this host (needs root)
+    #[command(subcommand)]
+    Testbed(testbed::TestbedCmd),
 }
 
 #[derive(Args)]
@@ -51,6 +56,21 @@ struct RunArgs {
     /// End the job after SECONDS (exit status 124)
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
+    /// Run the ranks on the hosts of this testbed (the launcher runs on its first host)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["host", "hostfile"])]
+    testbed: Option<String>,
+    /// Hosts to run on: `h1,h2:4,…` (`:N` slots)
+    #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
+    host: Option<String>,
+    /// File with one host per line (`HOST slots=N` or `HOST:N`)
+    #[arg(long, value_name = "FILE")]
+    hostfile: Option<std::path::PathBuf>,
+    /// How ranks are laid onto hosts: `node` (round-robin) or `slot` (fill each host first)
+    #[arg(long, value_name = "node|slot", value_parser = ["node", "slot"], default_value = "node")]
+    map_by: String,
+    /// Command that runs a shell command on another host as `AGENT HOST COMMAND`
+    #[arg(long, value_name = "CMD", default_value = "ssh")]
+    agent: String,
     /// The program and its arguments, passed verbatim (even those starting with `-`)
     #[arg(
         required = true,
@@ -96,7 +116,55 @@ fn init_logging() {
     }
 }
 
+/// The host of every rank and the agent that reaches them, from `--testbed`,
+/// `--host` or `--hostfile`. With `--testbed` from outside it, this does not return:
+/// it starts the same `pontoon run` again on the testbed's first host.
+fn placement(a: &RunArgs) -> Result<(Vec<String>, Vec<OsString>), String> {
+    use launch::hosts::{map_ranks, parse_hostfile, HostSlots, MapBy};
+    let by = if a.map_by == "slot" {
+        MapBy::Slot
+    } else {
+        MapBy::Node
+    };
+    let (hosts, agent) = if let Some(name) = &a.testbed {
+        let tb = ::testbed::Testbed::open(Some(name))?;
+        let names = tb.host_names();
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        if !tb.is_inside(&names[0])? {
+            use std::os::unix::process::CommandExt;
+            let err = tb
+                .command(&names[0], &exe.to_string_lossy())?
+                .args(std::env::args_os().skip(1))
+                .exec();
+            return Err(format!("starting pontoon run on {}: {err}", names[0]));
+        }
+        let hosts = names
+            .into_iter()
+            .map(|name| HostSlots { name, slots: 1 })
+            .collect();
+        (hosts, vec![exe.into(), "testbed".into(), "agent".into()])
+    } else {
+        let text = match (&a.host, &a.hostfile) {
+            (Some(list), _) => list.replace(',', "\n"),
+            (None, Some(file)) => {
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
+            }
+            (None, None) => return Ok((Vec::new(), Vec::new())),
+        };
+        let hosts = parse_hostfile(&text).map_err(|e| e.to_string())?;
+        (hosts, a.agent.split_whitespace().map(OsString::from).collect())
+    };
+    Ok((map_ranks(&hosts, a.n, by), agent))
+}
+
 fn run(a: RunArgs) -> ExitCode {
+    let (placement, agent) = match placement(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("pontoon run: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut command = a.command.into_iter();
     let mut export = a.export;
     if let Some(bind) = a.bind_to {
@@ -110,6 +178,8 @@ fn run(a: RunArgs) -> ExitCode {
         tag_output: a.tag_output,
         export,
         timeout: a.timeout,
+        placement,
+        agent,
     };
     match launch::run(plan) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
@@ -129,6 +199,12 @@ fn info() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "pontoon {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(s, "transports: tcp");
+    let presets: Vec<&str> = ::testbed::PRESETS.iter().map(|p| p.0).collect();
+    let _ = writeln!(
+        s,
+        "testbed presets: {} (`pontoon testbed show PRESET` prints one as TOML)",
+        presets.join(", ")
+    );
     let _ = writeln!(
         s,
         "\nparameters (environment variables; the ranks inherit them from pontoon run):"
@@ -152,6 +228,7 @@ fn main() -> ExitCode {
             print!("{}", info());
             ExitCode::SUCCESS
         }
+        Cmd::Testbed(cmd) => testbed::main(cmd),
     }
 }
 

@@ -1,35 +1,10 @@
 //! Multi-process jobs on loopback: `pontoon run` with the runtime and the examples.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn pontoon() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pontoon"))
-}
-
-/// An example program built next to the `pontoon` binary (`cargo build --examples`).
-fn example(name: &str) -> PathBuf {
-    let p = pontoon()
-        .parent()
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    if !p.exists() {
-        let profile = if pontoon().to_string_lossy().contains("/release/") {
-            vec!["--release"]
-        } else {
-            vec![]
-        };
-        let ok = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "pontoon", "--examples"])
-            .args(profile)
-            .status()
-            .expect("cargo runs");
-        assert!(ok.success(), "building the examples failed");
-    }
-    p
-}
+mod common;
+use common::{example, pontoon, text};
 
 fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
@@ -41,10 +16,6 @@ fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
         .output()
         .expect("pontoon runs");
     (out, start.elapsed())
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

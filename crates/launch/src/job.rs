@@ -7,6 +7,7 @@
 
 use crate::coordinator::{Coordinator, Event};
 use crate::forward::LineForwarder;
+use crate::hosts;
 use crate::poller::{Poller, Token};
 use crate::procs::{self, Orphans};
 use crate::signals::{SignalPipes, HANDLED};
@@ -61,6 +62,8 @@ pub(crate) struct Job {
     timeout: Option<Duration>,
     deadline: Option<Instant>,
     node: String,
+    /// The host of every rank (empty: all on `node`).
+    placement: Vec<String>,
     poller: Poller,
     signals: SignalPipes,
     coord: Coordinator,
@@ -121,6 +124,9 @@ impl Job {
             secret: &secret,
             node: &node,
             export: &plan.export,
+            placement: &plan.placement,
+            local: &hosts::local_ranks(&plan.placement),
+            agent: &plan.agent,
         };
         let mut job = Job {
             n: plan.n,
@@ -128,6 +134,7 @@ impl Job {
             timeout: plan.timeout,
             deadline: None,
             node: node.clone(),
+            placement: plan.placement.clone(),
             poller,
             signals,
             coord,
@@ -405,7 +412,8 @@ impl Job {
             Outcome::Success => tracing::debug!(rank, "rank exited normally"),
             Outcome::Failure { cause, code } => {
                 if self.outcome.is_none() {
-                    say(&format!("rank {rank} (pid {pid} on {}) {cause}", self.node));
+                    let host = self.placement.get(rank as usize).unwrap_or(&self.node);
+                    say(&format!("rank {rank} (pid {pid} on {host}) {cause}"));
                     self.outcome = Some(code);
                 } else {
                     tracing::info!("rank {rank} (pid {pid}) {cause} while the job was ending");

@@ -10,6 +10,7 @@
 
 mod coordinator;
 mod forward;
+pub mod hosts;
 mod job;
 mod kvs;
 mod poller;
@@ -45,6 +46,12 @@ pub struct LaunchPlan {
     pub export: Vec<(String, Option<String>)>,
     /// End the job after this long (exit status [`EXIT_TIMEOUT`]).
     pub timeout: Option<Duration>,
+    /// The host of every rank (see [`hosts::map_ranks`]); empty: all on this host.
+    /// Ranks on other hosts are started through `agent`.
+    pub placement: Vec<String>,
+    /// The command that runs a shell command on another host, as `AGENT HOST COMMAND`:
+    /// `ssh`, or `pontoon testbed agent`.
+    pub agent: Vec<OsString>,
 }
 
 /// Why a job could not be started (failures of a started job are exit statuses).
@@ -111,6 +118,13 @@ pub fn parse_export(arg: &str) -> Result<(String, Option<String>), LaunchError> 
 pub fn run(plan: LaunchPlan) -> Result<i32, LaunchError> {
     if plan.n == 0 {
         return Err(LaunchError::NoRanks);
+    }
+    if !plan.placement.is_empty() && plan.placement.len() != plan.n as usize {
+        return Err(LaunchError::Program(format!(
+            "{} hosts given for {} ranks",
+            plan.placement.len(),
+            plan.n
+        )));
     }
     let program = spawn::find_program(&plan.program, std::env::var_os("PATH").as_deref())?;
     for (name, value) in &plan.export {

@@ -85,6 +85,12 @@ pub(crate) struct SpawnCommon<'a> {
     pub secret: &'a [u8; 32],
     pub node: &'a str,
     pub export: &'a [(String, Option<String>)],
+    /// The host of every rank (empty: all on this one).
+    pub placement: &'a [String],
+    /// `PONTOON_LOCAL_RANK`, `PONTOON_LOCAL_SIZE` of every rank.
+    pub local: &'a [(u32, u32)],
+    /// Starts a command on another host: `AGENT HOST SCRIPT`.
+    pub agent: &'a [OsString],
 }
 
 pub(crate) struct Spawned {
@@ -97,36 +103,61 @@ pub(crate) struct Spawned {
 /// anything it starts, can be signalled at once, and a terminal's Ctrl-C reaches only
 /// `pontoon run`, which forwards it). Standard input is closed.
 pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned> {
-    let mut cmd = Command::new(c.program);
-    cmd.args(c.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for (k, v) in c.export {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    let rank_s = rank.to_string();
-    let size_s = c.size.to_string();
+    let host = c.placement.get(rank as usize).map_or(c.node, String::as_str);
+    let (local_rank, local_size) = c.local.get(rank as usize).copied().unwrap_or((rank, c.size));
     let id = hex(c.job_id);
-    // The secret travels only through the environment (never argv, which any user
-    // can read in /proc); the rank removes it from its environment on start.
+    // The secret travels only through the environment or a pipe (never argv, which
+    // any user can read in /proc); the rank removes it from its environment on start.
     let secret = hex(c.secret);
-    let vars: [(&str, &str); 8] = [
-        ("PONTOON_RANK", &rank_s),
-        ("PONTOON_SIZE", &size_s),
-        ("PONTOON_COORD", c.coord),
-        ("PONTOON_JOB_ID", &id),
-        ("PONTOON_JOB_SECRET", &secret),
-        ("PONTOON_LOCAL_RANK", &rank_s),
-        ("PONTOON_LOCAL_SIZE", &size_s),
-        ("PONTOON_NODE", c.node),
+    let vars: [(&str, String); 7] = [
+        ("PONTOON_RANK", rank.to_string()),
+        ("PONTOON_SIZE", c.size.to_string()),
+        ("PONTOON_COORD", c.coord.to_string()),
+        ("PONTOON_JOB_ID", id),
+        ("PONTOON_LOCAL_RANK", local_rank.to_string()),
+        ("PONTOON_LOCAL_SIZE", local_size.to_string()),
+        ("PONTOON_NODE", host.to_string()),
     ];
-    debug_assert!(vars.iter().map(|v| v.0).eq(LAUNCHER_VARS.iter().copied()));
-    cmd.envs(vars);
+    let remote = host != c.node;
+    let mut cmd = if remote {
+        // Another host gets exactly the exported variables, with this side's values.
+        let mut env: Vec<(String, String)> = c
+            .export
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone().or_else(|| std::env::var(k).ok())?)))
+            .collect();
+        env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        let cwd = std::env::current_dir()?;
+        let words = crate::hosts::remote_command(
+            c.agent,
+            host,
+            &cwd.to_string_lossy(),
+            &env,
+            &c.program.to_string_lossy(),
+            c.args,
+        );
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..]).stdin(Stdio::piped());
+        cmd
+    } else {
+        let mut cmd = Command::new(c.program);
+        cmd.args(c.args).stdin(Stdio::null());
+        for (k, v) in c.export {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd.envs(vars.iter().map(|(k, v)| (k, v)))
+            .env("PONTOON_JOB_SECRET", &secret);
+        cmd
+    };
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        // The remote script's first line reads it; a dead agent shows up as its exit.
+        let _ = stdin.write_all(format!("{secret}\n").as_bytes());
+    }
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     Ok(Spawned {

@@ -1,0 +1,209 @@
+//! Where ranks run: hostfiles, `--host` lists and the mapping of ranks onto hosts, and
+//! the shell command that starts a rank on another host through an agent (ssh, or
+//! `pontoon testbed agent`).
+
+use crate::LaunchError;
+use std::ffi::OsString;
+
+/// A host and how many ranks it takes before `--map-by slot` moves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSlots {
+    pub name: String,
+    pub slots: u32,
+}
+
+/// How ranks are laid onto hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MapBy {
+    /// One rank per host in turn (round-robin).
+    #[default]
+    Node,
+    /// Fill each host's slots, then the next host.
+    Slot,
+}
+
+/// Parses hostfile text: one host per line, optionally `slots=N` (Open MPI) or `:N`
+/// (MPICH); `#` starts a comment.
+pub fn parse_hostfile(text: &str) -> Result<Vec<HostSlots>, LaunchError> {
+    let mut hosts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: &str| LaunchError::Program(format!("hostfile line {}: {line:?}: {why}", i + 1));
+        let mut words = line.split_whitespace();
+        let first = words.next().expect("not empty");
+        let (name, mut slots) = match first.split_once(':') {
+            Some((n, s)) => (
+                n,
+                Some(
+                    s.parse::<u32>()
+                        .map_err(|_| bad("slots after ':' must be a number"))?,
+                ),
+            ),
+            None => (first, None),
+        };
+        for w in words {
+            match w.strip_prefix("slots=") {
+                Some(s) => slots = Some(s.parse().map_err(|_| bad("slots=N needs a number"))?),
+                None if w.starts_with("max_slots=") => {}
+                None => return Err(bad("expected HOST [slots=N] or HOST:N")),
+            }
+        }
+        if slots == Some(0) {
+            return Err(bad("a host needs at least one slot"));
+        }
+        hosts.push(HostSlots {
+            name: name.to_string(),
+            slots: slots.unwrap_or(1),
+        });
+    }
+    if hosts.is_empty() {
+        return Err(LaunchError::Program("the hostfile lists no hosts".into()));
+    }
+    Ok(hosts)
+}
+
+/// The host of every rank. With more ranks than slots, the mapping wraps around
+/// (oversubscribing) rather than failing, as `mpiexec` does.
+pub fn map_ranks(hosts: &[HostSlots], n: u32, by: MapBy) -> Vec<String> {
+    let mut placed = Vec::with_capacity(n as usize);
+    match by {
+        MapBy::Node => {
+            for r in 0..n as usize {
+                placed.push(hosts[r % hosts.len()].name.clone());
+            }
+        }
+        MapBy::Slot => 'fill: loop {
+            for h in hosts {
+                for _ in 0..h.slots {
+                    if placed.len() == n as usize {
+                        break 'fill;
+                    }
+                    placed.push(h.name.clone());
+                }
+            }
+        },
+    }
+    placed
+}
+
+/// `PONTOON_LOCAL_RANK` and `PONTOON_LOCAL_SIZE` of every rank, from the hosts they are on.
+pub fn local_ranks(placement: &[String]) -> Vec<(u32, u32)> {
+    let mut count = std::collections::HashMap::<&str, u32>::new();
+    let local: Vec<u32> = placement
+        .iter()
+        .map(|h| {
+            let c = count.entry(h).or_default();
+            *c += 1;
+            *c - 1
+        })
+        .collect();
+    placement
+        .iter()
+        .zip(local)
+        .map(|(h, l)| (l, count[h.as_str()]))
+        .collect()
+}
+
+/// Quotes a word for a POSIX shell so that the remote shell sees exactly that word.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The words `AGENT HOST SCRIPT` that start a rank remotely. The script reads the job
+/// secret from standard input (so it is never in any process's arguments), changes to
+/// the launcher's directory and replaces itself with the program, so that the agent's
+/// exit status is the rank's.
+pub fn remote_command(
+    agent: &[OsString],
+    host: &str,
+    cwd: &str,
+    env: &[(String, String)],
+    program: &str,
+    args: &[OsString],
+) -> Vec<OsString> {
+    let mut script = String::from("read -r PONTOON_JOB_SECRET && export PONTOON_JOB_SECRET && cd ");
+    script.push_str(&shell_quote(cwd));
+    script.push_str(" && exec env");
+    for (k, v) in env {
+        script.push(' ');
+        script.push_str(&shell_quote(&format!("{k}={v}")));
+    }
+    script.push(' ');
+    script.push_str(&shell_quote(program));
+    for a in args {
+        script.push(' ');
+        script.push_str(&shell_quote(&a.to_string_lossy()));
+    }
+    let mut words = agent.to_vec();
+    words.push(host.into());
+    words.push(script.into());
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hs(name: &str, slots: u32) -> HostSlots {
+        HostSlots {
+            name: name.into(),
+            slots,
+        }
+    }
+
+    #[test]
+    fn hostfiles_in_both_dialects() {
+        let text = "# cluster a\na-head slots=2\na-c1:3\n\nb-c1 max_slots=4 # trailing\n";
+        assert_eq!(
+            parse_hostfile(text).unwrap(),
+            vec![hs("a-head", 2), hs("a-c1", 3), hs("b-c1", 1)]
+        );
+        for bad in ["h slots=x", "h:0", "h cores=2", "", "# only a comment"] {
+            assert!(parse_hostfile(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn mapping_by_node_and_by_slot() {
+        let hosts = [hs("a", 2), hs("b", 1)];
+        assert_eq!(map_ranks(&hosts, 5, MapBy::Node), ["a", "b", "a", "b", "a"]);
+        assert_eq!(map_ranks(&hosts, 5, MapBy::Slot), ["a", "a", "b", "a", "a"]);
+        let placement = map_ranks(&hosts, 5, MapBy::Node);
+        assert_eq!(local_ranks(&placement), [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]);
+    }
+
+    #[test]
+    fn remote_commands_survive_a_shell() {
+        let words = remote_command(
+            &["agent".into()],
+            "h1",
+            "/tmp",
+            &[("A".into(), "x y".into()), ("B".into(), "it's".into())],
+            "/bin/sh",
+            &["-c".into(), "echo \"$A|$B|$PONTOON_JOB_SECRET|$(pwd)\"".into()],
+        );
+        assert_eq!(words[..2], ["agent", "h1"].map(OsString::from));
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&words[2])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), "x y|it's|s3cret|/tmp\n");
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's main command (`make demo`), after the release build: as root, one job of 8
+# ranks across the `two-clusters` testbed — two NAT'd clusters whose compute nodes share
+# the private subnet 10.0.0.0/24, every host with a docker-style bridge of the same
+# address — torn down afterwards; otherwise N local ranks, saying why.
+#
+#   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+pontoon=target/release/pontoon
+examples=target/release/examples
+np=${1:-4}
+
+if [[ "$(id -u)" -ne 0 ]]; then
+    echo "demo: not root, so no testbed (it needs network namespaces); running $np local ranks"
+    exec "$pontoon" run -n "$np" "$examples/ring"
+fi
+
+name="demo-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null' EXIT
+"$pontoon" testbed up two-clusters --name "$name" --docker
+echo
+echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more):"
+"$pontoon" testbed status "$name"
+echo
+echo "demo: pontoon run --testbed $name -n 8 ring   (one rank per host, launcher on a-head)"
+"$pontoon" run --testbed "$name" -n 8 --tag-output "$examples/ring"
+echo
+echo "demo: every rank connects to every other one, never to a same-address stranger:"
+"$pontoon" run --testbed "$name" -n 8 "$examples/all_connect"
