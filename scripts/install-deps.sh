@@ -12,7 +12,7 @@ set -euo pipefail
 
 BASE_PKGS=(build-essential pkg-config iproute2 nftables ethtool util-linux procps psmisc)
 ANCHOR_PKGS=(openmpi-bin libopenmpi-dev mpich libmpich-dev iperf3 sockperf iputils-ping)
-MIN_RUST="1.80.0"        # keep in step with rust-version in Cargo.toml
+MIN_RUST="1.82.0"        # keep in step with rust-version in Cargo.toml
 CARGO_FUZZ_VERSION="^0.13"
 
 log() { printf 'install-deps: %s\n' "$*"; }

@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod doctor;
 mod testbed;
 
 #[derive(Parser)]
@@ -37,6 +38,13 @@ enum Cmd {
     /// Multi-cluster topologies from network namespaces on this host (needs root)
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
+    /// Run as a job (`pontoon run -n N pontoon doctor`): every rank reaches every other;
+    /// prints the paths chosen and every connection attempt (exit status 2 if a pair failed)
+    Doctor {
+        /// Print the whole report as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -62,7 +70,7 @@ struct RunArgs {
     /// Hosts to run on: `h1,h2:4,…` (`:N` slots)
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
     host: Option<String>,
-    /// File with one host per line (`HOST slots=N` or `HOST:N`)
+    /// File with one host per line (`HOST [slots=N] [site=NAME]` or `HOST:N`)
     #[arg(long, value_name = "FILE")]
     hostfile: Option<std::path::PathBuf>,
     /// How ranks are laid onto hosts: `node` (round-robin) or `slot` (fill each host first)
@@ -119,8 +127,8 @@ fn init_logging() {
 /// The host of every rank and the agent that reaches them, from `--testbed`,
 /// `--host` or `--hostfile`. With `--testbed` from outside it, this does not return:
 /// it starts the same `pontoon run` again on the testbed's first host.
-fn placement(a: &RunArgs) -> Result<(Vec<String>, Vec<OsString>), String> {
-    use launch::hosts::{map_ranks, parse_hostfile, HostSlots, MapBy};
+fn placement(a: &RunArgs) -> Result<(Vec<launch::hosts::Host>, Vec<OsString>), String> {
+    use launch::hosts::{map_ranks, parse_hostfile, Host, MapBy};
     let by = if a.map_by == "slot" {
         MapBy::Slot
     } else {
@@ -140,7 +148,11 @@ fn placement(a: &RunArgs) -> Result<(Vec<String>, Vec<OsString>), String> {
         }
         let hosts = names
             .into_iter()
-            .map(|name| HostSlots { name, slots: 1 })
+            .map(|name| Host {
+                name,
+                slots: 1,
+                site: None,
+            })
             .collect();
         (hosts, vec![exe.into(), "testbed".into(), "agent".into()])
     } else {
@@ -168,7 +180,13 @@ fn run(a: RunArgs) -> ExitCode {
     let mut command = a.command.into_iter();
     let mut export = a.export;
     if let Some(bind) = a.bind_to {
-        // The rank pins itself at init (runtime::config PONTOON_BIND).
+        // The rank pins itself at init (runtime::config PONTOON_BIND). Testbed hosts share
+        // this machine's CPUs, so there the global rank picks the CPU.
+        let bind = if bind == "core" && a.testbed.is_some() {
+            "core-by-rank".into()
+        } else {
+            bind
+        };
         export.push(("PONTOON_BIND".into(), Some(bind)));
     }
     let plan = launch::LaunchPlan {
@@ -229,6 +247,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Testbed(cmd) => testbed::main(cmd),
+        Cmd::Doctor { json } => doctor::main(json),
     }
 }
 

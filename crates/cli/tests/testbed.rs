@@ -8,63 +8,12 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use testbed::probe::Answer;
 use testbed::{PresetOptions, Testbed, Topology};
 
 mod common;
-use common::{example, pontoon, text};
-
-fn is_root() -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    eprintln!("skipped: testbed tests need root (network namespaces); run `make test` as root");
-    false
-}
-
-/// A testbed that is always removed, however the test ends.
-struct Bed {
-    name: String,
-}
-
-impl Bed {
-    fn unique_name() -> String {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        format!("t{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-
-    fn up(topo: &Topology) -> Bed {
-        let bed = Bed {
-            name: Self::unique_name(),
-        };
-        let opts = testbed::UpOptions {
-            emulator: vec![pontoon().into(), "testbed".into(), "wan-emu".into()],
-            agent: vec![pontoon().into(), "testbed".into(), "agent".into()],
-        };
-        testbed::up(&bed.name, topo, &opts).expect("testbed builds");
-        bed
-    }
-
-    fn open(&self) -> Testbed {
-        Testbed::open(Some(&self.name)).expect("testbed opens")
-    }
-
-    fn pontoon(&self) -> Command {
-        let mut cmd = Command::new(pontoon());
-        cmd.env("PONTOON_TESTBED", &self.name);
-        cmd
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        if let Err(e) = testbed::down(&self.name) {
-            eprintln!("tearing down {}: {e}", self.name);
-        }
-    }
-}
+use common::{example, is_root, pontoon, preset, small_two_clusters, text, Bed};
 
 /// Nothing of testbed `name` is left: no holder, no named namespace, no state, no
 /// process in any of its namespaces, and the root namespace's links are as before.
@@ -162,19 +111,6 @@ fn check_matrix(bed: &Bed) {
         matrix.len(),
         tb.topology.hosts.len() * tb.topology.address_owners().len()
     );
-}
-
-fn preset(name: &str, opts: PresetOptions) -> Topology {
-    testbed::preset(name, &opts).expect("preset")
-}
-
-/// `two-clusters` with one compute node per cluster: four hosts.
-fn small_two_clusters() -> Topology {
-    let opts = PresetOptions {
-        nodes: Some(1),
-        ..PresetOptions::default()
-    };
-    preset("two-clusters", opts)
 }
 
 #[test]

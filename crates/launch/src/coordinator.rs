@@ -79,13 +79,16 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Binds the listening sockets on every usable local address and builds the
-    /// connection string. Works without IPv6 (or without IPv4).
+    /// Binds the listening sockets on every usable local address that the interface
+    /// policy (`PONTOON_IF_INCLUDE`/`_EXCLUDE`) allows and builds the connection string.
+    /// Works without IPv6 (or without IPv4).
     pub fn bind(job_id: [u8; 16], secret: [u8; 32], n: u32) -> Result<Coordinator, LaunchError> {
+        let policy = net::IfPolicy::from_env().map_err(|e| LaunchError::Listen(e.to_string()))?;
+        let local = net::iface::allowed_addresses(&net::interfaces(), &policy);
         let net::listen::Listening {
             sockets: listeners,
             entries,
-        } = net::listen::listen_all(&net::local_addresses(), 0).map_err(LaunchError::Listen)?;
+        } = net::listen::listen_all(&local, 0).map_err(LaunchError::Listen)?;
         Ok(Coordinator {
             job_id,
             secret,

@@ -5,11 +5,13 @@
 use crate::LaunchError;
 use std::ffi::OsString;
 
-/// A host and how many ranks it takes before `--map-by slot` moves on.
+/// A host, how many ranks it takes before `--map-by slot` moves on, and its site
+/// (ranks get it as `PONTOON_SITE`: private addresses are tried only within a site).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostSlots {
+pub struct Host {
     pub name: String,
     pub slots: u32,
+    pub site: Option<String>,
 }
 
 /// How ranks are laid onto hosts.
@@ -23,8 +25,8 @@ pub enum MapBy {
 }
 
 /// Parses hostfile text: one host per line, optionally `slots=N` (Open MPI) or `:N`
-/// (MPICH); `#` starts a comment.
-pub fn parse_hostfile(text: &str) -> Result<Vec<HostSlots>, LaunchError> {
+/// (MPICH), and `site=NAME`; `#` starts a comment.
+pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
     let mut hosts = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -34,6 +36,7 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<HostSlots>, LaunchError> {
         let bad = |why: &str| LaunchError::Program(format!("hostfile line {}: {line:?}: {why}", i + 1));
         let mut words = line.split_whitespace();
         let first = words.next().expect("not empty");
+        let mut site = None;
         let (name, mut slots) = match first.split_once(':') {
             Some((n, s)) => (
                 n,
@@ -45,18 +48,21 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<HostSlots>, LaunchError> {
             None => (first, None),
         };
         for w in words {
-            match w.strip_prefix("slots=") {
-                Some(s) => slots = Some(s.parse().map_err(|_| bad("slots=N needs a number"))?),
-                None if w.starts_with("max_slots=") => {}
-                None => return Err(bad("expected HOST [slots=N] or HOST:N")),
+            if let Some(s) = w.strip_prefix("slots=") {
+                slots = Some(s.parse().map_err(|_| bad("slots=N needs a number"))?);
+            } else if let Some(s) = w.strip_prefix("site=") {
+                site = Some(s.to_string()).filter(|s| !s.is_empty());
+            } else if !w.starts_with("max_slots=") {
+                return Err(bad("expected HOST [slots=N] [site=NAME] or HOST:N"));
             }
         }
         if slots == Some(0) {
             return Err(bad("a host needs at least one slot"));
         }
-        hosts.push(HostSlots {
+        hosts.push(Host {
             name: name.to_string(),
             slots: slots.unwrap_or(1),
+            site,
         });
     }
     if hosts.is_empty() {
@@ -67,12 +73,12 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<HostSlots>, LaunchError> {
 
 /// The host of every rank. With more ranks than slots, the mapping wraps around
 /// (oversubscribing) rather than failing, as `mpiexec` does.
-pub fn map_ranks(hosts: &[HostSlots], n: u32, by: MapBy) -> Vec<String> {
+pub fn map_ranks(hosts: &[Host], n: u32, by: MapBy) -> Vec<Host> {
     let mut placed = Vec::with_capacity(n as usize);
     match by {
         MapBy::Node => {
             for r in 0..n as usize {
-                placed.push(hosts[r % hosts.len()].name.clone());
+                placed.push(hosts[r % hosts.len()].clone());
             }
         }
         MapBy::Slot => 'fill: loop {
@@ -81,7 +87,7 @@ pub fn map_ranks(hosts: &[HostSlots], n: u32, by: MapBy) -> Vec<String> {
                     if placed.len() == n as usize {
                         break 'fill;
                     }
-                    placed.push(h.name.clone());
+                    placed.push(h.clone());
                 }
             }
         },
@@ -90,12 +96,12 @@ pub fn map_ranks(hosts: &[HostSlots], n: u32, by: MapBy) -> Vec<String> {
 }
 
 /// `PONTOON_LOCAL_RANK` and `PONTOON_LOCAL_SIZE` of every rank, from the hosts they are on.
-pub fn local_ranks(placement: &[String]) -> Vec<(u32, u32)> {
+pub fn local_ranks(placement: &[Host]) -> Vec<(u32, u32)> {
     let mut count = std::collections::HashMap::<&str, u32>::new();
     let local: Vec<u32> = placement
         .iter()
         .map(|h| {
-            let c = count.entry(h).or_default();
+            let c = count.entry(&h.name).or_default();
             *c += 1;
             *c - 1
         })
@@ -103,7 +109,7 @@ pub fn local_ranks(placement: &[String]) -> Vec<(u32, u32)> {
     placement
         .iter()
         .zip(local)
-        .map(|(h, l)| (l, count[h.as_str()]))
+        .map(|(h, l)| (l, count[h.name.as_str()]))
         .collect()
 }
 
@@ -155,19 +161,26 @@ pub fn remote_command(
 mod tests {
     use super::*;
 
-    fn hs(name: &str, slots: u32) -> HostSlots {
-        HostSlots {
+    fn hs(name: &str, slots: u32) -> Host {
+        Host {
             name: name.into(),
             slots,
+            site: None,
         }
+    }
+
+    fn names(hosts: &[Host]) -> Vec<&str> {
+        hosts.iter().map(|h| h.name.as_str()).collect()
     }
 
     #[test]
     fn hostfiles_in_both_dialects() {
-        let text = "# cluster a\na-head slots=2\na-c1:3\n\nb-c1 max_slots=4 # trailing\n";
+        let text = "# cluster a\na-head slots=2\na-c1:3\n\nb-c1 max_slots=4 site=b # trailing\n";
+        let mut b_c1 = hs("b-c1", 1);
+        b_c1.site = Some("b".into());
         assert_eq!(
             parse_hostfile(text).unwrap(),
-            vec![hs("a-head", 2), hs("a-c1", 3), hs("b-c1", 1)]
+            vec![hs("a-head", 2), hs("a-c1", 3), b_c1]
         );
         for bad in ["h slots=x", "h:0", "h cores=2", "", "# only a comment"] {
             assert!(parse_hostfile(bad).is_err(), "{bad:?}");
@@ -177,8 +190,14 @@ mod tests {
     #[test]
     fn mapping_by_node_and_by_slot() {
         let hosts = [hs("a", 2), hs("b", 1)];
-        assert_eq!(map_ranks(&hosts, 5, MapBy::Node), ["a", "b", "a", "b", "a"]);
-        assert_eq!(map_ranks(&hosts, 5, MapBy::Slot), ["a", "a", "b", "a", "a"]);
+        assert_eq!(
+            names(&map_ranks(&hosts, 5, MapBy::Node)),
+            ["a", "b", "a", "b", "a"]
+        );
+        assert_eq!(
+            names(&map_ranks(&hosts, 5, MapBy::Slot)),
+            ["a", "a", "b", "a", "a"]
+        );
         let placement = map_ranks(&hosts, 5, MapBy::Node);
         assert_eq!(local_ranks(&placement), [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]);
     }

@@ -63,7 +63,7 @@ pub(crate) struct Job {
     deadline: Option<Instant>,
     node: String,
     /// The host of every rank (empty: all on `node`).
-    placement: Vec<String>,
+    placement: Vec<hosts::Host>,
     poller: Poller,
     signals: SignalPipes,
     coord: Coordinator,
@@ -412,7 +412,7 @@ impl Job {
             Outcome::Success => tracing::debug!(rank, "rank exited normally"),
             Outcome::Failure { cause, code } => {
                 if self.outcome.is_none() {
-                    let host = self.placement.get(rank as usize).unwrap_or(&self.node);
+                    let host = self.placement.get(rank as usize).map_or(&self.node, |h| &h.name);
                     say(&format!("rank {rank} (pid {pid} on {host}) {cause}"));
                     self.outcome = Some(code);
                 } else {

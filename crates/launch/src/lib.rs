@@ -42,13 +42,14 @@ pub struct LaunchPlan {
     /// Prefix every forwarded output line with `[rank] `.
     pub tag_output: bool,
     /// Variables to forward to the ranks (`-x VAR` or `-x VAR=value`). Local ranks
-    /// inherit the environment anyway; remote spawners forward exactly this list.
+    /// inherit the environment anyway; remote spawners forward this list and every
+    /// `PONTOON_*` parameter set here.
     pub export: Vec<(String, Option<String>)>,
     /// End the job after this long (exit status [`EXIT_TIMEOUT`]).
     pub timeout: Option<Duration>,
     /// The host of every rank (see [`hosts::map_ranks`]); empty: all on this host.
     /// Ranks on other hosts are started through `agent`.
-    pub placement: Vec<String>,
+    pub placement: Vec<hosts::Host>,
     /// The command that runs a shell command on another host, as `AGENT HOST COMMAND`:
     /// `ssh`, or `pontoon testbed agent`.
     pub agent: Vec<OsString>,

@@ -86,7 +86,7 @@ pub(crate) struct SpawnCommon<'a> {
     pub node: &'a str,
     pub export: &'a [(String, Option<String>)],
     /// The host of every rank (empty: all on this one).
-    pub placement: &'a [String],
+    pub placement: &'a [crate::hosts::Host],
     /// `PONTOON_LOCAL_RANK`, `PONTOON_LOCAL_SIZE` of every rank.
     pub local: &'a [(u32, u32)],
     /// Starts a command on another host: `AGENT HOST SCRIPT`.
@@ -103,7 +103,9 @@ pub(crate) struct Spawned {
 /// anything it starts, can be signalled at once, and a terminal's Ctrl-C reaches only
 /// `pontoon run`, which forwards it). Standard input is closed.
 pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned> {
-    let host = c.placement.get(rank as usize).map_or(c.node, String::as_str);
+    let placed = c.placement.get(rank as usize);
+    let host = placed.map_or(c.node, |h| h.name.as_str());
+    let site = placed.and_then(|h| h.site.clone());
     let (local_rank, local_size) = c.local.get(rank as usize).copied().unwrap_or((rank, c.size));
     let id = hex(c.job_id);
     // The secret travels only through the environment or a pipe (never argv, which
@@ -120,13 +122,19 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
     ];
     let remote = host != c.node;
     let mut cmd = if remote {
-        // Another host gets exactly the exported variables, with this side's values.
-        let mut env: Vec<(String, String)> = c
-            .export
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.clone().or_else(|| std::env::var(k).ok())?)))
+        // Another host gets the exported variables and pontoon's own parameters
+        // (`PONTOON_*` as set here), with this side's values.
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("PONTOON_") && !LAUNCHER_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| !c.export.iter().any(|(e, _)| e == k))
             .collect();
+        env.extend(
+            c.export
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.clone().or_else(|| std::env::var(k).ok())?))),
+        );
         env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        env.extend(site.iter().map(|s| ("PONTOON_SITE".to_string(), s.clone())));
         let cwd = std::env::current_dir()?;
         let words = crate::hosts::remote_command(
             c.agent,
@@ -146,6 +154,9 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
             if let Some(v) = v {
                 cmd.env(k, v);
             }
+        }
+        if let Some(site) = &site {
+            cmd.env("PONTOON_SITE", site);
         }
         cmd.envs(vars.iter().map(|(k, v)| (k, v)))
             .env("PONTOON_JOB_SECRET", &secret);

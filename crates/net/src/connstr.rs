@@ -134,16 +134,14 @@ pub fn parse(s: &str) -> Result<Vec<ConnEntry>, ParseError> {
         .collect()
 }
 
-/// The entries a client on this host should try, in order: only classes (and address
-/// families) present locally, best class first, loopback last, duplicates removed.
-/// A private or loopback entry may reach the wrong host; the authenticated handshake
-/// catches that and the next entry is tried.
+/// The entries a client on this host should try, in order: those worth trying from
+/// here ([`crate::paths::worth_trying`]: public and global addresses of a family this
+/// host routes, other classes only if present locally), best class first, loopback
+/// last, duplicates removed. A private or loopback entry may reach the wrong host; the
+/// authenticated handshake catches that and the next entry is tried.
 pub fn client_order(entries: &[ConnEntry], local: &[(IpAddr, AddrClass, String)]) -> Vec<ConnEntry> {
-    let have = |e: &ConnEntry| {
-        local
-            .iter()
-            .any(|(a, c, _)| *c == e.class && a.is_ipv4() == e.addr.is_ipv4())
-    };
+    let classes: Vec<(AddrClass, bool)> = local.iter().map(|(a, c, _)| (*c, a.is_ipv4())).collect();
+    let have = |e: &ConnEntry| crate::paths::worth_trying(&classes, e.class, e.addr.is_ipv4());
     let mut out: Vec<ConnEntry> = Vec::new();
     for e in entries.iter().filter(|e| have(e)) {
         if !out.contains(e) {
@@ -242,15 +240,15 @@ mod tests {
     }
 
     #[test]
-    fn client_keeps_only_local_classes_and_families_best_first() {
+    fn client_keeps_reachable_classes_and_local_families_best_first() {
         let coord = parse(
             "tcp6://[2001:db8::1]:2;tcp://192.0.2.1:1;tcp://10.0.0.1:1;tcp6://[fd00::1]:2;\
              tcp://127.0.0.1:1;tcp6://[::1]:2",
         )
         .unwrap();
-        // IPv4-only private node: private, then loopback.
+        // IPv4-only private node: public (through NAT), private, then loopback.
         let v = client_order(&coord, &local(&["10.9.9.9", "127.0.0.1"]));
-        assert_eq!(format(&v), "tcp://10.0.0.1:1;tcp://127.0.0.1:1");
+        assert_eq!(format(&v), "tcp://192.0.2.1:1;tcp://10.0.0.1:1;tcp://127.0.0.1:1");
         // A public node with IPv6 loopback only: no IPv4 loopback entry.
         let v = client_order(&coord, &local(&["2001:db8::7", "198.51.100.1", "::1"]));
         assert_eq!(

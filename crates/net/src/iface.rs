@@ -74,6 +74,13 @@ pub fn local_addresses() -> Vec<(IpAddr, AddrClass, String)> {
     usable_addresses(&interfaces())
 }
 
+/// The usable addresses of `ifaces` that `policy` allows.
+pub fn allowed_addresses(ifaces: &[Interface], policy: &crate::IfPolicy) -> Vec<(IpAddr, AddrClass, String)> {
+    let mut v = usable_addresses(ifaces);
+    v.retain(|(addr, _, iface)| policy.allows(iface, *addr));
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

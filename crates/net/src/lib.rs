@@ -4,11 +4,17 @@
 //! [`iface::local_addresses`] look at the host.
 #![forbid(unsafe_code)]
 
+pub mod card;
 pub mod class;
 pub mod connstr;
 pub mod iface;
 pub mod listen;
+pub mod paths;
+pub mod policy;
 
+pub use card::{node_id, EndpointCard};
 pub use class::{classify, AddrClass};
 pub use connstr::{client_order, ConnEntry, ParseError};
 pub use iface::{interfaces, local_addresses, Interface};
+pub use paths::{candidates, Candidate};
+pub use policy::IfPolicy;

@@ -109,6 +109,28 @@ impl Universe {
         self.rt.borrow().peer_addresses(rank)
     }
 
+    /// Rank `rank`'s endpoint card (interfaces, addresses, node, site), for diagnostics.
+    pub fn card(&self, rank: Rank) -> Option<runtime::EndpointCard> {
+        self.rt.borrow().card(rank).cloned()
+    }
+
+    /// The connection carrying traffic with `peer`, once connected, for diagnostics.
+    pub fn path(&self, peer: Rank) -> Option<runtime::PathInfo> {
+        self.rt.borrow().path(peer).copied()
+    }
+
+    /// Every connection attempt this rank made to `peer`, for diagnostics.
+    pub fn attempts(&self, peer: Rank) -> Vec<runtime::Attempt> {
+        self.rt.borrow().attempts(peer).to_vec()
+    }
+
+    /// Every rank publishes `value` under its `key`; returns all ranks' keys once every
+    /// rank has (through the launcher, so it works between ranks that cannot reach each
+    /// other). Collective; call it when no transfer is pending.
+    pub fn exchange(&self, key: &str, value: &[u8]) -> Result<std::collections::HashMap<String, Vec<u8>>> {
+        self.rt.borrow_mut().exchange(key, value).map_err(Error::from)
+    }
+
     /// Ends the job for this rank: waits until every rank got here.
     pub fn finalize(self) -> Result<()> {
         self.finalized.set(true);

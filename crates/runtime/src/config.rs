@@ -49,10 +49,35 @@ pub const PARAMS: &[Param] = &[
                   candidate address is tried",
     },
     Param {
+        name: "PONTOON_STAGGER_MS",
+        default: "100",
+        meaning: "connection attempts to one peer start this far apart while none has succeeded (at most \
+                  three in flight); the handshake picks the one that reached the right rank",
+    },
+    Param {
+        name: "PONTOON_IF_INCLUDE",
+        default: "",
+        meaning: "use only these interfaces or addresses: comma-separated names (`eth*` for a prefix) \
+                  or CIDR prefixes; the launcher, the coordinator and the data path all obey it",
+    },
+    Param {
+        name: "PONTOON_IF_EXCLUDE",
+        default: "",
+        meaning: "never use these interfaces or addresses (same syntax as PONTOON_IF_INCLUDE), e.g. \
+                  `docker*,virbr*`",
+    },
+    Param {
+        name: "PONTOON_SITE",
+        default: "",
+        meaning: "this rank's site (`pontoon run` sets it from a hostfile's `site=NAME`): private \
+                  addresses of ranks in another known site are never tried",
+    },
+    Param {
         name: "PONTOON_BIND",
         default: "none",
         meaning: "`core`: each rank pins itself to one CPU (local rank modulo the CPUs it may use); \
-                  `none`: the kernel places ranks. `pontoon run --bind-to core` sets it",
+                  `core-by-rank`: the same by global rank, for hosts that share one machine's CPUs \
+                  (testbed hosts); `none`: the kernel places ranks. `pontoon run --bind-to core` sets it",
     },
     Param {
         name: "PONTOON_LOG",
@@ -60,6 +85,16 @@ pub const PARAMS: &[Param] = &[
         meaning: "log filter (tracing syntax, e.g. `info` or `pontoon_runtime=debug`); logs go to stderr",
     },
 ];
+
+/// Which CPU a rank pins itself to, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    None,
+    /// CPU number `local rank` among the allowed ones (modulo their count).
+    ByLocalRank,
+    /// CPU number `rank`: hosts that share one machine (testbed) must not pick the same.
+    ByRank,
+}
 
 /// Parsed configuration.
 #[derive(Debug, Clone)]
@@ -72,7 +107,10 @@ pub struct Config {
     pub attempt_timeout: Duration,
     pub log: String,
     /// Pin each rank to one CPU.
-    pub bind_core: bool,
+    pub bind: Bind,
+    pub stagger: Duration,
+    pub policy: net::IfPolicy,
+    pub site: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,14 +177,23 @@ impl Config {
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
             log: get(env, "PONTOON_LOG"),
-            bind_core: match get(env, "PONTOON_BIND").trim() {
-                "core" => true,
-                "none" | "" => false,
+            stagger: Duration::from_millis(num(env, "PONTOON_STAGGER_MS")?),
+            policy: net::IfPolicy::parse(&get(env, "PONTOON_IF_INCLUDE"), &get(env, "PONTOON_IF_EXCLUDE"))
+                .map_err(|e| ConfigError {
+                    name: e.var,
+                    value: get(env, e.var),
+                    why: e.why,
+                })?,
+            site: Some(get(env, "PONTOON_SITE").trim().to_string()).filter(|s| !s.is_empty()),
+            bind: match get(env, "PONTOON_BIND").trim() {
+                "core" => Bind::ByLocalRank,
+                "core-by-rank" => Bind::ByRank,
+                "none" | "" => Bind::None,
                 other => {
                     return Err(ConfigError {
                         name: "PONTOON_BIND",
                         value: other.to_string(),
-                        why: "must be `core` or `none`".into(),
+                        why: "must be `core`, `core-by-rank` or `none`".into(),
                     })
                 }
             },
@@ -164,5 +211,15 @@ mod tests {
         assert_eq!(c.eager_limit, 65536);
         let e = Config::from_lookup(&|k| (k == "PONTOON_SPIN_US").then(|| "fast".to_string())).unwrap_err();
         assert!(e.to_string().contains("PONTOON_SPIN_US"));
+    }
+
+    #[test]
+    fn binding_by_local_or_global_rank() {
+        let bind =
+            |v: &str| Config::from_lookup(&|k| (k == "PONTOON_BIND").then(|| v.to_string())).map(|c| c.bind);
+        assert_eq!(bind("core").unwrap(), Bind::ByLocalRank);
+        assert_eq!(bind("core-by-rank").unwrap(), Bind::ByRank);
+        assert_eq!(bind("none").unwrap(), Bind::None);
+        assert!(bind("socket").unwrap_err().to_string().contains("core-by-rank"));
     }
 }

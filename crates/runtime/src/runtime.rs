@@ -12,12 +12,13 @@ use proto::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, 
 use transport::tcp::{tcp_caps, TcpLink};
 use transport::{Buffer, Link, LinkError, Placement, Sink};
 
-use crate::config::Config;
+use crate::config::{Bind, Config};
 use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
 use crate::requests::{Req, Requests};
 use crate::waiter::Waiter;
-use crate::wireup::{Incoming, Listeners, Outgoing, Progress};
+use crate::wireup::{Attempt, Incoming, Listeners, Outgoing, PathInfo, Progress, Timing};
+use net::EndpointCard;
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
 fn init_logging(filter: &str) {
@@ -33,7 +34,7 @@ fn init_logging(filter: &str) {
 }
 
 /// Pins this process to one of the CPUs it may use, chosen by its local rank.
-fn bind_to_core(local_rank: u32) {
+fn bind_to_core(index: u32) {
     use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
     let Ok(allowed) = sched_getaffinity(None) else {
         return;
@@ -43,7 +44,7 @@ fn bind_to_core(local_rank: u32) {
         return;
     }
     let mut one = CpuSet::new();
-    one.set(cpus[local_rank as usize % cpus.len()]);
+    one.set(cpus[index as usize % cpus.len()]);
     if let Err(e) = sched_setaffinity(None, &one) {
         tracing::warn!("rank cannot pin itself to a CPU (PONTOON_BIND=core): {e}");
     }
@@ -116,9 +117,14 @@ pub struct Runtime {
     listeners: Option<Listeners>,
     outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
-    /// Endpoint cards of every rank (connection strings), from the init fence.
-    cards: HashMap<Rank, Vec<net::ConnEntry>>,
-    local_addrs: Vec<(std::net::IpAddr, net::AddrClass, String)>,
+    /// Endpoint cards of every rank (this one's too), from the init fence.
+    cards: HashMap<Rank, EndpointCard>,
+    /// The connection carrying each connected peer's traffic.
+    paths: HashMap<Rank, PathInfo>,
+    /// Every connection attempt to each peer, for errors and `pontoon doctor`.
+    attempt_log: HashMap<Rank, Vec<Attempt>>,
+    /// The last key-value fence entered (init uses 1).
+    fence_epoch: u32,
     control: Option<ControlClient>,
     waiter: Waiter,
     yielded: usize,
@@ -150,10 +156,13 @@ impl Runtime {
             };
             return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
         };
-        if cfg.bind_core {
-            bind_to_core(env.local_rank);
+        match cfg.bind {
+            Bind::None => {}
+            Bind::ByLocalRank => bind_to_core(env.local_rank),
+            Bind::ByRank => bind_to_core(env.rank),
         }
-        let local = net::local_addresses();
+        let ifaces = net::interfaces();
+        let local = net::iface::allowed_addresses(&ifaces, &cfg.policy);
         let mut control = ControlClient::connect_from(&env, &local, cfg.attempt_timeout).map_err(|e| {
             Error::Setup(format!(
                 "rank {}: cannot reach the launcher's coordinator: {e}",
@@ -162,7 +171,13 @@ impl Runtime {
         })?;
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
-        let card = net::connstr::format(&listeners.card);
+        let card = EndpointCard::new(
+            &ifaces,
+            &cfg.policy,
+            net::node_id(),
+            cfg.site.clone(),
+            listeners.ports(),
+        );
         let setup = |e: &dyn std::fmt::Display| {
             Error::Setup(format!(
                 "rank {}: wire-up through the launcher failed: {e}",
@@ -170,7 +185,7 @@ impl Runtime {
             ))
         };
         control
-            .put(&format!("card/{}", env.rank), card.as_bytes())
+            .put(&format!("card/{}", env.rank), &card.encode())
             .map_err(|e| setup(&e))?;
         let kvs = control.fence(1).map_err(|e| setup(&e))?;
         let mut cards = HashMap::new();
@@ -178,10 +193,8 @@ impl Runtime {
             let v = kvs
                 .get(&format!("card/{r}"))
                 .ok_or_else(|| setup(&format!("rank {r} published no endpoint card")))?;
-            let s = String::from_utf8_lossy(v);
-            let entries =
-                net::connstr::parse(&s).map_err(|e| setup(&format!("endpoint card of rank {r}: {e}")))?;
-            cards.insert(r, entries);
+            let card = EndpointCard::decode(v).map_err(|e| setup(&format!("rank {r}: {e}")))?;
+            cards.insert(r, card);
         }
         let id = Identity {
             job_id: env.job_id,
@@ -190,9 +203,7 @@ impl Runtime {
             size: env.size,
         };
         let ep = Endpoint::new(env.rank, env.size, ecfg);
-        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
-        rt.local_addrs = local;
-        Ok(rt)
+        Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)
     }
 
     fn assemble(
@@ -201,7 +212,7 @@ impl Runtime {
         ep: Endpoint,
         control: Option<ControlClient>,
         listeners: Option<Listeners>,
-        cards: HashMap<Rank, Vec<net::ConnEntry>>,
+        cards: HashMap<Rank, EndpointCard>,
     ) -> Result<Runtime, Error> {
         let size = id.size as usize;
         let waiter = Waiter::new().map_err(|e| Error::Setup(format!("rank {}: epoll: {e}", id.rank)))?;
@@ -221,7 +232,9 @@ impl Runtime {
             outgoing: Vec::new(),
             incoming: Vec::new(),
             cards,
-            local_addrs: Vec::new(),
+            paths: HashMap::new(),
+            attempt_log: HashMap::new(),
+            fence_epoch: 1,
             control,
             done_tokens: Vec::new(),
             polls: 0,
@@ -249,8 +262,45 @@ impl Runtime {
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.cards
             .get(&rank)
-            .map(|c| c.iter().map(|e| e.addr).collect())
+            .map(|c| {
+                c.addresses()
+                    .filter(|(_, ip)| c.port_for(*ip) != 0)
+                    .map(|(_, ip)| std::net::SocketAddr::new(ip, c.port_for(ip)))
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    /// `rank`'s endpoint card (interfaces, addresses, node, site).
+    pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
+        self.cards.get(&rank)
+    }
+
+    /// The connection that carries traffic with `peer`, once connected.
+    pub fn path(&self, peer: Rank) -> Option<&PathInfo> {
+        self.paths.get(&peer)
+    }
+
+    /// Publishes `value` under `key` at the launcher's coordinator and waits until every
+    /// rank has done the same (a key-value fence); returns every rank's keys. It works
+    /// between ranks that cannot reach each other, since only the coordinator carries it.
+    /// Collective and blocking (nothing else progresses meanwhile): call it when no
+    /// transfer with another rank is pending.
+    pub fn exchange(&mut self, key: &str, value: &[u8]) -> Result<HashMap<String, Vec<u8>>, Error> {
+        let Some(control) = self.control.as_mut() else {
+            return Ok(HashMap::from([(key.to_string(), value.to_vec())]));
+        };
+        self.fence_epoch += 1;
+        let failed = |e: &dyn std::fmt::Display| {
+            Error::Setup(format!("rank {}: key-value exchange: {e}", self.id.rank))
+        };
+        control.put(key, value).map_err(|e| failed(&e))?;
+        control.fence(self.fence_epoch).map_err(|e| failed(&e))
+    }
+
+    /// Every connection attempt this rank made to `peer`, in order.
+    pub fn attempts(&self, peer: Rank) -> &[Attempt] {
+        self.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
     }
 
     pub fn wtime(&self) -> f64 {
@@ -507,19 +557,36 @@ impl Runtime {
             // The peer's own connection is about to complete; it will carry our messages.
             return;
         }
-        let entries = self.cards.get(&peer).cloned().unwrap_or_default();
-        let candidates = net::client_order(&entries, &self.local_addrs);
+        let candidates = match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
+            (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
+            _ => Vec::new(),
+        };
         self.connect_deadline
             .insert(peer, Instant::now() + self.cfg.connect_timeout);
-        self.outgoing
-            .push(Outgoing::new(peer, candidates, self.cfg.sockbuf));
+        self.outgoing.push(Outgoing::new(
+            peer,
+            candidates,
+            self.cfg.sockbuf,
+            self.cfg.connect_timeout,
+        ));
         self.wireup();
     }
 
-    fn established(&mut self, peer: Rank, sock: TcpStream) {
+    fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool) {
         if self.links[peer as usize].is_some() {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
+        }
+        if let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) {
+            self.paths.insert(
+                peer,
+                PathInfo {
+                    local,
+                    remote,
+                    class: net::classify(remote.ip()),
+                    initiated,
+                },
+            );
         }
         match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
             Ok(link) => {
@@ -544,30 +611,35 @@ impl Runtime {
             }
         }
         let timeout = self.cfg.attempt_timeout;
+        let timing = Timing {
+            attempt: timeout,
+            stagger: self.cfg.stagger,
+            total: self.cfg.connect_timeout,
+        };
         let mut i = 0;
         while i < self.outgoing.len() {
-            match self.outgoing[i].poll(&self.id, timeout, nonce) {
-                Progress::Pending => i += 1,
-                Progress::Established { peer, sock } => {
-                    self.outgoing.swap_remove(i);
-                    self.established(peer, sock);
-                    any = true;
-                }
+            let progress = self.outgoing[i].poll(&self.id, timing, nonce);
+            if matches!(progress, Progress::Pending) {
+                i += 1;
+                continue;
+            }
+            let o = self.outgoing.swap_remove(i);
+            self.attempt_log
+                .entry(o.peer)
+                .or_default()
+                .extend(o.attempts.iter().cloned());
+            any = true;
+            match progress {
+                Progress::Pending | Progress::Dropped(_) => unreachable!("not an outgoing outcome"),
+                Progress::Established { peer, sock } => self.established(peer, sock, true),
                 Progress::Yielded => {
                     self.yielded += 1;
-                    let o = self.outgoing.swap_remove(i);
                     self.connect_reports.insert(o.peer, o.report());
-                    any = true;
                 }
+                // Not failed yet: the peer may still reach us (a NAT'd node can connect
+                // out but not be connected to). The deadline below decides.
                 Progress::Failed(report) => {
-                    let o = self.outgoing.swap_remove(i);
-                    let cause = format!(
-                        "cannot connect to rank {}: {report}. If the ranks are in different private networks, \
-                         a relay on the head node or IPv6 would help",
-                        o.peer
-                    );
-                    self.ep.handle_peer_failed(o.peer, &cause);
-                    any = true;
+                    self.connect_reports.insert(o.peer, report);
                 }
             }
         }
@@ -589,7 +661,7 @@ impl Runtime {
                 Progress::Pending => i += 1,
                 Progress::Established { peer, sock } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock);
+                    self.established(peer, sock, false);
                     any = true;
                 }
                 Progress::Failed(why) => {
@@ -599,6 +671,10 @@ impl Runtime {
                     any = true;
                 }
                 Progress::Yielded => {
+                    self.incoming.swap_remove(i);
+                }
+                Progress::Dropped(why) => {
+                    tracing::debug!("rank {}: {why}", self.id.rank);
                     self.incoming.swap_remove(i);
                 }
             }
@@ -619,7 +695,9 @@ impl Runtime {
             self.connect_deadline.remove(&p);
             let report = self.connect_reports.remove(&p).unwrap_or_default();
             let cause = format!(
-                "no connection with rank {p} within {} ms ({report})",
+                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}. If the \
+                 ranks are in different private networks, IPv6 on both sites or a relay on a head node \
+                 would help",
                 self.cfg.connect_timeout.as_millis()
             );
             self.ep.handle_peer_failed(p, &cause);

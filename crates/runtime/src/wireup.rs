@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use net::{AddrClass, ConnEntry};
+use net::{AddrClass, Candidate, ConnEntry};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::wire::handshake::{FRAME_LEN, MAGIC};
 use proto::Rank;
@@ -19,8 +19,21 @@ use socket2::{Domain, Protocol, Socket, Type};
 pub struct Attempt {
     pub addr: SocketAddr,
     pub class: AddrClass,
+    /// The address is on the peer's virtual bridge (docker0 …).
+    pub bridge: bool,
     pub elapsed: Duration,
     pub result: Result<(), String>,
+}
+
+/// The connection that carries a peer's traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathInfo {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Class of the remote address.
+    pub class: AddrClass,
+    /// This rank connected (rather than accepted).
+    pub initiated: bool,
 }
 
 /// Listening sockets of this rank (one per address family) and its endpoint card.
@@ -41,6 +54,17 @@ impl Listeners {
             sockets: l.sockets,
             card: l.entries,
         })
+    }
+
+    /// The IPv4 and IPv6 listening ports (0: no listener of that family).
+    pub fn ports(&self) -> (u16, u16) {
+        let port = |v4: bool| {
+            self.card
+                .iter()
+                .find(|e| e.addr.is_ipv4() == v4)
+                .map_or(0, |e| e.addr.port())
+        };
+        (port(true), port(false))
     }
 
     pub fn accept(&self) -> Vec<TcpStream> {
@@ -102,18 +126,6 @@ fn write_frame(sock: &mut TcpStream, frame: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-enum OutState {
-    Idle,
-    Connecting {
-        sock: TcpStream,
-    },
-    AwaitAck {
-        sock: TcpStream,
-        ini: Initiator,
-        buf: Vec<u8>,
-    },
-}
-
 /// Outcome of driving a connection state machine.
 pub enum Progress {
     Pending,
@@ -125,142 +137,242 @@ pub enum Progress {
     Failed(String),
     /// The peer is connecting to us at the same moment and its connection wins.
     Yielded,
+    /// A routine end of an accepted connection, not worth a warning: a racing connect
+    /// the other side abandoned, or a HELLO meant for a rank with our address elsewhere.
+    Dropped(String),
 }
 
-/// Connecting to one peer: candidates tried in order, each with a time limit.
+/// At most this many connects to one peer are in flight at once.
+const MAX_RACING: usize = 3;
+
+/// A connect in flight (or finished, waiting for its turn at the handshake).
+struct Racer {
+    cand: usize,
+    sock: TcpStream,
+    started: Instant,
+    connected: bool,
+}
+
+/// The one handshake in progress: a peer sees HELLOs one at a time, so a won race
+/// can never leave it with two connections from us.
+struct Handshake {
+    cand: usize,
+    sock: TcpStream,
+    ini: Initiator,
+    buf: Vec<u8>,
+    started: Instant,
+    /// When the TCP connect of this candidate began.
+    connect_started: Instant,
+}
+
+/// Connecting to one peer: candidates raced with staggered starts (a new connect every
+/// `stagger` while none has succeeded, at most [`MAX_RACING`] at once), each connect and
+/// each handshake with its own time limit; the identity handshake decides, one at a time,
+/// in candidate order among the connected ones. Every outcome is recorded.
 pub struct Outgoing {
     pub peer: Rank,
-    candidates: Vec<ConnEntry>,
+    candidates: Vec<Candidate>,
     next: usize,
-    state: OutState,
-    attempt_start: Instant,
+    racing: Vec<Racer>,
+    handshake: Option<Handshake>,
+    last_start: Option<Instant>,
     pub attempts: Vec<Attempt>,
     pub started: Instant,
+    deadline: Instant,
     sockbuf: usize,
 }
 
+/// How long attempts may take and how they are spread.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub attempt: Duration,
+    pub stagger: Duration,
+    /// The whole connection set-up to one peer.
+    pub total: Duration,
+}
+
 impl Outgoing {
-    pub fn new(peer: Rank, candidates: Vec<ConnEntry>, sockbuf: usize) -> Outgoing {
+    pub fn new(peer: Rank, candidates: Vec<Candidate>, sockbuf: usize, total: Duration) -> Outgoing {
+        let now = Instant::now();
         Outgoing {
             peer,
             candidates,
             next: 0,
-            state: OutState::Idle,
-            attempt_start: Instant::now(),
+            racing: Vec::new(),
+            handshake: None,
+            last_start: None,
             attempts: Vec::new(),
-            started: Instant::now(),
+            started: now,
+            deadline: now + total,
             sockbuf,
         }
     }
 
-    fn record(&mut self, result: Result<(), String>) {
-        let e = self.candidates[self.next - 1];
+    fn record(&mut self, cand: usize, since: Instant, result: Result<(), String>) {
+        let c = self.candidates[cand];
         self.attempts.push(Attempt {
-            addr: e.addr,
-            class: e.class,
-            elapsed: self.attempt_start.elapsed(),
+            addr: c.addr,
+            class: c.class,
+            bridge: c.bridge,
+            elapsed: since.elapsed(),
             result,
         });
     }
 
-    /// Drives the attempt; `nonce` supplies fresh randomness for a new HELLO.
-    pub fn poll(
-        &mut self,
-        id: &Identity,
-        attempt_timeout: Duration,
-        nonce: impl Fn() -> [u8; 16],
-    ) -> Progress {
-        loop {
-            match std::mem::replace(&mut self.state, OutState::Idle) {
-                OutState::Idle => {
-                    let Some(cand) = self.candidates.get(self.next).copied() else {
-                        return Progress::Failed(self.report());
-                    };
-                    self.next += 1;
-                    self.attempt_start = Instant::now();
-                    match start_connect(cand.addr, self.sockbuf) {
-                        Ok(sock) => self.state = OutState::Connecting { sock },
-                        Err(e) => self.record(Err(e.to_string())),
+    fn start_next(&mut self, now: Instant) {
+        let cand = self.next;
+        self.next += 1;
+        self.last_start = Some(now);
+        match start_connect(self.candidates[cand].addr, self.sockbuf) {
+            Ok(sock) => self.racing.push(Racer {
+                cand,
+                sock,
+                started: now,
+                connected: false,
+            }),
+            Err(e) => self.record(cand, now, Err(e.to_string())),
+        }
+    }
+
+    /// Drives the attempts; `nonce` supplies fresh randomness for a new HELLO.
+    pub fn poll(&mut self, id: &Identity, timing: Timing, nonce: impl Fn() -> [u8; 16]) -> Progress {
+        let now = Instant::now();
+        if now > self.deadline {
+            let why = format!("given up after {} ms in all", timing.total.as_millis());
+            if let Some(h) = self.handshake.take() {
+                self.record(h.cand, h.connect_started, Err(why.clone()));
+            }
+            for r in std::mem::take(&mut self.racing) {
+                self.record(r.cand, r.started, Err(why.clone()));
+            }
+            return Progress::Failed(self.report());
+        }
+        let busy = self.racing.len() + usize::from(self.handshake.is_some());
+        let stagger_over = !matches!(self.last_start, Some(t) if now.duration_since(t) < timing.stagger);
+        if self.next < self.candidates.len() && (busy == 0 || (stagger_over && busy < MAX_RACING)) {
+            self.start_next(now);
+        }
+        self.poll_connects(timing.attempt);
+        if self.handshake.is_none() {
+            self.begin_handshake(id, &nonce);
+        }
+        if let Some(done) = self.poll_handshake(timing.attempt) {
+            return done;
+        }
+        if self.racing.is_empty() && self.handshake.is_none() && self.next >= self.candidates.len() {
+            return Progress::Failed(self.report());
+        }
+        Progress::Pending
+    }
+
+    fn poll_connects(&mut self, limit: Duration) {
+        let mut i = 0;
+        while i < self.racing.len() {
+            let r = &mut self.racing[i];
+            if r.connected {
+                i += 1;
+                continue;
+            }
+            let outcome = if r.started.elapsed() > limit {
+                Some(format!("no answer within {} ms", limit.as_millis()))
+            } else if ready(&r.sock, PollFlags::OUT) {
+                match r.sock.take_error() {
+                    Ok(None) => {
+                        r.connected = true;
+                        None
                     }
+                    Ok(Some(e)) | Err(e) => Some(e.to_string()),
                 }
-                OutState::Connecting { mut sock } => {
-                    if self.attempt_start.elapsed() > attempt_timeout {
-                        self.record(Err(format!(
-                            "no answer within {} ms",
-                            attempt_timeout.as_millis()
-                        )));
-                        continue;
-                    }
-                    if !ready(&sock, PollFlags::OUT) {
-                        self.state = OutState::Connecting { sock };
-                        return Progress::Pending;
-                    }
-                    match sock.take_error() {
-                        Ok(None) => {}
-                        Ok(Some(e)) | Err(e) => {
-                            self.record(Err(e.to_string()));
-                            continue;
-                        }
-                    }
-                    let (ini, hello) = Initiator::new(id.clone(), self.peer, nonce());
-                    if let Err(e) = write_frame(&mut sock, &hello) {
-                        self.record(Err(e));
-                        continue;
-                    }
-                    self.state = OutState::AwaitAck {
-                        sock,
+            } else {
+                None
+            };
+            match outcome {
+                Some(why) => {
+                    let r = self.racing.remove(i);
+                    self.record(r.cand, r.started, Err(why));
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Sends HELLO on the best connected racer.
+    fn begin_handshake(&mut self, id: &Identity, nonce: &impl Fn() -> [u8; 16]) {
+        while let Some(pos) = self
+            .racing
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.connected)
+            .min_by_key(|(_, r)| r.cand)
+            .map(|(i, _)| i)
+        {
+            let mut r = self.racing.remove(pos);
+            let (ini, hello) = Initiator::new(id.clone(), self.peer, nonce());
+            match write_frame(&mut r.sock, &hello) {
+                Ok(()) => {
+                    self.handshake = Some(Handshake {
+                        cand: r.cand,
+                        sock: r.sock,
                         ini,
                         buf: Vec::with_capacity(FRAME_LEN),
-                    };
+                        started: Instant::now(),
+                        connect_started: r.started,
+                    });
+                    return;
                 }
-                OutState::AwaitAck {
-                    mut sock,
-                    ini,
-                    mut buf,
-                } => {
-                    if self.attempt_start.elapsed() > attempt_timeout {
-                        self.record(Err(format!(
-                            "no handshake answer within {} ms",
-                            attempt_timeout.as_millis()
-                        )));
-                        continue;
-                    }
-                    match read_frame(&mut sock, &mut buf) {
-                        Ok(false) => {
-                            self.state = OutState::AwaitAck { sock, ini, buf };
-                            return Progress::Pending;
-                        }
-                        Err(e) => {
-                            self.record(Err(e));
-                            continue;
-                        }
-                        Ok(true) => {}
-                    }
-                    match ini.handle_ack(&buf) {
-                        Ok(confirm) => {
-                            if let Err(e) = write_frame(&mut sock, &confirm) {
-                                self.record(Err(e));
-                                continue;
-                            }
-                            self.record(Ok(()));
-                            return Progress::Established {
-                                peer: self.peer,
-                                sock,
-                            };
-                        }
-                        Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
-                            self.record(Err(
-                                "the peer is connecting to us at the same time; its connection is kept"
-                                    .into(),
-                            ));
-                            return Progress::Yielded;
-                        }
-                        Err(e) => {
-                            self.record(Err(e.to_string()));
-                            continue;
-                        }
-                    }
+                Err(e) => self.record(r.cand, r.started, Err(e)),
+            }
+        }
+    }
+
+    fn poll_handshake(&mut self, limit: Duration) -> Option<Progress> {
+        let mut h = self.handshake.take()?;
+        if h.started.elapsed() > limit {
+            let why = format!("no handshake answer within {} ms", limit.as_millis());
+            self.record(h.cand, h.connect_started, Err(why));
+            return None;
+        }
+        match read_frame(&mut h.sock, &mut h.buf) {
+            Ok(false) => {
+                self.handshake = Some(h);
+                return None;
+            }
+            Err(e) => {
+                self.record(h.cand, h.connect_started, Err(e));
+                return None;
+            }
+            Ok(true) => {}
+        }
+        match h.ini.handle_ack(&h.buf) {
+            Ok(confirm) => {
+                if let Err(e) = write_frame(&mut h.sock, &confirm) {
+                    self.record(h.cand, h.connect_started, Err(e));
+                    return None;
                 }
+                self.record(h.cand, h.connect_started, Ok(()));
+                for r in std::mem::take(&mut self.racing) {
+                    self.record(
+                        r.cand,
+                        r.started,
+                        Err("abandoned: an earlier candidate connected".into()),
+                    );
+                }
+                Some(Progress::Established {
+                    peer: self.peer,
+                    sock: h.sock,
+                })
+            }
+            Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
+                self.record(
+                    h.cand,
+                    h.connect_started,
+                    Err("the peer is connecting to us at the same time; its connection is kept".into()),
+                );
+                Some(Progress::Yielded)
+            }
+            Err(e) => {
+                self.record(h.cand, h.connect_started, Err(e.to_string()));
+                None
             }
         }
     }
@@ -268,25 +380,28 @@ impl Outgoing {
     /// Every address tried and why each failed.
     pub fn report(&self) -> String {
         if self.attempts.is_empty() {
-            return "no address of the peer is reachable from here: its endpoint card lists no address of a \
-                    class this host has"
+            return "no address of the peer is worth trying from here: its endpoint card lists no address \
+                    this host can reach (different address families, or only private addresses of another site)"
                 .into();
         }
-        let tried: Vec<String> = self
-            .attempts
-            .iter()
-            .map(|a| match &a.result {
-                Ok(()) => format!("{} ({}): connected", a.addr, a.class),
-                Err(e) => format!(
-                    "{} ({}): {} after {:.1} ms",
-                    a.addr,
-                    a.class,
-                    e,
-                    a.elapsed.as_secs_f64() * 1e3
-                ),
-            })
-            .collect();
+        let tried: Vec<String> = self.attempts.iter().map(Attempt::to_string).collect();
         format!("tried {}", tried.join("; "))
+    }
+}
+
+impl std::fmt::Display for Attempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bridge = if self.bridge { ", virtual bridge" } else { "" };
+        match &self.result {
+            Ok(()) => write!(f, "{} ({}{bridge}): connected", self.addr, self.class),
+            Err(e) => write!(
+                f,
+                "{} ({}{bridge}): {e} after {:.1} ms",
+                self.addr,
+                self.class,
+                self.elapsed.as_secs_f64() * 1e3
+            ),
+        }
     }
 }
 
@@ -351,6 +466,9 @@ impl Incoming {
                         self.state = InState::AwaitHello { buf };
                         return Progress::Pending;
                     }
+                    Err(e) if buf.is_empty() => {
+                        return Progress::Dropped(format!("connection from {who}: {e}"))
+                    }
                     Err(e) => return Progress::Failed(format!("connection from {who}: {e}")),
                     Ok(true) => {
                         let verdict = accept_hello(id, &buf, nonce, &contention);
@@ -360,6 +478,9 @@ impl Incoming {
                             // The peer's duplicate of a connection we keep: routine, not worth a warning.
                             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
                                 return Progress::Yielded
+                            }
+                            Err(e @ HandshakeError::WrongRank { .. }) => {
+                                return Progress::Dropped(format!("refused connection from {who}: {e}"))
                             }
                             Err(e) => return Progress::Failed(format!("refused connection from {who}: {e}")),
                         }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use testbed::{PresetOptions, Testbed, Topology};
 
 pub fn pontoon() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_pontoon"))
@@ -33,4 +35,67 @@ pub fn example(name: &str) -> PathBuf {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn is_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    eprintln!("skipped: testbed tests need root (network namespaces); run `make test` as root");
+    false
+}
+
+/// A testbed that is always removed, however the test ends.
+pub struct Bed {
+    pub name: String,
+}
+
+impl Bed {
+    pub fn unique_name() -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        format!("t{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub fn up(topo: &Topology) -> Bed {
+        let bed = Bed {
+            name: Self::unique_name(),
+        };
+        let opts = testbed::UpOptions {
+            emulator: vec![pontoon().into(), "testbed".into(), "wan-emu".into()],
+            agent: vec![pontoon().into(), "testbed".into(), "agent".into()],
+        };
+        testbed::up(&bed.name, topo, &opts).expect("testbed builds");
+        bed
+    }
+
+    pub fn open(&self) -> Testbed {
+        Testbed::open(Some(&self.name)).expect("testbed opens")
+    }
+
+    pub fn pontoon(&self) -> Command {
+        let mut cmd = Command::new(pontoon());
+        cmd.env("PONTOON_TESTBED", &self.name);
+        cmd
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        if let Err(e) = testbed::down(&self.name) {
+            eprintln!("tearing down {}: {e}", self.name);
+        }
+    }
+}
+
+pub fn preset(name: &str, opts: PresetOptions) -> Topology {
+    testbed::preset(name, &opts).expect("preset")
+}
+
+/// `two-clusters` with one compute node per cluster: four hosts.
+pub fn small_two_clusters() -> Topology {
+    let opts = PresetOptions {
+        nodes: Some(1),
+        ..PresetOptions::default()
+    };
+    preset("two-clusters", opts)
 }

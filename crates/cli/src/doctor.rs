@@ -1,0 +1,270 @@
+//! `pontoon doctor`: run as a job (`pontoon run -n N pontoon doctor`), every rank
+//! exchanges a message with every other rank, then rank 0 prints the rank × rank matrix
+//! of the paths chosen and, per pair, every connection attempt with its result. The
+//! reports travel through the launcher's coordinator, so pairs that cannot reach each
+//! other are reported too.
+
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct AttemptReport {
+    addr: String,
+    class: String,
+    bridge: bool,
+    ms: f64,
+    result: String,
+}
+
+#[derive(Serialize)]
+struct PathReport {
+    local: String,
+    remote: String,
+    class: String,
+    family: &'static str,
+    initiated: bool,
+}
+
+#[derive(Serialize)]
+struct PeerReport {
+    peer: u32,
+    ok: bool,
+    error: Option<String>,
+    path: Option<PathReport>,
+    attempts: Vec<AttemptReport>,
+}
+
+#[derive(Serialize)]
+struct RankReport {
+    rank: u32,
+    host: String,
+    node: String,
+    site: Option<String>,
+    interfaces: Vec<String>,
+    peers: Vec<PeerReport>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    size: u32,
+    ranks: Vec<serde_json::Value>,
+}
+
+/// Exchanges one message with every other rank; `Err` holds why it failed.
+fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
+    let (me, n) = (world.rank(), world.size());
+    let others: Vec<u32> = (0..n).filter(|r| *r != me).collect();
+    let recvs: Vec<_> = others
+        .iter()
+        .map(|&r| world.irecv(vec![0u32; 1], Some(r), 0x0d0c))
+        .collect();
+    let sends: Vec<_> = others.iter().map(|&r| world.isend(vec![me], r, 0x0d0c)).collect();
+    others
+        .iter()
+        .zip(sends.into_iter().zip(recvs))
+        .map(|(&peer, (s, r))| {
+            let sent = s.wait().0;
+            let got = r.wait().0;
+            (peer, sent.and(got).map(|_| ()).map_err(|e| e.to_string()))
+        })
+        .collect()
+}
+
+fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), String>)>) -> RankReport {
+    let me = universe.world().rank();
+    let card = universe.card(me);
+    let peers = results
+        .into_iter()
+        .map(|(peer, result)| PeerReport {
+            peer,
+            ok: result.is_ok(),
+            error: result.err(),
+            path: universe.path(peer).map(|p| PathReport {
+                local: p.local.to_string(),
+                remote: p.remote.to_string(),
+                class: p.class.name().to_string(),
+                family: if p.remote.is_ipv4() { "ipv4" } else { "ipv6" },
+                initiated: p.initiated,
+            }),
+            attempts: universe
+                .attempts(peer)
+                .iter()
+                .map(|a| AttemptReport {
+                    addr: a.addr.to_string(),
+                    class: a.class.name().to_string(),
+                    bridge: a.bridge,
+                    ms: (a.elapsed.as_secs_f64() * 1e4).round() / 10.0,
+                    result: match &a.result {
+                        Ok(()) => "connected".into(),
+                        Err(e) => e.clone(),
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+    RankReport {
+        rank: me,
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+        node: card
+            .as_ref()
+            .map(|c| format!("{:016x}", c.node))
+            .unwrap_or_default(),
+        site: card.as_ref().and_then(|c| c.site.clone()),
+        interfaces: card
+            .iter()
+            .flat_map(|c| &c.ifaces)
+            .map(|i| {
+                let addrs: Vec<String> = i.addrs.iter().map(|a| a.to_string()).collect();
+                let bridge = if i.bridge { " (virtual bridge)" } else { "" };
+                format!("{}{bridge}: {}", i.name, addrs.join(" "))
+            })
+            .collect(),
+        peers,
+    }
+}
+
+/// Short cell text for the matrix.
+fn cell(peer: &serde_json::Value) -> String {
+    if !peer["ok"].as_bool().unwrap_or(false) {
+        return "FAILED".into();
+    }
+    match peer["path"]["class"].as_str() {
+        Some("ipv6-global") => "v6-global",
+        Some("ipv4-public") => "v4-public",
+        Some("ipv4-private") => "v4-private",
+        Some("ipv6-ula") => "v6-ula",
+        Some("loopback") => "loopback",
+        Some(other) => other,
+        None => "ok",
+    }
+    .to_string()
+}
+
+fn render(size: u32, ranks: &[serde_json::Value]) -> String {
+    use std::fmt::Write;
+    let mut out = format!("pontoon doctor: {size} ranks\n\nranks:\n");
+    for r in ranks {
+        let site = r["site"].as_str().unwrap_or("-");
+        let _ = writeln!(
+            out,
+            "  {} on {} (node {}, site {site})",
+            r["rank"],
+            r["host"].as_str().unwrap_or("?"),
+            r["node"].as_str().unwrap_or("?")
+        );
+        for i in r["interfaces"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "      {}", i.as_str().unwrap_or(""));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\npaths (row: from, column: to; the class of the address connected to):"
+    );
+    let _ = write!(out, "{:>6}", "");
+    for c in 0..size {
+        let _ = write!(out, "{c:>11}");
+    }
+    out.push('\n');
+    for r in ranks {
+        let _ = write!(out, "{:>6}", r["rank"]);
+        let peers = r["peers"].as_array().cloned().unwrap_or_default();
+        for c in 0..size {
+            let text = peers
+                .iter()
+                .find(|p| p["peer"].as_u64() == Some(u64::from(c)))
+                .map_or_else(|| "-".to_string(), cell);
+            let _ = write!(out, "{text:>11}");
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "\nattempts (by the rank that connected):");
+    for r in ranks {
+        for p in r["peers"].as_array().into_iter().flatten() {
+            for a in p["attempts"].as_array().into_iter().flatten() {
+                let bridge = if a["bridge"].as_bool() == Some(true) {
+                    ", virtual bridge"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "  {} -> {}: {} ({}{bridge}) {} after {} ms",
+                    r["rank"],
+                    p["peer"],
+                    a["addr"].as_str().unwrap_or(""),
+                    a["class"].as_str().unwrap_or(""),
+                    a["result"].as_str().unwrap_or(""),
+                    a["ms"]
+                );
+            }
+        }
+    }
+    let failures: Vec<String> = ranks
+        .iter()
+        .flat_map(|r| {
+            r["peers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(move |p| {
+                    p["error"]
+                        .as_str()
+                        .map(|e| format!("  {} -> {}: {e}", r["rank"], p["peer"]))
+                })
+        })
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\nfailures:\n{}", failures.join("\n"));
+    }
+    out
+}
+
+pub fn main(json: bool) -> ExitCode {
+    let universe = match pontoon::init() {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("pontoon doctor: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let world = universe.world();
+    let (me, size) = (world.rank(), world.size());
+    let results = ping_all(&world);
+    let failed = results.iter().any(|(_, r)| r.is_err());
+    let report = rank_report(&universe, results);
+    let bytes = serde_json::to_vec(&report).expect("a report serializes");
+    let all = match universe.exchange(&format!("doctor/{me}"), &bytes) {
+        Ok(all) => all,
+        Err(e) => {
+            eprintln!("pontoon doctor: rank {me}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if me == 0 {
+        let ranks: Vec<serde_json::Value> = (0..size)
+            .map(|r| {
+                all.get(&format!("doctor/{r}"))
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or_else(|| serde_json::json!({ "rank": r, "peers": [] }))
+            })
+            .collect();
+        if json {
+            let report = Report { size, ranks };
+            println!("{}", serde_json::to_string_pretty(&report).expect("serializes"));
+        } else {
+            print!("{}", render(size, &ranks));
+        }
+    }
+    if let Err(e) = universe.finalize() {
+        eprintln!("pontoon doctor: rank {me}: {e}");
+        return ExitCode::FAILURE;
+    }
+    if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

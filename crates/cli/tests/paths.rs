@@ -1,0 +1,144 @@
+//! Wire-up across clusters, shown by `pontoon doctor --json` on testbed topologies: which
+//! path every pair chose, and every attempt that led there. Needs root.
+
+use serde_json::Value;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+use testbed::{PresetOptions, Topology};
+
+mod common;
+use common::{is_root, pontoon, preset, text, Bed};
+
+/// Runs `pontoon doctor --json` on every host of the testbed, one rank each.
+fn doctor(bed: &Bed, env: &[(&str, &str)]) -> (Option<i32>, Value, String, Duration) {
+    let n = bed.open().host_names().len().to_string();
+    let start = Instant::now();
+    let out = bed
+        .pontoon()
+        .args(["run", "--testbed", &bed.name, "-n", &n, "--timeout", "60"])
+        .args(
+            env.iter()
+                .flat_map(|(k, v)| ["-x".to_string(), format!("{k}={v}")]),
+        )
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("pontoon runs");
+    let elapsed = start.elapsed();
+    let stdout = text(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("doctor printed no JSON ({e}):\n{stdout}\n{}", text(&out.stderr)));
+    (out.status.code(), report, text(&out.stderr), elapsed)
+}
+
+/// (from host, to host, peer report) for every ordered pair.
+fn pairs(report: &Value, hosts: &[String]) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for r in report["ranks"].as_array().expect("ranks") {
+        let from = hosts[r["rank"].as_u64().unwrap() as usize].clone();
+        for p in r["peers"].as_array().expect("peers") {
+            let to = hosts[p["peer"].as_u64().unwrap() as usize].clone();
+            out.push((from.clone(), to, p.clone()));
+        }
+    }
+    out
+}
+
+fn cluster(host: &str) -> &str {
+    &host[..1]
+}
+
+fn ip_of(addr: &str) -> IpAddr {
+    addr.parse::<std::net::SocketAddr>().expect("socket address").ip()
+}
+
+#[test]
+fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
+    if !is_root() {
+        return;
+    }
+    let topo: Topology = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(2),
+            docker: true,
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    let owners = topo.address_owners();
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        let path = &p["path"];
+        let remote = ip_of(path["remote"].as_str().expect("a path"));
+        if path["initiated"] == true {
+            assert!(
+                owners[&remote].contains(&to),
+                "{from} -> {to} over {remote}, which is {:?}",
+                owners[&remote]
+            );
+        }
+        assert_ne!(
+            remote.to_string(),
+            "172.17.0.1",
+            "{from} -> {to}: the docker bridge became a lane"
+        );
+        if cluster(&from) != cluster(&to) {
+            assert_eq!(path["class"], "ipv6-global", "{from} -> {to}: {p:#}");
+        }
+        for a in p["attempts"].as_array().unwrap() {
+            let ip = ip_of(a["addr"].as_str().unwrap());
+            let connected = a["result"] == "connected";
+            if connected {
+                assert!(
+                    owners[&ip].contains(&to),
+                    "{from} -> {to}: connected to {ip}, which is {:?}",
+                    owners[&ip]
+                );
+            }
+            if cluster(&from) != cluster(&to) && ip.to_string().starts_with("10.0.0.") {
+                assert!(!connected, "{from} -> {to}: used the duplicated {ip}");
+            }
+        }
+    }
+}
+
+#[test]
+fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_work() {
+    if !is_root() {
+        return;
+    }
+    let topo = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(1),
+            no_ipv6: vec!["a".into(), "b".into()],
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let (code, report, stderr, elapsed) = doctor(&bed, &[("PONTOON_CONNECT_TIMEOUT_MS", "3000")]);
+    assert_eq!(code, Some(2), "doctor reports failed pairs: {report:#}\n{stderr}");
+    assert!(elapsed < Duration::from_secs(20), "the job hung: {elapsed:?}");
+    for (from, to, p) in pairs(&report, &hosts) {
+        let computes_apart =
+            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        if computes_apart {
+            assert_eq!(
+                p["ok"], false,
+                "{from} -> {to} cannot work without IPv6 or a relay: {p:#}"
+            );
+            let error = p["error"].as_str().unwrap();
+            assert!(
+                error.contains("within 3000 ms") && error.contains("relay"),
+                "{error}"
+            );
+        } else if cluster(&from) == cluster(&to) {
+            assert_eq!(p["ok"], true, "{from} -> {to} inside one cluster: {p:#}");
+        }
+    }
+}

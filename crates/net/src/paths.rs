@@ -1,0 +1,174 @@
+//! Candidate paths to a peer: which of its addresses to try, in which order.
+//!
+//! Seed 000's rules, and where pontoon goes beyond them:
+//! - Same family only, and only addresses a client can plausibly reach: public IPv4 and
+//!   global IPv6 whenever this host has any routable address of that family (NAT'd
+//!   private hosts reach public addresses — seed 000 would skip them); private IPv4 and
+//!   IPv6 ULA only where this host has that class too and the peer may share the
+//!   network (same site, or a site unknown to either side).
+//! - Best class first: IPv6 global, IPv4 public, IPv4 private, IPv6 ULA.
+//! - Addresses on virtual bridges (docker0 …) last: on most hosts they are the same.
+//! - Loopback first between ranks of one node, and never across nodes.
+//!
+//! Whatever the order, the authenticated handshake decides who answered: a duplicated
+//! private address that reaches another node is refused and the next candidate is tried.
+
+use crate::card::EndpointCard;
+use crate::class::{classify, AddrClass};
+use std::net::SocketAddr;
+
+/// One address of a peer worth trying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub addr: SocketAddr,
+    pub class: AddrClass,
+    /// The peer's interface index of this address.
+    pub remote_iface: u32,
+    /// On a virtual bridge: only the handshake can say whose it is.
+    pub bridge: bool,
+}
+
+/// Whether a host whose address classes are `local` (with their families) should try a
+/// peer address of class `class` in family `v4`.
+pub fn worth_trying(local: &[(AddrClass, bool)], class: AddrClass, v4: bool) -> bool {
+    let has = |c: AddrClass| local.iter().any(|&(lc, lv4)| lc == c && lv4 == v4);
+    let routable = local.iter().any(|&(lc, lv4)| {
+        lv4 == v4
+            && matches!(
+                lc,
+                AddrClass::Ipv6Global | AddrClass::Ipv4Public | AddrClass::Ipv4Private | AddrClass::Ipv6Ula
+            )
+    });
+    match class {
+        AddrClass::Ipv6Global | AddrClass::Ipv4Public => routable,
+        AddrClass::Ipv4Private | AddrClass::Ipv6Ula | AddrClass::Loopback => has(class),
+        AddrClass::LinkLocal | AddrClass::Unusable => false,
+    }
+}
+
+/// Candidates for reaching `remote` from `local`, in the order to try them.
+pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate> {
+    let same_node = local.node == remote.node;
+    let may_share_network = match (&local.site, &remote.site) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    let local_classes: Vec<(AddrClass, bool)> = local
+        .addresses()
+        .map(|(_, a)| (classify(a), a.is_ipv4()))
+        .collect();
+    let mut out: Vec<Candidate> = Vec::new();
+    for (iface, ip) in remote.addresses() {
+        let class = classify(ip);
+        let port = remote.port_for(ip);
+        let allowed = match class {
+            AddrClass::Loopback => same_node,
+            AddrClass::Ipv4Private | AddrClass::Ipv6Ula => may_share_network || same_node,
+            _ => true,
+        };
+        if port == 0 || !allowed || !worth_trying(&local_classes, class, ip.is_ipv4()) {
+            continue;
+        }
+        let addr = SocketAddr::new(ip, port);
+        if out.iter().all(|c| c.addr != addr) {
+            out.push(Candidate {
+                addr,
+                class,
+                remote_iface: iface.index,
+                bridge: iface.bridge,
+            });
+        }
+    }
+    // Stable: within a rank of the key, the peer's interface order is kept.
+    out.sort_by_key(|c| (!(same_node && c.class == AddrClass::Loopback), c.bridge, c.class));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::card::CardIface;
+
+    fn card(node: u64, site: Option<&str>, ifaces: &[(&str, &[&str])]) -> EndpointCard {
+        EndpointCard {
+            node,
+            site: site.map(str::to_string),
+            port4: 4000,
+            port6: 6000,
+            ifaces: ifaces
+                .iter()
+                .enumerate()
+                .map(|(i, (name, addrs))| CardIface {
+                    index: i as u32 + 1,
+                    name: name.to_string(),
+                    mac: None,
+                    mtu: 1500,
+                    bridge: crate::card::is_virtual_bridge(name),
+                    loopback: *name == "lo",
+                    addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn order(c: &[Candidate]) -> Vec<String> {
+        c.iter().map(|c| c.addr.to_string()).collect()
+    }
+
+    const A_C1: &[(&str, &[&str])] = &[
+        ("lo", &["127.0.0.1", "::1"]),
+        ("eth0", &["10.0.0.11", "2001:db8:a::11"]),
+        ("docker0", &["172.17.0.1"]),
+    ];
+    const B_C1: &[(&str, &[&str])] = &[
+        ("lo", &["127.0.0.1", "::1"]),
+        ("eth0", &["10.0.0.11", "2001:db8:b::11"]),
+        ("docker0", &["172.17.0.1"]),
+    ];
+
+    #[test]
+    fn across_clusters_global_first_private_and_bridges_last_never_loopback() {
+        let v = candidates(&card(1, None, A_C1), &card(2, None, B_C1));
+        assert_eq!(
+            order(&v),
+            ["[2001:db8:b::11]:6000", "10.0.0.11:4000", "172.17.0.1:4000"]
+        );
+        assert!(v[2].bridge);
+        // Known to be in different sites: no private address (bridges included) is even tried.
+        let v = candidates(&card(1, Some("a"), A_C1), &card(2, Some("b"), B_C1));
+        assert_eq!(order(&v), ["[2001:db8:b::11]:6000"]);
+    }
+
+    #[test]
+    fn same_node_uses_loopback_first() {
+        let v = candidates(&card(1, None, A_C1), &card(1, None, A_C1));
+        assert_eq!(&order(&v)[..2], ["127.0.0.1:4000", "[::1]:6000"]);
+    }
+
+    #[test]
+    fn nat_d_private_hosts_try_public_addresses_but_no_foreign_family() {
+        let private_v4_only: &[(&str, &[&str])] = &[("eth0", &["10.0.0.11"])];
+        let head: &[(&str, &[&str])] = &[
+            ("eth0", &["10.0.0.1"]),
+            ("eth1", &["198.51.100.2", "2001:db8::2"]),
+        ];
+        let v = candidates(&card(1, None, private_v4_only), &card(2, None, head));
+        assert_eq!(order(&v), ["198.51.100.2:4000", "10.0.0.1:4000"]);
+    }
+
+    #[test]
+    fn the_rules_for_each_class() {
+        let local = [(AddrClass::Ipv4Private, true), (AddrClass::Ipv6Ula, false)];
+        assert!(worth_trying(&local, AddrClass::Ipv4Public, true));
+        assert!(worth_trying(&local, AddrClass::Ipv6Global, false));
+        assert!(worth_trying(&local, AddrClass::Ipv6Ula, false));
+        assert!(!worth_trying(&local, AddrClass::Ipv4Private, false));
+        assert!(!worth_trying(&local, AddrClass::Loopback, true));
+        assert!(!worth_trying(&local, AddrClass::LinkLocal, true));
+        assert!(!worth_trying(
+            &[(AddrClass::Loopback, true)],
+            AddrClass::Ipv4Public,
+            true
+        ));
+    }
+}
