@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# IPv4 against IPv6 on one rate-limited link (seed 000, Fig. 2): the two hosts of a
+# `lan --nodes 2 --rate-mbit RATE` testbed, pontoon forced onto one family with
+# PONTOON_IF_INCLUDE (10.0.0.0/24 or fd00:0:0:1::/64). Runs alternate between the
+# families, RUNS times; prints medians, min-max and the IPv6 / IPv4 ratios.
+# Both ranks pinned (CPU 0 on h1, CPU 1 on h2). Needs root.
+#
+#   bench/ipv4-ipv6.sh            (RUNS=5 RATE=1000 ITERS=20000 by default)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RUNS=${RUNS:-5}
+RATE=${RATE:-1000}
+ITERS=${ITERS:-20000}
+pontoon=target/release/pontoon
+ex=target/release/examples
+for f in "$pontoon" "$ex/pingpong" "$ex/bw"; do
+    [[ -x $f ]] || { echo "missing $f: cargo build --release --workspace --examples --bins" >&2; exit 1; }
+done
+[[ "$(id -u)" -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
+
+bed="famb-$$"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; "$pontoon" testbed down "$bed" >/dev/null' EXIT
+"$pontoon" testbed up lan --nodes 2 --rate-mbit "$RATE" --name "$bed" >/dev/null
+declare -A cidr=([v4]=10.0.0.0/24 [v6]=fd00:0:0:1::/64)
+
+for i in $(seq "$RUNS"); do
+    for fam in v4 v6; do
+        export PONTOON_IF_INCLUDE=${cidr[$fam]}
+        "$pontoon" run --testbed "$bed" -n 2 --bind-to core "$ex/pingpong" --iters "$ITERS" --max 8 |
+            awk '$1 == 8 { print $2 }' >>"$tmp/lat_$fam"
+        "$pontoon" run --testbed "$bed" -n 2 --bind-to core "$ex/bw" --size 4194304 --window 16 --iters 10 |
+            awk '{ print $2 * 8 }' >>"$tmp/bw_$fam"
+    done
+    echo "run $i/$RUNS done" >&2
+done
+unset PONTOON_IF_INCLUDE
+PONTOON_IF_INCLUDE=${cidr[v6]} "$pontoon" run --testbed "$bed" -n 2 "$pontoon" doctor | grep -A3 '^paths' >&2
+
+stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, v[1], v[NR] }'; }
+read -r l4 l4min l4max <<<"$(stats "$tmp/lat_v4")"
+read -r l6 l6min l6max <<<"$(stats "$tmp/lat_v6")"
+read -r b4 b4min b4max <<<"$(stats "$tmp/bw_v4")"
+read -r b6 b6min b6max <<<"$(stats "$tmp/bw_v6")"
+echo "| figure (lan testbed, ${RATE} Mbit/s tbf, $RUNS runs, pinned) | IPv4 median (min-max) | IPv6 median (min-max) | IPv6 / IPv4 |"
+echo "|---|---|---|---|"
+printf '| 8 B one-way latency, us | %s (%s-%s) | %s (%s-%s) | %.3fx |\n' "$l4" "$l4min" "$l4max" "$l6" "$l6min" "$l6max" "$(echo "$l6 $l4" | awk '{ print $1 / $2 }')"
+printf '| 4 MiB streaming bandwidth, Mbit/s | %s (%s-%s) | %s (%s-%s) | %.3fx |\n' "$b4" "$b4min" "$b4max" "$b6" "$b6min" "$b6max" "$(echo "$b6 $b4" | awk '{ print $1 / $2 }')"
