@@ -66,6 +66,8 @@ pub struct ControlClient {
     /// Events that arrived while a blocking call waited for something else.
     queued: VecDeque<FromCoordinator>,
     eof: bool,
+    /// Read buffer, allocated (and zeroed) once: the event loop reads often.
+    rx: Vec<u8>,
 }
 
 fn describe(e: &io::Error, timeout: Duration) -> String {
@@ -186,6 +188,7 @@ impl ControlClient {
                         decoder,
                         queued: VecDeque::new(),
                         eof: false,
+                        rx: vec![0; 64 * 1024],
                     });
                 }
                 Err(error) => {
@@ -314,16 +317,13 @@ impl ControlClient {
 
     /// Reads everything the socket has now; sets `eof` when the coordinator closed.
     fn read_available(&mut self) -> Result<(), ControlError> {
-        // Small on purpose: the event loop calls this often, and the array is zeroed each
-        // time; large fence results simply take several reads.
-        let mut buf = [0u8; 4096];
         loop {
-            match self.stream.read(&mut buf) {
+            match self.stream.read(&mut self.rx) {
                 Ok(0) => {
                     self.eof = true;
                     return Ok(());
                 }
-                Ok(n) => self.decoder.push(&buf[..n]),
+                Ok(n) => self.decoder.push(&self.rx[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
