@@ -11,6 +11,8 @@
 #   bench/compare.sh            (RUNS=5 ITERS=20000 WHERE=loopback by default)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 RUNS=${RUNS:-5}
 ITERS=${ITERS:-20000}
@@ -69,7 +71,6 @@ for i in $(seq "$RUNS"); do
     echo "run $i/$RUNS done" >&2
 done
 
-stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, v[1], v[NR] }'; }
 read -r sl slmin slmax <<<"$(stats "$tmp/sock_lat")"
 read -r pl plmin plmax <<<"$(stats "$tmp/pp_lat")"
 read -r sb sbmin sbmax <<<"$(stats "$tmp/sock_bw")"

@@ -8,6 +8,8 @@
 #   bench/ipv4-ipv6.sh            (RUNS=5 RATE=1000 ITERS=20000 by default)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 RUNS=${RUNS:-5}
 RATE=${RATE:-1000}
 ITERS=${ITERS:-20000}
@@ -37,7 +39,6 @@ done
 unset PONTOON_IF_INCLUDE
 PONTOON_IF_INCLUDE=${cidr[v6]} "$pontoon" run --testbed "$bed" -n 2 "$pontoon" doctor | grep -A3 '^paths' >&2
 
-stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, v[1], v[NR] }'; }
 read -r l4 l4min l4max <<<"$(stats "$tmp/lat_v4")"
 read -r l6 l6min l6max <<<"$(stats "$tmp/lat_v6")"
 read -r b4 b4min b4max <<<"$(stats "$tmp/bw_v4")"

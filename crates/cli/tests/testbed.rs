@@ -242,6 +242,7 @@ fn a_failed_build_and_a_crashed_up_leave_nothing_behind() {
     let before = root_links();
     // Fails half-way: every host is built when the WAN emulator cannot be started.
     let name = Bed::unique_name();
+    let _guard = Bed { name: name.clone() };
     let opts = testbed::UpOptions {
         emulator: vec!["/nonexistent/wan-emulator".into()],
         agent: vec![],
@@ -255,6 +256,7 @@ fn a_failed_build_and_a_crashed_up_leave_nothing_behind() {
 
     // `up` killed mid-way: `down` still finds and removes everything.
     let name = Bed::unique_name();
+    let _guard = Bed { name: name.clone() };
     let mut up = Command::new(pontoon())
         .args(["testbed", "up", "lan", "--nodes", "60", "--name", &name])
         .stdout(std::process::Stdio::null())
@@ -280,6 +282,18 @@ fn a_failed_build_and_a_crashed_up_leave_nothing_behind() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_gone(&name, &before);
+    // Names that would reach outside the state directory are refused, not removed.
+    for bad in ["/", "..", "", "a/b"] {
+        let out = Command::new(pontoon())
+            .args(["testbed", "down", bad])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success() && text(&out.stderr).contains("testbed name"),
+            "{bad:?}"
+        );
+    }
+    assert!(std::path::Path::new("/run").is_dir());
     // And again: down is idempotent.
     let out = Command::new(pontoon())
         .args(["testbed", "down", &name])

@@ -37,6 +37,12 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
         let mut words = line.split_whitespace();
         let first = words.next().expect("not empty");
         let mut site = None;
+        // `[2001:db8::1]:4` or a bare IPv6 literal (more than one `:`) is a host too.
+        let (first, bracketed) = match first.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            Some((v6, rest)) => (rest, Some(v6)),
+            None if first.matches(':').count() > 1 => ("", Some(first)),
+            None => (first, None),
+        };
         let (name, mut slots) = match first.split_once(':') {
             Some((n, s)) => (
                 n,
@@ -51,6 +57,9 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
             if let Some(s) = w.strip_prefix("slots=") {
                 slots = Some(s.parse().map_err(|_| bad("slots=N needs a number"))?);
             } else if let Some(s) = w.strip_prefix("site=") {
+                if s.len() > 64 {
+                    return Err(bad("a site name is at most 64 bytes"));
+                }
                 site = Some(s.to_string()).filter(|s| !s.is_empty());
             } else if !w.starts_with("max_slots=") {
                 return Err(bad("expected HOST [slots=N] [site=NAME] or HOST:N"));
@@ -58,6 +67,10 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
         }
         if slots == Some(0) {
             return Err(bad("a host needs at least one slot"));
+        }
+        let name = bracketed.unwrap_or(name);
+        if name.is_empty() {
+            return Err(bad("no host name"));
         }
         hosts.push(Host {
             name: name.to_string(),
@@ -115,7 +128,9 @@ pub fn local_ranks(placement: &[Host]) -> Vec<(u32, u32)> {
 
 /// Quotes a word for a POSIX shell so that the remote shell sees exactly that word.
 pub fn shell_quote(word: &str) -> String {
+    // A leading `=` means something to zsh, a possible login shell on the remote side.
     let plain = !word.is_empty()
+        && !word.starts_with('=')
         && word
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
@@ -182,7 +197,11 @@ mod tests {
             parse_hostfile(text).unwrap(),
             vec![hs("a-head", 2), hs("a-c1", 3), b_c1]
         );
-        for bad in ["h slots=x", "h:0", "h cores=2", "", "# only a comment"] {
+        let v6 = parse_hostfile("[2001:db8::1]:2\nfd00::5 slots=3\n").unwrap();
+        assert_eq!(v6, vec![hs("2001:db8::1", 2), hs("fd00::5", 3)]);
+        let long_site = format!("h site={}", "s".repeat(65));
+        assert!(parse_hostfile(&long_site).is_err());
+        for bad in ["h slots=x", "h:0", "h cores=2", "", "# only a comment", ":3"] {
             assert!(parse_hostfile(bad).is_err(), "{bad:?}");
         }
     }

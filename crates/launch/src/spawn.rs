@@ -124,7 +124,8 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
     let mut cmd = if remote {
         // Another host gets the exported variables and pontoon's own parameters
         // (`PONTOON_*` as set here), with this side's values.
-        let mut env: Vec<(String, String)> = std::env::vars()
+        let mut env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .filter(|(k, _)| k.starts_with("PONTOON_") && !LAUNCHER_VARS.contains(&k.as_str()))
             .filter(|(k, _)| !c.export.iter().any(|(e, _)| e == k))
             .collect();

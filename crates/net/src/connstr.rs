@@ -3,7 +3,7 @@
 //!
 //! One entry per local address, `tcp` for IPv4 and `tcp6` for IPv6 (each family has a
 //! listening socket and port of its own), best class first. A client keeps the entries
-//! whose class it has itself and tries them in order ([`client_order`]).
+//! worth trying from its host and tries them in order ([`client_order`]).
 
 use crate::class::{classify, AddrClass};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

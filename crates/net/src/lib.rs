@@ -1,7 +1,8 @@
 //! Address classes, interface discovery, connection strings and candidate paths.
 //!
-//! Pure functions wherever possible: only [`iface::interfaces`] and
-//! [`iface::local_addresses`] look at the host.
+//! Pure functions wherever possible: only [`iface::interfaces`],
+//! [`iface::local_addresses`], [`card::node_id`] and [`policy::IfPolicy::from_env`] look
+//! at the host.
 #![forbid(unsafe_code)]
 
 pub mod card;

@@ -45,14 +45,14 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "PONTOON_ATTEMPT_TIMEOUT_MS",
         default: "1000",
-        meaning: "how long one connection attempt (TCP connect plus handshake) may take before the next \
-                  candidate address is tried",
+        meaning: "how long the TCP connect of one candidate address may take, and again its handshake \
+                  once its turn comes",
     },
     Param {
         name: "PONTOON_STAGGER_MS",
         default: "100",
-        meaning: "connection attempts to one peer start this far apart while none has succeeded (at most \
-                  three in flight); the handshake picks the one that reached the right rank",
+        meaning: "connects to a peer's candidate addresses start this far apart until one completes its \
+                  handshake (at most three in flight); the handshake decides which reached the right rank",
     },
     Param {
         name: "PONTOON_IF_INCLUDE",
@@ -184,7 +184,17 @@ impl Config {
                     value: get(env, e.var),
                     why: e.why,
                 })?,
-            site: Some(get(env, "PONTOON_SITE").trim().to_string()).filter(|s| !s.is_empty()),
+            site: match get(env, "PONTOON_SITE").trim() {
+                "" => None,
+                s if s.len() > net::card::MAX_NAME => {
+                    return Err(ConfigError {
+                        name: "PONTOON_SITE",
+                        value: s.to_string(),
+                        why: format!("longer than {} bytes", net::card::MAX_NAME),
+                    })
+                }
+                s => Some(s.to_string()),
+            },
             bind: match get(env, "PONTOON_BIND").trim() {
                 "core" => Bind::ByLocalRank,
                 "core-by-rank" => Bind::ByRank,

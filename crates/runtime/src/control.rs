@@ -138,8 +138,8 @@ fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<(TcpStre
 }
 
 impl ControlClient {
-    /// Connects to the coordinator named in `env`, trying its addresses of the classes
-    /// this host has, best first, each for at most `attempt_timeout` (TCP connect plus
+    /// Connects to the coordinator named in `env`, trying its addresses worth trying from
+    /// this host (`net::paths::worth_trying`), best first, each for at most `attempt_timeout` (TCP connect plus
     /// authentication). The error lists every address tried and why it failed.
     pub fn connect(env: &JobEnv, attempt_timeout: Duration) -> Result<ControlClient, ControlError> {
         Self::connect_from(env, &net::local_addresses(), attempt_timeout)

@@ -125,6 +125,8 @@ pub struct Runtime {
     attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// The last key-value fence entered (init uses 1).
     fence_epoch: u32,
+    /// When we last gave way to a peer's simultaneous connection.
+    yielded_at: HashMap<Rank, Instant>,
     control: Option<ControlClient>,
     waiter: Waiter,
     yielded: usize,
@@ -235,6 +237,7 @@ impl Runtime {
             paths: HashMap::new(),
             attempt_log: HashMap::new(),
             fence_epoch: 1,
+            yielded_at: HashMap::new(),
             control,
             done_tokens: Vec::new(),
             polls: 0,
@@ -557,10 +560,7 @@ impl Runtime {
             // The peer's own connection is about to complete; it will carry our messages.
             return;
         }
-        let candidates = match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
-            (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
-            _ => Vec::new(),
-        };
+        let candidates = self.candidates_for(peer);
         self.connect_deadline
             .insert(peer, Instant::now() + self.cfg.connect_timeout);
         self.outgoing.push(Outgoing::new(
@@ -577,6 +577,12 @@ impl Runtime {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
         }
+        if let Some(pos) = self.outgoing.iter().position(|o| o.peer == peer) {
+            let mut o = self.outgoing.swap_remove(pos);
+            o.abandon("abandoned: the peer's own connection came first");
+            self.attempt_log.entry(peer).or_default().extend(o.attempts);
+        }
+        self.yielded_at.remove(&peer);
         if let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) {
             self.paths.insert(
                 peer,
@@ -634,6 +640,7 @@ impl Runtime {
                 Progress::Established { peer, sock } => self.established(peer, sock, true),
                 Progress::Yielded => {
                     self.yielded += 1;
+                    self.yielded_at.insert(o.peer, Instant::now());
                     self.connect_reports.insert(o.peer, o.report());
                 }
                 // Not failed yet: the peer may still reach us (a NAT'd node can connect
@@ -645,13 +652,19 @@ impl Runtime {
         }
         let mut i = 0;
         while i < self.incoming.len() {
-            let outgoing: Vec<Rank> = self.outgoing.iter().map(|o| o.peer).collect();
-            let completing: Vec<Rank> = self.incoming.iter().filter_map(|c| c.verified_peer()).collect();
+            // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
+            // still racing towards some address may never get anywhere.
+            let handshaking: Vec<Rank> = self
+                .outgoing
+                .iter()
+                .filter(|o| o.in_handshake())
+                .map(|o| o.peer)
+                .collect();
             let links = &self.links;
             let contention = |r: Rank| {
-                if links.get(r as usize).is_some_and(|l| l.is_some()) || completing.contains(&r) {
+                if links.get(r as usize).is_some_and(|l| l.is_some()) {
                     Contention::Connected
-                } else if outgoing.contains(&r) {
+                } else if handshaking.contains(&r) {
                     Contention::Connecting
                 } else {
                     Contention::None
@@ -679,6 +692,8 @@ impl Runtime {
                 }
             }
         }
+        self.drop_stale_incoming();
+        self.retry_yielded();
         // A peer we yielded to must show up in time, or operations with it fail.
         let now = Instant::now();
         let late: Vec<Rank> = self
@@ -696,14 +711,66 @@ impl Runtime {
             let report = self.connect_reports.remove(&p).unwrap_or_default();
             let cause = format!(
                 "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}. If the \
-                 ranks are in different private networks, IPv6 on both sites or a relay on a head node \
-                 would help",
+                 ranks are in different private networks, IPv6 on both sites would help (a relay on a \
+                 head node will, once pontoon has one)",
                 self.cfg.connect_timeout.as_millis()
             );
             self.ep.handle_peer_failed(p, &cause);
             any = true;
         }
         any
+    }
+
+    /// A rank sends one HELLO at a time, so of two accepted connections from one peer
+    /// the older is an attempt the peer gave up: keep only the newest.
+    fn drop_stale_incoming(&mut self) {
+        let mut newest: HashMap<Rank, Instant> = HashMap::new();
+        for c in &self.incoming {
+            if let Some(r) = c.verified_peer() {
+                let t = newest.entry(r).or_insert(c.started());
+                *t = (*t).max(c.started());
+            }
+        }
+        self.incoming.retain(|c| {
+            c.verified_peer()
+                .is_none_or(|r| newest.get(&r) == Some(&c.started()))
+        });
+    }
+
+    /// A peer we yielded to whose connection did not arrive within an attempt's time
+    /// (its handshake failed, or it gave up): try again ourselves, within the deadline.
+    fn retry_yielded(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Rank> = self
+            .yielded_at
+            .iter()
+            .filter(|(p, t)| {
+                now.duration_since(**t) > self.cfg.attempt_timeout
+                    && self.links[**p as usize].is_none()
+                    && !self.outgoing.iter().any(|o| o.peer == **p)
+                    && !self.incoming.iter().any(|c| c.verified_peer() == Some(**p))
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in due {
+            self.yielded_at.remove(&peer);
+            let Some(deadline) = self.connect_deadline.get(&peer).copied().filter(|d| *d > now) else {
+                continue;
+            };
+            self.outgoing.push(Outgoing::new(
+                peer,
+                self.candidates_for(peer),
+                self.cfg.sockbuf,
+                deadline - now,
+            ));
+        }
+    }
+
+    fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
+        match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
+            (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
+            _ => Vec::new(),
+        }
     }
 
     fn poll_control(&mut self) {

@@ -208,6 +208,21 @@ impl Outgoing {
         }
     }
 
+    /// A HELLO of ours is out and unanswered: the peer may be completing this connection.
+    pub fn in_handshake(&self) -> bool {
+        self.handshake.is_some()
+    }
+
+    /// Ends every attempt still running, recording `why` for each.
+    pub fn abandon(&mut self, why: &str) {
+        if let Some(h) = self.handshake.take() {
+            self.record(h.cand, h.connect_started, Err(why.to_string()));
+        }
+        for r in std::mem::take(&mut self.racing) {
+            self.record(r.cand, r.started, Err(why.to_string()));
+        }
+    }
+
     fn record(&mut self, cand: usize, since: Instant, result: Result<(), String>) {
         let c = self.candidates[cand];
         self.attempts.push(Attempt {
@@ -238,13 +253,7 @@ impl Outgoing {
     pub fn poll(&mut self, id: &Identity, timing: Timing, nonce: impl Fn() -> [u8; 16]) -> Progress {
         let now = Instant::now();
         if now > self.deadline {
-            let why = format!("given up after {} ms in all", timing.total.as_millis());
-            if let Some(h) = self.handshake.take() {
-                self.record(h.cand, h.connect_started, Err(why.clone()));
-            }
-            for r in std::mem::take(&mut self.racing) {
-                self.record(r.cand, r.started, Err(why.clone()));
-            }
+            self.abandon(&format!("given up after {} ms in all", timing.total.as_millis()));
             return Progress::Failed(self.report());
         }
         let busy = self.racing.len() + usize::from(self.handshake.is_some());
@@ -368,6 +377,7 @@ impl Outgoing {
                     h.connect_started,
                     Err("the peer is connecting to us at the same time; its connection is kept".into()),
                 );
+                self.abandon("abandoned: the peer's own connection is kept");
                 Some(Progress::Yielded)
             }
             Err(e) => {
@@ -381,11 +391,24 @@ impl Outgoing {
     pub fn report(&self) -> String {
         if self.attempts.is_empty() {
             return "no address of the peer is worth trying from here: its endpoint card lists no address \
-                    this host can reach (different address families, or only private addresses of another site)"
+                    this host can reach (different address families, only private addresses of another site \
+                    (PONTOON_SITE), or addresses excluded by PONTOON_IF_INCLUDE/PONTOON_IF_EXCLUDE)"
                 .into();
         }
         let tried: Vec<String> = self.attempts.iter().map(Attempt::to_string).collect();
-        format!("tried {}", tried.join("; "))
+        let untried: Vec<String> = self.candidates[self.next..]
+            .iter()
+            .map(|c| c.addr.to_string())
+            .collect();
+        if untried.is_empty() {
+            format!("tried {}", tried.join("; "))
+        } else {
+            format!(
+                "tried {}; not tried in time: {}",
+                tried.join("; "),
+                untried.join(", ")
+            )
+        }
     }
 }
 
@@ -507,6 +530,11 @@ impl Incoming {
         }
     }
 
+    /// When the connection was accepted.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The rank at the other end once its HELLO was accepted (the connection is completing).
     pub fn verified_peer(&self) -> Option<Rank> {
         match &self.state {
@@ -517,5 +545,170 @@ impl Incoming {
 
     pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.sock.as_ref().map(|s| s.as_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Racing on loopback: a peer that accepts but is the wrong rank, an address that
+    //! never answers (a listener whose backlog is full drops SYNs), and the deadline.
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    fn identity(rank: Rank) -> Identity {
+        Identity {
+            job_id: [7; 16],
+            secret: [9; 32],
+            rank,
+            size: 4,
+        }
+    }
+
+    fn candidate(addr: SocketAddr) -> Candidate {
+        Candidate {
+            addr,
+            class: net::classify(addr.ip()),
+            remote_iface: 0,
+            bridge: false,
+        }
+    }
+
+    /// A rank `rank` answering handshakes on a loopback port, until the test ends.
+    fn acceptor(rank: Rank) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            for sock in listener.incoming().flatten() {
+                sock.set_nonblocking(true).unwrap();
+                let mut inc = Incoming::new(sock);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < deadline {
+                    match inc.poll(&identity(rank), Duration::from_secs(5), [rank as u8; 16], |_| {
+                        Contention::None
+                    }) {
+                        Progress::Pending => thread::sleep(Duration::from_millis(1)),
+                        Progress::Established { sock, .. } => {
+                            // Keep it open until the test is over.
+                            std::mem::forget(sock);
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        });
+        addr
+    }
+
+    /// An address whose SYNs go unanswered: a listener that never accepts, its backlog full.
+    fn black_hole() -> (SocketAddr, Vec<Socket>) {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        s.listen(0).unwrap();
+        let addr = s.local_addr().unwrap().as_socket().unwrap();
+        let mut keep = vec![s];
+        for _ in 0..4 {
+            let c = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+            c.set_nonblocking(true).unwrap();
+            let _ = c.connect(&addr.into());
+            keep.push(c);
+        }
+        thread::sleep(Duration::from_millis(50));
+        (addr, keep)
+    }
+
+    fn drive(out: &mut Outgoing, timing: Timing) -> (Progress, Duration) {
+        let start = Instant::now();
+        loop {
+            match out.poll(&identity(0), timing, || [1; 16]) {
+                Progress::Pending => thread::sleep(Duration::from_millis(1)),
+                done => return (done, start.elapsed()),
+            }
+        }
+    }
+
+    const TIMING: Timing = Timing {
+        attempt: Duration::from_millis(1500),
+        stagger: Duration::from_millis(100),
+        total: Duration::from_secs(4),
+    };
+
+    #[test]
+    fn the_wrong_rank_is_refused_and_the_next_candidate_connects() {
+        let (wrong, right) = (acceptor(2), acceptor(1));
+        let mut out = Outgoing::new(1, vec![candidate(wrong), candidate(right)], 0, TIMING.total);
+        let (done, _) = drive(&mut out, TIMING);
+        assert!(
+            matches!(done, Progress::Established { peer: 1, .. }),
+            "{}",
+            out.report()
+        );
+        assert_eq!(out.attempts.len(), 2, "{}", out.report());
+        let refused = out.attempts[0].result.as_ref().unwrap_err();
+        assert!(
+            refused.contains("rank 2") || refused.contains("refused"),
+            "{refused}"
+        );
+        assert_eq!(out.attempts[1].addr, right);
+        assert!(out.attempts[1].result.is_ok());
+    }
+
+    #[test]
+    fn a_silent_address_does_not_hold_up_the_next_one() {
+        let (silent, _keep) = black_hole();
+        let right = acceptor(1);
+        let mut out = Outgoing::new(1, vec![candidate(silent), candidate(right)], 0, TIMING.total);
+        let (done, took) = drive(&mut out, TIMING);
+        assert!(
+            matches!(done, Progress::Established { peer: 1, .. }),
+            "{}",
+            out.report()
+        );
+        // Raced after one stagger, not after the silent attempt's time limit.
+        assert!(took < TIMING.attempt, "took {took:?}: {}", out.report());
+        let silent_attempts: Vec<&Attempt> = out.attempts.iter().filter(|a| a.addr == silent).collect();
+        assert_eq!(silent_attempts.len(), 1, "recorded once: {}", out.report());
+        assert!(silent_attempts[0]
+            .result
+            .as_ref()
+            .unwrap_err()
+            .contains("abandoned"));
+    }
+
+    #[test]
+    fn silence_everywhere_fails_at_the_deadline_with_every_address() {
+        let holes: Vec<(SocketAddr, Vec<Socket>)> = (0..5).map(|_| black_hole()).collect();
+        let timing = Timing {
+            attempt: Duration::from_secs(10),
+            stagger: Duration::from_millis(50),
+            total: Duration::from_millis(800),
+        };
+        let mut out = Outgoing::new(1, holes.iter().map(|h| candidate(h.0)).collect(), 0, timing.total);
+        let mut most_in_flight = 0;
+        let start = Instant::now();
+        let done = loop {
+            match out.poll(&identity(0), timing, || [1; 16]) {
+                Progress::Pending => {
+                    most_in_flight = most_in_flight.max(out.racing.len());
+                    thread::sleep(Duration::from_millis(1));
+                }
+                done => break done,
+            }
+        };
+        let took = start.elapsed();
+        let Progress::Failed(report) = done else {
+            panic!("expected a failure: {}", out.report())
+        };
+        assert!(
+            took >= timing.total && took < timing.total + Duration::from_millis(300),
+            "{took:?}"
+        );
+        assert_eq!(most_in_flight, MAX_RACING);
+        assert!(
+            report.contains("given up after 800 ms") && report.contains("not tried in time"),
+            "{report}"
+        );
     }
 }

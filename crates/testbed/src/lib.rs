@@ -70,6 +70,7 @@ impl Testbed {
                 }
             },
         };
+        topology::check_name("testbed", &name, 24)?;
         let dir = state_dir(&name);
         let text = std::fs::read_to_string(dir.join("topology.toml"))
             .map_err(|_| format!("no testbed {name:?} (running: {})", list().join(", ")))?;

@@ -53,8 +53,18 @@ fn enter_netns(holder: u32) -> Result<(), String> {
         .map_err(|e| format!("entering the network namespace of pid {holder}: {e}"))
 }
 
+/// Sets the flag when dropped: the name servers stop however `matrix` returns.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 pub fn matrix(testbed: &Testbed) -> Result<Matrix, String> {
     let stop = Arc::new(AtomicBool::new(false));
+    let _stop_servers = StopOnDrop(stop.clone());
     let mut servers = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
     for host in testbed.host_names() {
@@ -85,7 +95,7 @@ pub fn matrix(testbed: &Testbed) -> Result<Matrix, String> {
         .into_iter()
         .map(|p| p.join().expect("probe threads do not panic"))
         .collect();
-    stop.store(true, Ordering::Relaxed);
+    drop(_stop_servers);
     for s in servers {
         let _ = s.join();
     }

@@ -18,6 +18,8 @@ pub struct Removed {
 /// jobs), drops the namespace names (their links, bridges, qdiscs and nftables tables go
 /// with them) and its state directory. Idempotent. Checks that nothing is left.
 pub fn down(name: &str) -> Result<Removed, String> {
+    // The name becomes part of paths that are removed: never `/`, `..` or empty.
+    crate::topology::check_name("testbed", name, 24)?;
     crate::require_root("removing a testbed")?;
     let mut removed = Removed::default();
     let mut stubborn = Vec::new();
@@ -70,5 +72,6 @@ pub fn list() -> Vec<String> {
     if let Ok(dir) = fs::read_dir(crate::STATE_ROOT) {
         names.extend(dir.flatten().filter_map(|e| e.file_name().into_string().ok()));
     }
+    names.retain(|n| crate::topology::check_name("testbed", n, 24).is_ok());
     names.into_iter().collect()
 }

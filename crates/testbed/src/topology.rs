@@ -344,6 +344,10 @@ impl Topology {
                     return Err(format!("segment {:?}: {p} is in the wrong family", seg.name));
                 }
             }
+            let rates = [seg.rate_mbit, seg.wan.as_ref().and_then(|w| w.rate_mbit)];
+            if rates.into_iter().flatten().any(|r| !(1..=1_000_000).contains(&r)) {
+                return Err(format!("segment {:?}: a rate is 1 to 1000000 Mbit/s", seg.name));
+            }
             if !(576..=9000).contains(&seg.mtu) {
                 return Err(format!(
                     "segment {:?}: mtu {} is not in 576..=9000",

@@ -71,7 +71,7 @@ impl WanConfig {
             jitter: ms(wan.jitter_ms),
             loss: wan.loss_pct / 100.0,
             reorder: wan.reorder_pct / 100.0,
-            rate_bps: wan.rate_mbit.map(|m| m * 1_000_000),
+            rate_bps: wan.rate_mbit.map(|m| m.saturating_mul(1_000_000)),
             ..WanConfig::new(a, b)
         }
     }
