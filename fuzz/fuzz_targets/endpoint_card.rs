@@ -7,7 +7,14 @@ use net::{candidates, EndpointCard, IfPolicy, Interface};
 
 /// A host with every class of address, so that every rule of `candidates` is reached.
 fn local_iface() -> Interface {
-    let addrs = ["10.0.0.1", "198.51.100.1", "2001:db8::1", "fd00::1", "127.0.0.1", "::1"];
+    let addrs = [
+        "10.0.0.1",
+        "198.51.100.1",
+        "2001:db8::1",
+        "fd00::1",
+        "127.0.0.1",
+        "::1",
+    ];
     Interface {
         index: 2,
         name: "eth0".into(),
@@ -21,7 +28,13 @@ fn local_iface() -> Interface {
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(card) = EndpointCard::decode(data) {
-        let local = EndpointCard::new(&[local_iface()], &IfPolicy::default(), card.node ^ 1, None, (1, 1));
+        let local = EndpointCard::new(
+            &[local_iface()],
+            &IfPolicy::default(),
+            card.node ^ 1,
+            None,
+            (1, 1),
+        );
         let _ = candidates(&local, &card);
         let _ = candidates(&card, &card);
         assert_eq!(EndpointCard::decode(&card.encode()).ok(), Some(card.clone()));

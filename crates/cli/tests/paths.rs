@@ -156,3 +156,84 @@ fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_wor
         }
     }
 }
+
+#[test]
+fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
+    if !is_root() {
+        return;
+    }
+    let topo = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(1),
+            docker: true,
+            no_ipv6: vec!["a".into(), "b".into()],
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let hostfile = std::env::temp_dir().join(format!("{}.sites", bed.name));
+    let lines: Vec<String> = hosts.iter().map(|h| format!("{h} site={}", cluster(h))).collect();
+    std::fs::write(&hostfile, lines.join("\n")).unwrap();
+    let out = bed
+        .pontoon()
+        .args(["testbed", "exec", "a-head", "--"])
+        .arg(pontoon())
+        .args([
+            "run",
+            "-n",
+            &hosts.len().to_string(),
+            "--timeout",
+            "60",
+            "--hostfile",
+        ])
+        .arg(&hostfile)
+        .arg("--agent")
+        .arg(testbed::agent_path(&bed.name))
+        .args([
+            "-x",
+            "PONTOON_IF_EXCLUDE=docker*",
+            "-x",
+            "PONTOON_CONNECT_TIMEOUT_MS=3000",
+        ])
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("pontoon runs");
+    let _ = std::fs::remove_file(&hostfile);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    for r in report["ranks"].as_array().unwrap() {
+        let host = r["host"].as_str().unwrap();
+        assert_eq!(r["site"].as_str(), Some(cluster(host)), "{r:#}");
+        let ifaces = r["interfaces"].as_array().unwrap();
+        assert!(
+            ifaces.iter().all(|i| !i.as_str().unwrap().starts_with("docker0")),
+            "{host}: {ifaces:?}"
+        );
+    }
+    for (from, to, p) in pairs(&report, &hosts) {
+        let computes_apart =
+            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        if computes_apart {
+            // Only the same private address is left, and the sites say it is not theirs.
+            let error = p["error"].as_str().unwrap_or_default();
+            assert!(
+                p["attempts"].as_array().unwrap().is_empty() && error.contains("PONTOON_SITE"),
+                "{p:#}"
+            );
+        } else {
+            assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        }
+        for a in p["attempts"].as_array().unwrap() {
+            let ip = ip_of(a["addr"].as_str().unwrap());
+            let private = matches!(ip, IpAddr::V4(v4) if v4.is_private());
+            assert!(
+                !(private && cluster(&from) != cluster(&to)),
+                "{from} -> {to}: tried {ip} in another site"
+            );
+        }
+    }
+}
