@@ -15,10 +15,8 @@ RATE=${RATE:-1000}
 ITERS=${ITERS:-20000}
 pontoon=target/release/pontoon
 ex=target/release/examples
-for f in "$pontoon" "$ex/pingpong" "$ex/bw"; do
-    [[ -x $f ]] || { echo "missing $f: cargo build --release --workspace --examples --bins" >&2; exit 1; }
-done
-[[ "$(id -u)" -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
+need "$pontoon" "$ex/pingpong" "$ex/bw"
+need_root
 
 bed="famb-$$"
 tmp=$(mktemp -d)

@@ -62,6 +62,7 @@ fn structured_hello(u: &mut Unstructured) -> Result<Sender> {
         dst: rank(u)?,
         nonce: u.arbitrary()?,
         peer_nonce: u.arbitrary()?,
+        extra_lane: u.arbitrary()?,
     };
     let mut hello = repr.emit(&secret).to_vec();
     if u.ratio(1, 8)? {
@@ -140,7 +141,10 @@ fn run(mut u: Unstructured) -> Result<()> {
         assert!(h.src < me.size && h.src != me.rank);
         assert_eq!(acceptor.peer(), h.src);
         assert_eq!((ack.dst, ack.peer_nonce), (h.src, h.nonce));
+        assert_eq!(acceptor.extra_lane(), h.extra_lane);
         match contention {
+            // An additional lane is accepted whatever the first lane is doing.
+            _ if h.extra_lane => {}
             Contention::None => {}
             Contention::Connecting => assert!(
                 h.src < me.rank,

@@ -31,6 +31,8 @@ struct PeerReport {
     ok: bool,
     error: Option<String>,
     path: Option<PathReport>,
+    /// Every lane: the first connection (`path`), then one per further interface pair.
+    lanes: Vec<PathReport>,
     attempts: Vec<AttemptReport>,
 }
 
@@ -70,6 +72,16 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
         .collect()
 }
 
+fn path_report(p: runtime::PathInfo) -> PathReport {
+    PathReport {
+        local: p.local.to_string(),
+        remote: p.remote.to_string(),
+        class: p.class.name().to_string(),
+        family: if p.remote.is_ipv4() { "ipv4" } else { "ipv6" },
+        initiated: p.initiated,
+    }
+}
+
 fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), String>)>) -> RankReport {
     let me = universe.world().rank();
     let card = universe.card(me);
@@ -79,13 +91,8 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             peer,
             ok: result.is_ok(),
             error: result.err(),
-            path: universe.path(peer).map(|p| PathReport {
-                local: p.local.to_string(),
-                remote: p.remote.to_string(),
-                class: p.class.name().to_string(),
-                family: if p.remote.is_ipv4() { "ipv4" } else { "ipv6" },
-                initiated: p.initiated,
-            }),
+            path: universe.path(peer).map(path_report),
+            lanes: universe.lanes(peer).into_iter().map(path_report).collect(),
             attempts: universe
                 .attempts(peer)
                 .iter()
@@ -130,7 +137,7 @@ fn cell(peer: &serde_json::Value) -> String {
     if !peer["ok"].as_bool().unwrap_or(false) {
         return "FAILED".into();
     }
-    match peer["path"]["class"].as_str() {
+    let class = match peer["path"]["class"].as_str() {
         Some("ipv6-global") => "v6-global",
         Some("ipv4-public") => "v4-public",
         Some("ipv4-private") => "v4-private",
@@ -138,8 +145,11 @@ fn cell(peer: &serde_json::Value) -> String {
         Some("loopback") => "loopback",
         Some(other) => other,
         None => "ok",
+    };
+    match peer["lanes"].as_array().map_or(0, Vec::len) {
+        n if n > 1 => format!("{class}x{n}"),
+        _ => class.to_string(),
     }
-    .to_string()
 }
 
 fn render(size: u32, ranks: &[serde_json::Value]) -> String {
@@ -160,11 +170,11 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     }
     let _ = writeln!(
         out,
-        "\npaths (row: from, column: to; the class of the address connected to):"
+        "\npaths (row: from, column: to; the class of the first lane's address, xN for N lanes):"
     );
     let _ = write!(out, "{:>6}", "");
     for c in 0..size {
-        let _ = write!(out, "{c:>11}");
+        let _ = write!(out, "{c:>14}");
     }
     out.push('\n');
     for r in ranks {
@@ -175,7 +185,7 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
                 .iter()
                 .find(|p| p["peer"].as_u64() == Some(u64::from(c)))
                 .map_or_else(|| "-".to_string(), cell);
-            let _ = write!(out, "{text:>11}");
+            let _ = write!(out, "{text:>14}");
         }
         out.push('\n');
     }
@@ -232,7 +242,16 @@ pub fn main(json: bool) -> ExitCode {
     };
     let world = universe.world();
     let (me, size) = (world.rank(), world.size());
-    let results = ping_all(&world);
+    // Further lanes come up in the background after the first message: let them, then
+    // exchange again, so that every rank progresses while its peers finish theirs.
+    let first = ping_all(&world);
+    universe.settle_wireup(std::time::Duration::from_secs(10));
+    let second = ping_all(&world);
+    let results: Vec<(u32, Result<(), String>)> = first
+        .into_iter()
+        .zip(second)
+        .map(|((peer, a), (_, b))| (peer, a.and(b)))
+        .collect();
     let failed = results.iter().any(|(_, r)| r.is_err());
     let report = rank_report(&universe, results);
     let bytes = serde_json::to_vec(&report).expect("a report serializes");

@@ -81,15 +81,24 @@ fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
                 owners[&remote]
             );
         }
-        assert_ne!(
-            remote.to_string(),
-            "172.17.0.1",
-            "{from} -> {to}: the docker bridge became a lane"
-        );
+        for lane in p["lanes"].as_array().unwrap() {
+            let ip = ip_of(lane["remote"].as_str().unwrap());
+            assert_ne!(
+                ip.to_string(),
+                "172.17.0.1",
+                "{from} -> {to}: the docker bridge became a lane"
+            );
+        }
         if cluster(&from) != cluster(&to) {
             assert_eq!(path["class"], "ipv6-global", "{from} -> {to}: {p:#}");
         }
-        let attempts = p["attempts"].as_array().unwrap();
+        // The first lane's attempts: up to the one that connected (further lanes follow).
+        let all = p["attempts"].as_array().unwrap();
+        let upto = all
+            .iter()
+            .position(|a| a["result"] == "connected")
+            .map_or(all.len(), |i| i + 1);
+        let attempts = &all[..upto];
         // Best class first; bridge addresses only after every other candidate.
         if let (true, Some(first)) = (cluster(&from) != cluster(&to), attempts.first()) {
             assert_eq!(first["class"], "ipv6-global", "{from} -> {to}: {p:#}");
@@ -101,7 +110,7 @@ fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
                 "{from} -> {to}: {p:#}"
             );
         }
-        for a in attempts {
+        for a in all {
             let ip = ip_of(a["addr"].as_str().unwrap());
             let connected = a["result"] == "connected";
             if connected {
@@ -235,5 +244,57 @@ fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
                 "{from} -> {to}: tried {ip} in another site"
             );
         }
+    }
+}
+
+#[test]
+fn two_nics_give_two_lanes_on_separate_nics_and_the_policy_one() {
+    if !is_root() {
+        return;
+    }
+    let topo = preset(
+        "multinic",
+        PresetOptions {
+            nodes: Some(3),
+            docker: true,
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    // The segment an address of `host` is on.
+    let segment_of = |host: &str, ip: IpAddr| {
+        let h = topo.host(host).unwrap();
+        topo.nics(h)
+            .into_iter()
+            .find(|n| n.addrs.iter().any(|(a, _)| *a == ip))
+            .map(|n| n.segment)
+            .unwrap_or_else(|| panic!("{ip} is not {host}'s"))
+    };
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    for (from, to, p) in pairs(&report, &hosts) {
+        let lanes = p["lanes"].as_array().unwrap();
+        assert_eq!(lanes.len(), 2, "{from} -> {to}: {p:#}");
+        let mut local_nics: Vec<String> = lanes
+            .iter()
+            .map(|l| segment_of(&from, ip_of(l["local"].as_str().unwrap())))
+            .collect();
+        let mut remote_nics: Vec<String> = lanes
+            .iter()
+            .map(|l| segment_of(&to, ip_of(l["remote"].as_str().unwrap())))
+            .collect();
+        local_nics.dedup();
+        remote_nics.dedup();
+        assert_eq!(
+            (local_nics.len(), remote_nics.len()),
+            (2, 2),
+            "{from} -> {to}: one lane per NIC: {p:#}"
+        );
+    }
+    let (code, report, stderr, _) = doctor(&bed, &[("PONTOON_IF_INCLUDE", "eth0")]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["lanes"].as_array().unwrap().len(), 1, "{from} -> {to}: {p:#}");
     }
 }

@@ -84,6 +84,74 @@ pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate>
     out
 }
 
+/// An additional lane to open: through local interface `device`, to one of `candidates`
+/// (all on one remote interface).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LanePlan {
+    pub device: String,
+    pub candidates: Vec<Candidate>,
+}
+
+/// Additional lanes to a peer already connected by a first lane between the local
+/// address `first_local` and the peer's `first_remote`: one per further pair of
+/// interfaces, at most min(#local, #remote) lanes in all, never two lanes from one local
+/// interface or onto one remote interface (so IPv4 and IPv6 are never striped over one
+/// NIC). Loopback and virtual bridges never carry lanes; neither do ranks of one node.
+/// The remote interface for a local one is the first, in candidate order, that has an
+/// address of a class and family the local interface has too; the connect is bound to
+/// the local interface, so a pair with no route between them simply fails.
+pub fn extra_lanes(
+    local: &EndpointCard,
+    remote: &EndpointCard,
+    first_local: std::net::IpAddr,
+    first_remote: std::net::IpAddr,
+) -> Vec<LanePlan> {
+    if local.node == remote.node {
+        return Vec::new();
+    }
+    let usable = |i: &&crate::card::CardIface| !i.loopback && !i.bridge && !i.addrs.is_empty();
+    let mine: Vec<_> = local.ifaces.iter().filter(usable).collect();
+    let theirs: Vec<_> = remote.ifaces.iter().filter(usable).collect();
+    let most = mine.len().min(theirs.len());
+    let owner = |ifaces: &[&crate::card::CardIface], ip| {
+        ifaces.iter().find(|i| i.addrs.contains(&ip)).map(|i| i.index)
+    };
+    let mut used_local: Vec<u32> = owner(&mine, first_local).into_iter().collect();
+    let mut used_remote: Vec<u32> = owner(&theirs, first_remote).into_iter().collect();
+    let all = candidates(local, remote);
+    let mut plans = Vec::new();
+    for l in &mine {
+        if plans.len() + 1 >= most {
+            break;
+        }
+        if used_local.contains(&l.index) {
+            continue;
+        }
+        let classes: Vec<(AddrClass, bool)> = l.addrs.iter().map(|a| (classify(*a), a.is_ipv4())).collect();
+        let fits = |c: &&Candidate| {
+            !c.bridge
+                && !used_remote.contains(&c.remote_iface)
+                && classes.contains(&(c.class, c.addr.is_ipv4()))
+        };
+        let Some(target) = all.iter().find(fits).map(|c| c.remote_iface) else {
+            continue;
+        };
+        let candidates: Vec<Candidate> = all
+            .iter()
+            .filter(fits)
+            .filter(|c| c.remote_iface == target)
+            .copied()
+            .collect();
+        used_local.push(l.index);
+        used_remote.push(target);
+        plans.push(LanePlan {
+            device: l.name.clone(),
+            candidates,
+        });
+    }
+    plans
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +222,50 @@ mod tests {
         ];
         let v = candidates(&card(1, None, private_v4_only), &card(2, None, head));
         assert_eq!(order(&v), ["198.51.100.2:4000", "10.0.0.1:4000"]);
+    }
+
+    const MULTINIC_1: &[(&str, &[&str])] = &[
+        ("lo", &["127.0.0.1"]),
+        ("eth0", &["10.0.0.1", "fd00:0:0:1::1"]),
+        ("eth1", &["10.0.1.1", "fd00:0:0:2::1"]),
+        ("docker0", &["172.17.0.1"]),
+    ];
+    const MULTINIC_2: &[(&str, &[&str])] = &[
+        ("lo", &["127.0.0.1"]),
+        ("eth0", &["10.0.0.2", "fd00:0:0:1::2"]),
+        ("eth1", &["10.0.1.2", "fd00:0:0:2::2"]),
+        ("docker0", &["172.17.0.1"]),
+    ];
+
+    #[test]
+    fn one_more_lane_per_further_interface_pair() {
+        let (a, b) = (card(1, None, MULTINIC_1), card(2, None, MULTINIC_2));
+        let first = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let plans = extra_lanes(&a, &b, first.0, first.1);
+        assert_eq!(plans.len(), 1, "{plans:?}");
+        assert_eq!(plans[0].device, "eth1");
+        assert_eq!(
+            order(&plans[0].candidates),
+            ["10.0.1.2:4000", "[fd00:0:0:2::2]:6000"]
+        );
+        // The first lane over IPv6 on eth0 leaves eth0 alone all the same.
+        let v6 = extra_lanes(
+            &a,
+            &b,
+            "fd00:0:0:1::1".parse().unwrap(),
+            "fd00:0:0:1::2".parse().unwrap(),
+        );
+        assert_eq!(v6[0].device, "eth1");
+        // One NIC on either side (bridges and loopback do not count): no more lanes.
+        let one: &[(&str, &[&str])] = &[
+            ("eth0", &["10.0.0.3", "fd00:0:0:1::3"]),
+            ("docker0", &["172.17.0.1"]),
+        ];
+        assert!(extra_lanes(&a, &card(3, None, one), first.0, "10.0.0.3".parse().unwrap()).is_empty());
+        assert!(
+            extra_lanes(&a, &card(1, None, MULTINIC_1), first.0, first.0).is_empty(),
+            "same node"
+        );
     }
 
     #[test]

@@ -119,6 +119,17 @@ impl Universe {
         self.rt.borrow().path(peer).copied()
     }
 
+    /// Progresses until this rank's connection attempts (further lanes included) are over,
+    /// or `limit` passes.
+    pub fn settle_wireup(&self, limit: std::time::Duration) {
+        self.rt.borrow_mut().settle_wireup(limit)
+    }
+
+    /// Every lane to `peer` (the first connection, then one per further interface pair).
+    pub fn lanes(&self, peer: Rank) -> Vec<runtime::PathInfo> {
+        self.rt.borrow().lanes(peer).to_vec()
+    }
+
     /// Every connection attempt this rank made to `peer`, for diagnostics.
     pub fn attempts(&self, peer: Rank) -> Vec<runtime::Attempt> {
         self.rt.borrow().attempts(peer).to_vec()

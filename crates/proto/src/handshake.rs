@@ -66,6 +66,16 @@ pub struct Initiator {
 impl Initiator {
     /// Starts a handshake towards `target`; returns the HELLO to send.
     pub fn new(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
+        Self::start(id, target, nonce, false)
+    }
+
+    /// Starts the handshake of an additional lane to `target`, already connected: the
+    /// peer accepts it next to the first instead of taking it for a duplicate.
+    pub fn extra_lane(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
+        Self::start(id, target, nonce, true)
+    }
+
+    fn start(id: Identity, target: Rank, nonce: [u8; 16], extra_lane: bool) -> (Initiator, [u8; FRAME_LEN]) {
         let hello = HandshakeRepr {
             version: VERSION,
             kind: HandshakeKind::Hello,
@@ -75,6 +85,7 @@ impl Initiator {
             dst: target,
             nonce,
             peer_nonce: [0; 16],
+            extra_lane,
         }
         .emit(&id.secret);
         (Initiator { id, target, nonce }, hello)
@@ -128,6 +139,7 @@ impl Initiator {
             dst: self.target,
             nonce: self.nonce,
             peer_nonce: r.nonce,
+            extra_lane: false,
         }
         .emit(&self.id.secret))
     }
@@ -149,6 +161,7 @@ pub struct Acceptor {
     job_id: [u8; 16],
     my_rank: Rank,
     nonce: [u8; 16],
+    extra_lane: bool,
 }
 
 /// What this process already has going with the sender of a HELLO.
@@ -180,6 +193,7 @@ pub fn accept_hello(
             dst: peer_rank,
             nonce,
             peer_nonce,
+            extra_lane: false,
         }
         .emit(&id.secret);
         HelloVerdict {
@@ -234,11 +248,13 @@ pub fn accept_hello(
             HandshakeError::RankRange(r.src),
         );
     }
-    let refuse_duplicate = match contention(r.src) {
-        Contention::None => false,
-        Contention::Connecting => !keep_incoming(id.rank, r.src),
-        Contention::Connected => true,
-    };
+    // An additional lane is never a duplicate; the first lane obeys the contention rules.
+    let refuse_duplicate = !r.extra_lane
+        && match contention(r.src) {
+            Contention::None => false,
+            Contention::Connecting => !keep_incoming(id.rank, r.src),
+            Contention::Connected => true,
+        };
     if refuse_duplicate {
         let err = HandshakeError::Refused(HandshakeStatus::Simultaneous);
         return refuse(HandshakeStatus::Simultaneous, r.src, r.nonce, err);
@@ -252,11 +268,13 @@ pub fn accept_hello(
         dst: r.src,
         nonce,
         peer_nonce: r.nonce,
+        extra_lane: false,
     }
     .emit(&id.secret);
     HelloVerdict {
         ack,
         result: Ok(Acceptor {
+            extra_lane: r.extra_lane,
             peer: r.src,
             secret: id.secret,
             job_id: id.job_id,
@@ -269,6 +287,11 @@ pub fn accept_hello(
 impl Acceptor {
     pub fn peer(&self) -> Rank {
         self.peer
+    }
+
+    /// The peer opens this connection as an additional lane.
+    pub fn extra_lane(&self) -> bool {
+        self.extra_lane
     }
 
     /// Judges the CONFIRM; on success the connection is established with `peer()`.
@@ -389,6 +412,21 @@ mod tests {
             ini2.handle_ack(&v.ack).unwrap_err(),
             HandshakeError::Refused(HandshakeStatus::Simultaneous)
         );
+    }
+
+    #[test]
+    fn an_additional_lane_is_accepted_next_to_the_first() {
+        let (ini, hello) = Initiator::extra_lane(id(1), 2, [1; 16]);
+        for contention in [Contention::Connected, Contention::Connecting, Contention::None] {
+            let v = accept_hello(&id(2), &hello, [2; 16], |_| contention);
+            let acc = v.result.expect("an additional lane is not a duplicate");
+            assert!(acc.extra_lane());
+            let confirm = ini.handle_ack(&v.ack).unwrap();
+            assert_eq!(acc.handle_confirm(&confirm), Ok(1));
+        }
+        let (_, first) = Initiator::new(id(1), 2, [1; 16]);
+        let v = accept_hello(&id(2), &first, [2; 16], |_| Contention::None);
+        assert!(!v.result.unwrap().extra_lane());
     }
 
     #[test]

@@ -113,14 +113,15 @@ pub struct Runtime {
     id: Identity,
     ep: Endpoint,
     reqs: Requests,
-    links: Vec<Option<TcpLink<PayloadToken>>>,
+    /// The lanes to each peer; the engine numbers them in this order.
+    links: Vec<Vec<TcpLink<PayloadToken>>>,
     listeners: Option<Listeners>,
     outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
     /// Endpoint cards of every rank (this one's too), from the init fence.
     cards: HashMap<Rank, EndpointCard>,
-    /// The connection carrying each connected peer's traffic.
-    paths: HashMap<Rank, PathInfo>,
+    /// The connections carrying each connected peer's traffic, one per lane.
+    paths: HashMap<Rank, Vec<PathInfo>>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// The last key-value fence entered (init uses 1).
@@ -229,7 +230,7 @@ impl Runtime {
             id,
             ep,
             reqs: Requests::default(),
-            links: (0..size).map(|_| None).collect(),
+            links: (0..size).map(|_| Vec::new()).collect(),
             listeners,
             outgoing: Vec::new(),
             incoming: Vec::new(),
@@ -258,7 +259,7 @@ impl Runtime {
     /// Wire-up statistics: (connected peers, attempts given up because the peer's
     /// simultaneous connection won).
     pub fn wireup_stats(&self) -> (usize, usize) {
-        (self.links.iter().flatten().count(), self.yielded)
+        (self.links.iter().filter(|l| !l.is_empty()).count(), self.yielded)
     }
 
     /// Addresses `rank` listens on, from its endpoint card.
@@ -279,9 +280,25 @@ impl Runtime {
         self.cards.get(&rank)
     }
 
-    /// The connection that carries traffic with `peer`, once connected.
+    /// The first connection with `peer`, once connected.
     pub fn path(&self, peer: Rank) -> Option<&PathInfo> {
-        self.paths.get(&peer)
+        self.lanes(peer).first()
+    }
+
+    /// Every lane to `peer`: the first connection, then one per further interface pair.
+    pub fn lanes(&self, peer: Rank) -> &[PathInfo] {
+        self.paths.get(&peer).map_or(&[], Vec::as_slice)
+    }
+
+    /// Progresses until this rank's connection attempts are over (further lanes are set
+    /// up in the background once a peer is connected), or `limit` passes.
+    pub fn settle_wireup(&mut self, limit: Duration) {
+        let end = Instant::now() + limit;
+        while !(self.outgoing.is_empty() && self.incoming.is_empty()) && Instant::now() < end {
+            if !self.progress() {
+                self.sleep(Duration::from_millis(1));
+            }
+        }
     }
 
     /// Publishes `value` under `key` at the launcher's coordinator and waits until every
@@ -415,24 +432,26 @@ impl Runtime {
     pub fn progress(&mut self) -> bool {
         let mut any = self.drive_outputs();
         for peer in 0..self.links.len() {
-            let Some(link) = self.links[peer].as_mut() else {
-                continue;
-            };
-            let mut sink = LinkSink {
-                peer: peer as Rank,
-                ep: &mut self.ep,
-                reqs: &self.reqs,
-            };
-            let mut res = link.recv(&mut sink);
-            if res.is_ok() && link.tx_pending() {
-                res = link.flush(&mut self.done_tokens).map(|_| true);
-            }
-            match res {
-                Ok(p) => any |= p,
-                Err(e) => {
-                    self.lane_down(peer as Rank, e);
-                    any = true;
+            let mut lane = 0;
+            while lane < self.links[peer].len() {
+                let link = &mut self.links[peer][lane];
+                let mut sink = LinkSink {
+                    peer: peer as Rank,
+                    ep: &mut self.ep,
+                    reqs: &self.reqs,
+                };
+                let mut res = link.recv(&mut sink);
+                if res.is_ok() && link.tx_pending() {
+                    res = link.flush(&mut self.done_tokens).map(|_| true);
                 }
+                match res {
+                    Ok(p) => any |= p,
+                    Err(e) => {
+                        self.lane_down(peer as Rank, e);
+                        any = true;
+                    }
+                }
+                lane += 1;
             }
         }
         // Also completes the sends that the flushes above finished.
@@ -478,8 +497,10 @@ impl Runtime {
         }
     }
 
+    /// A lane broke: TCP lanes lose what they had in flight, so the peer is lost with all
+    /// its lanes (the engine fails its operations).
     fn lane_down(&mut self, peer: Rank, e: LinkError) {
-        self.links[peer as usize] = None;
+        self.links[peer as usize].clear();
         let cause = match e {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
@@ -495,10 +516,10 @@ impl Runtime {
             match out {
                 Output::Transmit {
                     peer,
+                    lane,
                     header,
                     payload,
                     completes,
-                    ..
                 } => {
                     let payload = match payload {
                         Some(s) => match self.reqs.get(s.req) {
@@ -507,7 +528,7 @@ impl Runtime {
                         },
                         None => None,
                     };
-                    let Some(link) = self.links[peer as usize].as_mut() else {
+                    let Some(link) = self.links[peer as usize].get_mut(lane) else {
                         continue;
                     };
                     let token = completes.unwrap_or(0);
@@ -556,7 +577,7 @@ impl Runtime {
         self.connect_deadline
             .entry(peer)
             .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
-        if completing || self.outgoing.iter().any(|o| o.peer == peer) || self.links[peer as usize].is_some() {
+        if completing || self.connecting(peer) || !self.links[peer as usize].is_empty() {
             // The peer's own connection is about to complete; it will carry our messages.
             return;
         }
@@ -572,37 +593,68 @@ impl Runtime {
         self.wireup();
     }
 
-    fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool) {
-        if self.links[peer as usize].is_some() {
+    /// Whether a first connection to `peer` is being set up by us.
+    fn connecting(&self, peer: Rank) -> bool {
+        self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
+    }
+
+    fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool, extra_lane: bool) {
+        let p = peer as usize;
+        if !extra_lane && !self.links[p].is_empty() {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
         }
-        if let Some(pos) = self.outgoing.iter().position(|o| o.peer == peer) {
-            let mut o = self.outgoing.swap_remove(pos);
-            o.abandon("abandoned: the peer's own connection came first");
-            self.attempt_log.entry(peer).or_default().extend(o.attempts);
-        }
-        self.yielded_at.remove(&peer);
-        if let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) {
-            self.paths.insert(
-                peer,
-                PathInfo {
-                    local,
-                    remote,
-                    class: net::classify(remote.ip()),
-                    initiated,
-                },
-            );
-        }
-        match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
-            Ok(link) => {
-                self.waiter.watch(link.fd());
-                let caps = link.caps();
-                self.links[peer as usize] = Some(link);
-                self.connect_deadline.remove(&peer);
-                self.ep.handle_lane_up(peer, caps);
+        if !extra_lane {
+            if let Some(pos) = self
+                .outgoing
+                .iter()
+                .position(|o| o.peer == peer && o.first_lane())
+            {
+                let mut o = self.outgoing.swap_remove(pos);
+                o.abandon("abandoned: the peer's own connection came first");
+                self.attempt_log.entry(peer).or_default().extend(o.attempts);
             }
-            Err(e) => tracing::warn!(peer, "cannot configure the connection: {e}"),
+            self.yielded_at.remove(&peer);
+        }
+        let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) else {
+            return;
+        };
+        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::warn!(peer, "cannot configure the connection: {e}");
+                return;
+            }
+        };
+        self.waiter.watch(link.fd());
+        let caps = link.caps();
+        self.links[p].push(link);
+        self.paths.entry(peer).or_default().push(PathInfo {
+            local,
+            remote,
+            class: net::classify(remote.ip()),
+            initiated,
+        });
+        self.connect_deadline.remove(&peer);
+        self.ep.handle_lane_up(peer, caps);
+        // The lower rank of a pair opens the further lanes, so that there is one set.
+        if !extra_lane && self.id.rank < peer {
+            self.open_extra_lanes(peer, local.ip(), remote.ip());
+        }
+    }
+
+    /// One more lane per further interface pair with `peer` (`net::paths::extra_lanes`).
+    fn open_extra_lanes(&mut self, peer: Rank, local: std::net::IpAddr, remote: std::net::IpAddr) {
+        let (Some(mine), Some(theirs)) = (self.cards.get(&self.id.rank), self.cards.get(&peer)) else {
+            return;
+        };
+        for plan in net::paths::extra_lanes(mine, theirs, local, remote) {
+            self.outgoing.push(Outgoing::lane(
+                peer,
+                plan,
+                self.cfg.sockbuf,
+                self.cfg.connect_timeout,
+            ));
         }
     }
 
@@ -637,7 +689,15 @@ impl Runtime {
             any = true;
             match progress {
                 Progress::Pending | Progress::Dropped(_) => unreachable!("not an outgoing outcome"),
-                Progress::Established { peer, sock } => self.established(peer, sock, true),
+                Progress::Established {
+                    peer,
+                    sock,
+                    extra_lane,
+                } => self.established(peer, sock, true, extra_lane),
+                // A further lane that cannot be made leaves the peer on the lanes it has.
+                Progress::Failed(report) if !o.first_lane() => {
+                    tracing::debug!(peer = o.peer, "no additional lane: {report}");
+                }
                 Progress::Yielded => {
                     self.yielded += 1;
                     self.yielded_at.insert(o.peer, Instant::now());
@@ -662,7 +722,7 @@ impl Runtime {
                 .collect();
             let links = &self.links;
             let contention = |r: Rank| {
-                if links.get(r as usize).is_some_and(|l| l.is_some()) {
+                if links.get(r as usize).is_some_and(|l| !l.is_empty()) {
                     Contention::Connected
                 } else if handshaking.contains(&r) {
                     Contention::Connecting
@@ -672,9 +732,13 @@ impl Runtime {
             };
             match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
                 Progress::Pending => i += 1,
-                Progress::Established { peer, sock } => {
+                Progress::Established {
+                    peer,
+                    sock,
+                    extra_lane,
+                } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock, false);
+                    self.established(peer, sock, false, extra_lane);
                     any = true;
                 }
                 Progress::Failed(why) => {
@@ -699,11 +763,7 @@ impl Runtime {
         let late: Vec<Rank> = self
             .connect_deadline
             .iter()
-            .filter(|(p, d)| {
-                now > **d
-                    && self.links[**p as usize].is_none()
-                    && !self.outgoing.iter().any(|o| o.peer == **p)
-            })
+            .filter(|(p, d)| now > **d && self.links[**p as usize].is_empty() && !self.connecting(**p))
             .map(|(p, _)| *p)
             .collect();
         for p in late {
@@ -721,20 +781,19 @@ impl Runtime {
         any
     }
 
-    /// A rank sends one HELLO at a time, so of two accepted connections from one peer
-    /// the older is an attempt the peer gave up: keep only the newest.
+    /// A rank sends one first-lane HELLO at a time, so of two accepted first connections
+    /// from one peer the older is an attempt the peer gave up: keep only the newest.
     fn drop_stale_incoming(&mut self) {
+        let first = |c: &Incoming| c.verified_peer().filter(|_| !c.extra_lane());
         let mut newest: HashMap<Rank, Instant> = HashMap::new();
         for c in &self.incoming {
-            if let Some(r) = c.verified_peer() {
+            if let Some(r) = first(c) {
                 let t = newest.entry(r).or_insert(c.started());
                 *t = (*t).max(c.started());
             }
         }
-        self.incoming.retain(|c| {
-            c.verified_peer()
-                .is_none_or(|r| newest.get(&r) == Some(&c.started()))
-        });
+        self.incoming
+            .retain(|c| first(c).is_none_or(|r| newest.get(&r) == Some(&c.started())));
     }
 
     /// A peer we yielded to whose connection did not arrive within an attempt's time
@@ -746,8 +805,8 @@ impl Runtime {
             .iter()
             .filter(|(p, t)| {
                 now.duration_since(**t) > self.cfg.attempt_timeout
-                    && self.links[**p as usize].is_none()
-                    && !self.outgoing.iter().any(|o| o.peer == **p)
+                    && self.links[**p as usize].is_empty()
+                    && !self.connecting(**p)
                     && !self.incoming.iter().any(|c| c.verified_peer() == Some(**p))
             })
             .map(|(p, _)| *p)
@@ -781,7 +840,7 @@ impl Runtime {
                 Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
                     if (rank as usize) < self.links.len() {
                         // Frames queued for the dead rank are dropped with its link.
-                        self.links[rank as usize] = None;
+                        self.links[rank as usize].clear();
                     }
                     self.ep.handle_peer_failed(rank, &cause);
                 }
@@ -826,7 +885,7 @@ impl Runtime {
             ctl.finalize()
                 .map_err(|e| Error::Setup(format!("finalize: {e}")))?;
         }
-        self.links.iter_mut().for_each(|l| *l = None);
+        self.links.iter_mut().for_each(Vec::clear);
         Ok(())
     }
 

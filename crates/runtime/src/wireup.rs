@@ -132,6 +132,8 @@ pub enum Progress {
     Established {
         peer: Rank,
         sock: TcpStream,
+        /// An additional lane to a peer already connected (not its first connection).
+        extra_lane: bool,
     },
     /// The attempt is over without a connection (`Some(reason)` if the peer is unreachable).
     Failed(String),
@@ -180,6 +182,8 @@ pub struct Outgoing {
     pub started: Instant,
     deadline: Instant,
     sockbuf: usize,
+    /// An additional lane, bound to this local interface.
+    lane_device: Option<String>,
 }
 
 /// How long attempts may take and how they are spread.
@@ -205,7 +209,20 @@ impl Outgoing {
             started: now,
             deadline: now + total,
             sockbuf,
+            lane_device: None,
         }
+    }
+
+    /// An additional lane to a connected peer, through the plan's local interface.
+    pub fn lane(peer: Rank, plan: net::paths::LanePlan, sockbuf: usize, total: Duration) -> Outgoing {
+        let mut o = Outgoing::new(peer, plan.candidates, sockbuf, total);
+        o.lane_device = Some(plan.device);
+        o
+    }
+
+    /// Whether this sets up the first connection to the peer (not an additional lane).
+    pub fn first_lane(&self) -> bool {
+        self.lane_device.is_none()
     }
 
     /// A HELLO of ours is out and unanswered: the peer may be completing this connection.
@@ -238,7 +255,11 @@ impl Outgoing {
         let cand = self.next;
         self.next += 1;
         self.last_start = Some(now);
-        match start_connect(self.candidates[cand].addr, self.sockbuf) {
+        match start_connect(
+            self.candidates[cand].addr,
+            self.sockbuf,
+            self.lane_device.as_deref(),
+        ) {
             Ok(sock) => self.racing.push(Racer {
                 cand,
                 sock,
@@ -316,7 +337,11 @@ impl Outgoing {
             .map(|(i, _)| i)
         {
             let mut r = self.racing.remove(pos);
-            let (ini, hello) = Initiator::new(id.clone(), self.peer, nonce());
+            let (ini, hello) = if self.first_lane() {
+                Initiator::new(id.clone(), self.peer, nonce())
+            } else {
+                Initiator::extra_lane(id.clone(), self.peer, nonce())
+            };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
                     self.handshake = Some(Handshake {
@@ -369,6 +394,7 @@ impl Outgoing {
                 Some(Progress::Established {
                     peer: self.peer,
                     sock: h.sock,
+                    extra_lane: !self.first_lane(),
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
@@ -428,8 +454,12 @@ impl std::fmt::Display for Attempt {
     }
 }
 
-fn start_connect(addr: SocketAddr, sockbuf: usize) -> io::Result<TcpStream> {
+fn start_connect(addr: SocketAddr, sockbuf: usize, device: Option<&str>) -> io::Result<TcpStream> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(device) = device {
+        // Out through this interface or not at all: a lane must use its own NIC.
+        s.bind_device(Some(device.as_bytes()))?;
+    }
     net::listen::set_buffers(&s, sockbuf)?;
     s.set_nonblocking(true)?;
     s.set_tcp_nodelay(true)?;
@@ -520,6 +550,7 @@ impl Incoming {
                             Ok(peer) => Progress::Established {
                                 peer,
                                 sock: self.sock.take().expect("present"),
+                                extra_lane: acc.extra_lane(),
                             },
                             Err(e) => Progress::Failed(format!("refused connection from {who}: {e}")),
                         };
@@ -528,6 +559,11 @@ impl Incoming {
                 InState::Done => return Progress::Failed("handshake already finished".into()),
             }
         }
+    }
+
+    /// The peer opens this connection as an additional lane (known once its HELLO passed).
+    pub fn extra_lane(&self) -> bool {
+        matches!(&self.state, InState::AwaitConfirm { acc, .. } if acc.extra_lane())
     }
 
     /// When the connection was accepted.

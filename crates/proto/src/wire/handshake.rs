@@ -4,7 +4,8 @@
 //!  0 [4]  magic "PNTN"
 //!  4 u16  protocol version
 //!  6 u8   kind: 1 HELLO, 2 ACK, 3 CONFIRM
-//!  7 u8   status (ACK only; 0 = accepted, see `HandshakeStatus`)
+//!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: 1 if the connection
+//!         is an additional lane to a peer already connected, else 0; CONFIRM: 0
 //!  8 [16] job id
 //! 24 u32  sender's rank
 //! 28 u32  rank the sender believes is at the other end
@@ -74,10 +75,14 @@ impl<T: AsRef<[u8]>> HandshakeFrame<T> {
         if b[0..4] != MAGIC {
             return Err(WireError::BadMagic);
         }
-        if !(1..=3).contains(&b[6]) {
-            return Err(WireError::UnknownKind(b[6]));
+        match b[6] {
+            2 => {
+                HandshakeStatus::from_u8(b[7])?;
+            }
+            1 | 3 if b[7] <= u8::from(b[6] == 1) => {}
+            1 | 3 => return Err(WireError::Field("lane flag")),
+            kind => return Err(WireError::UnknownKind(kind)),
         }
-        HandshakeStatus::from_u8(b[7])?;
         Ok(HandshakeFrame { buffer })
     }
     /// The bytes the MAC covers.
@@ -101,6 +106,8 @@ pub struct HandshakeRepr {
     pub dst: u32,
     pub nonce: [u8; 16],
     pub peer_nonce: [u8; 16],
+    /// HELLO only: this connection is an additional lane, not the first one.
+    pub extra_lane: bool,
 }
 
 impl HandshakeRepr {
@@ -118,8 +125,12 @@ impl HandshakeRepr {
                 2 => HandshakeKind::Ack,
                 _ => HandshakeKind::Confirm,
             },
-            // Checked by new_checked.
-            status: HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),
+            // Checked by new_checked; byte 7 is the status only in an ACK.
+            status: match b[6] {
+                2 => HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),
+                _ => HandshakeStatus::Accepted,
+            },
+            extra_lane: b[6] == 1 && b[7] == 1,
             job_id: arr16(8),
             src: get_u32(b, 24),
             dst: get_u32(b, 28),
@@ -134,7 +145,11 @@ impl HandshakeRepr {
         b[0..4].copy_from_slice(&MAGIC);
         put_u16(&mut b, 4, self.version);
         b[6] = self.kind as u8;
-        b[7] = self.status as u8;
+        b[7] = match self.kind {
+            HandshakeKind::Ack => self.status as u8,
+            HandshakeKind::Hello => u8::from(self.extra_lane),
+            HandshakeKind::Confirm => 0,
+        };
         b[8..24].copy_from_slice(&self.job_id);
         put_u32(&mut b, 24, self.src);
         put_u32(&mut b, 28, self.dst);
@@ -164,7 +179,7 @@ mod tests {
         #[test]
         fn round_trip(src in any::<u32>(), dst in any::<u32>(), nonce in any::<[u8;16]>(), job in any::<[u8;16]>()) {
             let r = HandshakeRepr { version: VERSION, kind: HandshakeKind::Ack, status: HandshakeStatus::WrongRank,
-                job_id: job, src, dst, nonce, peer_nonce: [7; 16] };
+                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false };
             let bytes = r.emit(&[1; 32]);
             let f = HandshakeFrame::new_checked(&bytes[..]).unwrap();
             prop_assert_eq!(HandshakeRepr::parse(&f), r);
@@ -177,6 +192,40 @@ mod tests {
                 let _ = HandshakeRepr::parse(&f);
             }
         }
+    }
+
+    #[test]
+    fn the_lane_flag_travels_in_hello_only() {
+        let hello = HandshakeRepr {
+            version: VERSION,
+            kind: HandshakeKind::Hello,
+            status: HandshakeStatus::Accepted,
+            job_id: [1; 16],
+            src: 1,
+            dst: 2,
+            nonce: [2; 16],
+            peer_nonce: [0; 16],
+            extra_lane: true,
+        };
+        let bytes = hello.emit(&[1; 32]);
+        assert_eq!(
+            HandshakeRepr::parse(&HandshakeFrame::new_checked(&bytes[..]).unwrap()),
+            hello
+        );
+        let mut bad = bytes;
+        bad[7] = 2;
+        assert_eq!(
+            HandshakeFrame::new_checked(&bad[..]).unwrap_err(),
+            WireError::Field("lane flag")
+        );
+        let confirm = HandshakeRepr {
+            kind: HandshakeKind::Confirm,
+            extra_lane: false,
+            ..hello
+        };
+        let mut bad = confirm.emit(&[1; 32]);
+        bad[7] = 1;
+        assert!(HandshakeFrame::new_checked(&bad[..]).is_err());
     }
 
     #[test]
