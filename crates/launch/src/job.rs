@@ -384,17 +384,41 @@ impl Job {
         given_up
     }
 
-    fn reap(&mut self) {
+    /// Ranks that exited since the last look, with their status.
+    fn newly_exited(&mut self, seen: &[(u32, ExitStatus)]) -> Vec<(u32, ExitStatus)> {
+        let mut exited = Vec::new();
         for rank in 0..self.n {
             let r = &mut self.ranks[rank as usize];
-            if r.status.is_some() {
+            if r.status.is_some() || seen.iter().any(|(s, _)| *s == rank) {
                 continue;
             }
             match r.child.try_wait() {
-                Ok(Some(st)) => self.on_rank_exit(rank, st),
+                Ok(Some(st)) => exited.push((rank, st)),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(rank, "cannot wait for rank: {e}"),
             }
+        }
+        exited
+    }
+
+    fn reap(&mut self) {
+        use std::os::unix::process::ExitStatusExt;
+        let mut exited = self.newly_exited(&[]);
+        // A rank that exits with an error because its peer was killed can be found before
+        // the killed one (its sockets close before it is reapable): give the job's first
+        // failure a moment to show a signal death, which is the likelier cause to report.
+        let first_failure = self.outcome.is_none() && exited.iter().any(|(_, st)| !st.success());
+        if first_failure && exited.iter().all(|(_, st)| st.signal().is_none()) {
+            let until = Instant::now() + Duration::from_millis(100);
+            while Instant::now() < until && exited.iter().all(|(_, st)| st.signal().is_none()) {
+                std::thread::sleep(Duration::from_millis(5));
+                let more = self.newly_exited(&exited);
+                exited.extend(more);
+            }
+        }
+        exited.sort_by_key(|(_, st)| st.signal().is_none());
+        for (rank, st) in exited {
+            self.on_rank_exit(rank, st);
         }
         self.orphans.reap(&self.rank_pids());
     }
