@@ -182,24 +182,10 @@ fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
     );
     let bed = Bed::up(&topo);
     let hosts = bed.open().host_names();
-    let hostfile = std::env::temp_dir().join(format!("{}.sites", bed.name));
     let lines: Vec<String> = hosts.iter().map(|h| format!("{h} site={}", cluster(h))).collect();
-    std::fs::write(&hostfile, lines.join("\n")).unwrap();
     let out = bed
-        .pontoon()
-        .args(["testbed", "exec", "a-head", "--"])
-        .arg(pontoon())
-        .args([
-            "run",
-            "-n",
-            &hosts.len().to_string(),
-            "--timeout",
-            "60",
-            "--hostfile",
-        ])
-        .arg(&hostfile)
-        .arg("--agent")
-        .arg(testbed::agent_path(&bed.name))
+        .run_inside("a-head", &lines.join("\n"))
+        .args(["-n", &hosts.len().to_string()])
         .args([
             "-x",
             "PONTOON_IF_EXCLUDE=docker*",
@@ -210,7 +196,6 @@ fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
         .args(["doctor", "--json"])
         .output()
         .expect("pontoon runs");
-    let _ = std::fs::remove_file(&hostfile);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{}", text(&out.stderr));
     let report: Value = serde_json::from_str(&stdout).expect("JSON");

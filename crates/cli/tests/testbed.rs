@@ -367,27 +367,10 @@ fn hostfile_and_agent_place_ranks_by_slot() {
         return;
     }
     let bed = Bed::up(&small_two_clusters());
-    let hostfile = std::env::temp_dir().join(format!("{}.hosts", bed.name));
-    std::fs::write(&hostfile, "# two slots each\na-c1 slots=2\nb-c1:2\n").unwrap();
-    let agent = testbed::agent_path(&bed.name);
     let launch = |prog: &[&str]| {
         let out = bed
-            .pontoon()
-            .args(["testbed", "exec", "a-head", "--"])
-            .arg(pontoon())
-            .args([
-                "run",
-                "--map-by",
-                "slot",
-                "-n",
-                "4",
-                "--timeout",
-                "60",
-                "--hostfile",
-            ])
-            .arg(&hostfile)
-            .arg("--agent")
-            .arg(&agent)
+            .run_inside("a-head", "# two slots each\na-c1 slots=2\nb-c1:2\n")
+            .args(["--map-by", "slot", "-n", "4"])
             .args(prog)
             .output()
             .expect("pontoon runs");
@@ -413,5 +396,4 @@ fn hostfile_and_agent_place_ranks_by_slot() {
         out.contains("ring of 4 ranks: token came back to rank 0 with value 6"),
         "{out}"
     );
-    let _ = std::fs::remove_file(hostfile);
 }

@@ -28,21 +28,6 @@ const SO_TIMESTAMPNS_NEW: libc::c_int = 64;
 /// Room for one timestamp control message (16 header + 16 data bytes) and spare.
 const CMSG_WORDS: usize = 8;
 
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "riscv64"
-))]
-const SO_SNDBUFFORCE: libc::c_int = 32;
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "riscv64"
-))]
-const SO_RCVBUFFORCE: libc::c_int = 33;
-
 /// Length of the `struct virtio_net_hdr` that prefixes every frame once
 /// [`PacketSocket::enable_vnet_hdr`] was called.
 pub const VNET_HDR_LEN: usize = 10;
@@ -230,8 +215,12 @@ impl PacketSocket {
             target_arch = "aarch64",
             target_arch = "riscv64"
         ))]
-        if self.setsockopt(libc::SOL_SOCKET, SO_RCVBUFFORCE, rcv).is_ok()
-            && self.setsockopt(libc::SOL_SOCKET, SO_SNDBUFFORCE, snd).is_ok()
+        if self
+            .setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcv)
+            .is_ok()
+            && self
+                .setsockopt(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, snd)
+                .is_ok()
         {
             return Ok(());
         }

@@ -72,6 +72,22 @@ impl Bed {
         Testbed::open(Some(&self.name)).expect("testbed opens")
     }
 
+    /// `pontoon run` launched on `host` inside the testbed, ranks placed from `hostfile`
+    /// (written to the testbed's state directory, which `down` removes) and started
+    /// through the testbed's agent; the caller adds `-n`, options and the program.
+    pub fn run_inside(&self, host: &str, hostfile: &str) -> Command {
+        let path = testbed::state_dir(&self.name).join("test-hostfile");
+        std::fs::write(&path, hostfile).expect("hostfile written");
+        let mut cmd = self.pontoon();
+        cmd.args(["testbed", "exec", host, "--"])
+            .arg(pontoon())
+            .args(["run", "--timeout", "60", "--hostfile"])
+            .arg(&path)
+            .arg("--agent")
+            .arg(testbed::agent_path(&self.name));
+        cmd
+    }
+
     pub fn pontoon(&self) -> Command {
         let mut cmd = Command::new(pontoon());
         cmd.env("PONTOON_TESTBED", &self.name);
