@@ -33,41 +33,14 @@ pub fn best_latency_lane(lanes: &[Caps]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// Splits `len` bytes into fragments of at most `frag` bytes spread over `lanes` in
-/// proportion to their bandwidth: each fragment goes to the lane that would finish
-/// its share soonest. Returns (lane, offset, length) in offset order.
-pub fn stripe(lanes: &[Caps], len: u64, frag: u64) -> Vec<(usize, u64, u64)> {
-    let frag = frag.max(1);
-    let mut out = Vec::with_capacity(len.div_ceil(frag) as usize);
-    let mut queued = vec![0u128; lanes.len().max(1)];
-    let mut offset = 0;
-    while offset < len {
-        let chunk = frag.min(len - offset);
-        let lane = if lanes.len() <= 1 {
-            0
-        } else {
-            // Finish time of the lane's queue after this chunk, in bytes / (bytes per second).
-            (0..lanes.len())
-                .min_by_key(|&i| {
-                    (queued[i] + u128::from(chunk)) * 1_000_000 / u128::from(lanes[i].bandwidth.max(1))
-                })
-                .unwrap_or(0)
-        };
-        queued[lane] += u128::from(chunk);
-        out.push((lane, offset, chunk));
-        offset += chunk;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lane(bw: u64) -> Caps {
+    fn lane(latency_ns: u64) -> Caps {
         Caps {
-            latency_ns: 1,
-            bandwidth: bw,
+            latency_ns,
+            bandwidth: 1,
             max_frame: 1 << 20,
             max_eager: 1 << 16,
             reliable: true,
@@ -77,23 +50,9 @@ mod tests {
     }
 
     #[test]
-    fn stripe_covers_everything_in_proportion() {
-        let plan = stripe(&[lane(1000), lane(3000)], 400 << 10, 1 << 10);
-        let mut next = 0;
-        let mut per_lane = [0u64; 2];
-        for (l, off, len) in &plan {
-            assert_eq!(*off, next);
-            next += len;
-            per_lane[*l] += len;
-        }
-        assert_eq!(next, 400 << 10);
-        assert_eq!(per_lane[1] / (per_lane[0] / 100), 300); // 3:1 split
-    }
-
-    #[test]
-    fn stripe_of_nothing_is_empty_and_single_lane_is_lane_zero() {
-        assert!(stripe(&[lane(1)], 0, 10).is_empty());
-        assert!(stripe(&[lane(1)], 25, 10).iter().all(|(l, _, _)| *l == 0));
-        assert_eq!(stripe(&[], 25, 10).len(), 3);
+    fn best_latency_lane_is_the_fastest_and_the_first_on_ties() {
+        assert_eq!(best_latency_lane(&[]), None);
+        assert_eq!(best_latency_lane(&[lane(30), lane(10), lane(20)]), Some(1));
+        assert_eq!(best_latency_lane(&[lane(10), lane(10)]), Some(0));
     }
 }

@@ -24,6 +24,9 @@ pub type RecvId = ReqId;
 pub struct EngineConfig {
     pub eager_limit: u32,
     pub frag_size: u32,
+    /// Fragment bytes a lane may have queued in the runtime before it gets more (for
+    /// the lane with the most bandwidth; slower lanes get proportionally less).
+    pub lane_queue: u64,
 }
 
 /// Completion information of a receive.
@@ -164,6 +167,18 @@ struct Peer {
     eager_limit: u32,
     /// Rendezvous fragment size towards this peer: the configured size, capped by its lanes.
     frag_size: u32,
+    /// Rendezvous payloads being handed out to lanes, oldest first.
+    streams: VecDeque<Stream>,
+}
+
+/// The fragments of a rendezvous send not yet given to a lane. Lanes pull fragments
+/// as their queues drain ([`Endpoint::fill_lanes`]), so a transfer is split by the
+/// speed the lanes really have, and control frames never wait behind a long queue.
+struct Stream {
+    send_id: SendId,
+    recv_id: RecvId,
+    next: u64,
+    end: u64,
 }
 
 struct RdvSend {
@@ -192,6 +207,8 @@ pub struct Endpoint {
     self_eager: HashMap<SendId, Envelope>,
     outputs: VecDeque<Output>,
     held_max: usize,
+    /// Peers with fragments waiting for a lane.
+    streaming: Vec<Rank>,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -210,6 +227,7 @@ impl Endpoint {
                 backlog: VecDeque::new(),
                 eager_limit: cfg.eager_limit,
                 frag_size: cfg.frag_size,
+                streams: VecDeque::new(),
             })
             .collect();
         Endpoint {
@@ -223,6 +241,7 @@ impl Endpoint {
             self_eager: HashMap::default(),
             outputs: VecDeque::new(),
             held_max: 0,
+            streaming: Vec::new(),
         }
     }
 
@@ -688,28 +707,80 @@ impl Endpoint {
     }
 
     fn send_fragments(&mut self, peer: Rank, send_id: SendId, recv_id: RecvId, len: u64) {
-        let p = &self.peers[peer as usize];
-        let frag = u64::from(p.frag_size);
-        let plan = crate::caps::stripe(&p.lanes, len, frag);
-        for (lane, offset, chunk) in plan {
-            let header = HeaderBytes::new(&DataRepr::Frag {
-                recv_id,
-                offset,
-                len: chunk as u32,
-            });
-            let payload = Some(SendSlice {
-                req: send_id,
-                offset,
-                len: chunk,
-            });
-            self.outputs.push_back(Output::Transmit {
-                peer,
-                lane,
-                header,
-                payload,
-                completes: None,
-            });
+        if len == 0 {
+            return; // the receiver takes nothing (FIN follows its CTS)
         }
+        let p = &mut self.peers[peer as usize];
+        p.streams.push_back(Stream {
+            send_id,
+            recv_id,
+            next: 0,
+            end: len,
+        });
+        if !self.streaming.contains(&peer) {
+            self.streaming.push(peer);
+        }
+    }
+
+    /// Whether rendezvous fragments wait for room on a lane: call [`Endpoint::fill_lanes`].
+    pub fn is_streaming(&self) -> bool {
+        !self.streaming.is_empty()
+    }
+
+    /// Hands waiting fragments to every lane whose queue is short. `queued(peer, lane)`
+    /// is the number of bytes the runtime still has to write on that lane. A lane
+    /// gets `lane_queue` bytes scaled by its share of the peer's best bandwidth, so a
+    /// fast lane that drains sooner comes back for more sooner: large messages are
+    /// striped in proportion to the bandwidth the lanes actually deliver. Returns
+    /// whether any fragment was handed out.
+    pub fn fill_lanes(&mut self, mut queued: impl FnMut(Rank, usize) -> u64) -> bool {
+        let mut handed_out = false;
+        let mut i = 0;
+        while i < self.streaming.len() {
+            let peer = self.streaming[i];
+            let p = &mut self.peers[peer as usize];
+            let frag = u64::from(p.frag_size);
+            let best_bw = p.lanes.iter().map(|c| c.bandwidth).max().unwrap_or(1).max(1);
+            for (lane, caps) in p.lanes.iter().enumerate() {
+                let share =
+                    u128::from(self.cfg.lane_queue) * u128::from(caps.bandwidth) / u128::from(best_bw);
+                let limit = (share as u64).max(1);
+                let mut q = queued(peer, lane);
+                while q < limit {
+                    let Some(s) = p.streams.front_mut() else { break };
+                    let (offset, chunk) = (s.next, frag.min(s.end - s.next));
+                    let (send_id, recv_id) = (s.send_id, s.recv_id);
+                    s.next += chunk;
+                    if s.next == s.end {
+                        p.streams.pop_front();
+                    }
+                    q += chunk;
+                    handed_out = true;
+                    self.outputs.push_back(Output::Transmit {
+                        peer,
+                        lane,
+                        header: HeaderBytes::new(&DataRepr::Frag {
+                            recv_id,
+                            offset,
+                            len: chunk as u32,
+                        }),
+                        payload: Some(SendSlice {
+                            req: send_id,
+                            offset,
+                            len: chunk,
+                        }),
+                        completes: None,
+                    });
+                }
+            }
+            if p.streams.is_empty() || p.lanes.is_empty() {
+                p.streams.clear();
+                self.streaming.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        handed_out
     }
 
     // ---- lanes and peers ---------------------------------------------------------
@@ -754,6 +825,7 @@ impl Endpoint {
     pub fn handle_lane_down(&mut self, peer: Rank, cause: &str) {
         if self.peers[peer as usize].state == PeerState::Finalized {
             self.peers[peer as usize].lanes.clear();
+            self.peers[peer as usize].streams.clear();
             return;
         }
         self.handle_peer_failed(peer, cause);
@@ -771,6 +843,7 @@ impl Endpoint {
         p.state = PeerState::Failed(cause.to_string());
         p.lanes.clear();
         p.held.clear();
+        p.streams.clear();
         let fail = Failure::PeerFailed {
             rank: peer,
             cause: cause.to_string(),

@@ -45,6 +45,9 @@ pub struct SimConfig {
     pub jitter_ns: u64,
     /// Largest frame payload on a lane: rendezvous fragments are cut to it.
     pub mtu: u32,
+    /// Sending rate per lane index in bytes per microsecond; a lane's frames queue
+    /// behind each other at that rate. Empty: unlimited.
+    pub lane_rate: Vec<u64>,
     pub eager_limit: u32,
     pub seed: u64,
 }
@@ -58,6 +61,7 @@ impl Default for SimConfig {
             lane_latency_ns: None,
             jitter_ns: 0,
             mtu: 1500,
+            lane_rate: Vec::new(),
             eager_limit: 4096,
             seed: 1,
         }
@@ -87,6 +91,10 @@ enum Event {
         b: Rank,
         lane: usize,
     },
+    /// A lane of `rank` finished sending a frame: its queue has room again.
+    Drained {
+        rank: Rank,
+    },
 }
 
 #[derive(Default)]
@@ -112,6 +120,10 @@ pub struct Sim {
     lane_base: HashMap<(Rank, Rank, usize), Nanos>,
     /// Per (from, to, lane): time of the last delivery, to keep each lane FIFO.
     lane_last: HashMap<(Rank, Rank, usize), Nanos>,
+    /// Per (from, to, lane): when the lane finishes sending what it has queued.
+    lane_busy: HashMap<(Rank, Rank, usize), Nanos>,
+    /// Frames sent per (from, to, lane), for statistics.
+    pub lane_frames: HashMap<(Rank, Rank, usize), u64>,
     next_req: ReqId,
     pairs_up: std::collections::HashSet<(Rank, Rank)>,
     /// Frames delivered, for statistics.
@@ -123,6 +135,7 @@ impl Sim {
         let ecfg = EngineConfig {
             eager_limit: cfg.eager_limit,
             frag_size: cfg.mtu,
+            lane_queue: 2 * u64::from(cfg.mtu),
         };
         let endpoints = (0..cfg.ranks)
             .map(|r| Endpoint::new(r, cfg.ranks, ecfg))
@@ -143,6 +156,8 @@ impl Sim {
             event_seq: 0,
             lane_base: HashMap::new(),
             lane_last: HashMap::new(),
+            lane_busy: HashMap::new(),
+            lane_frames: HashMap::new(),
             next_req: 1,
             pairs_up: Default::default(),
             frames: 0,
@@ -223,7 +238,21 @@ impl Sim {
         base
     }
 
-    fn lane_delay(&mut self, from: Rank, to: Rank, lane: usize) -> Nanos {
+    /// When a frame of `bytes` handed to a lane now arrives: after the lane's queue
+    /// and its own sending time, plus latency and jitter, never before the lane's
+    /// previous frame.
+    fn lane_delay(&mut self, from: Rank, to: Rank, lane: usize, bytes: u64) -> Nanos {
+        *self.lane_frames.entry((from, to, lane)).or_insert(0) += 1;
+        let sent = match self.cfg.lane_rate.get(lane) {
+            Some(&rate) => {
+                let busy = self.lane_busy.entry((from, to, lane)).or_insert(0);
+                *busy = (*busy).max(self.now) + bytes * 1000 / rate.max(1);
+                let done = *busy;
+                self.schedule(done, Event::Drained { rank: from });
+                done
+            }
+            None => self.now,
+        };
         let base = self.base_latency(from, to, lane);
         let jitter = if self.cfg.jitter_ns > 0 {
             self.rng.range(0, self.cfg.jitter_ns)
@@ -231,13 +260,35 @@ impl Sim {
             0
         };
         let last = self.lane_last.entry((from, to, lane)).or_insert(0);
-        let at = (self.now + base + jitter).max(*last);
+        let at = (sent + base + jitter).max(*last);
         *last = at;
         at
     }
 
-    /// Carries out every output of `rank`'s endpoint.
+    /// Carries out every output of `rank`'s endpoint, handing fragments to lanes
+    /// with room until none is left or every lane is full.
     fn drain(&mut self, rank: Rank) {
+        loop {
+            self.carry_out(rank);
+            if !self.endpoints[rank as usize].is_streaming() {
+                return;
+            }
+            let (busy, rates, now) = (&self.lane_busy, &self.cfg.lane_rate, self.now);
+            // Bytes a lane still has to send, at its rate.
+            let queued = |peer: Rank, lane: usize| match rates.get(lane) {
+                Some(&rate) => {
+                    let until = busy.get(&(rank, peer, lane)).copied().unwrap_or(0);
+                    until.saturating_sub(now) * rate / 1000
+                }
+                None => 0,
+            };
+            if !self.endpoints[rank as usize].fill_lanes(queued) {
+                return;
+            }
+        }
+    }
+
+    fn carry_out(&mut self, rank: Rank) {
         while let Some(out) = self.endpoints[rank as usize].poll() {
             let node = &mut self.nodes[rank as usize];
             match out {
@@ -256,7 +307,7 @@ impl Sim {
                     if let Some(req) = completes {
                         node.done.insert(req, Completion::Sent(Ok(())));
                     }
-                    let at = self.lane_delay(rank, peer, lane);
+                    let at = self.lane_delay(rank, peer, lane, bytes.len() as u64);
                     self.schedule(
                         at,
                         Event::Frame(Frame {
@@ -342,6 +393,11 @@ impl Sim {
                         let at = self.now + self.cfg.latency_ns.1;
                         self.schedule(at, Event::LaneUp { a, b, lane: lane + 1 });
                     }
+                }
+            }
+            Event::Drained { rank } => {
+                if !self.nodes[rank as usize].dead {
+                    self.drain(rank);
                 }
             }
             Event::Frame(f) => {

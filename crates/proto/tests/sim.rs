@@ -56,6 +56,61 @@ fn messages_keep_order_across_lanes_with_different_latency() {
 }
 
 #[test]
+fn large_messages_are_striped_by_the_speed_lanes_really_have() {
+    // Both lanes announce the same bandwidth, but one really sends three times
+    // faster: lanes pull fragments as they drain, so it carries about three quarters.
+    let cfg = SimConfig {
+        lanes: 2,
+        lane_rate: vec![100, 300],
+        mtu: 1000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let data = bytes(3, 1 << 20);
+    let r = sim.irecv(1, 0, 0, 1, data.len());
+    let s = sim.isend(0, 1, 0, 1, data.clone(), false);
+    sim.run();
+    assert_eq!(sim.completion(0, s), Some(&Completion::Sent(Ok(()))));
+    assert_eq!(received(&sim, 1, r).count, data.len() as u64);
+    assert!(sim.recv_buf(1, r) == &data[..], "payload intact");
+    let slow = sim.lane_frames[&(0, 1, 0)] as f64;
+    let fast = sim.lane_frames[&(0, 1, 1)] as f64;
+    let ratio = fast / slow;
+    assert!(
+        (2.7..3.3).contains(&ratio),
+        "fast/slow lane fragments {fast}/{slow} = {ratio:.2}"
+    );
+}
+
+#[test]
+fn a_small_message_overtakes_a_long_transfer_on_the_same_lane() {
+    // One slow lane (1 MB takes 10 ms): fragments are handed to it only as it drains,
+    // so a small message sent mid-transfer waits behind two fragments, not all of them.
+    let cfg = SimConfig {
+        lane_rate: vec![100],
+        mtu: 1000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let big = sim.irecv(1, 0, 0, 1, 1_000_000);
+    let small = sim.irecv(1, 0, 0, 2, 8);
+    sim.isend(0, 1, 0, 1, bytes(1, 1_000_000), false);
+    while sim.lane_frames.get(&(0, 1, 0)).copied().unwrap_or(0) < 100 {
+        assert!(sim.step(), "the transfer must be under way");
+    }
+    sim.isend(0, 1, 0, 2, bytes(2, 8), false);
+    while sim.completion(1, small).is_none() {
+        assert!(sim.step(), "the small message must arrive");
+    }
+    assert!(
+        sim.completion(1, big).is_none(),
+        "the small message arrived only after the transfer"
+    );
+    sim.run();
+    assert_eq!(received(&sim, 1, big).count, 1_000_000);
+}
+
+#[test]
 fn any_source_matches_in_arrival_order_and_serves_every_sender() {
     let cfg = SimConfig {
         ranks: 5,
@@ -305,8 +360,11 @@ proptest! {
         ops in proptest::collection::vec(arb_op(3), 1..120),
         seed in any::<u64>(),
         lanes in 1usize..4,
+        rated in any::<bool>(),
     ) {
-        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, seed, ..Default::default() };
+        // Rated lanes queue frames behind each other, so fragments are pulled by speed.
+        let lane_rate = if rated { vec![50, 400, 3] } else { Vec::new() };
+        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, seed, ..Default::default() };
         let mut sim = Sim::new(cfg);
         // Reference: per (dst, src) the messages in send order, and per rank the
         // receives in post order; each receive takes the earliest fitting message.

@@ -149,6 +149,9 @@ impl Runtime {
         let ecfg = EngineConfig {
             eager_limit: cfg.eager_limit,
             frag_size: cfg.frag_size,
+            // Two fragments: one being written while the next waits, so a lane never
+            // idles between fills, yet control frames queue behind little.
+            lane_queue: 2 * u64::from(cfg.frag_size),
         };
         let Some(env) = env else {
             let id = Identity {
@@ -441,7 +444,7 @@ impl Runtime {
                     reqs: &self.reqs,
                 };
                 let mut res = link.recv(&mut sink);
-                if res.is_ok() && link.tx_pending() {
+                if res.is_ok() && link.tx_queued() > 0 {
                     res = link.flush(&mut self.done_tokens).map(|_| true);
                 }
                 match res {
@@ -453,6 +456,11 @@ impl Runtime {
                 }
                 lane += 1;
             }
+        }
+        if self.ep.is_streaming() {
+            let links = &self.links;
+            self.ep
+                .fill_lanes(|peer, lane| links[peer as usize].get(lane).map_or(u64::MAX, |l| l.tx_queued()));
         }
         // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
@@ -876,7 +884,7 @@ impl Runtime {
         self.ep.finalize();
         self.drive_outputs();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.links.iter().flatten().any(|l| l.tx_pending()) && Instant::now() < deadline {
+        while self.links.iter().flatten().any(|l| l.tx_queued() > 0) && Instant::now() < deadline {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }

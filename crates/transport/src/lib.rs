@@ -65,8 +65,9 @@ pub trait Link {
     ) -> Result<bool, LinkError>;
     /// Writes queued frames; pushes the tokens of frames now completely written.
     fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError>;
-    /// Whether frames wait to be written.
-    fn tx_pending(&self) -> bool;
+    /// Bytes (headers and payloads) queued and not yet written to the socket; the
+    /// engine keeps this small so that lanes share a transfer by their real speed.
+    fn tx_queued(&self) -> u64;
     /// Reads what has arrived and hands complete headers and payloads to `sink`.
     /// Returns whether anything was read.
     fn recv<S: Sink<Token = Self::Token>>(&mut self, sink: &mut S) -> Result<bool, LinkError>;
