@@ -283,3 +283,55 @@ fn two_nics_give_two_lanes_on_separate_nics_and_the_policy_one() {
         assert_eq!(p["lanes"].as_array().unwrap().len(), 1, "{from} -> {to}: {p:#}");
     }
 }
+
+#[test]
+fn one_nic_with_several_addresses_gives_one_lane_per_pair() {
+    if !is_root() {
+        return;
+    }
+    // Every host's one NIC has IPv4 and IPv6 from the preset, plus an IPv4 alias and a
+    // second IPv6 address added the way an administrator would.
+    let bed = Bed::up(&preset(
+        "lan",
+        PresetOptions {
+            nodes: Some(3),
+            ..PresetOptions::default()
+        },
+    ));
+    let hosts = bed.open().host_names();
+    for (i, host) in hosts.iter().enumerate() {
+        for (family, addr) in [
+            ("-4", format!("10.0.0.{}/24", 101 + i)),
+            ("-6", format!("fd00:0:0:1::{}/64", 101 + i)),
+        ] {
+            let out = bed
+                .pontoon()
+                .args([
+                    "testbed", "exec", host, "--", "ip", family, "addr", "add", &addr, "dev", "eth0", "nodad",
+                ])
+                .output()
+                .expect("ip runs");
+            assert!(out.status.success(), "{host}: {}", text(&out.stderr));
+        }
+    }
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    for r in report["ranks"].as_array().expect("ranks") {
+        // The card lists the one NIC ("eth0: ADDR ADDR …") with all four addresses.
+        let eth0: Vec<&str> = r["interfaces"]
+            .as_array()
+            .expect("interfaces")
+            .iter()
+            .filter_map(|i| i.as_str()?.strip_prefix("eth0:"))
+            .collect();
+        assert_eq!(eth0.len(), 1, "{r:#}");
+        assert_eq!(eth0[0].split_whitespace().count(), 4, "{r:#}");
+    }
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(
+            p["lanes"].as_array().unwrap().len(),
+            1,
+            "{from} -> {to}: one NIC each, one lane: {p:#}"
+        );
+    }
+}
