@@ -42,6 +42,8 @@ struct RankReport {
     host: String,
     node: String,
     site: Option<String>,
+    /// The NAT the coordinator saw this rank's connection come through, if any.
+    nat: Option<String>,
     interfaces: Vec<String>,
     peers: Vec<PeerReport>,
 }
@@ -119,6 +121,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             .map(|c| format!("{:016x}", c.node))
             .unwrap_or_default(),
         site: card.as_ref().and_then(|c| c.site.clone()),
+        nat: card.as_ref().and_then(|c| c.nat()).map(|ip| ip.to_string()),
         interfaces: card
             .iter()
             .flat_map(|c| &c.ifaces)
@@ -157,9 +160,13 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     let mut out = format!("pontoon doctor: {size} ranks\n\nranks:\n");
     for r in ranks {
         let site = r["site"].as_str().unwrap_or("-");
+        let nat = r["nat"]
+            .as_str()
+            .map(|ip| format!(", behind NAT {ip}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {} on {} (node {}, site {site})",
+            "  {} on {} (node {}, site {site}{nat})",
             r["rank"],
             r["host"].as_str().unwrap_or("?"),
             r["node"].as_str().unwrap_or("?")

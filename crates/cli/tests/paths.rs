@@ -158,10 +158,39 @@ fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_wor
                 error.contains("within 3000 ms") && error.contains("relay"),
                 "{error}"
             );
+            // The coordinator's view explains it: one of the two is behind its head's NAT.
+            assert!(error.contains("behind NAT"), "{error}");
         } else {
             // Inside a cluster; or a head and a node across the NAT: the node connects out
             // to the head's public address, and the head waits for it instead of giving up.
             assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        }
+    }
+    // The coordinator runs on the first host. Compute nodes of the other cluster reach it
+    // through their head's NAT, and are seen with the head's public address; every other
+    // rank reaches it directly.
+    let coordinator_cluster = cluster(&hosts[0]);
+    for r in report["ranks"].as_array().expect("ranks") {
+        let host = &hosts[r["rank"].as_u64().unwrap() as usize];
+        let nat = r["nat"].as_str();
+        if cluster(host) != coordinator_cluster && !host.ends_with("head") {
+            let head = topo.host(&format!("{}-head", cluster(host))).unwrap();
+            let head_addrs: Vec<IpAddr> = topo
+                .nics(head)
+                .into_iter()
+                .flat_map(|n| n.addrs)
+                .map(|(a, _)| a)
+                .collect();
+            let ip: IpAddr = nat
+                .unwrap_or_else(|| panic!("{host} is behind a NAT: {r:#}"))
+                .parse()
+                .unwrap();
+            assert!(
+                head_addrs.contains(&ip),
+                "{host} seen as {ip}, not as its head: {r:#}"
+            );
+        } else {
+            assert_eq!(nat, None, "{host} reaches the coordinator directly: {r:#}");
         }
     }
 }

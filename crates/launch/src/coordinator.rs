@@ -361,8 +361,9 @@ impl Coordinator {
         c.pre = Vec::new();
         self.by_rank[rank as usize] = Some(id);
         self.said_hello[rank as usize] = true;
-        let mac = ctl::welcome_mac(&self.secret, &job_id, rank, &nonce);
-        self.send_conn(id, &FromCoordinator::Welcome { mac }, poller);
+        let seen_from = c.peer;
+        let mac = ctl::welcome_mac(&self.secret, &job_id, rank, &nonce, &seen_from);
+        self.send_conn(id, &FromCoordinator::Welcome { mac, seen_from }, poller);
         // A late rank learns what the others already know.
         for (r, cause) in self.failed.clone() {
             self.send_conn(id, &FromCoordinator::PeerFailed { rank: r, cause }, poller);

@@ -100,8 +100,13 @@ fn join(addr: SocketAddr, rank: u32) -> (TcpStream, Decoder) {
     let mut s = connect(addr);
     let nonce = hello_with(&mut s, JOB, SECRET, rank);
     let mut d = Decoder::default();
-    let want = ctl::welcome_mac(&SECRET, &JOB, rank, &nonce);
-    assert_eq!(recv(&mut s, &mut d), Some(FromCoordinator::Welcome { mac: want }));
+    // The coordinator reports where the connection came from, under the MAC.
+    let seen_from = s.local_addr().unwrap();
+    let mac = ctl::welcome_mac(&SECRET, &JOB, rank, &nonce, &seen_from);
+    assert_eq!(
+        recv(&mut s, &mut d),
+        Some(FromCoordinator::Welcome { mac, seen_from })
+    );
     (s, d)
 }
 
@@ -232,10 +237,11 @@ fn a_burst_of_ranks_all_get_in() {
         .collect();
     h.pump_until(|h| (0..n).all(|r| h.c.said_hello(r)));
     for (rank, (s, nonce)) in clients.iter_mut().enumerate() {
-        let want = ctl::welcome_mac(&SECRET, &JOB, rank as u32, nonce);
+        let seen_from = s.local_addr().unwrap();
+        let mac = ctl::welcome_mac(&SECRET, &JOB, rank as u32, nonce, &seen_from);
         assert_eq!(
             recv(s, &mut Decoder::default()),
-            Some(FromCoordinator::Welcome { mac: want })
+            Some(FromCoordinator::Welcome { mac, seen_from })
         );
     }
 }

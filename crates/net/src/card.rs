@@ -39,6 +39,10 @@ pub struct EndpointCard {
     /// The launcher's host group (`PONTOON_SITE`), if it gave one. Private addresses of a
     /// peer are tried only where it may share the network: same site, or unknown.
     pub site: Option<String>,
+    /// The address the launcher's coordinator saw this rank's control connection come
+    /// from; not one of the card's addresses when a NAT lies in between (see
+    /// [`EndpointCard::nat`]).
+    pub seen_from: Option<IpAddr>,
     /// Listening ports (0: no listener of that family).
     pub port4: u16,
     pub port6: u16,
@@ -94,10 +98,23 @@ impl EndpointCard {
         EndpointCard {
             node,
             site,
+            seen_from: None,
             port4: ports.0,
             port6: ports.1,
             ifaces,
         }
+    }
+
+    /// The NAT this rank sits behind, as far as the coordinator can tell: the address its
+    /// control connection came from when that is none of the rank's own (a rank of the
+    /// coordinator's own host, loopback, is behind none). Ranks behind one NAT share a
+    /// private network; ranks behind different NATs probably do not — but one network can
+    /// leave through several NAT addresses (one gateway per zone in a cloud VPC), so this
+    /// orders candidates and explains failures; only a declared site excludes addresses.
+    pub fn nat(&self) -> Option<IpAddr> {
+        let seen = self.seen_from?;
+        let own = seen.is_loopback() || self.addresses().any(|(_, a)| a == seen);
+        (!own).then_some(seen)
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -204,6 +221,21 @@ mod tests {
         let card2 = EndpointCard::new(&ifaces, &policy, 7, None, (1000, 1001));
         assert!(card2.ifaces.iter().all(|i| i.name != "docker0"));
         assert_eq!(EndpointCard::decode(&card.encode()).unwrap(), card);
+    }
+
+    #[test]
+    fn a_nat_is_a_seen_address_that_is_not_our_own() {
+        let ifaces = [iface(1, "lo", &["127.0.0.1"]), iface(2, "eth0", &["10.0.0.11"])];
+        let mut card = EndpointCard::new(&ifaces, &IfPolicy::default(), 7, None, (1, 1));
+        assert_eq!(card.nat(), None, "nothing seen, nothing known");
+        for own in ["10.0.0.11", "127.0.0.1", "::1"] {
+            card.seen_from = Some(own.parse().unwrap());
+            assert_eq!(card.nat(), None, "{own} is this host's");
+        }
+        card.seen_from = Some("198.51.100.2".parse().unwrap());
+        assert_eq!(card.nat(), Some("198.51.100.2".parse().unwrap()));
+        let back = EndpointCard::decode(&card.encode()).unwrap();
+        assert_eq!(back.nat(), card.nat(), "travels in the card");
     }
 
     #[test]

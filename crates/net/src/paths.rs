@@ -161,6 +161,7 @@ mod tests {
         EndpointCard {
             node,
             site: site.map(str::to_string),
+            seen_from: None,
             port4: 4000,
             port6: 6000,
             ifaces: ifaces

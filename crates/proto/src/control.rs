@@ -34,7 +34,12 @@ pub enum ToCoordinator {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FromCoordinator {
     /// Answer to `Hello`; `mac` over the rank's nonce proves the coordinator knows the secret.
-    Welcome { mac: [u8; 32] },
+    /// `seen_from` is the address the connection came from as the coordinator sees it: not
+    /// one of the rank's own when a NAT lies between them.
+    Welcome {
+        mac: [u8; 32],
+        seen_from: std::net::SocketAddr,
+    },
     /// Every key put by any rank before fence `epoch`.
     FenceDone { epoch: u32, kvs: Vec<(String, Vec<u8>)> },
     /// A rank died or failed; pending operations with it must fail, not hang.
@@ -59,9 +64,17 @@ pub fn hello_mac(secret: &[u8; 32], job_id: &[u8; 16], rank: u32, nonce: &[u8; 1
     crate::wire::handshake::mac(secret, &transcript(b"pontoon-ctl-hello", job_id, rank, nonce))
 }
 
-/// MAC the coordinator puts in its `Welcome`.
-pub fn welcome_mac(secret: &[u8; 32], job_id: &[u8; 16], rank: u32, nonce: &[u8; 16]) -> [u8; 32] {
-    crate::wire::handshake::mac(secret, &transcript(b"pontoon-ctl-welcome", job_id, rank, nonce))
+/// MAC the coordinator puts in its `Welcome` (over `seen_from` too).
+pub fn welcome_mac(
+    secret: &[u8; 32],
+    job_id: &[u8; 16],
+    rank: u32,
+    nonce: &[u8; 16],
+    seen_from: &std::net::SocketAddr,
+) -> [u8; 32] {
+    let mut t = transcript(b"pontoon-ctl-welcome", job_id, rank, nonce);
+    t.extend_from_slice(seen_from.to_string().as_bytes());
+    crate::wire::handshake::mac(secret, &t)
 }
 
 pub use crate::wire::handshake::mac_eq;
@@ -168,7 +181,14 @@ mod tests {
         let s = [5; 32];
         let h = hello_mac(&s, &[1; 16], 2, &[3; 16]);
         assert_ne!(h, hello_mac(&s, &[1; 16], 3, &[3; 16]));
-        assert_ne!(h, welcome_mac(&s, &[1; 16], 2, &[3; 16]));
+        let from: std::net::SocketAddr = "10.0.0.5:4000".parse().unwrap();
+        let w = welcome_mac(&s, &[1; 16], 2, &[3; 16], &from);
+        assert_ne!(h, w);
+        // A forged `seen_from` breaks the MAC.
+        assert_ne!(
+            w,
+            welcome_mac(&s, &[1; 16], 2, &[3; 16], &"198.51.100.9:4000".parse().unwrap())
+        );
     }
 
     proptest! {

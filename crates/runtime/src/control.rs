@@ -61,6 +61,8 @@ pub enum ControlError {
 pub struct ControlClient {
     stream: TcpStream,
     peer: SocketAddr,
+    /// This end of the connection as the coordinator saw it (behind NAT: the NAT's address).
+    seen_from: SocketAddr,
     rank: u32,
     decoder: Decoder,
     /// Events that arrived while a blocking call waited for something else.
@@ -82,8 +84,13 @@ const REFUSED: &str = "closed the connection without a Welcome: it refused this 
                        secret, or this rank is already connected)";
 
 /// Connects to `addr` and authenticates; on success returns the stream and the decoder
-/// (which may already hold messages sent right after `Welcome`).
-fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<(TcpStream, Decoder), String> {
+/// (which may already hold messages sent right after `Welcome`), and the address the
+/// coordinator saw the connection come from.
+fn attempt(
+    env: &JobEnv,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<(TcpStream, Decoder, SocketAddr), String> {
     let deadline = Instant::now() + timeout;
     let remaining = || {
         deadline
@@ -111,12 +118,12 @@ fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<(TcpStre
     loop {
         match decoder.next::<FromCoordinator>() {
             Err(e) => return Err(format!("answered with garbage ({e}): not a pontoon coordinator")),
-            Ok(Some(FromCoordinator::Welcome { mac })) => {
-                let want = ctl::welcome_mac(&env.secret, &env.job_id, env.rank, &nonce);
+            Ok(Some(FromCoordinator::Welcome { mac, seen_from })) => {
+                let want = ctl::welcome_mac(&env.secret, &env.job_id, env.rank, &nonce, &seen_from);
                 if !ctl::mac_eq(&mac, &want) {
                     return Err("answered with a wrong MAC: the coordinator of another job".into());
                 }
-                return Ok((s, decoder));
+                return Ok((s, decoder, seen_from));
             }
             Ok(Some(FromCoordinator::Shutdown { reason })) => {
                 return Err(format!("refused this rank: {reason}"))
@@ -176,7 +183,7 @@ impl ControlClient {
         let mut failed = Vec::new();
         for e in order {
             match attempt(env, e.addr, attempt_timeout) {
-                Ok((stream, decoder)) => {
+                Ok((stream, decoder, seen_from)) => {
                     stream.set_read_timeout(None)?;
                     stream.set_write_timeout(None)?;
                     stream.set_nonblocking(true)?;
@@ -184,6 +191,7 @@ impl ControlClient {
                     return Ok(ControlClient {
                         stream,
                         peer: e.addr,
+                        seen_from,
                         rank: env.rank,
                         decoder,
                         queued: VecDeque::new(),
@@ -207,6 +215,11 @@ impl ControlClient {
     /// The coordinator address that answered.
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// Where the coordinator saw this rank's connection come from.
+    pub fn seen_from(&self) -> SocketAddr {
+        self.seen_from
     }
 
     pub fn rank(&self) -> u32 {
@@ -433,8 +446,9 @@ mod tests {
             else {
                 panic!("no hello")
             };
-            let mac = ctl::welcome_mac(&secret, &job_id, rank, &nonce);
-            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac }))
+            let seen_from = s.peer_addr().unwrap();
+            let mac = ctl::welcome_mac(&secret, &job_id, rank, &nonce, &seen_from);
+            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac, seen_from }))
                 .unwrap();
             script(&mut s, &mut d);
         });

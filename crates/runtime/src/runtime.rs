@@ -177,7 +177,7 @@ impl Runtime {
         })?;
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
-        let card = EndpointCard::new(
+        let mut card = EndpointCard::new(
             &ifaces,
             &cfg.policy,
             net::node_id(),
@@ -190,6 +190,7 @@ impl Runtime {
                 env.rank
             ))
         };
+        card.seen_from = Some(control.seen_from().ip());
         control
             .put(&format!("card/{}", env.rank), &card.encode())
             .map_err(|e| setup(&e))?;
@@ -778,15 +779,36 @@ impl Runtime {
             self.connect_deadline.remove(&p);
             let report = self.connect_reports.remove(&p).unwrap_or_default();
             let cause = format!(
-                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}. If the \
-                 ranks are in different private networks, IPv6 on both sites would help (a relay on a \
-                 head node will, once pontoon has one)",
-                self.cfg.connect_timeout.as_millis()
+                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}{}. \
+                 Between different private networks, IPv6 on both sites would help (a relay on a head \
+                 node will, once pontoon has one)",
+                self.cfg.connect_timeout.as_millis(),
+                self.nat_note(p)
             );
             self.ep.handle_peer_failed(p, &cause);
             any = true;
         }
         any
+    }
+
+    /// What the coordinator saw of the NATs between it and the two ranks, when they differ:
+    /// the likely reason why private addresses led nowhere.
+    fn nat_note(&self, peer: Rank) -> String {
+        let nat = |r: Rank| self.cards.get(&r).and_then(EndpointCard::nat);
+        let seen = |n: Option<std::net::IpAddr>| match n {
+            Some(ip) => format!("behind NAT {ip}"),
+            None => "directly".to_string(),
+        };
+        let (mine, theirs) = (nat(self.id.rank), nat(peer));
+        if mine == theirs {
+            return String::new();
+        }
+        format!(
+            "; the launcher's coordinator sees this rank {} and rank {peer} {}: probably \
+             different private networks",
+            seen(mine),
+            seen(theirs)
+        )
     }
 
     /// A rank sends one first-lane HELLO at a time, so of two accepted first connections
