@@ -38,7 +38,7 @@ pub enum FromCoordinator {
     /// one of the rank's own when a NAT lies between them.
     Welcome {
         mac: [u8; 32],
-        seen_from: std::net::SocketAddr,
+        seen_from: core::net::SocketAddr,
     },
     /// Every key put by any rank before fence `epoch`.
     FenceDone { epoch: u32, kvs: Vec<(String, Vec<u8>)> },
@@ -70,7 +70,7 @@ pub fn welcome_mac(
     job_id: &[u8; 16],
     rank: u32,
     nonce: &[u8; 16],
-    seen_from: &std::net::SocketAddr,
+    seen_from: &core::net::SocketAddr,
 ) -> [u8; 32] {
     let mut t = transcript(b"pontoon-ctl-welcome", job_id, rank, nonce);
     t.extend_from_slice(seen_from.to_string().as_bytes());
@@ -181,7 +181,7 @@ mod tests {
         let s = [5; 32];
         let h = hello_mac(&s, &[1; 16], 2, &[3; 16]);
         assert_ne!(h, hello_mac(&s, &[1; 16], 3, &[3; 16]));
-        let from: std::net::SocketAddr = "10.0.0.5:4000".parse().unwrap();
+        let from: core::net::SocketAddr = "10.0.0.5:4000".parse().unwrap();
         let w = welcome_mac(&s, &[1; 16], 2, &[3; 16], &from);
         assert_ne!(h, w);
         // A forged `seen_from` breaks the MAC.
