@@ -71,15 +71,8 @@ for i in $(seq "$RUNS"); do
     echo "run $i/$RUNS done" >&2
 done
 
-read -r sl slmin slmax <<<"$(stats "$tmp/sock_lat")"
-read -r pl plmin plmax <<<"$(stats "$tmp/pp_lat")"
-read -r sb sbmin sbmax <<<"$(stats "$tmp/sock_bw")"
-read -r pb pbmin pbmax <<<"$(stats "$tmp/pp_bw")"
-read -r ib ibmin ibmax <<<"$(stats "$tmp/iperf")"
-read -r wb wbmin wbmax <<<"$(stats "$tmp/bw")"
-
 echo "| figure ($WHERE, $RUNS runs, $placement) | anchor median (min-max) | pontoon median (min-max) | pontoon / anchor |"
 echo "|---|---|---|---|"
-printf '| 8 B one-way latency, us (anchor: sockpp) | %s (%s-%s) | %s (%s-%s) | %.2fx |\n' "$sl" "$slmin" "$slmax" "$pl" "$plmin" "$plmax" "$(echo "$pl $sl" | awk '{ print $1 / $2 }')"
-printf '| 4 MiB ping-pong bandwidth, MB/s (anchor: sockpp) | %s (%s-%s) | %s (%s-%s) | %.2fx |\n' "$sb" "$sbmin" "$sbmax" "$pb" "$pbmin" "$pbmax" "$(echo "$pb $sb" | awk '{ print $1 / $2 }')"
-printf '| 4 MiB streaming bandwidth, Mbit/s (anchor: iperf3, 1 stream; pontoon: bw) | %s (%s-%s) | %s (%s-%s) | %.2fx |\n' "$ib" "$ibmin" "$ibmax" "$wb" "$wbmin" "$wbmax" "$(echo "$wb $ib" | awk '{ print $1 / $2 }')"
+compare_row "8 B one-way latency, us (anchor: sockpp)" "$tmp/sock_lat" "$tmp/pp_lat"
+compare_row "4 MiB ping-pong bandwidth, MB/s (anchor: sockpp)" "$tmp/sock_bw" "$tmp/pp_bw"
+compare_row "4 MiB streaming bandwidth, Mbit/s (anchor: iperf3, 1 stream; pontoon: bw)" "$tmp/iperf" "$tmp/bw"

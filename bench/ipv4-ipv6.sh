@@ -37,11 +37,7 @@ done
 unset PONTOON_IF_INCLUDE
 PONTOON_IF_INCLUDE=${cidr[v6]} "$pontoon" run --testbed "$bed" -n 2 "$pontoon" doctor | grep -A3 '^paths' >&2
 
-read -r l4 l4min l4max <<<"$(stats "$tmp/lat_v4")"
-read -r l6 l6min l6max <<<"$(stats "$tmp/lat_v6")"
-read -r b4 b4min b4max <<<"$(stats "$tmp/bw_v4")"
-read -r b6 b6min b6max <<<"$(stats "$tmp/bw_v6")"
 echo "| figure (lan testbed, ${RATE} Mbit/s tbf, $RUNS runs, pinned) | IPv4 median (min-max) | IPv6 median (min-max) | IPv6 / IPv4 |"
 echo "|---|---|---|---|"
-printf '| 8 B one-way latency, us | %s (%s-%s) | %s (%s-%s) | %.3fx |\n' "$l4" "$l4min" "$l4max" "$l6" "$l6min" "$l6max" "$(echo "$l6 $l4" | awk '{ print $1 / $2 }')"
-printf '| 4 MiB streaming bandwidth, Mbit/s | %s (%s-%s) | %s (%s-%s) | %.3fx |\n' "$b4" "$b4min" "$b4max" "$b6" "$b6min" "$b6max" "$(echo "$b6 $b4" | awk '{ print $1 / $2 }')"
+compare_row "8 B one-way latency, us" "$tmp/lat_v4" "$tmp/lat_v6" 3
+compare_row "4 MiB streaming bandwidth, Mbit/s" "$tmp/bw_v4" "$tmp/bw_v6" 3

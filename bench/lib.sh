@@ -3,6 +3,16 @@
 # stats FILE: "median min max" of the numbers in FILE, one per line.
 stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, v[1], v[NR] }'; }
 
+# compare_row LABEL BASE_FILE OTHER_FILE [DIGITS]: a markdown table row
+# "| LABEL | base median (min-max) | other median (min-max) | other / base |".
+compare_row() {
+    local b bmin bmax o omin omax
+    read -r b bmin bmax <<<"$(stats "$2")"
+    read -r o omin omax <<<"$(stats "$3")"
+    printf "| %s | %s (%s-%s) | %s (%s-%s) | %.${4:-2}fx |\n" "$1" "$b" "$bmin" "$bmax" "$o" "$omin" "$omax" \
+        "$(awk -v o="$o" -v b="$b" 'BEGIN { print o / b }')"
+}
+
 # need FILE...: stop with a hint unless every FILE is an executable (a release build).
 need() {
     local f

@@ -603,7 +603,7 @@ impl Endpoint {
                 if let Some(s) = self.rdv_sends.get_mut(&send_id) {
                     s.cts_seen = true;
                 }
-                self.send_fragments(peer, send_id, recv_id, accept_len);
+                self.queue_fragments(peer, send_id, recv_id, accept_len);
                 Ok(none)
             }
             DataRepr::Frag { recv_id, offset, len } => {
@@ -706,7 +706,8 @@ impl Endpoint {
         }
     }
 
-    fn send_fragments(&mut self, peer: Rank, send_id: SendId, recv_id: RecvId, len: u64) {
+    /// A CTS accepted `len` bytes: the fragments wait for lanes with room (`fill_lanes`).
+    fn queue_fragments(&mut self, peer: Rank, send_id: SendId, recv_id: RecvId, len: u64) {
         if len == 0 {
             return; // the receiver takes nothing (FIN follows its CTS)
         }
