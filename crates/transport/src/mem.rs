@@ -18,6 +18,8 @@ enum Owner {
     /// A typed vector (`Vec<T>` of plain-old-data), kept as it was allocated.
     Typed(Box<dyn std::any::Any + Send>),
     Borrowed,
+    /// A view of part of another buffer, which it keeps alive.
+    Parent(#[allow(dead_code)] Buffer),
 }
 
 struct Inner {
@@ -120,6 +122,51 @@ impl Buffer {
             }) => Some(v),
             _ => None,
         }
+    }
+
+    /// A buffer for bytes `[offset, offset + len)` of this one (clamped), sharing its
+    /// memory and keeping it alive: collectives send and receive parts of one buffer.
+    pub fn view(&self, offset: u64, len: u64) -> Buffer {
+        let (start, n) = self.clamp(offset, len);
+        // SAFETY: `start <= self.len`, so the pointer stays inside (or one past) the
+        // allocation, which the parent handle kept in `_owner` keeps valid.
+        let ptr = unsafe { NonNull::new_unchecked(self.0.ptr.as_ptr().add(start)) };
+        Buffer(Arc::new(Inner {
+            ptr,
+            len: n,
+            writable: self.0.writable,
+            _owner: Owner::Parent(self.clone()),
+        }))
+    }
+
+    /// Runs `f(input, inout)` on bytes `[src_offset, +len)` of `src` and `[offset, +len)`
+    /// of this buffer (both clamped to the shorter), as a reduction does. If the two
+    /// ranges share memory, `f` reads a copy of `src`. Returns false for a read-only buffer.
+    pub fn combine(
+        &self,
+        offset: u64,
+        src: &Buffer,
+        src_offset: u64,
+        len: u64,
+        f: impl FnOnce(&[u8], &mut [u8]),
+    ) -> bool {
+        if !self.0.writable {
+            return false;
+        }
+        let input = src.slice(src_offset, len);
+        let inout = self.slice_mut(offset, input.len() as u64);
+        let input = &input[..inout.len()];
+        let overlap = {
+            let (a, b) = (input.as_ptr_range(), inout.as_ptr_range());
+            !input.is_empty() && a.start < b.end && b.start < a.end
+        };
+        if overlap {
+            let copy = input.to_vec();
+            f(&copy, inout);
+        } else {
+            f(input, inout);
+        }
+        true
     }
 
     /// Bytes `[offset, offset + len)`, clamped to the buffer.
@@ -256,5 +303,38 @@ mod tests {
             b.write_at(0, &[7, 8]);
         });
         assert_eq!(w, [7, 8]);
+    }
+
+    #[test]
+    fn views_share_memory_and_keep_the_parent_alive() {
+        let b = Buffer::owned(vec![0; 8]);
+        let v = b.view(2, 4);
+        drop(b);
+        assert_eq!(v.write_at(0, &[1, 2, 3, 4, 5]), 4);
+        assert_eq!(v.slice(0, 8), &[1, 2, 3, 4]);
+        assert_eq!(v.view(3, 9).slice(0, 9), &[4]);
+        let mut m = vec![0u8; 4];
+        lend(&[1, 2, 3, 4], |b| {
+            let ro = b.view(0, 2);
+            assert_eq!(ro.write_at(0, &[9]), 0, "a view of a send buffer stays read-only");
+        });
+        lend_mut(&mut m, |b| {
+            b.view(1, 2).write_at(0, &[7, 7]);
+        });
+        assert_eq!(m, [0, 7, 7, 0]);
+    }
+
+    #[test]
+    fn combine_reads_a_copy_when_the_ranges_overlap() {
+        let b = Buffer::owned(vec![1, 2, 3, 4]);
+        let add = |i: &[u8], io: &mut [u8]| io.iter_mut().zip(i).for_each(|(o, i)| *o += *i);
+        assert!(b.combine(0, &b.clone(), 2, 2, add));
+        assert_eq!(b.slice(0, 4), &[4, 6, 3, 4]);
+        // Overlapping ranges of one buffer: the input is read before it is changed.
+        assert!(b.combine(1, &b.clone(), 0, 3, add));
+        assert_eq!(b.slice(0, 4), &[4, 10, 9, 7]);
+        let other = Buffer::owned(vec![1; 2]);
+        assert!(b.view(2, 2).combine(0, &other, 0, 9, add));
+        assert_eq!(b.slice(0, 4), &[4, 10, 10, 8]);
     }
 }
