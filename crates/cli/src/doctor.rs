@@ -67,8 +67,8 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
         .iter()
         .zip(sends.into_iter().zip(recvs))
         .map(|(&peer, (s, r))| {
-            let sent = s.wait().0;
-            let got = r.wait().0;
+            let sent = s.and_then(|s| s.wait().0);
+            let got = r.and_then(|r| r.wait().0);
             (peer, sent.and(got).map(|_| ()).map_err(|e| e.to_string()))
         })
         .collect()

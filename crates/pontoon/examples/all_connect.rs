@@ -6,14 +6,14 @@ fn main() -> Result<(), pontoon::Error> {
     let universe = pontoon::init()?;
     let world = universe.world();
     let (me, n) = (world.rank(), world.size());
-    let recvs: Vec<_> = (0..n)
+    let recvs: Vec<(u32, pontoon::Request<u32>)> = (0..n)
         .filter(|r| *r != me)
-        .map(|r| (r, world.irecv(vec![0u32; 2], Some(r), 7)))
-        .collect();
-    let sends: Vec<_> = (0..n)
+        .map(|r| Ok((r, world.irecv(vec![0u32; 2], Some(r), 7)?)))
+        .collect::<Result<_, pontoon::Error>>()?;
+    let sends: Vec<pontoon::Request<u32>> = (0..n)
         .filter(|r| *r != me)
         .map(|r| world.isend(vec![me, r], r, 7))
-        .collect();
+        .collect::<Result<_, _>>()?;
     for s in sends {
         s.wait().0?;
     }

@@ -31,7 +31,10 @@ fn main() -> Result<(), Error> {
         }
         match world.rank() {
             0 => {
-                let reqs = bufs.drain(..).map(|b| world.isend(b, 1, 1)).collect();
+                let reqs = bufs
+                    .drain(..)
+                    .map(|b| world.isend(b, 1, 1))
+                    .collect::<Result<_, _>>()?;
                 for (st, b) in wait_all(reqs) {
                     st?;
                     bufs.push(b);
@@ -39,7 +42,10 @@ fn main() -> Result<(), Error> {
                 world.recv(&mut [0u8; 1], Some(1), 2)?;
             }
             1 => {
-                let reqs = bufs.drain(..).map(|b| world.irecv(b, Some(0), 1)).collect();
+                let reqs = bufs
+                    .drain(..)
+                    .map(|b| world.irecv(b, Some(0), 1))
+                    .collect::<Result<_, _>>()?;
                 for (st, b) in wait_all(reqs) {
                     st?;
                     bufs.push(b);

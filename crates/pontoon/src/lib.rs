@@ -11,9 +11,24 @@
 //! `Vec` and give it back when the request completes.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use runtime::{Buffer, Runtime};
 pub use runtime::{Failure, Rank, ANY_SOURCE, ANY_TAG};
+
+mod attr;
+pub mod coll;
+mod comm;
+pub mod datatype;
+pub mod group;
+pub mod op;
+
+pub use attr::{CopyFn, DeleteFn, Keyval};
+pub use coll::{CollRequest, Input};
+pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
+pub use datatype::{Basic, Datatype, Equivalence, PairValue};
+pub use group::{Compare, Group};
+pub use op::Op;
 
 /// Plain-old-data element types that can be sent as bytes.
 pub use bytemuck::Pod;
@@ -26,6 +41,9 @@ pub enum Error {
     /// The message was longer than the receive buffer; the first `count` bytes were kept.
     #[error("message truncated: the message from rank {source_rank} (tag {tag}) is longer than the receive buffer of {count} bytes; post a larger buffer, or probe first")]
     Truncated { source_rank: Rank, tag: i32, count: u64 },
+    /// A bad argument: the message says which and why.
+    #[error("{0}")]
+    Arg(String),
     #[error("{0}")]
     Runtime(String),
 }
@@ -57,7 +75,7 @@ impl Status {
     }
 }
 
-fn status(c: runtime::Completion) -> Result<Status> {
+pub(crate) fn status(c: runtime::Completion) -> Result<Status> {
     let st = c?;
     if st.truncated {
         return Err(Error::Truncated {
@@ -77,21 +95,71 @@ fn status(c: runtime::Completion) -> Result<Status> {
 pub struct Universe {
     rt: RefCell<Runtime>,
     finalized: std::cell::Cell<bool>,
+    contexts: RefCell<comm::ContextPool>,
+    tuning: coll::algos::Tuning,
+    world: Rc<comm::CommData>,
+    me: Rc<comm::CommData>,
+    /// Non-blocking collectives in flight (advanced by the runtime's background task).
+    active: coll::Active,
 }
 
 /// Starts pontoon: under `pontoon run`, joins the job; otherwise runs as a single rank.
 pub fn init() -> Result<Universe> {
-    let rt = Runtime::init()?;
+    let mut rt = Runtime::init()?;
+    let active = coll::Active::default();
+    rt.set_background(Some(coll::background(active.clone())));
+    let (rank, size) = (rt.rank(), rt.size());
+    let c = &rt.cfg;
+    let tuning = coll::algos::Tuning {
+        bcast_long: c.coll_bcast_long,
+        allreduce_long: c.coll_allreduce_long,
+        allgather_long: c.coll_allgather_long,
+        alltoall_long: c.coll_alltoall_long,
+        gather_long: c.coll_gather_long,
+    };
+    let world = comm::new_comm_data(
+        Group::new((0..size).collect(), rank),
+        0,
+        size,
+        "MPI_COMM_WORLD",
+        true,
+    );
+    let me = comm::new_comm_data(Group::new(vec![rank], rank), 1, size, "MPI_COMM_SELF", true);
     Ok(Universe {
         rt: RefCell::new(rt),
         finalized: std::cell::Cell::new(false),
+        contexts: RefCell::new(comm::ContextPool::new()),
+        tuning,
+        world: Rc::new(world),
+        me: Rc::new(me),
+        active,
     })
 }
 
 impl Universe {
-    /// All ranks of the job.
+    /// All ranks of the job (MPI_COMM_WORLD).
     pub fn world(&self) -> Comm<'_> {
-        Comm { u: self, ctx: 0 }
+        Comm {
+            u: self,
+            d: self.world.clone(),
+        }
+    }
+
+    /// This process alone (MPI_COMM_SELF).
+    pub fn self_comm(&self) -> Comm<'_> {
+        Comm {
+            u: self,
+            d: self.me.clone(),
+        }
+    }
+
+    pub(crate) fn world_size(&self) -> u32 {
+        self.world.group.size()
+    }
+
+    /// Context ids in use at this process (COMM_WORLD and COMM_SELF included).
+    pub fn contexts_in_use(&self) -> usize {
+        self.contexts.borrow().in_use()
     }
 
     /// Seconds since an arbitrary point in the past (MPI_Wtime).
@@ -142,10 +210,16 @@ impl Universe {
         self.rt.borrow_mut().exchange(key, value).map_err(Error::from)
     }
 
-    /// Ends the job for this rank: waits until every rank got here.
-    pub fn finalize(self) -> Result<()> {
-        self.finalized.set(true);
-        self.rt.borrow_mut().finalize().map_err(Error::from)
+    /// Ends the job for this rank: deletes the attributes of COMM_SELF, then of
+    /// COMM_WORLD (their delete callbacks run), and waits until every rank got here.
+    /// Later calls do nothing.
+    pub fn finalize(&self) -> Result<()> {
+        if self.finalized.replace(true) {
+            return Ok(());
+        }
+        let attrs = attr::delete_all(&self.self_comm()).and(attr::delete_all(&self.world()));
+        self.rt.borrow_mut().finalize().map_err(Error::from)?;
+        attrs
     }
 
     /// Ends the whole job with `code` (MPI_Abort).
@@ -157,128 +231,18 @@ impl Universe {
 impl Drop for Universe {
     fn drop(&mut self) {
         if !self.finalized.get() {
+            let _ = attr::delete_all(&self.self_comm());
+            let _ = attr::delete_all(&self.world());
             let _ = self.rt.borrow_mut().finalize();
         }
     }
 }
 
-/// A communicator (for now `COMM_WORLD`).
-#[derive(Clone, Copy)]
-pub struct Comm<'u> {
-    u: &'u Universe,
-    ctx: u32,
-}
-
-fn src(source: Option<Rank>) -> i32 {
-    source.map_or(ANY_SOURCE, |r| r as i32)
-}
-
-impl<'u> Comm<'u> {
-    pub fn rank(&self) -> Rank {
-        self.u.rt.borrow().rank()
-    }
-    pub fn size(&self) -> u32 {
-        self.u.rt.borrow().size()
-    }
-
-    fn blocking_send(&self, data: &[u8], dest: Rank, tag: i32, sync: bool) -> Result<()> {
-        let mut rt = self.u.rt.borrow_mut();
-        runtime::mem::lend(data, |buf| {
-            let id = rt.isend(buf.clone(), dest, self.ctx, tag, sync);
-            rt.wait(id)
-                .map_err(Error::from)
-                .and_then(|(c, _)| c.map(|_| ()).map_err(Error::from))
-        })
-    }
-
-    /// Sends `data` to `dest` (MPI_Send).
-    pub fn send<T: Pod>(&self, data: &[T], dest: Rank, tag: i32) -> Result<()> {
-        self.blocking_send(bytemuck::cast_slice(data), dest, tag, false)
-    }
-
-    /// Sends and returns only once the receiver has matched the message (MPI_Ssend).
-    pub fn ssend<T: Pod>(&self, data: &[T], dest: Rank, tag: i32) -> Result<()> {
-        self.blocking_send(bytemuck::cast_slice(data), dest, tag, true)
-    }
-
-    /// Receives into `buf` from `source` (`None`: any source) with `tag` (or `ANY_TAG`).
-    pub fn recv<T: Pod>(&self, buf: &mut [T], source: Option<Rank>, tag: i32) -> Result<Status> {
-        let mut rt = self.u.rt.borrow_mut();
-        runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
-            let id = rt.irecv(b.clone(), src(source), self.ctx, tag);
-            let (c, _) = rt.wait(id)?;
-            status(c)
-        })
-    }
-
-    /// Sends and receives at once, without deadlock between pairs (MPI_Sendrecv).
-    pub fn sendrecv<S: Pod, R: Pod>(
-        &self,
-        data: &[S],
-        dest: Rank,
-        send_tag: i32,
-        buf: &mut [R],
-        source: Option<Rank>,
-        recv_tag: i32,
-    ) -> Result<Status> {
-        let mut rt = self.u.rt.borrow_mut();
-        runtime::mem::lend(bytemuck::cast_slice(data), |sb| {
-            runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |rb| {
-                let r = rt.irecv(rb.clone(), src(source), self.ctx, recv_tag);
-                let s = rt.isend(sb.clone(), dest, self.ctx, send_tag, false);
-                let sent = rt.wait(s);
-                let got = rt.wait(r);
-                sent?.0?;
-                status(got?.0)
-            })
-        })
-    }
-
-    /// Starts a send of `data`; the vector comes back from [`Request::wait`].
-    pub fn isend<T: Pod + Send>(&self, data: Vec<T>, dest: Rank, tag: i32) -> Request<'u, T> {
-        let id = self
-            .u
-            .rt
-            .borrow_mut()
-            .isend(Buffer::owned_pod(data), dest, self.ctx, tag, false);
-        Request {
-            u: self.u,
-            id,
-            _t: std::marker::PhantomData,
-        }
-    }
-
-    /// Starts a receive into `buf`; the filled vector comes back from [`Request::wait`].
-    pub fn irecv<T: Pod + Send>(&self, buf: Vec<T>, source: Option<Rank>, tag: i32) -> Request<'u, T> {
-        let id = self
-            .u
-            .rt
-            .borrow_mut()
-            .irecv(Buffer::owned_pod(buf), src(source), self.ctx, tag);
-        Request {
-            u: self.u,
-            id,
-            _t: std::marker::PhantomData,
-        }
-    }
-
-    /// Waits for a matching message without receiving it (MPI_Probe).
-    pub fn probe(&self, source: Option<Rank>, tag: i32) -> Result<Status> {
-        let (source, tag, bytes) = self.u.rt.borrow_mut().probe(src(source), self.ctx, tag)?;
-        Ok(Status { source, tag, bytes })
-    }
-
-    /// Checks for a matching message without receiving it (MPI_Iprobe).
-    pub fn iprobe(&self, source: Option<Rank>, tag: i32) -> Option<Status> {
-        let (source, tag, bytes) = self.u.rt.borrow_mut().iprobe(src(source), self.ctx, tag)?;
-        Some(Status { source, tag, bytes })
-    }
-}
-
 /// A non-blocking operation in flight. Dropping it waits for it (the engine owns its buffer).
 pub struct Request<'u, T: Pod + Send> {
-    u: &'u Universe,
+    comm: Comm<'u>,
     id: runtime::ReqId,
+    done: bool,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -286,27 +250,45 @@ fn take_vec<T: Pod + Send>(b: Buffer) -> Vec<T> {
     b.into_pod_vec().unwrap_or_default()
 }
 
-impl<T: Pod + Send> Request<'_, T> {
+impl<'u, T: Pod + Send> Request<'u, T> {
+    pub(crate) fn new(c: &Comm<'u>, id: runtime::ReqId) -> Self {
+        Request {
+            comm: c.clone(),
+            id,
+            done: false,
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    fn finish(&mut self, c: runtime::Completion, b: Buffer) -> (Result<Status>, Vec<T>) {
+        self.done = true;
+        let st = status(c).map(|mut s| {
+            s.source = self.comm.comm_rank_of(s.source);
+            s
+        });
+        (st, take_vec(b))
+    }
+
     /// Waits for completion; returns the status and the buffer.
-    pub fn wait(self) -> (Result<Status>, Vec<T>) {
-        let me = std::mem::ManuallyDrop::new(self);
-        match me.u.rt.borrow_mut().wait(me.id) {
-            Ok((c, b)) => (status(c), take_vec(b)),
-            Err(e) => (Err(e.into()), Vec::new()),
+    pub fn wait(mut self) -> (Result<Status>, Vec<T>) {
+        let r = self.comm.u.rt.borrow_mut().wait(self.id);
+        match r {
+            Ok((c, b)) => self.finish(c, b),
+            Err(e) => {
+                self.done = true;
+                (Err(e.into()), Vec::new())
+            }
         }
     }
 
     /// Completes the request if it is done (MPI_Test); otherwise gives it back.
-    pub fn test(self) -> std::result::Result<(Result<Status>, Vec<T>), Self> {
-        let done = self.u.rt.borrow_mut().test(self.id);
-        match done {
-            Ok(Some((c, b))) => {
-                std::mem::forget(self);
-                Ok((status(c), take_vec(b)))
-            }
+    pub fn test(mut self) -> std::result::Result<(Result<Status>, Vec<T>), Self> {
+        let r = self.comm.u.rt.borrow_mut().test(self.id);
+        match r {
+            Ok(Some((c, b))) => Ok(self.finish(c, b)),
             Ok(None) => Err(self),
             Err(e) => {
-                std::mem::forget(self);
+                self.done = true;
                 Ok((Err(e.into()), Vec::new()))
             }
         }
@@ -315,7 +297,9 @@ impl<T: Pod + Send> Request<'_, T> {
 
 impl<T: Pod + Send> Drop for Request<'_, T> {
     fn drop(&mut self) {
-        let _ = self.u.rt.borrow_mut().wait(self.id);
+        if !self.done {
+            let _ = self.comm.u.rt.borrow_mut().wait(self.id);
+        }
     }
 }
 
@@ -333,7 +317,7 @@ pub fn wait_any<'u, T: Pod + Send>(
         return (0, Err(Error::Runtime("no request".into())), Vec::new(), reqs);
     };
     let ids: Vec<runtime::ReqId> = reqs.iter().map(|r| r.id).collect();
-    let idx = first.u.rt.borrow_mut().wait_any(&ids).unwrap_or(0);
+    let idx = first.comm.u.rt.borrow_mut().wait_any(&ids).unwrap_or(0);
     let r = reqs.remove(idx);
     let (st, v) = r.wait();
     (idx, st, v, reqs)
@@ -342,7 +326,7 @@ pub fn wait_any<'u, T: Pod + Send>(
 /// Tests whether all requests are done (MPI_Testall) without completing any.
 pub fn test_all<T: Pod + Send>(reqs: &[Request<'_, T>]) -> bool {
     reqs.iter().all(|r| {
-        let mut rt = r.u.rt.borrow_mut();
+        let mut rt = r.comm.u.rt.borrow_mut();
         rt.progress();
         rt.is_done(r.id)
     })

@@ -80,6 +80,35 @@ pub const PARAMS: &[Param] = &[
                   (testbed hosts); `none`: the kernel places ranks. `pontoon run --bind-to core` sets it",
     },
     Param {
+        name: "PONTOON_COLL_BCAST_LONG",
+        default: "12288",
+        meaning: "bcast of this many bytes or more (with 8 ranks or more) scatters the data down a binomial \
+                  tree, then runs a ring allgather; below, the whole message goes down the tree",
+    },
+    Param {
+        name: "PONTOON_COLL_ALLREDUCE_LONG",
+        default: "2048",
+        meaning: "allreduce of this many bytes or more with a commutative operation uses Rabenseifner's \
+                  reduce-scatter + allgather; below, recursive doubling",
+    },
+    Param {
+        name: "PONTOON_COLL_ALLGATHER_LONG",
+        default: "81920",
+        meaning: "allgather whose result is this many bytes or more runs a ring; below, Bruck's algorithm",
+    },
+    Param {
+        name: "PONTOON_COLL_ALLTOALL_LONG",
+        default: "32768",
+        meaning: "alltoall blocks of this many bytes or more go by pairwise exchange (one peer at a time); \
+                  below, every transfer starts at once",
+    },
+    Param {
+        name: "PONTOON_COLL_GATHER_LONG",
+        default: "65536",
+        meaning: "gather/scatter blocks of this many bytes or more go straight between root and ranks; \
+                  below, down a binomial tree",
+    },
+    Param {
         name: "PONTOON_LOG",
         default: "warn",
         meaning: "log filter (tracing syntax, e.g. `info` or `pontoon_runtime=debug`); logs go to stderr",
@@ -111,6 +140,12 @@ pub struct Config {
     pub stagger: Duration,
     pub policy: net::IfPolicy,
     pub site: Option<String>,
+    /// Collective algorithm switch points (bytes).
+    pub coll_bcast_long: usize,
+    pub coll_allreduce_long: usize,
+    pub coll_allgather_long: usize,
+    pub coll_alltoall_long: usize,
+    pub coll_gather_long: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +212,11 @@ impl Config {
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
             log: get(env, "PONTOON_LOG"),
+            coll_bcast_long: num(env, "PONTOON_COLL_BCAST_LONG")?,
+            coll_allreduce_long: num(env, "PONTOON_COLL_ALLREDUCE_LONG")?,
+            coll_allgather_long: num(env, "PONTOON_COLL_ALLGATHER_LONG")?,
+            coll_alltoall_long: num(env, "PONTOON_COLL_ALLTOALL_LONG")?,
+            coll_gather_long: num(env, "PONTOON_COLL_GATHER_LONG")?,
             stagger: Duration::from_millis(num(env, "PONTOON_STAGGER_MS")?),
             policy: net::IfPolicy::parse(&get(env, "PONTOON_IF_INCLUDE"), &get(env, "PONTOON_IF_EXCLUDE"))
                 .map_err(|e| ConfigError {

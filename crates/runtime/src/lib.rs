@@ -11,6 +11,6 @@ pub mod wireup;
 pub use config::Config;
 pub use net::EndpointCard;
 pub use proto::{Failure, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
-pub use runtime::{Completion, Error, Runtime};
+pub use runtime::{Background, Completion, Error, Runtime};
 pub use transport::{mem, Buffer};
 pub use wireup::{Attempt, PathInfo};

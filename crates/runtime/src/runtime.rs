@@ -138,7 +138,13 @@ pub struct Runtime {
     connect_deadline: HashMap<Rank, Instant>,
     /// Why connecting to a peer failed, kept for error messages.
     connect_reports: HashMap<Rank, String>,
+    /// Work of the layers above that must advance whenever the job progresses
+    /// (non-blocking collectives), run at the end of every progress pass.
+    background: Option<Background>,
 }
+
+/// See [`Runtime::set_background`]; returns whether it did anything.
+pub type Background = Box<dyn FnMut(&mut Runtime) -> bool>;
 
 impl Runtime {
     /// Starts the runtime: from the launcher's environment, or as a single rank.
@@ -251,6 +257,7 @@ impl Runtime {
             connect_reports: HashMap::new(),
             waiter,
             yielded: 0,
+            background: None,
         })
     }
 
@@ -473,7 +480,20 @@ impl Runtime {
             self.poll_control();
             any |= self.drive_outputs();
         }
+        // Taken out while it runs: it may call back into the runtime (and so into
+        // `progress`) without running itself again.
+        if let Some(mut task) = self.background.take() {
+            any |= task(self);
+            self.background.get_or_insert(task);
+        }
         any
+    }
+
+    /// Installs work that runs at the end of every progress pass, so that operations
+    /// of the layers above (non-blocking collectives) advance while the caller waits
+    /// for something else.
+    pub fn set_background(&mut self, task: Option<Background>) {
+        self.background = task;
     }
 
     fn complete_tokens(&mut self) -> bool {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Collective latency of pontoon against MPICH and Open MPI on this host, in one run:
+# allreduce (double, SUM) and bcast (bytes) at 8 B, 64 KiB and 4 MiB, on 4 and 8 local ranks
+# (the same method in bench/c/coll.c and crates/pontoon/examples/coll_bench.rs). The MPIs are
+# forced onto TCP, as pontoon has no shared memory yet: MPICH (ch4:ucx) with UCX_TLS=tcp,self,
+# Open MPI with --mca pml ob1 --mca btl tcp,self. Ranks outnumber the 2 cores, so nobody is
+# pinned; pontoon sleeps in epoll at once (PONTOON_SPIN_US=0, its advice for oversubscription),
+# the MPIs run as they come (Open MPI yields when oversubscribed). Runs alternate between the
+# three; prints medians (min-max) of RUNS runs in microseconds and pontoon / the better MPI.
+#
+#   bench/coll.sh            (RUNS=3 ITERS=2000 NPS="4 8" by default)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+RUNS=${RUNS:-3}
+ITERS=${ITERS:-2000}
+NPS=${NPS:-4 8}
+pontoon=target/release/pontoon
+need "$pontoon" target/release/examples/coll_bench bench/build/coll-mpich bench/build/coll-openmpi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+record() { # IMPL NP < "op size usec" lines
+    while read -r op size us; do echo "$us" >>"$tmp/$1-$2-$op-$size"; done
+}
+
+for i in $(seq "$RUNS"); do
+    for np in $NPS; do
+        UCX_TLS=tcp,self mpiexec.mpich -n "$np" bench/build/coll-mpich "$ITERS" | record mpich "$np"
+        mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -n "$np" \
+            --mca pml ob1 --mca btl tcp,self bench/build/coll-openmpi "$ITERS" | record openmpi "$np"
+        PONTOON_SPIN_US=0 "$pontoon" run -n "$np" -x PONTOON_SPIN_US \
+            target/release/examples/coll_bench "$ITERS" | record pontoon "$np"
+    done
+done
+
+echo "| operation | ranks | MPICH µs | Open MPI µs | pontoon µs | pontoon / better MPI |"
+echo "|---|---|---|---|---|---|"
+for op in allreduce bcast; do
+    for size in 8 65536 4194304; do
+        for np in $NPS; do
+            read -r m mlo mhi <<<"$(stats "$tmp/mpich-$np-$op-$size")"
+            read -r o olo ohi <<<"$(stats "$tmp/openmpi-$np-$op-$size")"
+            read -r p plo phi <<<"$(stats "$tmp/pontoon-$np-$op-$size")"
+            best=$(awk -v a="$m" -v b="$o" 'BEGIN { print (a < b) ? a : b }')
+            printf "| %s %s B | %s | %s (%s-%s) | %s (%s-%s) | %s (%s-%s) | %.2fx |\n" "$op" "$size" "$np" \
+                "$m" "$mlo" "$mhi" "$o" "$olo" "$ohi" "$p" "$plo" "$phi" \
+                "$(awk -v p="$p" -v b="$best" 'BEGIN { print p / b }')"
+        done
+    done
+done

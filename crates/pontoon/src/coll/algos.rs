@@ -1,0 +1,626 @@
+//! The collective algorithms, each building one rank's [`Schedule`].
+//!
+//! Sizes are in bytes of packed data; `elem` is the packed size of one element
+//! where an algorithm splits a vector between ranks. The choice between
+//! algorithms follows MPICH's (thresholds in [`Tuning`], from `PONTOON_COLL_*`):
+//! binomial trees and recursive doubling for short messages, scatter + ring
+//! allgather (bcast), Rabenseifner's reduce-scatter + allgather (allreduce),
+//! rings (allgather) and pairwise exchange (alltoall) for long ones.
+//! Non-commutative reductions always combine in rank order.
+
+use super::schedule::{region, BufId, Region, Schedule, OUTPUT};
+
+/// Algorithm switch points, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// bcast: binomial tree below, scatter + ring allgather from here (with ≥ 8 ranks).
+    pub bcast_long: usize,
+    /// allreduce: recursive doubling below, Rabenseifner from here.
+    pub allreduce_long: usize,
+    /// allgather: Bruck below this total, ring from here.
+    pub allgather_long: usize,
+    /// alltoall: everything at once below this per-peer size, pairwise exchange from here.
+    pub alltoall_long: usize,
+    /// gather/scatter: binomial tree below this per-rank size, direct from here.
+    pub gather_long: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            bcast_long: 12288,
+            allreduce_long: 2048,
+            allgather_long: 81920,
+            alltoall_long: 32768,
+            gather_long: 65536,
+        }
+    }
+}
+
+/// Who is running the schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub rank: u32,
+    pub size: u32,
+}
+
+impl Shape {
+    fn rel(&self, root: u32) -> u32 {
+        (self.rank + self.size - root) % self.size
+    }
+    fn abs(&self, vr: u32, root: u32) -> u32 {
+        (vr + root) % self.size
+    }
+}
+
+fn pof2_below(p: u32) -> u32 {
+    1 << (31 - p.leading_zeros())
+}
+
+/// `(offset, len)` of `p` blocks of `n` bytes back to back.
+fn equal_blocks(p: u32, n: usize) -> Vec<(usize, usize)> {
+    (0..p as usize).map(|i| (i * n, n)).collect()
+}
+
+/// Blocks a binomial subtree rooted at relative rank `vr` holds.
+fn subtree(vr: u32, p: u32) -> u32 {
+    if vr == 0 {
+        p
+    } else {
+        (1 << vr.trailing_zeros()).min(p - vr)
+    }
+}
+
+pub fn barrier(sh: Shape) -> Schedule {
+    let mut s = Schedule::default();
+    let none = region(OUTPUT, 0, 0);
+    let mut k = 1;
+    while k < sh.size {
+        s.send((sh.rank + k) % sh.size, none);
+        s.recv((sh.rank + sh.size - k) % sh.size, none);
+        s.sync();
+        k *= 2;
+    }
+    s
+}
+
+/// `buf` holds `n` bytes at the root, and everywhere at the end.
+pub fn bcast(sh: Shape, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
+    let mut s = Schedule::default();
+    let p = sh.size;
+    let vr = sh.rel(root);
+    if n < t.bcast_long || p < 8 {
+        let mut mask = 1;
+        while mask < p {
+            if vr & mask != 0 {
+                s.recv(sh.abs(vr - mask, root), region(buf, 0, n));
+                s.sync();
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if vr + mask < p {
+                s.send(sh.abs(vr + mask, root), region(buf, 0, n));
+            }
+            mask >>= 1;
+        }
+        return s;
+    }
+    // Scatter chunk i to relative rank i down a binomial tree, then a ring allgather.
+    let chunk = n.div_ceil(p as usize);
+    let piece = |first: u32, count: u32| {
+        let a = (first as usize * chunk).min(n);
+        let b = ((first + count) as usize * chunk).min(n);
+        region(buf, a, b - a)
+    };
+    let mut mask = 1;
+    while mask < p {
+        if vr & mask != 0 {
+            s.recv(sh.abs(vr - mask, root), piece(vr, mask.min(p - vr)));
+            s.sync();
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while mask > 0 {
+        if vr + mask < p {
+            s.send(sh.abs(vr + mask, root), piece(vr + mask, mask.min(p - vr - mask)));
+        }
+        mask >>= 1;
+    }
+    s.sync();
+    let (left, right) = (sh.abs(vr + p - 1, root), sh.abs(vr + 1, root));
+    for i in 0..p - 1 {
+        s.send(right, piece((vr + p - i) % p, 1));
+        s.recv(left, piece((vr + p - i - 1) % p, 1));
+        s.sync();
+    }
+    s
+}
+
+/// Reduces `n` bytes of `src` from every rank into `dst` at `root` (`src == dst`
+/// at the root means in place).
+pub fn reduce(sh: Shape, root: u32, src: BufId, dst: BufId, n: usize, commutative: bool) -> Schedule {
+    let mut s = Schedule::default();
+    reduce_into(&mut s, sh, root, src, dst, n, commutative);
+    s
+}
+
+fn reduce_into(s: &mut Schedule, sh: Shape, root: u32, src: BufId, dst: BufId, n: usize, commutative: bool) {
+    let p = sh.size;
+    // A non-commutative operation combines in rank order: reduce to rank 0 first.
+    let target = if commutative { root } else { 0 };
+    let vr = sh.rel(target);
+    let acc = if sh.rank == root && target == root {
+        dst
+    } else {
+        s.temp(n)
+    };
+    s.copy(region(src, 0, n), region(acc, 0, n));
+    let tmp = s.temp(n);
+    let (acc_r, tmp_r) = (region(acc, 0, n), region(tmp, 0, n));
+    let mut mask = 1;
+    while mask < p {
+        if vr & mask == 0 {
+            let child = vr | mask;
+            if child < p {
+                s.recv(sh.abs(child, target), tmp_r);
+                combine_after(s, acc_r, tmp_r, commutative);
+            }
+        } else {
+            s.send(sh.abs(vr - mask, target), acc_r);
+            s.sync();
+            break;
+        }
+        mask <<= 1;
+    }
+    if target != root {
+        if sh.rank == target {
+            s.send(root, acc_r);
+            s.sync();
+        } else if sh.rank == root {
+            s.recv(target, region(dst, 0, n));
+            s.sync();
+        }
+    }
+}
+
+/// `acc = acc ∘ higher` where `higher` holds the contributions of higher ranks.
+fn combine_after(s: &mut Schedule, acc: Region, higher: Region, commutative: bool) {
+    if commutative {
+        s.reduce(higher, acc);
+    } else {
+        s.reduce(acc, higher);
+        s.copy(higher, acc);
+    }
+}
+
+/// Every rank ends with the reduction of all `src` in `dst` (`src == dst`: in place).
+pub fn allreduce(
+    sh: Shape,
+    src: BufId,
+    dst: BufId,
+    n: usize,
+    elem: usize,
+    commutative: bool,
+    t: &Tuning,
+) -> Schedule {
+    let mut s = Schedule::default();
+    let p = sh.size;
+    let acc = region(dst, 0, n);
+    s.copy(region(src, 0, n), acc);
+    let tmp = s.temp(n);
+    let pof2 = pof2_below(p);
+    let rem = p - pof2;
+    let r = sh.rank;
+    // Fold: of each pair (2i, 2i+1) below 2 * rem, the odd rank goes on with both.
+    let newrank = if r < 2 * rem {
+        if r.is_multiple_of(2) {
+            s.send(r + 1, acc);
+            s.sync();
+            None
+        } else {
+            s.recv(r - 1, region(tmp, 0, n));
+            s.reduce(region(tmp, 0, n), acc);
+            Some(r / 2)
+        }
+    } else {
+        Some(r - rem)
+    };
+    let real = |nr: u32| if nr < rem { nr * 2 + 1 } else { nr + rem };
+    let count = n / elem.max(1);
+    if let Some(nr) = newrank {
+        if n >= t.allreduce_long && commutative && count >= pof2 as usize {
+            rabenseifner(&mut s, nr, pof2, real, acc, tmp, count, elem);
+        } else {
+            let mut mask = 1;
+            while mask < pof2 {
+                let dst_rank = real(nr ^ mask);
+                s.send(dst_rank, acc);
+                s.recv(dst_rank, region(tmp, 0, n));
+                if dst_rank < r {
+                    s.reduce(region(tmp, 0, n), acc);
+                } else {
+                    combine_after(&mut s, acc, region(tmp, 0, n), commutative);
+                }
+                mask <<= 1;
+            }
+        }
+    }
+    if r < 2 * rem {
+        s.sync();
+        if r % 2 == 1 {
+            s.send(r - 1, acc);
+        } else {
+            s.recv(r + 1, acc);
+        }
+    }
+    s
+}
+
+/// Reduce-scatter by recursive halving, then allgather by recursive doubling,
+/// among `pof2` ranks; `real` maps their numbering to communicator ranks.
+#[allow(clippy::too_many_arguments)]
+fn rabenseifner(
+    s: &mut Schedule,
+    nr: u32,
+    pof2: u32,
+    real: impl Fn(u32) -> u32,
+    acc: Region,
+    tmp: BufId,
+    count: usize,
+    elem: usize,
+) {
+    // Block i covers elements [disp[i], disp[i + 1]).
+    let mut disp = vec![0usize; pof2 as usize + 1];
+    for i in 0..pof2 as usize {
+        disp[i + 1] = disp[i] + count / pof2 as usize + usize::from(i < count % pof2 as usize);
+    }
+    let blocks = |buf: BufId, (a, b): (u32, u32)| {
+        let (x, y) = (disp[a as usize] * elem, disp[b as usize] * elem);
+        region(buf, x, y - x)
+    };
+    let mut levels = Vec::new();
+    let (mut lo, mut hi) = (0u32, pof2);
+    let mut mask = 1;
+    while mask < pof2 {
+        let partner = real(nr ^ mask);
+        let mid = lo + (hi - lo) / 2;
+        let (keep, give) = if nr & mask == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        s.send(partner, blocks(acc.buf, give));
+        s.recv(partner, blocks(tmp, keep));
+        s.reduce(blocks(tmp, keep), blocks(acc.buf, keep));
+        levels.push((partner, keep, give));
+        (lo, hi) = keep;
+        mask <<= 1;
+    }
+    for (partner, keep, give) in levels.into_iter().rev() {
+        s.sync();
+        s.send(partner, blocks(acc.buf, keep));
+        s.recv(partner, blocks(acc.buf, give));
+    }
+}
+
+/// Gathers `n` bytes from each rank's `src` (None: in place, already in `dst` at the
+/// root) into `dst` at `root`, in rank order.
+pub fn gather(sh: Shape, root: u32, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    let mut s = Schedule::default();
+    let p = sh.size;
+    let own = src.map(|b| region(b, 0, n));
+    if n >= t.gather_long || p <= 2 {
+        return gatherv(sh, root, own, dst, &equal_blocks(p, n));
+    }
+    let vr = sh.rel(root);
+    let mine = subtree(vr, p) as usize;
+    // Relative rank i's block sits at i * n of `acc` (the root's own order when root is 0).
+    let acc = if vr == 0 && root == 0 {
+        dst
+    } else {
+        s.temp(mine * n)
+    };
+    match own {
+        Some(o) => s.copy(o, region(acc, 0, n)),
+        None => s.copy(region(dst, root as usize * n, n), region(acc, 0, n)),
+    }
+    let mut mask = 1;
+    while mask < p {
+        if vr & mask == 0 {
+            let child = vr | mask;
+            if child < p {
+                let blocks = mask.min(p - child) as usize;
+                s.recv(sh.abs(child, root), region(acc, mask as usize * n, blocks * n));
+            }
+        } else {
+            s.sync();
+            s.send(sh.abs(vr - mask, root), region(acc, 0, mine * n));
+            break;
+        }
+        mask <<= 1;
+    }
+    if vr == 0 && root != 0 {
+        let head = (p - root) as usize * n;
+        s.copy(region(acc, 0, head), region(dst, root as usize * n, head));
+        s.copy(
+            region(acc, head, root as usize * n),
+            region(dst, 0, root as usize * n),
+        );
+    }
+    s
+}
+
+/// Scatters block i of `src` at `root` (`n` bytes each) to rank i's `dst`
+/// (`None` at the root: in place, its block stays in `src`).
+pub fn scatter(sh: Shape, root: u32, src: BufId, dst: Option<BufId>, n: usize, t: &Tuning) -> Schedule {
+    let mut s = Schedule::default();
+    let p = sh.size;
+    if n >= t.gather_long || p <= 2 {
+        return scatterv(sh, root, src, &equal_blocks(p, n), dst.map(|d| region(d, 0, n)));
+    }
+    let vr = sh.rel(root);
+    let mine = subtree(vr, p) as usize;
+    let acc = if vr == 0 && root == 0 {
+        src
+    } else {
+        s.temp(mine * n)
+    };
+    let mut mask;
+    if vr == 0 {
+        if root != 0 {
+            let head = (p - root) as usize * n;
+            s.copy(region(src, root as usize * n, head), region(acc, 0, head));
+            s.copy(
+                region(src, 0, root as usize * n),
+                region(acc, head, root as usize * n),
+            );
+        }
+        mask = pof2_below(p.max(1));
+        if mask < p {
+            mask <<= 1;
+        }
+    } else {
+        mask = 1 << vr.trailing_zeros();
+        s.recv(sh.abs(vr - mask, root), region(acc, 0, mine * n));
+        s.sync();
+    }
+    mask >>= 1;
+    while mask > 0 {
+        let child = vr + mask;
+        if child < p {
+            let blocks = mask.min(p - child) as usize;
+            s.send(sh.abs(child, root), region(acc, mask as usize * n, blocks * n));
+        }
+        mask >>= 1;
+    }
+    if let Some(d) = dst {
+        s.copy(region(acc, 0, n), region(d, 0, n));
+    }
+    s
+}
+
+/// Variable blocks `(offset, len)` per rank: root receives each rank's `src` into
+/// its block of `dst` (gatherv).
+pub fn gatherv(sh: Shape, root: u32, src: Option<Region>, dst: BufId, blocks: &[(usize, usize)]) -> Schedule {
+    let mut s = Schedule::default();
+    if sh.rank == root {
+        for i in (0..sh.size).filter(|i| *i != root) {
+            let (o, l) = blocks[i as usize];
+            s.recv(i, region(dst, o, l));
+        }
+        if let Some(own) = src {
+            let (o, l) = blocks[root as usize];
+            s.copy(own, region(dst, o, l));
+        }
+    } else if let Some(own) = src {
+        s.send(root, own);
+    }
+    s
+}
+
+/// Root sends block i of `src` to rank i's `dst` (scatterv).
+pub fn scatterv(
+    sh: Shape,
+    root: u32,
+    src: BufId,
+    blocks: &[(usize, usize)],
+    dst: Option<Region>,
+) -> Schedule {
+    let mut s = Schedule::default();
+    scatterv_into(&mut s, sh, root, src, blocks, dst);
+    s
+}
+
+fn scatterv_into(
+    s: &mut Schedule,
+    sh: Shape,
+    root: u32,
+    src: BufId,
+    blocks: &[(usize, usize)],
+    dst: Option<Region>,
+) {
+    if sh.rank == root {
+        for i in (0..sh.size).filter(|i| *i != root) {
+            let (o, l) = blocks[i as usize];
+            s.send(i, region(src, o, l));
+        }
+        if let Some(own) = dst {
+            let (o, l) = blocks[root as usize];
+            s.copy(region(src, o, l), own);
+        }
+    } else if let Some(own) = dst {
+        s.recv(root, own);
+    }
+}
+
+/// Every rank gets every rank's `n` bytes in rank order in `dst` (`src` None: in
+/// place, own block already in `dst`).
+pub fn allgather(sh: Shape, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    let p = sh.size;
+    if n * p as usize >= t.allgather_long {
+        return allgatherv(sh, src.map(|b| region(b, 0, n)), dst, &equal_blocks(p, n));
+    }
+    // Bruck: block i of `acc` is rank (rank + i)'s data.
+    let mut s = Schedule::default();
+    let r = sh.rank;
+    let acc = if r == 0 { dst } else { s.temp(p as usize * n) };
+    match src {
+        Some(b) => s.copy(region(b, 0, n), region(acc, 0, n)),
+        None => s.copy(region(dst, r as usize * n, n), region(acc, 0, n)),
+    }
+    let mut have = 1;
+    while have < p {
+        let take = have.min(p - have);
+        s.send((r + p - have) % p, region(acc, 0, take as usize * n));
+        s.recv((r + have) % p, region(acc, have as usize * n, take as usize * n));
+        s.sync();
+        have += take;
+    }
+    if r != 0 {
+        let head = (p - r) as usize * n;
+        s.copy(region(acc, 0, head), region(dst, r as usize * n, head));
+        s.copy(region(acc, head, r as usize * n), region(dst, 0, r as usize * n));
+    }
+    s
+}
+
+/// Ring allgather of variable blocks `(offset, len)` of `dst`.
+pub fn allgatherv(sh: Shape, src: Option<Region>, dst: BufId, blocks: &[(usize, usize)]) -> Schedule {
+    let mut s = Schedule::default();
+    let (p, r) = (sh.size, sh.rank);
+    let block = |i: u32| region(dst, blocks[i as usize].0, blocks[i as usize].1);
+    if let Some(own) = src {
+        s.copy(own, block(r));
+    }
+    for i in 0..p - 1 {
+        s.send((r + 1) % p, block((r + p - i) % p));
+        s.recv((r + p - 1) % p, block((r + 2 * p - i - 1) % p));
+        s.sync();
+    }
+    s
+}
+
+/// Block j of rank i's `src` goes to block i of rank j's `dst`; `(offset, len)`
+/// per peer on each side. `src` None: in place (the blocks are read from `dst`).
+pub fn alltoallv(
+    sh: Shape,
+    src: Option<BufId>,
+    send: &[(usize, usize)],
+    dst: BufId,
+    recv: &[(usize, usize)],
+    pairwise: bool,
+) -> Schedule {
+    let mut s = Schedule::default();
+    let (p, r) = (sh.size, sh.rank);
+    let src = src.unwrap_or_else(|| {
+        let len = recv.iter().map(|(o, l)| o + l).max().unwrap_or(0);
+        let copy = s.temp(len);
+        s.copy(region(dst, 0, len), region(copy, 0, len));
+        copy
+    });
+    let out = |i: u32| region(src, send[i as usize].0, send[i as usize].1);
+    let inn = |i: u32| region(dst, recv[i as usize].0, recv[i as usize].1);
+    s.copy(out(r), inn(r));
+    for i in 1..p {
+        let (to, from) = ((r + i) % p, (r + p - i) % p);
+        s.recv(from, inn(from));
+        s.send(to, out(to));
+        if pairwise {
+            s.sync();
+        }
+    }
+    s
+}
+
+/// Alltoall with `n` bytes per peer.
+pub fn alltoall(sh: Shape, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    let blocks = equal_blocks(sh.size, n);
+    alltoallv(sh, src, &blocks, dst, &blocks, n >= t.alltoall_long)
+}
+
+/// Reduces the whole vector `src` (blocks of `counts[i]` bytes back to back) and
+/// leaves block i in rank i's `dst`.
+pub fn reduce_scatter(sh: Shape, src: BufId, dst: BufId, counts: &[usize], commutative: bool) -> Schedule {
+    let mut s = Schedule::default();
+    let (p, r) = (sh.size, sh.rank);
+    let mut offs = vec![0usize; p as usize + 1];
+    for i in 0..p as usize {
+        offs[i + 1] = offs[i] + counts[i];
+    }
+    let total = offs[p as usize];
+    // In place (`src == dst`): the blocks are read from a copy.
+    let src = if src == dst {
+        let copy = s.temp(total);
+        s.copy(region(dst, 0, total), region(copy, 0, total));
+        copy
+    } else {
+        src
+    };
+    let block = |i: u32| region(src, offs[i as usize], counts[i as usize]);
+    if !commutative {
+        let whole = s.temp(total);
+        reduce_into(&mut s, sh, 0, src, whole, total, false);
+        s.sync();
+        let blocks: Vec<(usize, usize)> = (0..p as usize).map(|i| (offs[i], counts[i])).collect();
+        scatterv_into(
+            &mut s,
+            sh,
+            0,
+            whole,
+            &blocks,
+            Some(region(dst, 0, counts[r as usize])),
+        );
+        return s;
+    }
+    // Pairwise: in step i, send rank (r + i)'s block and add in rank (r - i)'s
+    // contribution to ours.
+    let acc = region(dst, 0, counts[r as usize]);
+    s.copy(block(r), acc);
+    let tmp = region(s.temp(counts[r as usize]), 0, counts[r as usize]);
+    for i in 1..p {
+        s.send((r + i) % p, block((r + i) % p));
+        s.recv((r + p - i) % p, tmp);
+        s.reduce(tmp, acc);
+    }
+    s
+}
+
+/// Inclusive (`exclusive == false`) or exclusive prefix reduction by recursive doubling.
+pub fn scan(sh: Shape, src: BufId, dst: BufId, n: usize, commutative: bool, exclusive: bool) -> Schedule {
+    let mut s = Schedule::default();
+    let (p, r) = (sh.size, sh.rank);
+    let acc = region(dst, 0, n);
+    let partial = region(s.temp(n), 0, n);
+    let tmp = region(s.temp(n), 0, n);
+    s.copy(region(src, 0, n), partial);
+    if !exclusive {
+        s.copy(region(src, 0, n), acc);
+    }
+    let mut have_acc = !exclusive;
+    let mut mask = 1;
+    while mask < p {
+        let peer = r ^ mask;
+        if peer < p {
+            s.send(peer, partial);
+            s.recv(peer, tmp);
+            if peer < r {
+                if have_acc {
+                    s.reduce(tmp, acc);
+                } else {
+                    s.copy(tmp, acc);
+                    have_acc = true;
+                }
+                s.reduce(tmp, partial);
+            } else {
+                combine_after(&mut s, partial, tmp, commutative);
+            }
+        }
+        mask <<= 1;
+    }
+    s
+}

@@ -1,0 +1,480 @@
+//! Collective operations on communicators: blocking ones run their schedule to the
+//! end with the caller's memory lent to the engine (no copy of dense data);
+//! non-blocking ones own their vectors and advance whenever the job progresses.
+
+pub mod algos;
+mod nonblocking;
+pub mod schedule;
+#[cfg(test)]
+mod sim_tests;
+
+use runtime::{Buffer, Runtime};
+
+use crate::comm::Comm;
+use crate::datatype::{Datatype, Equivalence};
+use crate::op::Op;
+use crate::{Error, Rank, Result};
+use algos::Shape;
+pub use nonblocking::CollRequest;
+pub(crate) use nonblocking::{background, Active};
+use schedule::{region, P2p, Running, Schedule, INPUT, OUTPUT};
+
+/// Point-to-point in one collective: communicator ranks, its collective context and tag.
+pub(crate) struct RtP2p<'a> {
+    pub rt: &'a mut Runtime,
+    pub members: &'a [Rank],
+    pub ctx: u32,
+    pub tag: i32,
+}
+
+fn check(c: runtime::Completion) -> Result<()> {
+    let st = c?;
+    if st.truncated {
+        return Err(Error::Arg(format!(
+            "a collective message from rank {} was longer than expected: counts or datatypes differ between ranks",
+            st.source
+        )));
+    }
+    Ok(())
+}
+
+impl P2p for RtP2p<'_> {
+    type Req = runtime::ReqId;
+    fn isend(&mut self, peer: u32, data: Buffer) -> Result<Self::Req> {
+        Ok(self
+            .rt
+            .isend(data, self.members[peer as usize], self.ctx, self.tag, false))
+    }
+    fn irecv(&mut self, peer: u32, into: Buffer) -> Result<Self::Req> {
+        Ok(self
+            .rt
+            .irecv(into, self.members[peer as usize] as i32, self.ctx, self.tag))
+    }
+    fn poll(&mut self, pending: &mut Vec<Self::Req>) -> Result<()> {
+        let mut first = Ok(());
+        let mut i = 0;
+        while i < pending.len() {
+            match self.rt.test(pending[i])? {
+                Some((c, _)) => {
+                    pending.swap_remove(i);
+                    if first.is_ok() {
+                        first = check(c);
+                    }
+                }
+                None => i += 1,
+            }
+        }
+        first
+    }
+    fn wait_all(&mut self, pending: &mut Vec<Self::Req>) -> Result<()> {
+        let mut first = Ok(());
+        for id in pending.drain(..) {
+            let r = self.rt.wait(id).map_err(Error::from).and_then(|(c, _)| check(c));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+fn bytes<T: bytemuck::Pod>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+fn bytes_mut<T: bytemuck::Pod>(v: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
+}
+
+/// Where a collective's input comes from.
+#[derive(Clone, Copy)]
+pub enum Input<'a, T> {
+    Buf(&'a [T]),
+    /// MPI_IN_PLACE: the input is in the output buffer.
+    InPlace,
+}
+
+impl<'a, T: bytemuck::Pod> Input<'a, T> {
+    /// The input bytes, and the buffer the schedule reads them from: the output when in place.
+    fn source(self) -> (&'a [u8], schedule::BufId) {
+        match self {
+            Input::Buf(s) => (bytes(s), INPUT),
+            Input::InPlace => (&[], OUTPUT),
+        }
+    }
+}
+
+impl<'a, T> From<&'a [T]> for Input<'a, T> {
+    fn from(v: &'a [T]) -> Self {
+        Input::Buf(v)
+    }
+}
+impl<'a, T, const N: usize> From<&'a [T; N]> for Input<'a, T> {
+    fn from(v: &'a [T; N]) -> Self {
+        Input::Buf(v)
+    }
+}
+impl<'a, T> From<&'a Vec<T>> for Input<'a, T> {
+    fn from(v: &'a Vec<T>) -> Self {
+        Input::Buf(v)
+    }
+}
+
+impl<'u> Comm<'u> {
+    pub(crate) fn shape(&self) -> Shape {
+        Shape {
+            rank: self.rank(),
+            size: self.size(),
+        }
+    }
+
+    pub(crate) fn tuning(&self) -> algos::Tuning {
+        self.u.tuning
+    }
+
+    /// Runs `sched` to the end on lent memory.
+    pub(crate) fn run_blocking(
+        &self,
+        sched: Schedule,
+        input: &[u8],
+        output: &mut [u8],
+        op: Option<(Op, Datatype)>,
+    ) -> Result<()> {
+        let tag = self.next_coll_tag();
+        let mut rt = self.u.rt.borrow_mut();
+        let mut p2p = RtP2p {
+            rt: &mut rt,
+            members: self.d.group.members(),
+            ctx: self.coll_ctx(),
+            tag,
+        };
+        runtime::mem::lend(input, |inb| {
+            runtime::mem::lend_mut(output, |outb| {
+                let mut run = Running::new(sched, inb.clone(), outb.clone(), op);
+                let r = run.advance(&mut p2p, true);
+                drop(run.finish(&mut p2p));
+                r.map(|_| ())
+            })
+        })
+    }
+
+    fn reduction<T: Equivalence>(&self, op: &Op) -> Result<Option<(Op, Datatype)>> {
+        let dt = T::datatype();
+        op.check(&dt)?;
+        Ok(Some((op.clone(), dt)))
+    }
+
+    /// Waits until every member got here (MPI_Barrier).
+    pub fn barrier(&self) -> Result<()> {
+        self.run_blocking(algos::barrier(self.shape()), &[], &mut [], None)
+    }
+
+    /// Copies `buf` at `root` to every member's `buf` (MPI_Bcast).
+    pub fn bcast<T: bytemuck::Pod>(&self, buf: &mut [T], root: Rank) -> Result<()> {
+        self.check_root(root)?;
+        let n = std::mem::size_of_val(buf);
+        let s = algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning());
+        self.run_blocking(s, &[], bytes_mut(buf), None)
+    }
+
+    fn check_root(&self, root: Rank) -> Result<()> {
+        if root >= self.size() {
+            return Err(Error::Arg(format!(
+                "root {root} is not a rank of this communicator of {}",
+                self.size()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Combines every member's `send` with `op` into `recv` at `root`; `recv` is
+    /// ignored elsewhere (MPI_Reduce).
+    pub fn reduce<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        op: &Op,
+        root: Rank,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let opdt = self.reduction::<T>(op)?;
+        let (input, src) = match send.into() {
+            Input::Buf(s) => (bytes(s), INPUT),
+            Input::InPlace if self.rank() == root => (&[][..], OUTPUT),
+            Input::InPlace => return Err(Error::Arg("reduce: IN_PLACE is only for the root".into())),
+        };
+        let n = std::mem::size_of_val(input).max(if src == OUTPUT {
+            std::mem::size_of_val(recv)
+        } else {
+            0
+        });
+        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
+        self.run_blocking(s, input, bytes_mut(recv), opdt)
+    }
+
+    /// Every member gets `op` over all `send` in `recv` (MPI_Allreduce).
+    pub fn allreduce<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        op: &Op,
+    ) -> Result<()> {
+        let opdt = self.reduction::<T>(op)?;
+        let (input, src) = send.into().source();
+        let n = std::mem::size_of_val(recv);
+        if src == INPUT && input.len() != n {
+            return Err(Error::Arg(
+                "allreduce: send and receive buffers differ in length".into(),
+            ));
+        }
+        let s = algos::allreduce(
+            self.shape(),
+            src,
+            OUTPUT,
+            n,
+            T::datatype().size() as usize,
+            op.is_commutative(),
+            &self.tuning(),
+        );
+        self.run_blocking(s, input, bytes_mut(recv), opdt)
+    }
+
+    /// Root gets every member's `send` in rank order in `recv` (MPI_Gather).
+    pub fn gather<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        root: Rank,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let p = self.size() as usize;
+        let (input, src, n) = match send.into() {
+            Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
+            Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
+        };
+        let s = algos::gather(self.shape(), root, src, OUTPUT, n, &self.tuning());
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Root sends block i of `send` to rank i's `recv` (MPI_Scatter); `recv` None:
+    /// in place at the root.
+    pub fn scatter<T: bytemuck::Pod>(&self, send: &[T], recv: Option<&mut [T]>, root: Rank) -> Result<()> {
+        self.check_root(root)?;
+        let p = self.size() as usize;
+        let (n, dst, out) = match recv {
+            Some(r) => (std::mem::size_of_val(r), Some(OUTPUT), bytes_mut(r)),
+            None => (std::mem::size_of_val(send) / p, None, &mut [][..]),
+        };
+        let s = algos::scatter(self.shape(), root, INPUT, dst, n, &self.tuning());
+        self.run_blocking(s, bytes(send), out, None)
+    }
+
+    /// Every member gets every member's `send` in rank order (MPI_Allgather).
+    pub fn allgather<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+    ) -> Result<()> {
+        let p = self.size() as usize;
+        let (input, src, n) = match send.into() {
+            Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
+            Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
+        };
+        let s = algos::allgather(self.shape(), src, OUTPUT, n, &self.tuning());
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Block j of `send` goes to rank j, which puts it in block i (the sender's rank)
+    /// of its `recv` (MPI_Alltoall).
+    pub fn alltoall<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+    ) -> Result<()> {
+        let n = std::mem::size_of_val(recv) / self.size() as usize;
+        let (input, src) = match send.into() {
+            Input::Buf(s) => (bytes(s), Some(INPUT)),
+            Input::InPlace => (&[][..], None),
+        };
+        let s = algos::alltoall(self.shape(), src, OUTPUT, n, &self.tuning());
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Element blocks `(displacement, count)` to byte blocks.
+    fn byte_blocks<T>(counts: &[usize], displs: &[usize]) -> Vec<(usize, usize)> {
+        let sz = std::mem::size_of::<T>();
+        counts.iter().zip(displs).map(|(c, d)| (d * sz, c * sz)).collect()
+    }
+
+    fn check_per_rank(&self, what: &str, counts: &[usize], displs: &[usize]) -> Result<()> {
+        let p = self.size() as usize;
+        if counts.len() != p || displs.len() != p {
+            return Err(Error::Arg(format!(
+                "{what}: counts and displacements need one entry per rank ({p})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Root gets rank i's `send` at element `displs[i]` of `recv` (`counts[i]` elements)
+    /// (MPI_Gatherv). `counts`/`displs` matter at the root only.
+    pub fn gatherv<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+        root: Rank,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let blocks = if self.rank() == root {
+            self.check_per_rank("gatherv", counts, displs)?;
+            Self::byte_blocks::<T>(counts, displs)
+        } else {
+            Vec::new()
+        };
+        let (input, src) = match send.into() {
+            Input::Buf(s) => (bytes(s), Some(region(INPUT, 0, std::mem::size_of_val(s)))),
+            Input::InPlace => (&[][..], None),
+        };
+        let s = algos::gatherv(self.shape(), root, src, OUTPUT, &blocks);
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Root sends `counts[i]` elements at `displs[i]` of `send` to rank i (MPI_Scatterv).
+    pub fn scatterv<T: bytemuck::Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        displs: &[usize],
+        recv: Option<&mut [T]>,
+        root: Rank,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let blocks = if self.rank() == root {
+            self.check_per_rank("scatterv", counts, displs)?;
+            Self::byte_blocks::<T>(counts, displs)
+        } else {
+            Vec::new()
+        };
+        let (dst, out) = match recv {
+            Some(r) => (Some(region(OUTPUT, 0, std::mem::size_of_val(r))), bytes_mut(r)),
+            None => (None, &mut [][..]),
+        };
+        let s = algos::scatterv(self.shape(), root, INPUT, &blocks, dst);
+        self.run_blocking(s, bytes(send), out, None)
+    }
+
+    /// Every member gets rank i's `send` at `displs[i]` (`counts[i]` elements) (MPI_Allgatherv).
+    pub fn allgatherv<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
+        self.check_per_rank("allgatherv", counts, displs)?;
+        let blocks = Self::byte_blocks::<T>(counts, displs);
+        let (input, src) = match send.into() {
+            Input::Buf(s) => (bytes(s), Some(region(INPUT, 0, std::mem::size_of_val(s)))),
+            Input::InPlace => (&[][..], None),
+        };
+        let s = algos::allgatherv(self.shape(), src, OUTPUT, &blocks);
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Alltoall with per-peer counts and displacements on each side (MPI_Alltoallv).
+    #[allow(clippy::too_many_arguments)]
+    pub fn alltoallv<'a, T: bytemuck::Pod>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        self.check_per_rank("alltoallv", recv_counts, recv_displs)?;
+        let rblocks = Self::byte_blocks::<T>(recv_counts, recv_displs);
+        let (input, src, sblocks) = match send.into() {
+            Input::Buf(s) => {
+                self.check_per_rank("alltoallv", send_counts, send_displs)?;
+                (
+                    bytes(s),
+                    Some(INPUT),
+                    Self::byte_blocks::<T>(send_counts, send_displs),
+                )
+            }
+            Input::InPlace => (&[][..], None, rblocks.clone()),
+        };
+        let long = rblocks.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
+        let s = algos::alltoallv(self.shape(), src, &sblocks, OUTPUT, &rblocks, long);
+        self.run_blocking(s, input, bytes_mut(recv), None)
+    }
+
+    /// Reduces the vector of blocks of `counts[i]` elements, leaving block i in rank
+    /// i's `recv` (MPI_Reduce_scatter). In place: the vector is in `recv`.
+    pub fn reduce_scatter<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        counts: &[usize],
+        op: &Op,
+    ) -> Result<()> {
+        let opdt = self.reduction::<T>(op)?;
+        if counts.len() != self.size() as usize {
+            return Err(Error::Arg(
+                "reduce_scatter: counts need one entry per rank".into(),
+            ));
+        }
+        let sz = std::mem::size_of::<T>();
+        let byte_counts: Vec<usize> = counts.iter().map(|c| c * sz).collect();
+        let (input, src) = send.into().source();
+        let s = algos::reduce_scatter(self.shape(), src, OUTPUT, &byte_counts, op.is_commutative());
+        self.run_blocking(s, input, bytes_mut(recv), opdt)
+    }
+
+    /// [`Comm::reduce_scatter`] with `count` elements per rank (MPI_Reduce_scatter_block).
+    pub fn reduce_scatter_block<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        count: usize,
+        op: &Op,
+    ) -> Result<()> {
+        self.reduce_scatter(send, recv, &vec![count; self.size() as usize], op)
+    }
+
+    fn prefix<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        op: &Op,
+        exclusive: bool,
+    ) -> Result<()> {
+        let opdt = self.reduction::<T>(op)?;
+        let (input, src) = send.into().source();
+        let n = std::mem::size_of_val(recv);
+        let s = algos::scan(self.shape(), src, OUTPUT, n, op.is_commutative(), exclusive);
+        self.run_blocking(s, input, bytes_mut(recv), opdt)
+    }
+
+    /// Rank i gets `op` over the `send` of ranks 0..=i (MPI_Scan).
+    pub fn scan<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        op: &Op,
+    ) -> Result<()> {
+        self.prefix(send, recv, op, false)
+    }
+
+    /// Rank i gets `op` over the `send` of ranks 0..i; rank 0's `recv` is left alone (MPI_Exscan).
+    pub fn exscan<'a, T: Equivalence>(
+        &self,
+        send: impl Into<Input<'a, T>>,
+        recv: &mut [T],
+        op: &Op,
+    ) -> Result<()> {
+        self.prefix(send, recv, op, true)
+    }
+}

@@ -1,0 +1,229 @@
+//! Non-blocking collectives: the same schedules as the blocking ones, on vectors the
+//! request owns. Every started schedule is registered with the runtime's background
+//! task, so it advances whenever the job progresses (inside any blocking call or
+//! test), not only when its own request is tested.
+
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+
+use runtime::{Buffer, Runtime};
+
+use super::algos;
+use super::schedule::{Running, Schedule, INPUT, OUTPUT};
+use super::RtP2p;
+use crate::comm::Comm;
+use crate::datatype::Equivalence;
+use crate::op::Op;
+use crate::{Rank, Result};
+
+pub(crate) struct Started {
+    run: Option<Running<runtime::ReqId>>,
+    members: Rc<[Rank]>,
+    ctx: u32,
+    tag: i32,
+    result: Option<Result<Buffer>>,
+}
+
+impl Started {
+    /// Advances; once finished, keeps the result and the output buffer.
+    fn advance(&mut self, rt: &mut Runtime, block: bool) -> bool {
+        let Some(run) = self.run.as_mut() else {
+            return false;
+        };
+        let mut p2p = RtP2p {
+            rt,
+            members: &self.members,
+            ctx: self.ctx,
+            tag: self.tag,
+        };
+        let r = run.advance(&mut p2p, block);
+        if matches!(r, Ok(false)) {
+            return false;
+        }
+        let out = self.run.take().expect("checked").finish(&mut p2p);
+        self.result = Some(r.map(|_| out));
+        true
+    }
+}
+
+/// The schedules in flight at this process.
+pub(crate) type Active = Rc<RefCell<Vec<Weak<RefCell<Started>>>>>;
+
+/// The runtime's background task: advances every schedule in flight that no one
+/// is advancing right now.
+pub(crate) fn background(active: Active) -> runtime::Background {
+    Box::new(move |rt: &mut Runtime| {
+        if active.borrow().is_empty() {
+            return false;
+        }
+        let list: Vec<_> = active.borrow().clone();
+        let mut any = false;
+        for s in list.iter().filter_map(Weak::upgrade) {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                any |= s.advance(rt, false);
+            }
+        }
+        active.borrow_mut().retain(|w| {
+            w.upgrade()
+                .is_some_and(|s| s.try_borrow().map_or(true, |s| s.run.is_some()))
+        });
+        any
+    })
+}
+
+/// A non-blocking collective in flight; `wait` gives the result vector back.
+/// Dropping it waits for it.
+pub struct CollRequest<'u, T: bytemuck::Pod + Send> {
+    comm: Comm<'u>,
+    state: Rc<RefCell<Started>>,
+    done: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
+    fn take(&mut self) -> (Result<()>, Vec<T>) {
+        self.done = true;
+        match self.state.borrow_mut().result.take().expect("finished") {
+            Ok(out) => (Ok(()), out.into_pod_vec().unwrap_or_default()),
+            Err(e) => (Err(e), Vec::new()),
+        }
+    }
+
+    /// Waits for completion (MPI_Wait); returns the result vector.
+    pub fn wait(mut self) -> (Result<()>, Vec<T>) {
+        if self.state.borrow().result.is_none() {
+            let mut rt = self.comm.u.rt.borrow_mut();
+            self.state.borrow_mut().advance(&mut rt, true);
+        }
+        self.take()
+    }
+
+    /// Completes the request if it is done (MPI_Test); otherwise gives it back.
+    pub fn test(mut self) -> std::result::Result<(Result<()>, Vec<T>), Self> {
+        if self.state.borrow().result.is_none() {
+            let mut rt = self.comm.u.rt.borrow_mut();
+            rt.progress();
+            self.state.borrow_mut().advance(&mut rt, false);
+        }
+        if self.state.borrow().result.is_some() {
+            Ok(self.take())
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl<T: bytemuck::Pod + Send> Drop for CollRequest<'_, T> {
+    fn drop(&mut self) {
+        if !self.done && self.state.borrow().result.is_none() {
+            let mut rt = self.comm.u.rt.borrow_mut();
+            self.state.borrow_mut().advance(&mut rt, true);
+        }
+    }
+}
+
+impl<'u> Comm<'u> {
+    fn start<T: bytemuck::Pod + Send>(
+        &self,
+        sched: Schedule,
+        input: Vec<T>,
+        output: Vec<T>,
+        op: Option<(Op, crate::Datatype)>,
+    ) -> CollRequest<'u, T> {
+        let run = Running::new(sched, Buffer::owned_pod(input), Buffer::owned_pod(output), op);
+        let state = Rc::new(RefCell::new(Started {
+            run: Some(run),
+            members: self.d.group.members().into(),
+            ctx: self.coll_ctx(),
+            tag: self.next_coll_tag(),
+            result: None,
+        }));
+        // Start the first step now; the rest advances with the job.
+        state.borrow_mut().advance(&mut self.u.rt.borrow_mut(), false);
+        self.u.active.borrow_mut().push(Rc::downgrade(&state));
+        CollRequest {
+            comm: self.clone(),
+            state,
+            done: false,
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    /// Starts a barrier (MPI_Ibarrier).
+    pub fn ibarrier(&self) -> CollRequest<'u, u8> {
+        self.start(algos::barrier(self.shape()), Vec::new(), Vec::new(), None)
+    }
+
+    /// Starts a broadcast of `buf` from `root` (MPI_Ibcast); every rank passes a
+    /// vector of the same length and gets the root's back.
+    pub fn ibcast<T: bytemuck::Pod + Send>(&self, buf: Vec<T>, root: Rank) -> Result<CollRequest<'u, T>> {
+        self.check_root(root)?;
+        let n = std::mem::size_of_val(buf.as_slice());
+        Ok(self.start(
+            algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning()),
+            Vec::new(),
+            buf,
+            None,
+        ))
+    }
+
+    /// Starts an allreduce of `send` (MPI_Iallreduce); the result has its length.
+    pub fn iallreduce<T: Equivalence + Send>(&self, send: Vec<T>, op: &Op) -> Result<CollRequest<'u, T>> {
+        let opdt = self.reduction::<T>(op)?;
+        let n = std::mem::size_of_val(send.as_slice());
+        let elem = std::mem::size_of::<T>();
+        let s = algos::allreduce(
+            self.shape(),
+            OUTPUT,
+            OUTPUT,
+            n,
+            elem,
+            op.is_commutative(),
+            &self.tuning(),
+        );
+        Ok(self.start(s, Vec::new(), send, opdt))
+    }
+
+    /// Starts a reduce to `root` (MPI_Ireduce); the result is empty except at the root.
+    pub fn ireduce<T: Equivalence + Send>(
+        &self,
+        send: Vec<T>,
+        op: &Op,
+        root: Rank,
+    ) -> Result<CollRequest<'u, T>> {
+        self.check_root(root)?;
+        let opdt = self.reduction::<T>(op)?;
+        let n = std::mem::size_of_val(send.as_slice());
+        let (input, output, src) = if self.rank() == root {
+            (Vec::new(), send, OUTPUT)
+        } else {
+            (send, Vec::new(), INPUT)
+        };
+        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
+        Ok(self.start(s, input, output, opdt))
+    }
+
+    /// Starts an allgather (MPI_Iallgather): every rank's `send` in rank order.
+    pub fn iallgather<T: bytemuck::Pod + Send>(&self, send: Vec<T>) -> CollRequest<'u, T> {
+        let n = std::mem::size_of_val(send.as_slice());
+        let out = vec![T::zeroed(); send.len() * self.size() as usize];
+        self.start(
+            algos::allgather(self.shape(), Some(INPUT), OUTPUT, n, &self.tuning()),
+            send,
+            out,
+            None,
+        )
+    }
+
+    /// Starts an alltoall (MPI_Ialltoall): block j of `send` goes to rank j.
+    pub fn ialltoall<T: bytemuck::Pod + Send>(&self, send: Vec<T>) -> CollRequest<'u, T> {
+        let n = std::mem::size_of_val(send.as_slice()) / self.size() as usize;
+        let out = vec![T::zeroed(); send.len()];
+        self.start(
+            algos::alltoall(self.shape(), Some(INPUT), OUTPUT, n, &self.tuning()),
+            send,
+            out,
+            None,
+        )
+    }
+}

@@ -1,0 +1,227 @@
+//! Collective operations as schedules: steps of local work (copies, reductions)
+//! and transfers (sends, receives) on numbered buffers.
+//!
+//! An algorithm is written once as a function that builds a [`Schedule`] for one
+//! rank; [`Running`] executes it over anything that implements [`P2p`]: the
+//! runtime (blocking and non-blocking collectives) or the protocol simulator
+//! (property tests). A step's local work runs first, then its transfers start;
+//! the next step begins once all of them completed.
+
+use runtime::Buffer;
+
+use crate::datatype::Datatype;
+use crate::op::Op;
+use crate::{Error, Result};
+
+pub type BufId = u16;
+/// The caller's input (send) buffer, packed.
+pub const INPUT: BufId = 0;
+/// The caller's output (receive) buffer, packed.
+pub const OUTPUT: BufId = 1;
+
+/// Bytes `[off, off + len)` of buffer `buf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub buf: BufId,
+    pub off: usize,
+    pub len: usize,
+}
+
+pub fn region(buf: BufId, off: usize, len: usize) -> Region {
+    Region { buf, off, len }
+}
+
+#[derive(Debug, Clone)]
+pub enum Local {
+    Copy {
+        from: Region,
+        to: Region,
+    },
+    /// `inout = input ∘ inout`: `input` holds lower ranks' data.
+    Reduce {
+        input: Region,
+        inout: Region,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum Xfer {
+    Send { peer: u32, from: Region },
+    Recv { peer: u32, into: Region },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    pub local: Vec<Local>,
+    pub xfers: Vec<Xfer>,
+}
+
+/// One rank's part of a collective.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    /// Sizes of the temporary buffers `2..`.
+    pub temps: Vec<usize>,
+    pub steps: Vec<Step>,
+}
+
+impl Schedule {
+    /// A new temporary buffer of `len` bytes.
+    pub fn temp(&mut self, len: usize) -> BufId {
+        self.temps.push(len);
+        (self.temps.len() + 1) as BufId
+    }
+
+    fn open_step(&mut self) -> &mut Step {
+        if self.steps.is_empty() {
+            self.steps.push(Step::default());
+        }
+        self.steps.last_mut().expect("pushed")
+    }
+
+    /// Later transfers wait until the ones added so far completed.
+    pub fn sync(&mut self) {
+        if self.steps.last().is_some_and(|s| !s.xfers.is_empty()) {
+            self.steps.push(Step::default());
+        }
+    }
+
+    fn local(&mut self, l: Local) {
+        self.sync();
+        self.open_step().local.push(l);
+    }
+
+    pub fn send(&mut self, peer: u32, from: Region) {
+        self.open_step().xfers.push(Xfer::Send { peer, from });
+    }
+    pub fn recv(&mut self, peer: u32, into: Region) {
+        self.open_step().xfers.push(Xfer::Recv { peer, into });
+    }
+    /// Copies once the transfers so far completed.
+    pub fn copy(&mut self, from: Region, to: Region) {
+        if from != to && from.len > 0 {
+            self.local(Local::Copy { from, to });
+        }
+    }
+    /// Reduces once the transfers so far completed.
+    pub fn reduce(&mut self, input: Region, inout: Region) {
+        if input.len > 0 {
+            self.local(Local::Reduce { input, inout });
+        }
+    }
+}
+
+/// Point-to-point underneath a running schedule; peers are communicator ranks.
+pub trait P2p {
+    type Req;
+    fn isend(&mut self, peer: u32, data: Buffer) -> Result<Self::Req>;
+    fn irecv(&mut self, peer: u32, into: Buffer) -> Result<Self::Req>;
+    /// Drops the requests that completed; returns the first failure.
+    fn poll(&mut self, pending: &mut Vec<Self::Req>) -> Result<()>;
+    /// Blocks until every request completed (even after a failure, so that no
+    /// buffer stays lent); returns the first failure.
+    fn wait_all(&mut self, pending: &mut Vec<Self::Req>) -> Result<()>;
+}
+
+/// A schedule being executed.
+pub struct Running<R> {
+    sched: Schedule,
+    bufs: Vec<Buffer>,
+    step: usize,
+    pending: Vec<R>,
+    op: Option<(Op, Datatype)>,
+}
+
+impl<R> Running<R> {
+    /// `input` may be empty when the schedule never reads it (in place).
+    pub fn new(sched: Schedule, input: Buffer, output: Buffer, op: Option<(Op, Datatype)>) -> Self {
+        let mut bufs = vec![input, output];
+        bufs.extend(sched.temps.iter().map(|n| Buffer::owned(vec![0; *n])));
+        Running {
+            sched,
+            bufs,
+            step: 0,
+            pending: Vec::new(),
+            op,
+        }
+    }
+
+    fn view(&self, r: Region) -> Result<Buffer> {
+        let b = &self.bufs[r.buf as usize];
+        if r.off + r.len > b.len() {
+            return Err(Error::Arg(format!(
+                "collective buffer {} is {} bytes, the algorithm needs {}: counts or datatypes differ \
+                 between ranks",
+                r.buf,
+                b.len(),
+                r.off + r.len
+            )));
+        }
+        Ok(b.view(r.off as u64, r.len as u64))
+    }
+
+    fn run_local(&self, l: &Local) -> Result<()> {
+        match l {
+            Local::Copy { from, to } => {
+                let src = self.view(*from)?;
+                let dst = self.view(*to)?;
+                dst.write_at(0, src.slice(0, from.len as u64));
+            }
+            Local::Reduce { input, inout } => {
+                let (op, dt) = self
+                    .op
+                    .as_ref()
+                    .ok_or_else(|| Error::Arg("reduction without an operation".into()))?;
+                let src = self.view(*input)?;
+                let dst = self.view(*inout)?;
+                let count = input.len as u64 / dt.size().max(1);
+                let mut res = Ok(());
+                dst.combine(0, &src, 0, input.len as u64, |a, b| {
+                    res = op.apply(dt, count, a, b)
+                });
+                res?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs as far as it can; with `block`, to the end. Returns whether it finished.
+    pub fn advance<P: P2p<Req = R>>(&mut self, p: &mut P, block: bool) -> Result<bool> {
+        loop {
+            if block {
+                p.wait_all(&mut self.pending)?;
+            } else {
+                p.poll(&mut self.pending)?;
+                if !self.pending.is_empty() {
+                    return Ok(false);
+                }
+            }
+            let Some(step) = self.sched.steps.get(self.step) else {
+                return Ok(true);
+            };
+            for l in &step.local {
+                self.run_local(l)?;
+            }
+            for x in &step.xfers {
+                let req = match x {
+                    Xfer::Send { peer, from } => p.isend(*peer, self.view(*from)?),
+                    Xfer::Recv { peer, into } => p.irecv(*peer, self.view(*into)?),
+                };
+                match req {
+                    Ok(r) => self.pending.push(r),
+                    Err(e) => {
+                        let _ = p.wait_all(&mut self.pending);
+                        return Err(e);
+                    }
+                }
+            }
+            self.step += 1;
+        }
+    }
+
+    /// Waits out whatever is still in flight (after a failure) and gives the
+    /// output buffer back.
+    pub fn finish<P: P2p<Req = R>>(mut self, p: &mut P) -> Buffer {
+        let _ = p.wait_all(&mut self.pending);
+        self.bufs.swap_remove(OUTPUT as usize)
+    }
+}

@@ -1,0 +1,417 @@
+//! Every collective algorithm against a sequential reference, in the protocol
+//! simulator: communicator sizes 1, 2, 3, 5, 7, 8, 13, 16, every root, in place or
+//! not, short and long algorithms, and reductions that are commutative or not
+//! (a user-defined 2×2 matrix product, where MPI fixes the rank order).
+
+#![allow(clippy::needless_range_loop)]
+
+use proptest::prelude::*;
+use proto::sim::{Completion, Sim, SimConfig};
+use runtime::Buffer;
+
+use super::algos::{self, Shape, Tuning};
+use super::schedule::{P2p, Running, Schedule, INPUT, OUTPUT};
+use crate::datatype::{Basic, Datatype, PairValue};
+use crate::op::Op;
+use crate::{Error, Result};
+
+const SIZES: [u32; 8] = [1, 2, 3, 5, 7, 8, 13, 16];
+const CTX: u32 = 1;
+const TAG: i32 = 5;
+
+type SimReq = (u64, Option<Buffer>);
+
+struct SimRank<'a> {
+    sim: &'a mut Sim,
+    rank: u32,
+}
+
+impl P2p for SimRank<'_> {
+    type Req = SimReq;
+    fn isend(&mut self, peer: u32, data: Buffer) -> Result<Self::Req> {
+        let v = data.slice(0, data.len() as u64).to_vec();
+        Ok((self.sim.isend(self.rank, peer, CTX, TAG, v, false), None))
+    }
+    fn irecv(&mut self, peer: u32, into: Buffer) -> Result<Self::Req> {
+        let id = self.sim.irecv(self.rank, peer as i32, CTX, TAG, into.len());
+        Ok((id, Some(into)))
+    }
+    fn poll(&mut self, pending: &mut Vec<Self::Req>) -> Result<()> {
+        let mut i = 0;
+        while i < pending.len() {
+            let (id, buf) = &pending[i];
+            match self.sim.completion(self.rank, *id) {
+                None => i += 1,
+                Some(Completion::Sent(r)) => {
+                    r.clone().map_err(Error::Peer)?;
+                    pending.swap_remove(i);
+                }
+                Some(Completion::Received(r)) => {
+                    let st = r.clone().map_err(Error::Peer)?;
+                    if st.truncated {
+                        return Err(Error::Arg(format!("truncated message from {}", st.source)));
+                    }
+                    let b = buf.as_ref().expect("a receive has its buffer");
+                    assert_eq!(
+                        st.count as usize,
+                        b.len(),
+                        "rank {} got a short message",
+                        self.rank
+                    );
+                    b.write_at(0, self.sim.recv_buf(self.rank, *id));
+                    pending.swap_remove(i);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn wait_all(&mut self, pending: &mut Vec<Self::Req>) -> Result<()> {
+        // The simulator cannot block: the driver steps it between polls.
+        self.poll(pending)
+    }
+}
+
+/// Runs one schedule per rank to the end; returns every rank's output buffer.
+fn run(
+    p: u32,
+    build: impl Fn(Shape) -> Schedule,
+    inputs: &[Vec<u8>],
+    outputs: &[Vec<u8>],
+    op: Option<(Op, Datatype)>,
+    seed: u64,
+) -> Vec<Vec<u8>> {
+    let mut sim = Sim::new(SimConfig {
+        ranks: p,
+        lanes: 1 + (seed % 2) as usize,
+        latency_ns: (500, 5_000),
+        jitter_ns: 2_000,
+        mtu: 512,
+        eager_limit: 256,
+        seed,
+        ..SimConfig::default()
+    });
+    let mut runs: Vec<Option<Running<SimReq>>> = (0..p)
+        .map(|r| {
+            let sched = build(Shape { rank: r, size: p });
+            let input = Buffer::owned(inputs[r as usize].clone());
+            let output = Buffer::owned(outputs[r as usize].clone());
+            Some(Running::new(sched, input, output, op.clone()))
+        })
+        .collect();
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p as usize];
+    loop {
+        for r in 0..p {
+            let Some(run) = runs[r as usize].as_mut() else {
+                continue;
+            };
+            let mut me = SimRank {
+                sim: &mut sim,
+                rank: r,
+            };
+            if run.advance(&mut me, false).expect("no failure in the simulator") {
+                let done = runs[r as usize].take().expect("running");
+                out[r as usize] = done.finish(&mut me).into_vec().expect("owned and unshared");
+            }
+        }
+        if runs.iter().all(Option::is_none) {
+            return out;
+        }
+        assert!(sim.step(), "deadlock: ranks still waiting but nothing in flight");
+    }
+}
+
+/// The reductions under test: (op, datatype, element size, commutative).
+fn reduction(kind: u8) -> (Op, Datatype) {
+    match kind % 6 {
+        0 => (Op::Sum, Datatype::basic(Basic::I32)),
+        1 => (Op::Max, Datatype::basic(Basic::F64)),
+        2 => (Op::Bxor, Datatype::basic(Basic::U8)),
+        3 => (Op::Minloc, Datatype::basic(Basic::Pair(PairValue::F64))),
+        4 => (
+            matrix_product(),
+            Datatype::basic(Basic::I32).contiguous(4).expect("small"),
+        ),
+        _ => (Op::Prod, Datatype::basic(Basic::I64)),
+    }
+}
+
+/// 2×2 integer matrices, `inout = input × inout`: not commutative.
+fn matrix_product() -> Op {
+    Op::user(false, |a: &[i32], b: &mut [i32]| {
+        for (x, y) in a.chunks_exact(4).zip(b.chunks_exact_mut(4)) {
+            let r = [
+                x[0].wrapping_mul(y[0]).wrapping_add(x[1].wrapping_mul(y[2])),
+                x[0].wrapping_mul(y[1]).wrapping_add(x[1].wrapping_mul(y[3])),
+                x[2].wrapping_mul(y[0]).wrapping_add(x[3].wrapping_mul(y[2])),
+                x[2].wrapping_mul(y[1]).wrapping_add(x[3].wrapping_mul(y[3])),
+            ];
+            y.copy_from_slice(&r);
+        }
+    })
+}
+
+/// `count` random elements of the datatype of reduction `kind` (no NaNs; small
+/// values so MINLOC sees ties).
+fn data(kind: u8, count: usize, rng: &mut proto::sim::Rng) -> Vec<u8> {
+    let mut v = Vec::new();
+    for _ in 0..count {
+        match kind % 6 {
+            1 => v.extend_from_slice(&(rng.range(0, 1000) as f64 - 500.0).to_ne_bytes()),
+            3 => {
+                v.extend_from_slice(&(rng.range(0, 4) as f64).to_ne_bytes());
+                v.extend_from_slice(&(rng.range(0, 100) as i32).to_ne_bytes());
+            }
+            4 => (0..4).for_each(|_| v.extend_from_slice(&(rng.range(0, 7) as i32 - 3).to_ne_bytes())),
+            _ => {
+                let size = reduction(kind).1.size();
+                (0..size).for_each(|_| v.push(rng.range(0, 256) as u8));
+            }
+        }
+    }
+    v
+}
+
+/// Sequential reference: contributions combined in rank order.
+fn fold(op: &Op, dt: &Datatype, parts: &[&[u8]]) -> Vec<u8> {
+    let count = parts[0].len() as u64 / dt.size();
+    let mut acc = parts[0].to_vec();
+    for x in &parts[1..] {
+        let mut next = x.to_vec();
+        op.apply(dt, count, &acc, &mut next).expect("valid reduction");
+        acc = next;
+    }
+    acc
+}
+
+fn tuning(long: bool) -> Tuning {
+    if long {
+        // Tiny switch points: the long-message algorithms on small data.
+        Tuning {
+            bcast_long: 1,
+            allreduce_long: 1,
+            allgather_long: 1,
+            alltoall_long: 1,
+            gather_long: 1,
+        }
+    } else {
+        Tuning::default()
+    }
+}
+
+fn setup(p: u32, count: usize, kind: u8, seed: u64) -> (Vec<Vec<u8>>, (Op, Datatype)) {
+    let mut rng = proto::sim::Rng::new(seed);
+    let inputs = (0..p).map(|_| data(kind, count, &mut rng)).collect();
+    (inputs, reduction(kind))
+}
+
+fn case() -> impl Strategy<Value = (u32, u32, usize, u8, bool, bool, u64)> {
+    (
+        0..SIZES.len(),
+        any::<u32>(),
+        0usize..24,
+        0u8..6,
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(|(i, root, count, kind, in_place, long, seed)| {
+            let p = SIZES[i];
+            (p, root % p, count, kind, in_place, long, seed)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn allreduce_matches_the_reference((p, _root, count, kind, in_place, long, seed) in case()) {
+        let (inputs, (op, dt)) = setup(p, count + 1, kind, seed);
+        let n = inputs[0].len();
+        let commutative = op.is_commutative();
+        let t = tuning(long);
+        let (src, ins, outs) = if in_place {
+            (OUTPUT, vec![Vec::new(); p as usize], inputs.clone())
+        } else {
+            (INPUT, inputs.clone(), vec![vec![0; n]; p as usize])
+        };
+        let elem = dt.size() as usize;
+        let got = run(p, |sh| algos::allreduce(sh, src, OUTPUT, n, elem, commutative, &t), &ins, &outs, Some((op.clone(), dt.clone())), seed);
+        let parts: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let want = fold(&op, &dt, &parts);
+        for (r, g) in got.iter().enumerate() {
+            prop_assert_eq!(g, &want, "rank {} of {}", r, p);
+        }
+    }
+
+    #[test]
+    fn reduce_matches_the_reference((p, root, count, kind, in_place, _long, seed) in case()) {
+        let (inputs, (op, dt)) = setup(p, count, kind, seed);
+        let n = inputs[0].len();
+        let commutative = op.is_commutative();
+        let mut ins = inputs.clone();
+        let mut outs = vec![Vec::new(); p as usize];
+        outs[root as usize] = vec![0; n];
+        let src_at = |r: u32| if in_place && r == root { OUTPUT } else { INPUT };
+        if in_place {
+            outs[root as usize] = std::mem::take(&mut ins[root as usize]);
+        }
+        let got = run(p, |sh| algos::reduce(sh, root, src_at(sh.rank), OUTPUT, n, commutative), &ins, &outs, Some((op.clone(), dt.clone())), seed);
+        let parts: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        prop_assert_eq!(&got[root as usize], &fold(&op, &dt, &parts));
+    }
+
+    #[test]
+    fn bcast_copies_the_roots_buffer((p, root, count, _kind, _in_place, long, seed) in case()) {
+        let n = count * 37;
+        let t = tuning(long);
+        let mut outs = vec![vec![0u8; n]; p as usize];
+        let want: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+        outs[root as usize] = want.clone();
+        let got = run(p, |sh| algos::bcast(sh, root, OUTPUT, n, &t), &vec![Vec::new(); p as usize], &outs, None, seed);
+        for g in &got {
+            prop_assert_eq!(g, &want);
+        }
+    }
+
+    #[test]
+    fn gather_scatter_allgather_alltoall_move_every_block((p, root, count, _kind, in_place, long, seed) in case()) {
+        let n = count * 3;
+        let t = tuning(long);
+        let pu = p as usize;
+        let block = |r: usize, j: usize| -> Vec<u8> { (0..n).map(|i| (r * 31 + j * 7 + i) as u8).collect() };
+        let empty = vec![Vec::new(); pu];
+        // gather
+        let ins: Vec<Vec<u8>> = (0..pu).map(|r| block(r, 0)).collect();
+        let all: Vec<u8> = ins.concat();
+        let mut outs = vec![Vec::new(); pu];
+        outs[root as usize] = if in_place { let mut o = vec![0; n * pu]; o[root as usize * n..][..n].copy_from_slice(&ins[root as usize]); o } else { vec![0; n * pu] };
+        let got = run(p, |sh| algos::gather(sh, root, (!(in_place && sh.rank == root)).then_some(INPUT), OUTPUT, n, &t), &ins, &outs, None, seed);
+        prop_assert_eq!(&got[root as usize], &all, "gather");
+        // scatter
+        let mut sins = empty.clone();
+        sins[root as usize] = all.clone();
+        let souts: Vec<Vec<u8>> = (0..pu).map(|r| if in_place && r == root as usize { Vec::new() } else { vec![0; n] }).collect();
+        let got = run(p, |sh| algos::scatter(sh, root, INPUT, (!(in_place && sh.rank == root)).then_some(OUTPUT), n, &t), &sins, &souts, None, seed);
+        for r in 0..pu {
+            if !(in_place && r == root as usize) {
+                prop_assert_eq!(&got[r], &ins[r], "scatter to {}", r);
+            }
+        }
+        // allgather
+        let aouts: Vec<Vec<u8>> = (0..pu).map(|r| if in_place { let mut o = vec![0; n * pu]; o[r * n..][..n].copy_from_slice(&ins[r]); o } else { vec![0; n * pu] }).collect();
+        let got = run(p, |sh| algos::allgather(sh, (!in_place).then_some(INPUT), OUTPUT, n, &t), &ins, &aouts, None, seed);
+        for g in &got {
+            prop_assert_eq!(g, &all, "allgather");
+        }
+        // alltoall: block j of rank r goes to block r of rank j
+        let tins: Vec<Vec<u8>> = (0..pu).map(|r| (0..pu).flat_map(|j| block(r, j)).collect()).collect();
+        let touts: Vec<Vec<u8>> = if in_place { tins.clone() } else { vec![vec![0; n * pu]; pu] };
+        let got = run(p, |sh| algos::alltoall(sh, (!in_place).then_some(INPUT), OUTPUT, n, &t), &tins, &touts, None, seed);
+        for (j, g) in got.iter().enumerate() {
+            let want: Vec<u8> = (0..pu).flat_map(|r| block(r, j)).collect();
+            prop_assert_eq!(g, &want, "alltoall at {}", j);
+        }
+    }
+
+    #[test]
+    fn v_variants_move_blocks_of_different_sizes((p, root, count, _kind, _in_place, _long, seed) in case()) {
+        let pu = p as usize;
+        let mut rng = proto::sim::Rng::new(seed);
+        let lens: Vec<usize> = (0..pu).map(|_| rng.range(0, count as u64 + 1) as usize).collect();
+        // Blocks placed out of order with gaps: displacements from the end backwards.
+        let mut blocks = vec![(0, 0); pu];
+        let mut at = 3;
+        for r in (0..pu).rev() {
+            blocks[r] = (at, lens[r]);
+            at += lens[r] + 2;
+        }
+        let total = at;
+        let data = |r: usize| -> Vec<u8> { (0..lens[r]).map(|i| (r * 13 + i + 1) as u8).collect() };
+        let mut want = vec![0u8; total];
+        for r in 0..pu {
+            want[blocks[r].0..][..lens[r]].copy_from_slice(&data(r));
+        }
+        let ins: Vec<Vec<u8>> = (0..pu).map(data).collect();
+        let mut outs = vec![Vec::new(); pu];
+        outs[root as usize] = vec![0; total];
+        let got = run(p, |sh| algos::gatherv(sh, root, Some(super::schedule::region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &outs, None, seed);
+        prop_assert_eq!(&got[root as usize], &want, "gatherv");
+        let mut sins = vec![Vec::new(); pu];
+        sins[root as usize] = want.clone();
+        let souts: Vec<Vec<u8>> = (0..pu).map(|r| vec![0; lens[r]]).collect();
+        let got = run(p, |sh| algos::scatterv(sh, root, INPUT, &blocks, Some(super::schedule::region(OUTPUT, 0, lens[sh.rank as usize]))), &sins, &souts, None, seed);
+        for r in 0..pu {
+            prop_assert_eq!(&got[r], &data(r), "scatterv to {}", r);
+        }
+        let got = run(p, |sh| algos::allgatherv(sh, Some(super::schedule::region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &vec![vec![0; total]; pu], None, seed);
+        for g in &got {
+            prop_assert_eq!(g, &want, "allgatherv");
+        }
+    }
+
+    #[test]
+    fn reduce_scatter_and_scans_match_the_reference((p, _root, count, kind, in_place, _long, seed) in case()) {
+        let pu = p as usize;
+        let (_, (op, dt)) = setup(p, 1, kind, seed);
+        let es = dt.size() as usize;
+        let mut rng = proto::sim::Rng::new(seed ^ 1);
+        let counts: Vec<usize> = (0..pu).map(|_| rng.range(0, count as u64 + 1) as usize).collect();
+        let total: usize = counts.iter().sum();
+        let inputs: Vec<Vec<u8>> = (0..pu).map(|_| data(kind, total, &mut rng)).collect();
+        let parts: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let whole = if total > 0 { fold(&op, &dt, &parts) } else { Vec::new() };
+        let byte_counts: Vec<usize> = counts.iter().map(|c| c * es).collect();
+        let (src, ins, outs) = if in_place {
+            (OUTPUT, vec![Vec::new(); pu], inputs.clone())
+        } else {
+            (INPUT, inputs.clone(), byte_counts.iter().map(|c| vec![0; *c]).collect())
+        };
+        let commutative = op.is_commutative();
+        let got = run(p, |sh| algos::reduce_scatter(sh, src, OUTPUT, &byte_counts, commutative), &ins, &outs, Some((op.clone(), dt.clone())), seed);
+        let mut at = 0;
+        for r in 0..pu {
+            prop_assert_eq!(&got[r][..byte_counts[r]], &whole[at..at + byte_counts[r]], "reduce_scatter block {}", r);
+            at += byte_counts[r];
+        }
+        // scan and exscan on vectors of `count + 1` elements
+        let inputs: Vec<Vec<u8>> = (0..pu).map(|_| data(kind, count + 1, &mut rng)).collect();
+        let n = inputs[0].len();
+        for exclusive in [false, true] {
+            let (src, ins, outs) = if in_place {
+                (OUTPUT, vec![Vec::new(); pu], inputs.clone())
+            } else {
+                (INPUT, inputs.clone(), vec![vec![0; n]; pu])
+            };
+            let got = run(p, |sh| algos::scan(sh, src, OUTPUT, n, commutative, exclusive), &ins, &outs, Some((op.clone(), dt.clone())), seed);
+            for r in 0..pu {
+                let upto = if exclusive { r } else { r + 1 };
+                if upto == 0 {
+                    continue;
+                }
+                let parts: Vec<&[u8]> = inputs[..upto].iter().map(Vec::as_slice).collect();
+                prop_assert_eq!(&got[r], &fold(&op, &dt, &parts), "{} at rank {}", if exclusive { "exscan" } else { "scan" }, r);
+            }
+        }
+    }
+}
+
+#[test]
+fn barrier_holds_every_rank_until_the_last_arrives() {
+    for p in SIZES {
+        // The dissemination barrier: every rank hears (transitively) from every other.
+        let got = run(
+            p,
+            algos::barrier,
+            &vec![Vec::new(); p as usize],
+            &vec![Vec::new(); p as usize],
+            None,
+            3,
+        );
+        assert_eq!(got.len(), p as usize);
+        for r in 0..p {
+            let s = algos::barrier(Shape { rank: r, size: p });
+            let rounds = s.steps.iter().filter(|st| !st.xfers.is_empty()).count();
+            assert_eq!(rounds, (p as f64).log2().ceil() as usize, "rounds at {p} ranks");
+        }
+    }
+}

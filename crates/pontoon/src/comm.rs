@@ -1,0 +1,392 @@
+//! Communicators: a group of processes with its own matching contexts.
+//!
+//! Context id `i` gives a communicator two wire contexts: `2i` for its
+//! point-to-point traffic and `2i + 1` for its collectives, so a user's
+//! `ANY_TAG` receive never takes a collective's message. Ids are allocated
+//! collectively (see [`ContextPool`]): the members agree on the lowest id free at
+//! all of them, so communicators created concurrently by disjoint sets of
+//! processes never collide at any process.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use runtime::Buffer;
+
+use crate::attr::{Attr, Keyval};
+use crate::group::{Compare, Group};
+use crate::{status, Error, Rank, Request, Result, Status, Universe, ANY_SOURCE};
+
+/// `MPI_UNDEFINED` as a split color: the process joins no new communicator.
+pub const UNDEFINED: i32 = -32766;
+
+/// Context ids a process can take part in at once.
+pub const MAX_CONTEXTS: usize = 4096;
+const WORDS: usize = MAX_CONTEXTS / 64;
+
+/// Which context ids are free at this process.
+pub(crate) struct ContextPool {
+    free: [u64; WORDS],
+}
+
+impl ContextPool {
+    pub(crate) fn new() -> ContextPool {
+        let mut free = [u64::MAX; WORDS];
+        // 0: COMM_WORLD, 1: COMM_SELF.
+        free[0] &= !0b11;
+        ContextPool { free }
+    }
+    pub(crate) fn mask_bytes(&self) -> Vec<u64> {
+        self.free.to_vec()
+    }
+    /// The lowest id set in `agreed` (the AND of every member's mask), now taken here.
+    pub(crate) fn take_lowest(&mut self, agreed: &[u64]) -> Option<u32> {
+        let (w, word) = agreed.iter().enumerate().find(|(_, w)| **w != 0)?;
+        let id = w as u32 * 64 + word.trailing_zeros();
+        self.take(id);
+        Some(id)
+    }
+    pub(crate) fn take(&mut self, id: u32) {
+        self.free[id as usize / 64] &= !(1 << (id % 64));
+    }
+    pub(crate) fn release(&mut self, id: u32) {
+        self.free[id as usize / 64] |= 1 << (id % 64);
+    }
+    pub(crate) fn in_use(&self) -> usize {
+        self.free.iter().map(|w| w.count_zeros() as usize).sum()
+    }
+}
+
+pub(crate) struct CommData {
+    pub(crate) group: Group,
+    /// Communicator rank of each job rank (`u32::MAX`: not a member).
+    by_world: Vec<u32>,
+    pub(crate) id: u32,
+    coll_seq: Cell<u32>,
+    name: RefCell<String>,
+    pub(crate) attrs: RefCell<BTreeMap<u32, Attr>>,
+    /// COMM_WORLD and COMM_SELF live as long as the universe.
+    predefined: bool,
+}
+
+/// A communicator. Cloning gives another handle to the same communicator; it is
+/// freed (attribute delete callbacks run, its context id returns to the pool) by
+/// [`Comm::free`] or when the last handle is dropped.
+#[derive(Clone)]
+pub struct Comm<'u> {
+    pub(crate) u: &'u Universe,
+    pub(crate) d: Rc<CommData>,
+}
+
+pub(crate) fn new_comm_data(
+    group: Group,
+    id: u32,
+    world_size: u32,
+    name: &str,
+    predefined: bool,
+) -> CommData {
+    let mut by_world = vec![u32::MAX; world_size as usize];
+    for (i, w) in group.members().iter().enumerate() {
+        by_world[*w as usize] = i as u32;
+    }
+    CommData {
+        group,
+        by_world,
+        id,
+        coll_seq: Cell::new(0),
+        name: RefCell::new(name.to_string()),
+        attrs: RefCell::new(BTreeMap::new()),
+        predefined,
+    }
+}
+
+fn src(source: Option<Rank>) -> i32 {
+    source.map_or(ANY_SOURCE, |r| r as i32)
+}
+
+impl<'u> Comm<'u> {
+    pub fn rank(&self) -> Rank {
+        self.d
+            .group
+            .rank()
+            .expect("a communicator's handle is only given to members")
+    }
+    pub fn size(&self) -> u32 {
+        self.d.group.size()
+    }
+    pub fn group(&self) -> Group {
+        self.d.group.clone()
+    }
+    pub(crate) fn p2p_ctx(&self) -> u32 {
+        self.d.id * 2
+    }
+    pub(crate) fn coll_ctx(&self) -> u32 {
+        self.d.id * 2 + 1
+    }
+    /// A fresh tag for the next collective (all members call collectives in the same order).
+    pub(crate) fn next_coll_tag(&self) -> i32 {
+        let t = self.d.coll_seq.get();
+        self.d.coll_seq.set(t.wrapping_add(1));
+        (t & 0x3fff_ffff) as i32
+    }
+    pub(crate) fn world_rank(&self, r: Rank) -> Result<Rank> {
+        self.d.group.members().get(r as usize).copied().ok_or_else(|| {
+            Error::Arg(format!(
+                "rank {r} is not in this communicator of {} ranks",
+                self.size()
+            ))
+        })
+    }
+    fn world_src(&self, source: Option<Rank>) -> Result<i32> {
+        source.map(|r| self.world_rank(r)).transpose().map(src)
+    }
+    pub(crate) fn comm_rank_of(&self, world: Rank) -> Rank {
+        self.d.by_world.get(world as usize).copied().unwrap_or(u32::MAX)
+    }
+    fn local_status(&self, mut st: Status) -> Status {
+        st.source = self.comm_rank_of(st.source);
+        st
+    }
+    /// The context id (diagnostics and tests of the allocator).
+    pub fn context_id(&self) -> u32 {
+        self.d.id
+    }
+    pub fn universe(&self) -> &'u Universe {
+        self.u
+    }
+
+    // ---- point to point ------------------------------------------------------
+
+    fn blocking_send(&self, data: &[u8], dest: Rank, tag: i32, sync: bool) -> Result<()> {
+        let dest = self.world_rank(dest)?;
+        let mut rt = self.u.rt.borrow_mut();
+        runtime::mem::lend(data, |buf| {
+            let id = rt.isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
+            rt.wait(id)
+                .map_err(Error::from)
+                .and_then(|(c, _)| c.map(|_| ()).map_err(Error::from))
+        })
+    }
+
+    /// Sends `data` to `dest` (MPI_Send).
+    pub fn send<T: bytemuck::Pod>(&self, data: &[T], dest: Rank, tag: i32) -> Result<()> {
+        self.blocking_send(bytemuck::cast_slice(data), dest, tag, false)
+    }
+
+    /// Sends and returns only once the receiver has matched the message (MPI_Ssend).
+    pub fn ssend<T: bytemuck::Pod>(&self, data: &[T], dest: Rank, tag: i32) -> Result<()> {
+        self.blocking_send(bytemuck::cast_slice(data), dest, tag, true)
+    }
+
+    /// Receives into `buf` from `source` (`None`: any source) with `tag` (or `ANY_TAG`).
+    pub fn recv<T: bytemuck::Pod>(&self, buf: &mut [T], source: Option<Rank>, tag: i32) -> Result<Status> {
+        let from = self.world_src(source)?;
+        let mut rt = self.u.rt.borrow_mut();
+        runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
+            let id = rt.irecv(b.clone(), from, self.p2p_ctx(), tag);
+            let (c, _) = rt.wait(id)?;
+            status(c).map(|s| self.local_status(s))
+        })
+    }
+
+    /// Sends and receives at once, without deadlock between pairs (MPI_Sendrecv).
+    pub fn sendrecv<S: bytemuck::Pod, R: bytemuck::Pod>(
+        &self,
+        data: &[S],
+        dest: Rank,
+        send_tag: i32,
+        buf: &mut [R],
+        source: Option<Rank>,
+        recv_tag: i32,
+    ) -> Result<Status> {
+        let (to, from) = (self.world_rank(dest)?, self.world_src(source)?);
+        let mut rt = self.u.rt.borrow_mut();
+        runtime::mem::lend(bytemuck::cast_slice(data), |sb| {
+            runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |rb| {
+                let r = rt.irecv(rb.clone(), from, self.p2p_ctx(), recv_tag);
+                let s = rt.isend(sb.clone(), to, self.p2p_ctx(), send_tag, false);
+                let sent = rt.wait(s);
+                let got = rt.wait(r);
+                sent?.0?;
+                status(got?.0).map(|s| self.local_status(s))
+            })
+        })
+    }
+
+    /// Starts a send of `data`; the vector comes back from [`Request::wait`].
+    pub fn isend<T: bytemuck::Pod + Send>(
+        &self,
+        data: Vec<T>,
+        dest: Rank,
+        tag: i32,
+    ) -> Result<Request<'u, T>> {
+        let dest = self.world_rank(dest)?;
+        let id = self
+            .u
+            .rt
+            .borrow_mut()
+            .isend(Buffer::owned_pod(data), dest, self.p2p_ctx(), tag, false);
+        Ok(Request::new(self, id))
+    }
+
+    /// Starts a receive into `buf`; the filled vector comes back from [`Request::wait`].
+    pub fn irecv<T: bytemuck::Pod + Send>(
+        &self,
+        buf: Vec<T>,
+        source: Option<Rank>,
+        tag: i32,
+    ) -> Result<Request<'u, T>> {
+        let from = self.world_src(source)?;
+        let id = self
+            .u
+            .rt
+            .borrow_mut()
+            .irecv(Buffer::owned_pod(buf), from, self.p2p_ctx(), tag);
+        Ok(Request::new(self, id))
+    }
+
+    /// Waits for a matching message without receiving it (MPI_Probe).
+    pub fn probe(&self, source: Option<Rank>, tag: i32) -> Result<Status> {
+        let from = self.world_src(source)?;
+        let (source, tag, bytes) = self.u.rt.borrow_mut().probe(from, self.p2p_ctx(), tag)?;
+        Ok(self.local_status(Status { source, tag, bytes }))
+    }
+
+    /// Checks for a matching message without receiving it (MPI_Iprobe).
+    pub fn iprobe(&self, source: Option<Rank>, tag: i32) -> Result<Option<Status>> {
+        let from = self.world_src(source)?;
+        let hit = self.u.rt.borrow_mut().iprobe(from, self.p2p_ctx(), tag);
+        Ok(hit.map(|(source, tag, bytes)| self.local_status(Status { source, tag, bytes })))
+    }
+
+    // ---- creating and freeing ------------------------------------------------
+
+    /// Agrees with every member on a context id free at all of them (collective).
+    fn agree_on_context(&self) -> Result<u32> {
+        let mine = self.u.contexts.borrow().mask_bytes();
+        let mut agreed = vec![0u64; mine.len()];
+        self.allreduce(&mine, &mut agreed, &crate::Op::Band)?;
+        self.u.contexts.borrow_mut().take_lowest(&agreed).ok_or_else(|| {
+            Error::Arg(format!(
+                "no communicator context left: {MAX_CONTEXTS} exist at once on some member; free \
+                 communicators that are no longer used"
+            ))
+        })
+    }
+
+    fn with_members(&self, members: Vec<Rank>, id: u32) -> Comm<'u> {
+        let me = self.u.rt.borrow().rank();
+        let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
+        Comm {
+            u: self.u,
+            d: Rc::new(d),
+        }
+    }
+
+    /// A new communicator with the same members and copied attributes (MPI_Comm_dup).
+    pub fn dup(&self) -> Result<Comm<'u>> {
+        let id = self.agree_on_context()?;
+        let c = self.with_members(self.d.group.members().to_vec(), id);
+        crate::attr::copy_all(self, &c)?;
+        Ok(c)
+    }
+
+    /// Splits by `color` (`UNDEFINED`: join none), ordering each part by `key`, then
+    /// by rank here (MPI_Comm_split).
+    pub fn split(&self, color: i32, key: i32) -> Result<Option<Comm<'u>>> {
+        if color < 0 && color != UNDEFINED {
+            return Err(Error::Arg(format!(
+                "split color {color} is negative (use UNDEFINED to opt out)"
+            )));
+        }
+        let mut all = vec![0i32; 2 * self.size() as usize];
+        self.allgather(&[color, key], &mut all)?;
+        let id = self.agree_on_context()?;
+        if color == UNDEFINED {
+            self.u.contexts.borrow_mut().release(id);
+            return Ok(None);
+        }
+        let mut part: Vec<(i32, u32)> = (0..self.size())
+            .filter(|r| all[2 * *r as usize] == color)
+            .map(|r| (all[2 * r as usize + 1], r))
+            .collect();
+        part.sort();
+        let members = part
+            .iter()
+            .map(|(_, r)| self.d.group.members()[*r as usize])
+            .collect();
+        Ok(Some(self.with_members(members, id)))
+    }
+
+    /// A communicator of `group`'s members, a subset of this one's; collective over
+    /// this communicator; `None` where not a member (MPI_Comm_create).
+    pub fn create(&self, group: &Group) -> Result<Option<Comm<'u>>> {
+        if let Some(outsider) = group
+            .members()
+            .iter()
+            .find(|w| self.comm_rank_of(**w) == u32::MAX)
+        {
+            return Err(Error::Arg(format!(
+                "create: job rank {outsider} of the group is not in this communicator"
+            )));
+        }
+        let id = self.agree_on_context()?;
+        if group.rank().is_none() {
+            self.u.contexts.borrow_mut().release(id);
+            return Ok(None);
+        }
+        Ok(Some(self.with_members(group.members().to_vec(), id)))
+    }
+
+    /// Frees this handle's communicator now: attribute delete callbacks run and, once
+    /// no other handle exists, its context id is free again (MPI_Comm_free).
+    pub fn free(self) -> Result<()> {
+        if self.d.predefined {
+            return Err(Error::Arg("COMM_WORLD and COMM_SELF cannot be freed".into()));
+        }
+        crate::attr::delete_all(&self)
+    }
+
+    /// MPI_Comm_compare.
+    pub fn compare(&self, other: &Comm<'_>) -> Compare {
+        if Rc::ptr_eq(&self.d, &other.d) {
+            return Compare::Ident;
+        }
+        match self.d.group.compare(&other.d.group) {
+            Compare::Ident => Compare::Congruent,
+            c => c,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.d.name.borrow().clone()
+    }
+    pub fn set_name(&self, name: &str) {
+        *self.d.name.borrow_mut() = name.to_string();
+    }
+
+    /// Sets attribute `kv` (its delete callback runs on a value it replaces).
+    pub fn set_attr(&self, kv: &Keyval, value: usize) -> Result<()> {
+        crate::attr::set(self, kv, value)
+    }
+    pub fn get_attr(&self, kv: &Keyval) -> Option<usize> {
+        crate::attr::get(self, kv)
+    }
+    pub fn delete_attr(&self, kv: &Keyval) -> Result<()> {
+        crate::attr::delete(self, kv)
+    }
+    /// Largest usable tag (the predefined attribute `TAG_UB`).
+    pub fn tag_ub(&self) -> i32 {
+        i32::MAX
+    }
+}
+
+impl Drop for Comm<'_> {
+    fn drop(&mut self) {
+        // The last handle of a communicator: free it.
+        if Rc::strong_count(&self.d) == 1 && !self.d.predefined {
+            let _ = crate::attr::delete_all(self);
+            self.u.contexts.borrow_mut().release(self.d.id);
+        }
+    }
+}
