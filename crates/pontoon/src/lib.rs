@@ -116,6 +116,7 @@ pub fn init() -> Result<Universe> {
         allgather_long: c.coll_allgather_long,
         alltoall_long: c.coll_alltoall_long,
         gather_long: c.coll_gather_long,
+        ..Default::default()
     };
     let world = comm::new_comm_data(
         Group::new((0..size).collect(), rank),

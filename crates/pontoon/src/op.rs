@@ -199,13 +199,19 @@ fn zip<const N: usize>(input: &[u8], inout: &mut [u8], f: impl Fn([u8; N], [u8; 
 }
 
 macro_rules! num {
-    ($t:ty, $input:expr, $inout:expr, |$a:ident, $b:ident| $e:expr) => {
-        zip::<{ std::mem::size_of::<$t>() }>($input, $inout, |x, y| {
-            let ($a, $b) = (<$t>::from_ne_bytes(x), <$t>::from_ne_bytes(y));
-            let r: $t = $e;
-            r.to_ne_bytes()
-        })
-    };
+    ($t:ty, $input:expr, $inout:expr, |$a:ident, $b:ident| $e:expr) => {{
+        let f = |$a: $t, $b: $t| -> $t { $e };
+        match (
+            bytemuck::try_cast_slice::<u8, $t>($input),
+            bytemuck::try_cast_slice_mut::<u8, $t>($inout),
+        ) {
+            // Aligned (the usual case): a plain loop the compiler vectorizes.
+            (Ok(x), Ok(y)) => y.iter_mut().zip(x).for_each(|(b, a)| *b = f(*a, *b)),
+            _ => zip::<{ std::mem::size_of::<$t>() }>($input, $inout, |x, y| {
+                f(<$t>::from_ne_bytes(x), <$t>::from_ne_bytes(y)).to_ne_bytes()
+            }),
+        }
+    }};
 }
 
 /// Arithmetic on every integer and float type.

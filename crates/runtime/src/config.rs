@@ -32,6 +32,13 @@ pub const PARAMS: &[Param] = &[
                   (use 0 when ranks outnumber cores)",
     },
     Param {
+        name: "PONTOON_YIELD",
+        default: "auto",
+        meaning: "`always`: a waiting rank yields its CPU between polls while it spins (sched_yield), so \
+                  ranks sharing a CPU take turns instead of starving each other; `never`; `auto`: when \
+                  the ranks on this node outnumber the CPUs they may use",
+    },
+    Param {
         name: "PONTOON_SOCKBUF",
         default: "0",
         meaning: "TCP send/receive buffer size in bytes; 0 keeps the kernel's autotuning",
@@ -87,7 +94,7 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_COLL_ALLREDUCE_LONG",
-        default: "2048",
+        default: "262144",
         meaning: "allreduce of this many bytes or more with a commutative operation uses Rabenseifner's \
                   reduce-scatter + allgather; below, recursive doubling",
     },
@@ -125,12 +132,21 @@ pub enum Bind {
     ByRank,
 }
 
+/// Whether a spinning rank yields its CPU between polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Yield {
+    Auto,
+    Always,
+    Never,
+}
+
 /// Parsed configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub eager_limit: u32,
     pub frag_size: u32,
     pub spin: Duration,
+    pub yield_when_idle: Yield,
     pub sockbuf: usize,
     pub connect_timeout: Duration,
     pub attempt_timeout: Duration,
@@ -208,6 +224,18 @@ impl Config {
             eager_limit,
             frag_size,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
+            yield_when_idle: match get(env, "PONTOON_YIELD").trim() {
+                "auto" | "" => Yield::Auto,
+                "always" => Yield::Always,
+                "never" => Yield::Never,
+                other => {
+                    return Err(ConfigError {
+                        name: "PONTOON_YIELD",
+                        value: other.to_string(),
+                        why: "must be `auto`, `always` or `never`".into(),
+                    })
+                }
+            },
             sockbuf: num(env, "PONTOON_SOCKBUF")?,
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
@@ -261,6 +289,20 @@ mod tests {
         assert_eq!(c.eager_limit, 65536);
         let e = Config::from_lookup(&|k| (k == "PONTOON_SPIN_US").then(|| "fast".to_string())).unwrap_err();
         assert!(e.to_string().contains("PONTOON_SPIN_US"));
+    }
+
+    #[test]
+    fn yielding_is_automatic_unless_forced() {
+        let y = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_YIELD").then(|| v.to_string())).map(|c| c.yield_when_idle)
+        };
+        assert_eq!(
+            Config::from_lookup(&|_| None).unwrap().yield_when_idle,
+            Yield::Auto
+        );
+        assert_eq!(y("always").unwrap(), Yield::Always);
+        assert_eq!(y("never").unwrap(), Yield::Never);
+        assert!(y("sometimes").unwrap_err().to_string().contains("PONTOON_YIELD"));
     }
 
     #[test]

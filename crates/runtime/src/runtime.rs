@@ -12,7 +12,7 @@ use proto::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, 
 use transport::tcp::{tcp_caps, TcpLink};
 use transport::{Buffer, Link, LinkError, Placement, Sink};
 
-use crate::config::{Bind, Config};
+use crate::config::{Bind, Config, Yield};
 use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
 use crate::requests::{Req, Requests};
@@ -33,13 +33,19 @@ fn init_logging(filter: &str) {
         .try_init();
 }
 
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    use rustix::thread::{sched_getaffinity, CpuSet};
+    match sched_getaffinity(None) {
+        Ok(allowed) => (0..CpuSet::MAX_CPU).filter(|c| allowed.is_set(*c)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Pins this process to one of the CPUs it may use, chosen by its local rank.
 fn bind_to_core(index: u32) {
-    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
-    let Ok(allowed) = sched_getaffinity(None) else {
-        return;
-    };
-    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|c| allowed.is_set(*c)).collect();
+    use rustix::thread::{sched_setaffinity, CpuSet};
+    let cpus = allowed_cpus();
     if cpus.is_empty() {
         return;
     }
@@ -141,6 +147,8 @@ pub struct Runtime {
     /// Work of the layers above that must advance whenever the job progresses
     /// (non-blocking collectives), run at the end of every progress pass.
     background: Option<Background>,
+    /// Give the CPU away between idle polls (ranks outnumber CPUs).
+    yield_when_idle: bool,
 }
 
 /// See [`Runtime::set_background`]; returns whether it did anything.
@@ -167,6 +175,13 @@ impl Runtime {
                 size: 1,
             };
             return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
+        };
+        // Ranks that outnumber the CPUs give theirs away while they wait (before
+        // binding narrows what this process may use).
+        let yield_when_idle = match cfg.yield_when_idle {
+            Yield::Always => true,
+            Yield::Never => false,
+            Yield::Auto => env.local_size as usize > allowed_cpus().len().max(1),
         };
         match cfg.bind {
             Bind::None => {}
@@ -216,7 +231,9 @@ impl Runtime {
             size: env.size,
         };
         let ep = Endpoint::new(env.rank, env.size, ecfg);
-        Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)
+        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
+        rt.yield_when_idle = yield_when_idle;
+        Ok(rt)
     }
 
     fn assemble(
@@ -258,6 +275,7 @@ impl Runtime {
             waiter,
             yielded: 0,
             background: None,
+            yield_when_idle: false,
         })
     }
 
@@ -433,6 +451,8 @@ impl Runtime {
             }
             if Instant::now() >= spin_until {
                 self.sleep(Duration::from_millis(50));
+            } else if self.yield_when_idle {
+                std::thread::yield_now();
             }
         }
     }

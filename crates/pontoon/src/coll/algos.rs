@@ -23,16 +23,20 @@ pub struct Tuning {
     pub alltoall_long: usize,
     /// gather/scatter: binomial tree below this per-rank size, direct from here.
     pub gather_long: usize,
+    /// Segment of a long bcast down a binomial tree (fewer than 8 ranks): a rank
+    /// forwards one segment while it receives the next.
+    pub bcast_segment: usize,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             bcast_long: 12288,
-            allreduce_long: 2048,
+            allreduce_long: 262144,
             allgather_long: 81920,
             alltoall_long: 32768,
             gather_long: 65536,
+            bcast_segment: 128 * 1024,
         }
     }
 }
@@ -84,28 +88,63 @@ pub fn barrier(sh: Shape) -> Schedule {
     s
 }
 
+/// Binomial-tree bcast in segments of `seg` bytes, pipelined: in step k a rank
+/// receives segment k from its parent and sends segment k - 1 to its children.
+fn binomial_bcast(s: &mut Schedule, sh: Shape, root: u32, buf: BufId, n: usize, seg: usize) {
+    let p = sh.size;
+    let vr = sh.rel(root);
+    let mut parent = None;
+    let mut mask = 1;
+    while mask < p {
+        if vr & mask != 0 {
+            parent = Some(sh.abs(vr - mask, root));
+            break;
+        }
+        mask <<= 1;
+    }
+    let mut children = Vec::new();
+    mask >>= 1;
+    while mask > 0 {
+        if vr + mask < p {
+            children.push(sh.abs(vr + mask, root));
+        }
+        mask >>= 1;
+    }
+    let segs = n.div_ceil(seg).max(1);
+    let piece = |k: usize| region(buf, k * seg, seg.min(n - (k * seg).min(n)));
+    // The root has every segment from the start.
+    let lag = usize::from(parent.is_some());
+    for k in 0..segs + lag {
+        if let (Some(from), true) = (parent, k < segs) {
+            s.recv(from, piece(k));
+        }
+        if k >= lag {
+            for c in &children {
+                s.send(*c, piece(k - lag));
+            }
+        }
+        s.sync();
+    }
+}
+
 /// `buf` holds `n` bytes at the root, and everywhere at the end.
 pub fn bcast(sh: Shape, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
     let mut s = Schedule::default();
     let p = sh.size;
     let vr = sh.rel(root);
     if n < t.bcast_long || p < 8 {
-        let mut mask = 1;
-        while mask < p {
-            if vr & mask != 0 {
-                s.recv(sh.abs(vr - mask, root), region(buf, 0, n));
-                s.sync();
-                break;
-            }
-            mask <<= 1;
-        }
-        mask >>= 1;
-        while mask > 0 {
-            if vr + mask < p {
-                s.send(sh.abs(vr + mask, root), region(buf, 0, n));
-            }
-            mask >>= 1;
-        }
+        binomial_bcast(
+            &mut s,
+            sh,
+            root,
+            buf,
+            n,
+            if n < t.bcast_long {
+                n.max(1)
+            } else {
+                t.bcast_segment
+            },
+        );
         return s;
     }
     // Scatter chunk i to relative rank i down a binomial tree, then a ring allgather.

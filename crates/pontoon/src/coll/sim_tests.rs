@@ -192,6 +192,7 @@ fn tuning(long: bool) -> Tuning {
             allgather_long: 1,
             alltoall_long: 1,
             gather_long: 1,
+            bcast_segment: 7,
         }
     } else {
         Tuning::default()
