@@ -3,7 +3,7 @@
 //! (a non-commutative user operation among them), each result checked against the
 //! value every rank can compute on its own. Prints one line per communicator.
 
-use pontoon::{Comm, Equivalence, Error, Input, Op};
+use pontoon::{Basic, Comm, Data, DataMut, Datatype, Equivalence, Error, Input, Op};
 
 /// What rank `r` contributes at element `i` (small values: sums and products stay exact).
 fn val(r: u32, i: usize, salt: u32) -> i64 {
@@ -238,7 +238,97 @@ fn check_movement(c: &Comm, n: usize) -> Result<(), Error> {
     c.barrier()
 }
 
+/// Derived datatypes through point-to-point and collectives: packed on the way out,
+/// unpacked on the way in, gaps untouched.
+fn check_datatypes(c: &Comm) -> Result<(), Error> {
+    let (me, p) = (c.rank(), c.size());
+    let int = Datatype::basic(Basic::I32);
+    // Every other int of 2 * n: a vector with gaps that must stay untouched.
+    let n = 5u64;
+    let every_other = int.vector(n, 1, 2)?;
+    let ints = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let back = |b: &[u8]| -> Vec<i32> {
+        b.chunks_exact(4)
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let mine: Vec<i32> = (0..2 * n as i32)
+        .map(|i| if i % 2 == 0 { me as i32 + i } else { -1 })
+        .collect();
+    let mut out = ints(&vec![-7; 2 * n as usize]);
+    c.allreduce_data(
+        Some(&Data::new(&ints(&mine), 1, &every_other)),
+        &mut DataMut::new(&mut out, 1, &every_other),
+        &Op::Sum,
+    )?;
+    let got = back(&out);
+    for i in 0..2 * n as usize {
+        let want = if i % 2 == 0 {
+            (0..p as i32).map(|r| r + i as i32).sum()
+        } else {
+            -7
+        };
+        ensure(got[i] == want, || format!("allreduce on a vector type: {got:?}"))?;
+    }
+    // A struct {int; double} with padding, broadcast from the last rank.
+    let st = Datatype::create_struct(&[1, 1], &[0, 8], &[int.clone(), Datatype::basic(Basic::F64)])?;
+    let root = p - 1;
+    let mut buf = vec![0xAAu8; 16 * 3];
+    if me == root {
+        for k in 0..3 {
+            buf[k * 16..k * 16 + 4].copy_from_slice(&(k as i32 + 40).to_ne_bytes());
+            buf[k * 16 + 8..k * 16 + 16].copy_from_slice(&(k as f64 * 1.5).to_ne_bytes());
+        }
+    }
+    c.bcast_data(&mut DataMut::new(&mut buf, 3, &st), root)?;
+    for k in 0..3 {
+        let i = i32::from_ne_bytes(buf[k * 16..k * 16 + 4].try_into().unwrap());
+        let d = f64::from_ne_bytes(buf[k * 16 + 8..k * 16 + 16].try_into().unwrap());
+        ensure(i == k as i32 + 40 && d == k as f64 * 1.5, || {
+            format!("bcast of a struct, element {k}")
+        })?;
+        ensure(buf[k * 16 + 4..k * 16 + 8] == [0xAA; 4], || {
+            "the padding is not data".into()
+        })?;
+    }
+    // Point to point: indexed blocks out, a short message into a vector type in.
+    if p > 1 {
+        let to = (me + 1) % p;
+        let from = (me + p - 1) % p;
+        let idx = int.indexed(&[2, 1], &[3, 0])?; // ints 3, 4, then 0
+        let src = ints(&(0..6).map(|i| me as i32 * 10 + i).collect::<Vec<_>>());
+        c.send_data(&Data::new(&src, 1, &idx), to, 4)?;
+        let mut dst = ints(&[0; 10]);
+        let st = c.recv_data(&mut DataMut::new(&mut dst, 1, &every_other), Some(from), 4)?;
+        let got = back(&dst);
+        let f = from as i32 * 10;
+        ensure(got == [f + 3, 0, f + 4, 0, f, 0, 0, 0, 0, 0], || {
+            format!("indexed into vector: {got:?}")
+        })?;
+        ensure(
+            st.count_of(&every_other).is_none() && st.count_of(&int) == Some(3),
+            || "get_count".into(),
+        )?;
+        ensure(st.elements_of(&every_other) == 3, || "get_elements".into())?;
+    }
+    // Gather of resized ints (one int every 8 bytes) into plain ints at the root.
+    let spaced = int.resized(0, 8);
+    let two = ints(&[me as i32, 0, me as i32 + 100, 0]);
+    let mut all = vec![0u8; 8 * p as usize];
+    c.gather_data(
+        Some(&Data::new(&two, 2, &spaced)),
+        &mut DataMut::new(&mut all, 2 * p as u64, &int),
+        0,
+    )?;
+    let want: Vec<i32> = (0..p as i32).flat_map(|r| [r, r + 100]).collect();
+    ensure(me != 0 || back(&all) == want, || {
+        format!("gather of resized ints: {:?}", back(&all))
+    })?;
+    Ok(())
+}
+
 fn check(c: &Comm, label: &str) -> Result<(), Error> {
+    check_datatypes(c)?;
     // Short messages, then long enough for the long algorithms and rendezvous.
     for n in [0, 1, 3, 40, 5000, 70000] {
         check_movement(c, n)?;

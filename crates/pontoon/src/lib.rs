@@ -20,6 +20,7 @@ mod attr;
 pub mod coll;
 mod comm;
 pub mod datatype;
+mod described;
 pub mod group;
 pub mod op;
 
@@ -27,6 +28,7 @@ pub use attr::{CopyFn, DeleteFn, Keyval};
 pub use coll::{CollRequest, Input};
 pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
 pub use datatype::{Basic, Datatype, Equivalence, PairValue};
+pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
 pub use op::Op;
 

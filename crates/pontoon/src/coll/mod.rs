@@ -94,6 +94,14 @@ pub enum Input<'a, T> {
 }
 
 impl<'a, T: bytemuck::Pod> Input<'a, T> {
+    /// The input bytes; `None` in place.
+    fn bytes(self) -> Option<&'a [u8]> {
+        match self {
+            Input::Buf(s) => Some(bytes(s)),
+            Input::InPlace => None,
+        }
+    }
+
     /// The input bytes, and the buffer the schedule reads them from: the output when in place.
     fn source(self) -> (&'a [u8], schedule::BufId) {
         match self {
@@ -186,6 +194,26 @@ impl<'u> Comm<'u> {
         Ok(())
     }
 
+    /// MPI_Reduce on packed elements of `dt`; `input` None: in place at the root.
+    pub(crate) fn reduce_bytes(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        dt: &Datatype,
+        op: &Op,
+        root: Rank,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        op.check(dt)?;
+        let (src, n) = match input {
+            Some(i) => (INPUT, i.len()),
+            None if self.rank() == root => (OUTPUT, out.len()),
+            None => return Err(Error::Arg("reduce: IN_PLACE is only for the root".into())),
+        };
+        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
+        self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
+    }
+
     /// Combines every member's `send` with `op` into `recv` at `root`; `recv` is
     /// ignored elsewhere (MPI_Reduce).
     pub fn reduce<'a, T: Equivalence>(
@@ -195,20 +223,36 @@ impl<'u> Comm<'u> {
         op: &Op,
         root: Rank,
     ) -> Result<()> {
-        self.check_root(root)?;
-        let opdt = self.reduction::<T>(op)?;
-        let (input, src) = match send.into() {
-            Input::Buf(s) => (bytes(s), INPUT),
-            Input::InPlace if self.rank() == root => (&[][..], OUTPUT),
-            Input::InPlace => return Err(Error::Arg("reduce: IN_PLACE is only for the root".into())),
-        };
-        let n = std::mem::size_of_val(input).max(if src == OUTPUT {
-            std::mem::size_of_val(recv)
-        } else {
-            0
-        });
-        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
-        self.run_blocking(s, input, bytes_mut(recv), opdt)
+        self.reduce_bytes(send.into().bytes(), bytes_mut(recv), &T::datatype(), op, root)
+    }
+
+    /// MPI_Allreduce on packed elements of `dt`; `input` None: in place.
+    pub(crate) fn allreduce_bytes(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        dt: &Datatype,
+        op: &Op,
+    ) -> Result<()> {
+        op.check(dt)?;
+        let n = out.len();
+        if input.is_some_and(|i| i.len() != n) {
+            return Err(Error::Arg(
+                "allreduce: send and receive buffers differ in length".into(),
+            ));
+        }
+        let src = if input.is_some() { INPUT } else { OUTPUT };
+        let elem = dt.size() as usize;
+        let s = algos::allreduce(
+            self.shape(),
+            src,
+            OUTPUT,
+            n,
+            elem,
+            op.is_commutative(),
+            &self.tuning(),
+        );
+        self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
     }
 
     /// Every member gets `op` over all `send` in `recv` (MPI_Allreduce).
@@ -218,24 +262,7 @@ impl<'u> Comm<'u> {
         recv: &mut [T],
         op: &Op,
     ) -> Result<()> {
-        let opdt = self.reduction::<T>(op)?;
-        let (input, src) = send.into().source();
-        let n = std::mem::size_of_val(recv);
-        if src == INPUT && input.len() != n {
-            return Err(Error::Arg(
-                "allreduce: send and receive buffers differ in length".into(),
-            ));
-        }
-        let s = algos::allreduce(
-            self.shape(),
-            src,
-            OUTPUT,
-            n,
-            T::datatype().size() as usize,
-            op.is_commutative(),
-            &self.tuning(),
-        );
-        self.run_blocking(s, input, bytes_mut(recv), opdt)
+        self.allreduce_bytes(send.into().bytes(), bytes_mut(recv), &T::datatype(), op)
     }
 
     /// Root gets every member's `send` in rank order in `recv` (MPI_Gather).
