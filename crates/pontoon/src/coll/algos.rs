@@ -133,18 +133,14 @@ pub fn bcast(sh: Shape, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule
     let p = sh.size;
     let vr = sh.rel(root);
     if n < t.bcast_long || p < 8 {
-        binomial_bcast(
-            &mut s,
-            sh,
-            root,
-            buf,
-            n,
-            if n < t.bcast_long {
-                n.max(1)
-            } else {
-                t.bcast_segment
-            },
-        );
+        // Segments pay off only where a rank forwards (more than 2 ranks): each is a
+        // step of its own.
+        let seg = if n < t.bcast_long || p <= 2 {
+            n.max(1)
+        } else {
+            t.bcast_segment
+        };
+        binomial_bcast(&mut s, sh, root, buf, n, seg);
         return s;
     }
     // Scatter chunk i to relative rank i down a binomial tree, then a ring allgather.
