@@ -14,13 +14,8 @@ fn vec_of<T: Equivalence>(r: u32, n: usize, salt: u32, conv: impl Fn(i64) -> T) 
     (0..n).map(|i| conv(val(r, i, salt))).collect()
 }
 
-fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), Error> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Runtime(what()))
-    }
-}
+mod common;
+use common::ensure;
 
 /// 2×2 matrices of i64 with `inout = input × inout`; rank order matters.
 fn matrix_op() -> Op {

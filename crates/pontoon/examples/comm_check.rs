@@ -8,13 +8,8 @@ use std::rc::Rc;
 
 use pontoon::{Compare, Error, Keyval, Op, ANY_TAG, UNDEFINED};
 
-fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), Error> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Runtime(what()))
-    }
-}
+mod common;
+use common::ensure;
 
 fn main() -> Result<(), Error> {
     let cycles: usize = std::env::args()

@@ -5,13 +5,8 @@
 
 use pontoon::{Error, Op};
 
-fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), Error> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Runtime(what()))
-    }
-}
+mod common;
+use common::ensure;
 
 fn main() -> Result<(), Error> {
     let universe = pontoon::init()?;

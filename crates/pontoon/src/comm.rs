@@ -36,7 +36,7 @@ impl ContextPool {
         free[0] &= !0b11;
         ContextPool { free }
     }
-    pub(crate) fn mask_bytes(&self) -> Vec<u64> {
+    pub(crate) fn free_mask(&self) -> Vec<u64> {
         self.free.to_vec()
     }
     /// The lowest id set in `agreed` (the AND of every member's mask), now taken here.
@@ -263,7 +263,7 @@ impl<'u> Comm<'u> {
 
     /// Agrees with every member on a context id free at all of them (collective).
     fn agree_on_context(&self) -> Result<u32> {
-        let mine = self.u.contexts.borrow().mask_bytes();
+        let mine = self.u.contexts.borrow().free_mask();
         let mut agreed = vec![0u64; mine.len()];
         self.allreduce(&mine, &mut agreed, &crate::Op::Band)?;
         self.u.contexts.borrow_mut().take_lowest(&agreed).ok_or_else(|| {

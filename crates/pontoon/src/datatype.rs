@@ -112,7 +112,7 @@ impl Basic {
 }
 
 /// Kept per datatype; shared between clones of the handle.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct TypeData {
     size: u64,
     lb: i64,
@@ -237,48 +237,19 @@ impl Datatype {
         d.size == 0 || (d.blocks.len() == 1 && d.blocks[0].0 == 0 && d.lb == 0 && d.ub == d.size as i64)
     }
 
-    /// A copy with another name (MPI_Type_dup keeps the type map).
+    /// A new derived type with this type map (MPI_Type_dup).
     pub fn dup(&self) -> Datatype {
-        let d = &*self.0;
-        self.derived(
-            d.blocks.clone(),
-            d.signature.clone(),
-            d.size,
-            (d.lb, d.ub),
-            (d.true_lb, d.true_ub),
-            d.align,
-        )
+        self.with_bounds(self.0.lb, self.0.ub)
     }
 
-    pub fn with_name(&self, name: &str) -> Datatype {
-        let mut d = self.dup();
-        if let Some(inner) = Rc::get_mut(&mut d.0) {
-            inner.name = name.to_string();
-            inner.predefined = self.0.predefined;
-        }
-        d
-    }
-
-    fn derived(
-        &self,
-        blocks: Vec<(i64, u64)>,
-        signature: Vec<(Basic, u64)>,
-        size: u64,
-        (lb, ub): (i64, i64),
-        (true_lb, true_ub): (i64, i64),
-        align: u64,
-    ) -> Datatype {
+    /// A new derived type with this type map and the bounds `lb..ub`.
+    fn with_bounds(&self, lb: i64, ub: i64) -> Datatype {
         Datatype(Rc::new(TypeData {
-            size,
             lb,
             ub,
-            true_lb,
-            true_ub,
-            align,
-            blocks,
-            signature,
             predefined: false,
             name: String::new(),
+            ..(*self.0).clone()
         }))
     }
 
@@ -352,15 +323,7 @@ impl Datatype {
 
     /// The same data with another lower bound and extent (MPI_Type_create_resized).
     pub fn resized(&self, lb: i64, extent: i64) -> Datatype {
-        let d = &*self.0;
-        self.derived(
-            d.blocks.clone(),
-            d.signature.clone(),
-            d.size,
-            (lb, lb + extent),
-            (d.true_lb, d.true_ub),
-            d.align,
-        )
+        self.with_bounds(lb, lb + extent)
     }
 
     /// The span of bytes `count` elements touch, relative to the buffer's origin:

@@ -41,6 +41,10 @@ impl Group {
     pub fn members(&self) -> &[Rank] {
         &self.members
     }
+    /// The same, shared rather than copied.
+    pub(crate) fn shared_members(&self) -> Rc<[Rank]> {
+        self.members.clone()
+    }
 
     fn check_ranks(&self, ranks: &[u32], what: &str) -> Result<()> {
         let mut seen = vec![false; self.members.len()];

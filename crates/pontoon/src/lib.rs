@@ -111,15 +111,7 @@ pub fn init() -> Result<Universe> {
     let active = coll::Active::default();
     rt.set_background(Some(coll::background(active.clone())));
     let (rank, size) = (rt.rank(), rt.size());
-    let c = &rt.cfg;
-    let tuning = coll::algos::Tuning {
-        bcast_long: c.coll_bcast_long,
-        allreduce_long: c.coll_allreduce_long,
-        allgather_long: c.coll_allgather_long,
-        alltoall_long: c.coll_alltoall_long,
-        gather_long: c.coll_gather_long,
-        ..Default::default()
-    };
+    let tuning = coll::algos::Tuning::from_config(&rt.cfg);
     let world = comm::new_comm_data(
         Group::new((0..size).collect(), rank),
         0,

@@ -28,16 +28,24 @@ pub struct Tuning {
     pub bcast_segment: usize,
 }
 
-impl Default for Tuning {
-    fn default() -> Self {
+impl Tuning {
+    /// The switch points of the configuration (`PONTOON_COLL_*`).
+    pub fn from_config(c: &runtime::Config) -> Tuning {
         Tuning {
-            bcast_long: 12288,
-            allreduce_long: 262144,
-            allgather_long: 81920,
-            alltoall_long: 32768,
-            gather_long: 65536,
+            bcast_long: c.coll_bcast_long,
+            allreduce_long: c.coll_allreduce_long,
+            allgather_long: c.coll_allgather_long,
+            alltoall_long: c.coll_alltoall_long,
+            gather_long: c.coll_gather_long,
             bcast_segment: 128 * 1024,
         }
+    }
+}
+
+impl Default for Tuning {
+    /// The documented defaults (`pontoon info`).
+    fn default() -> Self {
+        Tuning::from_config(&runtime::Config::from_lookup(&|_| None).expect("the defaults parse"))
     }
 }
 
@@ -64,6 +72,14 @@ fn pof2_below(p: u32) -> u32 {
 /// `(offset, len)` of `p` blocks of `n` bytes back to back.
 fn equal_blocks(p: u32, n: usize) -> Vec<(usize, usize)> {
     (0..p as usize).map(|i| (i * n, n)).collect()
+}
+
+/// Copies block i of `from` (`p` blocks of `n` bytes) to block (i + shift) mod p of `to`:
+/// between relative-rank order and rank order.
+fn rotate(s: &mut Schedule, from: BufId, to: BufId, shift: u32, p: u32, n: usize) {
+    let (head, shifted) = ((p - shift) as usize * n, shift as usize * n);
+    s.copy(region(from, 0, head), region(to, shifted, head));
+    s.copy(region(from, head, shifted), region(to, 0, shifted));
 }
 
 /// Blocks a binomial subtree rooted at relative rank `vr` holds.
@@ -380,12 +396,7 @@ pub fn gather(sh: Shape, root: u32, src: Option<BufId>, dst: BufId, n: usize, t:
         mask <<= 1;
     }
     if vr == 0 && root != 0 {
-        let head = (p - root) as usize * n;
-        s.copy(region(acc, 0, head), region(dst, root as usize * n, head));
-        s.copy(
-            region(acc, head, root as usize * n),
-            region(dst, 0, root as usize * n),
-        );
+        rotate(&mut s, acc, dst, root, p, n);
     }
     s
 }
@@ -408,12 +419,7 @@ pub fn scatter(sh: Shape, root: u32, src: BufId, dst: Option<BufId>, n: usize, t
     let mut mask;
     if vr == 0 {
         if root != 0 {
-            let head = (p - root) as usize * n;
-            s.copy(region(src, root as usize * n, head), region(acc, 0, head));
-            s.copy(
-                region(src, 0, root as usize * n),
-                region(acc, head, root as usize * n),
-            );
+            rotate(&mut s, src, acc, p - root, p, n);
         }
         mask = pof2_below(p.max(1));
         if mask < p {
@@ -517,9 +523,7 @@ pub fn allgather(sh: Shape, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning
         have += take;
     }
     if r != 0 {
-        let head = (p - r) as usize * n;
-        s.copy(region(acc, 0, head), region(dst, r as usize * n, head));
-        s.copy(region(acc, head, r as usize * n), region(dst, 0, r as usize * n));
+        rotate(&mut s, acc, dst, r, p, n);
     }
     s
 }

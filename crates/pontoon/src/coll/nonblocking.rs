@@ -56,11 +56,20 @@ pub(crate) fn background(active: Active) -> runtime::Background {
         if active.borrow().is_empty() {
             return false;
         }
-        let list: Vec<_> = active.borrow().clone();
         let mut any = false;
-        for s in list.iter().filter_map(Weak::upgrade) {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                any |= s.advance(rt, false);
+        // By index, without holding the list's borrow while a schedule runs, and without
+        // copying the list on every progress pass.
+        let mut i = 0;
+        loop {
+            // (A `let ... else` drops the borrow at once; a `while let` would keep it.)
+            let Some(weak) = active.borrow().get(i).cloned() else {
+                break;
+            };
+            i += 1;
+            if let Some(s) = weak.upgrade() {
+                if let Ok(mut s) = s.try_borrow_mut() {
+                    any |= s.advance(rt, false);
+                }
             }
         }
         active.borrow_mut().retain(|w| {
@@ -133,7 +142,7 @@ impl<'u> Comm<'u> {
         let run = Running::new(sched, Buffer::owned_pod(input), Buffer::owned_pod(output), op);
         let state = Rc::new(RefCell::new(Started {
             run: Some(run),
-            members: self.d.group.members().into(),
+            members: self.d.group.shared_members(),
             ctx: self.coll_ctx(),
             tag: self.next_coll_tag(),
             result: None,
