@@ -52,8 +52,8 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 build:
-	$(call step,build: cargo build --release --workspace --examples --bins)
-	$(CARGO) build --release --workspace --examples --bins
+	$(call step,build: cargo build --release --workspace --lib --bins --examples)
+	$(CARGO) build --release --workspace --lib --bins --examples
 
 # Release: the multi-process tests are timing-sensitive.
 test-rust:
@@ -79,8 +79,8 @@ fuzz-smoke-if-available:
 
 demo:
 	@scripts/install-deps.sh --no-fuzz
-	$(call step,build: cargo build --release --workspace --examples --bins)
-	$(CARGO) build --release --workspace --examples --bins
+	$(call step,build: cargo build --release --workspace --lib --bins --examples)
+	$(CARGO) build --release --workspace --lib --bins --examples
 	$(call step,demo: scripts/demo.sh (as root: 8 ranks across the two-clusters testbed))
 	@scripts/demo.sh $(NP)
 

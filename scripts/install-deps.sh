@@ -6,11 +6,15 @@
 #
 #   scripts/install-deps.sh [--anchors] [--no-fuzz]
 #
+# Always: PyPI's `mpich` (5.x) in a virtual environment at $PONTOON_MPICH_ABI (default
+# ~/.local/share/pontoon/mpich-abi): its mpi_abi.h is the reference the C ABI tests
+# compare mpi.h with, and its mpicc_abi builds the binaries that must run on pontoon.
+#
 #   --anchors   also the comparison anchors: Open MPI, MPICH, iperf3, sockperf (large)
 #   --no-fuzz   skip cargo-fuzz (needed only by scripts/fuzz-smoke.sh)
 set -euo pipefail
 
-BASE_PKGS=(build-essential pkg-config iproute2 nftables ethtool util-linux procps psmisc)
+BASE_PKGS=(build-essential pkg-config iproute2 nftables ethtool util-linux procps psmisc python3-venv)
 ANCHOR_PKGS=(openmpi-bin libopenmpi-dev mpich libmpich-dev iperf3 sockperf iputils-ping)
 MIN_RUST="1.82.0"        # keep in step with rust-version in Cargo.toml
 CARGO_FUZZ_VERSION="^0.13"
@@ -108,6 +112,21 @@ for component in rustfmt clippy; do
     fi
 done
 log "rust: $(rustc --version)"
+
+# ---- the standard-ABI reference: PyPI mpich ----------------------------------------
+
+MPICH_ABI="${PONTOON_MPICH_ABI:-$HOME/.local/share/pontoon/mpich-abi}"
+MPICH_PYPI_VERSION=">=5,<6"
+if [[ -x "$MPICH_ABI/bin/mpicc_abi" && -f "$MPICH_ABI/include/mpi_abi.h" ]]; then
+    log "standard-ABI reference: $MPICH_ABI (PyPI mpich)"
+else
+    log "installing PyPI mpich $MPICH_PYPI_VERSION into $MPICH_ABI (the standard-ABI reference)"
+    python3 -m venv "$MPICH_ABI" || die "python3 -m venv failed (install python3-venv)"
+    "$MPICH_ABI/bin/pip" install -q "mpich$MPICH_PYPI_VERSION" \
+        || die "pip could not install mpich into $MPICH_ABI (offline? the C ABI tests need it)"
+    [[ -x "$MPICH_ABI/bin/mpicc_abi" ]] || die "PyPI mpich installed but has no mpicc_abi"
+    log "standard-ABI reference: $MPICH_ABI"
+fi
 
 # ---- fuzzing (optional) -------------------------------------------------------------
 

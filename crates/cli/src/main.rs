@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod abi_paths;
 mod doctor;
 mod testbed;
 
@@ -189,6 +190,19 @@ fn run(a: RunArgs) -> ExitCode {
         };
         export.push(("PONTOON_BIND".into(), Some(bind)));
     }
+    // C programs load pontoon's libmpi_abi.so.1, whatever toolchain built them.
+    if let Ok(paths) = abi_paths::AbiPaths::find() {
+        if !export.iter().any(|(k, _)| k == "LD_LIBRARY_PATH") {
+            let mut dirs = vec![paths.lib];
+            dirs.extend(
+                std::env::var_os("LD_LIBRARY_PATH")
+                    .iter()
+                    .flat_map(std::env::split_paths),
+            );
+            let joined = std::env::join_paths(dirs).ok().and_then(|p| p.into_string().ok());
+            export.push(("LD_LIBRARY_PATH".into(), joined));
+        }
+    }
     let plan = launch::LaunchPlan {
         n: a.n,
         program: command.next().expect("clap requires a program"),
@@ -217,6 +231,20 @@ fn info() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "pontoon {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(s, "transports: tcp");
+    match abi_paths::AbiPaths::find() {
+        Ok(p) => {
+            let _ = writeln!(
+                s,
+                "C ABI: MPI 5.0 standard ABI; {}/{} and {}/mpi.h (compile with pontoon-cc)",
+                p.lib.display(),
+                abi_paths::SONAME,
+                p.include.display()
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(s, "C ABI: not found: {e}");
+        }
+    }
     let presets: Vec<&str> = ::testbed::PRESETS.iter().map(|p| p.0).collect();
     let _ = writeln!(
         s,

@@ -137,13 +137,13 @@ impl<'u> Comm<'u> {
             ))
         })
     }
-    fn world_src(&self, source: Option<Rank>) -> Result<i32> {
+    pub(crate) fn world_src(&self, source: Option<Rank>) -> Result<i32> {
         source.map(|r| self.world_rank(r)).transpose().map(src)
     }
     pub(crate) fn comm_rank_of(&self, world: Rank) -> Rank {
         self.d.by_world.get(world as usize).copied().unwrap_or(u32::MAX)
     }
-    fn local_status(&self, mut st: Status) -> Status {
+    pub(crate) fn local_status(&self, mut st: Status) -> Status {
         st.source = self.comm_rank_of(st.source);
         st
     }

@@ -194,6 +194,12 @@ impl Datatype {
         }))
     }
 
+    /// Identifies this datatype among live ones (clones share it), for a foreign
+    /// caller's handle table.
+    pub fn identity(&self) -> usize {
+        Rc::as_ptr(&self.0) as usize
+    }
+
     /// The one basic type of a predefined datatype.
     pub fn as_basic(&self) -> Option<Basic> {
         match self.0.signature.as_slice() {

@@ -22,6 +22,7 @@ mod comm;
 pub mod datatype;
 mod described;
 pub mod group;
+pub mod lent;
 pub mod op;
 
 pub use attr::{CopyFn, DeleteFn, Keyval};
@@ -160,6 +161,12 @@ impl Universe {
     /// Seconds since an arbitrary point in the past (MPI_Wtime).
     pub fn wtime(&self) -> f64 {
         self.rt.borrow().wtime()
+    }
+
+    /// Moves whatever can move without blocking (a C caller's MPI_Test* with nothing
+    /// finished yet).
+    pub fn progress(&self) {
+        self.rt.borrow_mut().progress();
     }
 
     /// (connected peers, connection attempts abandoned to a simultaneous one), for diagnostics.

@@ -1,0 +1,309 @@
+//! The MPI standard ABI (`libmpi_abi.so.1`, `include/mpi.h`, `pontoon-cc`): C programs
+//! under `pontoon run`, a binary built by PyPI mpich's `mpicc_abi` on both MPICH and
+//! pontoon, every constant and size of `mpi.h` against the reference header, and the
+//! prototypes of `mpi.h` against what the library exports.
+//!
+//! The reference is PyPI's `mpich` in `$PONTOON_MPICH_ABI` (default
+//! `~/.local/share/pontoon/mpich-abi`, where `scripts/install-deps.sh` puts it). Without
+//! it the tests that need it skip with a message, except under CI, where they fail.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{pontoon, text};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn pontoon_cc() -> PathBuf {
+    let cc = PathBuf::from(env!("CARGO_BIN_EXE_pontoon-cc"));
+    // The library is a workspace member nothing else depends on: build it if missing.
+    let dir = cc.parent().expect("target dir");
+    if !dir.join("libmpi_abi.so").exists() {
+        let release = dir.ends_with("release");
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "pontoon-mpi-abi"])
+            .args(release.then_some("--release"))
+            .status()
+            .expect("cargo runs");
+        assert!(ok.success(), "building libmpi_abi.so failed");
+    }
+    cc
+}
+
+/// PyPI mpich's prefix, or `None` (with a message) when it is not installed.
+fn reference() -> Option<PathBuf> {
+    let dir = std::env::var_os("PONTOON_MPICH_ABI")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".local/share/pontoon/mpich-abi")
+        });
+    if dir.join("include/mpi_abi.h").exists() && dir.join("bin/mpicc_abi").exists() {
+        return Some(dir);
+    }
+    let why = format!(
+        "PyPI mpich is not installed in {} (scripts/install-deps.sh installs it)",
+        dir.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pontoon-c-abi-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn compile(cc: &Path, src: &Path, out: &Path, extra: &[&str]) {
+    let o = Command::new(cc)
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(out)
+        .arg(src)
+        .args(extra)
+        .output()
+        .expect("the compiler runs");
+    assert!(
+        o.status.success(),
+        "{} {} failed:\n{}{}",
+        cc.display(),
+        src.display(),
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
+fn run_job(n: u32, prog: &Path, args: &[&str]) -> String {
+    let out = Command::new(pontoon())
+        .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+        .arg(prog)
+        .args(args)
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} on {n} ranks failed\nstdout: {stdout}\nstderr: {}",
+        prog.display(),
+        text(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn c_programs_pass_under_pontoon_run() {
+    let cc = pontoon_cc();
+    let dir = scratch("programs");
+    for (name, sizes) in [
+        ("p2p", &[2, 3, 5][..]),
+        ("coll", &[1, 2, 3, 5, 8]),
+        ("comm", &[1, 2, 5]),
+    ] {
+        let exe = dir.join(name);
+        compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
+        for &n in sizes {
+            let out = run_job(n, &exe, &[]);
+            assert!(
+                out.contains(&format!("{name} OK on {n} ranks")),
+                "{name} -n {n}: {out}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn pontoon_cc_shows_its_command_and_links_only_when_asked() {
+    let cc = pontoon_cc();
+    let show = |args: &[&str]| {
+        let o = Command::new(&cc).arg("-show").args(args).output().expect("runs");
+        assert!(o.status.success());
+        text(&o.stdout)
+    };
+    let link = show(&["x.c", "-o", "x"]);
+    assert!(
+        link.contains("-lmpi_abi") && link.contains("-Wl,-rpath,") && link.contains("/include"),
+        "{link}"
+    );
+    let compile_only = show(&["-c", "x.c"]);
+    assert!(!compile_only.contains("-lmpi_abi"), "{compile_only}");
+}
+
+#[test]
+fn an_mpicc_abi_binary_runs_unmodified_on_pontoon_and_on_mpich() {
+    let Some(mpich) = reference() else { return };
+    pontoon_cc();
+    let dir = scratch("mpicc-abi");
+    let exe = dir.join("pingpong");
+    compile(
+        &mpich.join("bin/mpicc_abi"),
+        &repo().join("bench/c/pingpong.c"),
+        &exe,
+        &[],
+    );
+    let on_pontoon = run_job(2, &exe, &["1024", "50"]);
+    // cargo test puts target/ on LD_LIBRARY_PATH: without it the binary finds MPICH's
+    // library through its run path.
+    let on_mpich = Command::new(mpich.join("bin/mpiexec"))
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["-n", "2"])
+        .arg(&exe)
+        .args(["1024", "50"])
+        .output()
+        .expect("mpiexec runs");
+    assert!(on_mpich.status.success(), "MPICH: {}", text(&on_mpich.stderr));
+    let on_mpich = text(&on_mpich.stdout);
+    assert!(on_pontoon.starts_with("# library: pontoon"), "{on_pontoon}");
+    assert!(on_mpich.starts_with("# library: MPICH"), "{on_mpich}");
+    for out in [on_pontoon, on_mpich] {
+        let sizes: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(sizes.first(), Some(&"0"), "{out}");
+        assert_eq!(sizes.last(), Some(&"1024"), "{out}");
+        assert_eq!(sizes.len(), 12, "{out}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Names of the constants a header defines: object-like `#define MPI_*` and enum members.
+fn constant_names(header: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in header.lines() {
+        let t = line.trim_start();
+        let name = if let Some(rest) = t.strip_prefix("#define ") {
+            let mut words = rest.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some(n), Some(_)) if !n.contains('(') => n,
+                _ => continue,
+            }
+        } else if t.starts_with("MPI") && t.contains('=') && !t.contains('(') {
+            t.split(|c: char| c.is_whitespace() || c == '=')
+                .next()
+                .unwrap_or("")
+        } else {
+            continue;
+        };
+        let public = name.starts_with("MPI_") && !name.starts_with("MPI_ABI_")
+            || name == "MPI_ABI_VERSION"
+            || name == "MPI_ABI_SUBVERSION";
+        if public && !name.starts_with("MPIX") {
+            names.insert(name.to_string());
+        }
+    }
+    names
+}
+
+/// A C program printing every constant's value and every type's size.
+fn table_program(include: &str, names: &BTreeSet<String>) -> String {
+    let mut c = format!("#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <{include}>\nint main(void) {{\n");
+    for n in names {
+        c.push_str(&format!(
+            "    printf(\"{n} %lld\\n\", (long long)(intptr_t)({n}));\n"
+        ));
+    }
+    let types = [
+        "MPI_Aint",
+        "MPI_Offset",
+        "MPI_Count",
+        "MPI_Status",
+        "MPI_Comm",
+        "MPI_Datatype",
+        "MPI_Op",
+        "MPI_Request",
+        "MPI_Group",
+        "MPI_Errhandler",
+        "MPI_Info",
+        "MPI_Message",
+        "MPI_Win",
+        "MPI_File",
+        "MPI_Session",
+    ];
+    for t in types {
+        c.push_str(&format!("    printf(\"sizeof({t}) %zu\\n\", sizeof({t}));\n"));
+    }
+    for f in ["MPI_SOURCE", "MPI_TAG", "MPI_ERROR"] {
+        c.push_str(&format!(
+            "    printf(\"offsetof({f}) %zu\\n\", offsetof(MPI_Status, {f}));\n"
+        ));
+    }
+    c.push_str("    return 0;\n}\n");
+    c
+}
+
+#[test]
+fn every_constant_and_size_matches_the_reference_header() {
+    let Some(mpich) = reference() else { return };
+    let reference_h = std::fs::read_to_string(mpich.join("include/mpi_abi.h")).expect("mpi_abi.h");
+    let ours_h = std::fs::read_to_string(repo().join("include/mpi.h")).expect("mpi.h");
+    let names = constant_names(&reference_h);
+    assert!(
+        names.len() > 300,
+        "only {} constants found in the reference",
+        names.len()
+    );
+    let ours = constant_names(&ours_h);
+    let missing: Vec<&String> = names.difference(&ours).collect();
+    assert!(missing.is_empty(), "mpi.h lacks {missing:?}");
+    let dir = scratch("constants");
+    let mut tables = Vec::new();
+    for (header, inc) in [
+        ("mpi.h", repo().join("include")),
+        ("mpi_abi.h", mpich.join("include")),
+    ] {
+        let src = dir.join(format!("table-{header}.c"));
+        std::fs::write(&src, table_program(header, &names)).expect("write");
+        let exe = dir.join(format!("table-{header}"));
+        compile(Path::new("cc"), &src, &exe, &["-I", inc.to_str().expect("utf-8")]);
+        let out = Command::new(&exe).output().expect("the table runs");
+        tables.push(text(&out.stdout));
+    }
+    let diff: Vec<(&str, &str)> = tables[0]
+        .lines()
+        .zip(tables[1].lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert!(diff.is_empty(), "pontoon vs reference: {diff:#?}");
+    assert_eq!(tables[0].lines().count(), names.len() + 18);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn mpi_h_declares_exactly_what_the_library_exports() {
+    let cc = pontoon_cc();
+    let lib = cc.parent().expect("target dir").join("libmpi_abi.so");
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("nm runs");
+    let exported: BTreeSet<String> = text(&nm.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with("MPI_") || w.starts_with("PMPI_"))
+        .map(str::to_string)
+        .collect();
+    let header = std::fs::read_to_string(repo().join("include/mpi.h")).expect("mpi.h");
+    let declared: BTreeSet<String> = header
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.ends_with(");"))
+        .filter_map(|l| l.split('(').next()?.split_whitespace().last().map(str::to_string))
+        .filter(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
+        .collect();
+    let undeclared: Vec<_> = exported.difference(&declared).collect();
+    let unexported: Vec<_> = declared.difference(&exported).collect();
+    assert!(
+        undeclared.is_empty() && unexported.is_empty(),
+        "exported without a prototype: {undeclared:?}; declared but not exported: {unexported:?} \
+         (scripts/update-mpi-h.py rewrites the prototypes)"
+    );
+    for f in ["MPI_Send", "PMPI_Send", "MPI_Wtime", "PMPI_Comm_toint"] {
+        assert!(exported.contains(f), "{f} missing");
+    }
+}

@@ -1,0 +1,170 @@
+//! The one door between C and Rust: every exported function runs its body through
+//! [`enter`], which catches panics and turns failures into MPI error codes raised on a
+//! communicator's error handler; and the pointer helpers below, which check what a C
+//! caller passed before it is used.
+
+use std::ffi::{c_char, CStr};
+use std::os::raw::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::abi::*;
+use crate::errors;
+
+/// A failed call: the error class, what happened (and what to do), and optionally the
+/// communicator whose error handler reports it.
+#[derive(Debug)]
+pub struct Fail {
+    pub class: c_int,
+    pub msg: String,
+    pub on: Option<Handle>,
+}
+
+pub type Res = Result<(), Fail>;
+
+impl Fail {
+    pub fn new(class: c_int, msg: impl Into<String>) -> Fail {
+        Fail {
+            class,
+            msg: msg.into(),
+            on: None,
+        }
+    }
+
+    /// Reports the failure on `comm`'s error handler.
+    pub fn on(mut self, comm: Handle) -> Fail {
+        self.on = Some(comm);
+        self
+    }
+}
+
+/// A failure with `class` and a message.
+pub fn fail<T>(class: c_int, msg: impl Into<String>) -> Result<T, Fail> {
+    Err(Fail::new(class, msg))
+}
+
+impl From<pontoon::Error> for Fail {
+    fn from(e: pontoon::Error) -> Fail {
+        let class = match &e {
+            pontoon::Error::Truncated { .. } => MPI_ERR_TRUNCATE,
+            pontoon::Error::Peer(_) => MPI_ERR_PROC_ABORTED,
+            pontoon::Error::Arg(_) => MPI_ERR_ARG,
+            pontoon::Error::Runtime(_) => MPI_ERR_OTHER,
+        };
+        Fail::new(class, e.to_string())
+    }
+}
+
+/// Runs the body of `MPI_<name>`: success is `MPI_SUCCESS`; a failure or a panic goes
+/// to the error handler of its communicator (`on` unless the failure names another).
+pub fn enter(name: &'static str, on: Handle, body: impl FnOnce() -> Res) -> c_int {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return MPI_SUCCESS,
+        Ok(Err(f)) => f,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Fail::new(
+                MPI_ERR_INTERN,
+                format!(
+                    "internal error in pontoon ({what}); please report it with the program that shows it"
+                ),
+            )
+        }
+    };
+    let on = failure.on.unwrap_or(on);
+    errors::raise(name, on, failure)
+}
+
+/// `*p` for writing a result; `what` names the argument in the error.
+///
+/// # Safety
+/// `p` is null or valid for writes of a `T` (the C caller's contract).
+pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
+    // SAFETY: non-null pointers from the caller are valid by contract.
+    unsafe { p.as_mut() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, format!("`{what}` is NULL")))
+}
+
+/// Writes `v` through `p` if `p` is not null (optional outputs such as statuses).
+///
+/// # Safety
+/// As [`out`].
+pub unsafe fn out_opt<T>(p: *mut T, v: T) {
+    // SAFETY: as `out`.
+    if let Some(r) = unsafe { p.as_mut() } {
+        *r = v;
+    }
+}
+
+/// `n` elements at `p` (null allowed when `n` is 0).
+///
+/// # Safety
+/// `p` is valid for reads of `n` elements of `T` when `n > 0`.
+pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Fail> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return fail(
+            MPI_ERR_ARG,
+            format!("`{what}` is NULL but {n} elements are needed"),
+        );
+    }
+    // SAFETY: non-null and valid for `n` elements by contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// The mutable form of [`slice`].
+///
+/// # Safety
+/// `p` is valid for writes of `n` elements of `T` when `n > 0`.
+pub unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return fail(
+            MPI_ERR_ARG,
+            format!("`{what}` is NULL but {n} elements are needed"),
+        );
+    }
+    // SAFETY: non-null and valid for `n` elements by contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// A NUL-terminated string argument.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string.
+pub unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("`{what}` is NULL"));
+    }
+    // SAFETY: NUL-terminated by contract.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Fail::new(MPI_ERR_ARG, format!("`{what}` is not UTF-8")))
+}
+
+/// Copies `s` into the caller's `cap`-byte buffer `dst` (truncated, NUL-terminated)
+/// and its length into `len`.
+///
+/// # Safety
+/// `dst` is valid for `cap` bytes; `len` is null or valid.
+pub unsafe fn put_c_string(dst: *mut c_char, cap: usize, s: &str, len: *mut c_int) -> Res {
+    let n = s.len().min(cap.saturating_sub(1));
+    // SAFETY: `dst` holds `cap >= n + 1` bytes by contract.
+    let d = unsafe { slice_mut(dst as *mut u8, n + 1, "string buffer")? };
+    d[..n].copy_from_slice(&s.as_bytes()[..n]);
+    d[n] = 0;
+    // SAFETY: as documented.
+    unsafe { out_opt(len, n as c_int) };
+    Ok(())
+}
+
+/// A count argument as a length (negative counts are an error).
+pub fn count(n: i64, what: &str) -> Result<u64, Fail> {
+    u64::try_from(n).map_err(|_| Fail::new(MPI_ERR_COUNT, format!("`{what}` is negative ({n})")))
+}

@@ -1,0 +1,221 @@
+//! Blocking collectives on any datatype (through `pontoon`'s `*_data` functions).
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::{Comm, DataMut, Datatype, Rank};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, Fail, Res};
+use crate::mpi_fn;
+use crate::p2p::{data, data_mut};
+use crate::state::mpi;
+
+fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
+    if root < 0 || root as u32 >= c.size() {
+        return fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of this communicator of {} ranks",
+                c.size()
+            ),
+        );
+    }
+    Ok(root as Rank)
+}
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// A receive side that does not matter here (non-root ranks).
+fn nothing(dt: &Datatype) -> DataMut<'_> {
+    DataMut::new(&mut [], 0, dt)
+}
+
+mpi_fn! {
+    fn MPI_Barrier(comm: MPI_Comm) on comm {
+        mpi()?.comm(comm)?.barrier()?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Bcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        let root = root_rank(&c, root)?;
+        let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
+        c.bcast_data(&mut d, root)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        let op = m.op(op)?;
+        let root = root_rank(&c, root)?;
+        let n = count(n as i64, "count")?;
+        let at_root = c.rank() == root;
+        if in_place(sendbuf) && !at_root {
+            return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+        }
+        let send = if in_place(sendbuf) { None } else { Some(data(sendbuf, n, &dt)?) };
+        let mut recv = if at_root { data_mut(recvbuf, n, &dt)? } else { nothing(&dt) };
+        c.reduce_data(send.as_ref(), &mut recv, &op, root)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        let op = m.op(op)?;
+        let n = count(n as i64, "count")?;
+        let send = if in_place(sendbuf) { None } else { Some(data(sendbuf, n, &dt)?) };
+        let mut recv = data_mut(recvbuf, n, &dt)?;
+        c.allreduce_data(send.as_ref(), &mut recv, &op)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `inoutbuf = inbuf ∘ inoutbuf`, locally.
+    fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op) {
+        let m = mpi()?;
+        let dt = m.committed(datatype)?;
+        let op = m.op(op)?;
+        let n = count(n as i64, "count")?;
+        let input = data(inbuf, n, &dt)?.packed()?;
+        let inout = data_mut(inoutbuf, n, &dt)?;
+        let current = pontoon::Data { bytes: &*inout.bytes, origin: inout.origin, count: n, dt: &dt };
+        let mut acc = current.packed()?.into_owned();
+        op.check(&dt)?;
+        op.apply(&dt, n, &input, &mut acc)?;
+        dt.unpack(n, &acc, inout.bytes, inout.origin)?;
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_like(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    root: Option<c_int>,
+    comm: MPI_Comm,
+    which: Which,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let root = root.map(|r| root_rank(&c, r)).transpose()?;
+    let receives = root.is_none_or(|r| r == c.rank());
+    let p = c.size() as u64;
+    let rdt = if receives || matches!(which, Which::Scatter) {
+        Some(m.committed(recvtype)?)
+    } else {
+        None
+    };
+    let sdt = if !in_place(sendbuf) {
+        Some(m.committed(sendtype)?)
+    } else {
+        None
+    };
+    let (sn, rn) = (
+        count(sendcount as i64, "sendcount")?,
+        count(recvcount as i64, "recvcount")?,
+    );
+    // SAFETY: the program's buffers, which hold the data their counts and datatypes
+    // describe (MPI's contract); `data`/`data_mut` check them for null.
+    unsafe {
+        match which {
+            Which::Gather | Which::Allgather | Which::Alltoall => {
+                let per_send = if matches!(which, Which::Alltoall) {
+                    sn * p
+                } else {
+                    sn
+                };
+                let send = match &sdt {
+                    Some(t) => Some(data(sendbuf, per_send, t)?),
+                    None if receives => None,
+                    None => return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only"),
+                };
+                let fallback = Datatype::basic(pontoon::Basic::Byte);
+                let rt = rdt.as_ref().unwrap_or(&fallback);
+                let mut recv = if receives {
+                    data_mut(recvbuf, rn * p, rt)?
+                } else {
+                    nothing(rt)
+                };
+                match which {
+                    Which::Gather => c.gather_data(send.as_ref(), &mut recv, root.unwrap_or(0))?,
+                    Which::Allgather => c.allgather_data(send.as_ref(), &mut recv)?,
+                    _ => c.alltoall_data(send.as_ref(), &mut recv)?,
+                }
+            }
+            Which::Scatter => {
+                let root = root.unwrap_or(0);
+                let at_root = c.rank() == root;
+                let fallback = Datatype::basic(pontoon::Basic::Byte);
+                let st = sdt.as_ref().unwrap_or(&fallback);
+                let send = if at_root {
+                    data(sendbuf, sn * p, st)?
+                } else {
+                    data(std::ptr::null(), 0, st)?
+                };
+                let rt = rdt.as_ref().expect("committed above");
+                if in_place(recvbuf) {
+                    if !at_root {
+                        return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+                    }
+                    c.scatter_data(&send, None, root)?;
+                } else {
+                    let mut recv = data_mut(recvbuf, rn, rt)?;
+                    c.scatter_data(&send, Some(&mut recv), root)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Gather,
+    Scatter,
+    Allgather,
+    Alltoall,
+}
+
+mpi_fn! {
+    fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Gather)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Scatter)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Allgather)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Alltoall)
+    }
+}

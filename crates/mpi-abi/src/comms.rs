@@ -1,0 +1,419 @@
+//! Communicators, groups and attributes.
+
+use std::ffi::{c_char, c_void};
+use std::os::raw::c_int;
+
+use pontoon::{Comm, Compare, Group, Keyval};
+
+use crate::abi::*;
+use crate::boundary::{c_str, count, fail, out, put_c_string, slice, slice_mut, Fail, Res};
+use crate::mpi_fn;
+use crate::state::{mpi, Mpi};
+
+fn compare_value(c: Compare) -> c_int {
+    match c {
+        Compare::Ident => MPI_IDENT,
+        Compare::Congruent => MPI_CONGRUENT,
+        Compare::Similar => MPI_SIMILAR,
+        Compare::Unequal => MPI_UNEQUAL,
+    }
+}
+
+/// Registers a new communicator (or MPI_COMM_NULL) in `*newcomm`; it inherits the
+/// error handler of the communicator it came from.
+fn publish(m: &Mpi, parent: MPI_Comm, made: Option<Comm<'static>>, newcomm: &mut MPI_Comm) -> Res {
+    *newcomm = match made {
+        Some(c) => m.add_comm(c, m.comm_errhandler(parent).unwrap_or(MPI_ERRORS_ARE_FATAL))?,
+        None => MPI_COMM_NULL,
+    };
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) on comm {
+        *out(size, "size")? = mpi()?.comm(comm)?.size() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) on comm {
+        *out(rank, "rank")? = mpi()?.comm(comm)?.rank() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let made = m.comm(comm)?.dup()?;
+        publish(m, comm, Some(made), newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let made = m.comm(comm)?.split(color, key)?;
+        publish(m, comm, made, newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let g = m.group(group)?;
+        let made = m.comm(comm)?.create(&g)?;
+        publish(m, comm, made, newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_free(comm: *mut MPI_Comm) {
+        let m = mpi()?;
+        let h = out(comm, "comm")?;
+        let c = m.comm(*h).map_err(|f| f.on(MPI_COMM_SELF))?;
+        if *h == MPI_COMM_WORLD || *h == MPI_COMM_SELF {
+            return fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+        }
+        // Delete callbacks run while the handle still names the communicator.
+        let freed = c.free();
+        m.remove_comm(*h)?;
+        *h = MPI_COMM_NULL;
+        Ok(freed?)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) on comm1 {
+        let m = mpi()?;
+        let (a, b) = (m.comm(comm1)?, m.comm(comm2)?);
+        *out(result, "result")? = compare_value(a.compare(&b));
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) on comm {
+        mpi()?.comm(comm)?;
+        // pontoon has intra-communicators only.
+        *out(flag, "flag")? = 0;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) on comm {
+        let c = mpi()?.comm(comm)?;
+        c.set_name(c_str(comm_name, "comm_name")?);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) on comm {
+        let c = mpi()?.comm(comm)?;
+        put_c_string(comm_name, MPI_MAX_OBJECT_NAME, &c.name(), resultlen)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) on comm {
+        let m = mpi()?;
+        let g = m.comm(comm)?.group();
+        *out(group, "group")? = m.add_group(g)?;
+        Ok(())
+    }
+}
+
+// ---- groups --------------------------------------------------------------------
+
+fn me(m: &Mpi) -> u32 {
+    m.u.world().rank()
+}
+
+fn ranks_arg(p: *const c_int, n: c_int, what: &str) -> Result<Vec<u32>, Fail> {
+    // SAFETY: the caller's array of `n` ranks.
+    let v = unsafe { slice(p, count(n as i64, "n")? as usize, what)? };
+    v.iter()
+        .map(|r| u32::try_from(*r).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {r} is negative"))))
+        .collect()
+}
+
+fn new_group(m: &Mpi, made: pontoon::Result<Group>, newgroup: *mut MPI_Group) -> Res {
+    let g = made.map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
+    let h = if g.size() == 0 {
+        MPI_GROUP_EMPTY
+    } else {
+        m.add_group(g)?
+    };
+    // SAFETY: the caller's output.
+    *unsafe { out(newgroup, "newgroup") }? = h;
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Group_size(group: MPI_Group, size: *mut c_int) {
+        *out(size, "size")? = mpi()?.group(group)?.size() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) {
+        *out(rank, "rank")? = mpi()?.group(group)?.rank().map_or(MPI_UNDEFINED, |r| r as c_int);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let g = m.group(group)?;
+        new_group(m, g.incl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let g = m.group(group)?;
+        new_group(m, g.excl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
+    }
+}
+
+unsafe fn range_ranks(g: &Group, n: c_int, ranges: *const [c_int; 3]) -> Result<Vec<u32>, Fail> {
+    // SAFETY: the caller's array of `n` triples.
+    let r = unsafe { slice(ranges, count(n as i64, "n")? as usize, "ranges")? };
+    let triples: Vec<(i32, i32, i32)> = r.iter().map(|t| (t[0], t[1], t[2])).collect();
+    g.range_ranks(&triples)
+        .map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))
+}
+
+mpi_fn! {
+    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let g = m.group(group)?;
+        let ranks = range_ranks(&g, n, ranges)?;
+        new_group(m, g.incl(&ranks, me(m)), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let g = m.group(group)?;
+        let ranks = range_ranks(&g, n, ranges)?;
+        new_group(m, g.excl(&ranks, me(m)), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        new_group(m, Ok(a.union(&b, me(m))), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        new_group(m, Ok(a.intersection(&b, me(m))), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+        let m = mpi()?;
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        new_group(m, Ok(a.difference(&b, me(m))), newgroup)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) {
+        let m = mpi()?;
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        let given = slice(ranks1, count(n as i64, "n")? as usize, "ranks1")?;
+        let result = slice_mut(ranks2, given.len(), "ranks2")?;
+        // MPI_PROC_NULL translates to itself; the rest through the groups.
+        let real: Vec<u32> = given.iter().filter(|r| **r != MPI_PROC_NULL).map(|r| *r as u32).collect();
+        let mut mapped = a.translate_ranks(&real, &b).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?.into_iter();
+        for (r, g) in result.iter_mut().zip(given) {
+            *r = if *g == MPI_PROC_NULL {
+                MPI_PROC_NULL
+            } else {
+                mapped.next().flatten().map_or(MPI_UNDEFINED, |x| x as c_int)
+            };
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) {
+        let m = mpi()?;
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        *out(result, "result")? = compare_value(a.compare(&b));
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Group_free(group: *mut MPI_Group) {
+        let m = mpi()?;
+        let h = out(group, "group")?;
+        if *h != MPI_GROUP_EMPTY && m.groups.borrow_mut().remove(*h).is_none() {
+            return fail(MPI_ERR_GROUP, format!("{:#x} is not a group", *h));
+        }
+        *h = MPI_GROUP_NULL;
+        Ok(())
+    }
+}
+
+// ---- attributes ----------------------------------------------------------------
+
+/// C keyvals are the library's keyval ids past the predefined attribute keys.
+const KEYVAL_BASE: c_int = 1024;
+
+pub type CopyAttrFn =
+    unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+pub type DeleteAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// Values of the predefined attributes, which C reads through a pointer.
+static TAG_UB_VALUE: c_int = i32::MAX;
+static HOST_VALUE: c_int = MPI_PROC_NULL;
+static IO_VALUE: c_int = MPI_ANY_SOURCE;
+static WTIME_IS_GLOBAL_VALUE: c_int = 0;
+static LASTUSEDCODE_VALUE: c_int = MPI_ERR_LASTCLASS;
+
+mpi_fn! {
+    fn MPI_Comm_create_keyval(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        let m = mpi()?;
+        let keyval = out(keyval, "comm_keyval")?;
+        let extra = extra_state as usize;
+        let id = std::rc::Rc::new(std::cell::Cell::new(0));
+        let delete = delete_fn.map(|f| {
+            let id = id.clone();
+            Box::new(move |c: &Comm<'_>, v: usize| {
+                let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
+                // SAFETY: the program's delete callback, called as the standard says.
+                let rc = unsafe { f(h, id.get(), v as *mut c_void, extra as *mut c_void) };
+                callback_result("delete", rc)
+            }) as pontoon::DeleteFn
+        });
+        let copy: Option<pontoon::CopyFn> = match copy_fn {
+            0 => None,
+            1 => Some(Box::new(|_, v| Ok(Some(v)))),
+            f => {
+                // SAFETY: any other value is the program's copy function.
+                let f: CopyAttrFn = std::mem::transmute::<usize, CopyAttrFn>(f);
+                let id = id.clone();
+                Some(Box::new(move |c: &Comm<'_>, v: usize| {
+                    let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
+                    let (mut copied, mut flag): (usize, c_int) = (0, 0);
+                    // SAFETY: as for the delete callback.
+                    let rc = unsafe {
+                        f(h, id.get(), extra as *mut c_void, v as *mut c_void, &mut copied as *mut usize as *mut c_void, &mut flag)
+                    };
+                    callback_result("copy", rc)?;
+                    Ok((flag != 0).then_some(copied))
+                }))
+            }
+        };
+        let kv = Keyval::new(copy, delete);
+        let k = KEYVAL_BASE + kv.id() as c_int;
+        id.set(k);
+        m.keyvals.borrow_mut().insert(k, kv);
+        *keyval = k;
+        Ok(())
+    }
+}
+
+fn callback_result(which: &str, rc: c_int) -> pontoon::Result<()> {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(pontoon::Error::Arg(format!(
+            "the attribute {which} callback returned error {rc}"
+        )))
+    }
+}
+
+fn keyval(m: &Mpi, k: c_int) -> Result<Keyval, Fail> {
+    m.keyvals.borrow().get(&k).cloned().ok_or_else(|| {
+        Fail::new(
+            MPI_ERR_KEYVAL,
+            format!("{k} is not a communicator keyval (freed already?)"),
+        )
+    })
+}
+
+mpi_fn! {
+    fn MPI_Comm_free_keyval(keyval: *mut c_int) {
+        let m = mpi()?;
+        let k = out(keyval, "comm_keyval")?;
+        // Values set with it keep it alive until they are deleted.
+        if m.keyvals.borrow_mut().remove(k).is_none() {
+            return fail(MPI_ERR_KEYVAL, format!("{} is not a communicator keyval", *k));
+        }
+        *k = MPI_KEYVAL_INVALID;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        if keyval_ < KEYVAL_BASE {
+            return fail(MPI_ERR_KEYVAL, format!("keyval {keyval_} is predefined and read-only"));
+        }
+        c.set_attr(&keyval(m, keyval_)?, attribute_val as usize)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let flag = out(flag, "flag")?;
+        let predefined: Option<*const c_int> = match keyval_ {
+            MPI_TAG_UB => Some(&TAG_UB_VALUE),
+            MPI_HOST => Some(&HOST_VALUE),
+            MPI_IO => Some(&IO_VALUE),
+            MPI_WTIME_IS_GLOBAL => Some(&WTIME_IS_GLOBAL_VALUE),
+            MPI_LASTUSEDCODE => Some(&LASTUSEDCODE_VALUE),
+            MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
+            _ => {
+                let value = c.get_attr(&keyval(m, keyval_)?);
+                *flag = value.is_some() as c_int;
+                if let Some(v) = value {
+                    *out(attribute_val as *mut usize, "attribute_val")? = v;
+                }
+                return Ok(());
+            }
+        };
+        // MPI_UNIVERSE_SIZE and MPI_APPNUM: not set (no dynamic processes).
+        *flag = predefined.is_some() as c_int;
+        if let Some(p) = predefined {
+            *out(attribute_val as *mut *const c_int, "attribute_val")? = p;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        c.delete_attr(&keyval(m, keyval_)?)?;
+        Ok(())
+    }
+}

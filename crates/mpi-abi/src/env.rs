@@ -1,0 +1,202 @@
+//! The environment: init and finalize, versions, the clock, names, abort, and the
+//! handle-to-integer conversions.
+
+use std::ffi::c_char;
+use std::os::raw::c_int;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use crate::abi::*;
+use crate::boundary::{fail, out, put_c_string, Res};
+use crate::mpi_fn;
+use crate::state::{mpi, phase, set_phase, Mpi, AFTER, BEFORE, RUNNING};
+
+static MAIN_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+
+fn init() -> Res {
+    match phase() {
+        BEFORE => {}
+        RUNNING => {
+            return fail(
+                MPI_ERR_OTHER,
+                "MPI is initialized already (MPI_Init called twice)",
+            )
+        }
+        _ => return fail(MPI_ERR_OTHER, "MPI was finalized and cannot be initialized again"),
+    }
+    clock();
+    let u = pontoon::init()?;
+    Mpi::install(Box::leak(Box::new(u)));
+    let _ = MAIN_THREAD.set(std::thread::current().id());
+    set_phase(RUNNING);
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) {
+        let _ = (argc, argv);
+        init()
+    }
+}
+
+mpi_fn! {
+    /// pontoon gives MPI_THREAD_FUNNELED at most: MPI is called from the main thread.
+    fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) {
+        let _ = (argc, argv);
+        let provided = out(provided, "provided")?;
+        init()?;
+        *provided = required.min(MPI_THREAD_FUNNELED);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Initialized(flag: *mut c_int) {
+        *out(flag, "flag")? = (phase() != BEFORE) as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Finalized(flag: *mut c_int) {
+        *out(flag, "flag")? = (phase() == AFTER) as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Finalize() {
+        let m = mpi()?;
+        let r = m.u.finalize();
+        set_phase(AFTER);
+        Ok(r?)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Query_thread(provided: *mut c_int) {
+        mpi()?;
+        *out(provided, "provided")? = MPI_THREAD_FUNNELED;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Is_thread_main(flag: *mut c_int) {
+        let flag = out(flag, "flag")?;
+        *flag = (MAIN_THREAD.get() == Some(&std::thread::current().id())) as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) on comm {
+        let m = mpi()?;
+        let rank = m.u.world().rank();
+        m.u.abort(errorcode, &format!("MPI_Abort called by rank {rank} with error code {errorcode}"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
+        *out(version, "version")? = MPI_VERSION;
+        *out(subversion, "subversion")? = MPI_SUBVERSION;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int) {
+        *out(abi_major, "abi_major")? = MPI_ABI_VERSION;
+        *out(abi_minor, "abi_minor")? = MPI_ABI_SUBVERSION;
+        Ok(())
+    }
+}
+
+/// What MPI_Get_library_version says.
+pub fn library_version() -> String {
+    format!(
+        "pontoon {} (MPI {MPI_VERSION}.{MPI_SUBVERSION}, standard ABI {MPI_ABI_VERSION}.{MPI_ABI_SUBVERSION})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+mpi_fn! {
+    fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) {
+        put_c_string(version, MPI_MAX_LIBRARY_VERSION_STRING, &library_version(), resultlen)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) {
+        // Under a testbed the launcher names the host; otherwise the kernel does.
+        let host = std::env::var("PONTOON_NODE").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| {
+            let mut buf = [0u8; 256];
+            // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
+            // within it or truncates.
+            let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+            let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+            if rc == 0 { String::from_utf8_lossy(&buf[..end]).into_owned() } else { "localhost".into() }
+        });
+        put_c_string(name, MPI_MAX_PROCESSOR_NAME, &host, resultlen)
+    }
+}
+
+/// The clock behind MPI_Wtime: its own, so a user function called inside a reduction
+/// can read it while the engine is busy.
+fn clock() -> Instant {
+    *CLOCK.get_or_init(Instant::now)
+}
+static CLOCK: OnceLock<Instant> = OnceLock::new();
+
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    clock().elapsed().as_secs_f64()
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Wtime() -> f64 {
+    MPI_Wtime()
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> f64 {
+    1e-9
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Wtick() -> f64 {
+    MPI_Wtick()
+}
+
+/// `MPI_<Kind>_toint` / `_fromint`: a handle is its integer value (created handles fit
+/// in a positive `int`, see handles.rs).
+macro_rules! int_conversions {
+    ($($to:ident $pto:ident $from:ident $pfrom:ident;)*) => {$(
+        #[no_mangle]
+        pub extern "C" fn $to(h: Handle) -> c_int {
+            h as c_int
+        }
+        #[no_mangle]
+        pub extern "C" fn $pto(h: Handle) -> c_int {
+            h as c_int
+        }
+        #[no_mangle]
+        pub extern "C" fn $from(i: c_int) -> Handle {
+            i as u32 as Handle
+        }
+        #[no_mangle]
+        pub extern "C" fn $pfrom(i: c_int) -> Handle {
+            i as u32 as Handle
+        }
+    )*};
+}
+
+int_conversions! {
+    MPI_Comm_toint PMPI_Comm_toint MPI_Comm_fromint PMPI_Comm_fromint;
+    MPI_Errhandler_toint PMPI_Errhandler_toint MPI_Errhandler_fromint PMPI_Errhandler_fromint;
+    MPI_Group_toint PMPI_Group_toint MPI_Group_fromint PMPI_Group_fromint;
+    MPI_Info_toint PMPI_Info_toint MPI_Info_fromint PMPI_Info_fromint;
+    MPI_Message_toint PMPI_Message_toint MPI_Message_fromint PMPI_Message_fromint;
+    MPI_Op_toint PMPI_Op_toint MPI_Op_fromint PMPI_Op_fromint;
+    MPI_Request_toint PMPI_Request_toint MPI_Request_fromint PMPI_Request_fromint;
+    MPI_Type_toint PMPI_Type_toint MPI_Type_fromint PMPI_Type_fromint;
+}

@@ -1,0 +1,221 @@
+//! Error codes, classes, strings and handlers.
+//!
+//! A failure gets an error code of its own that remembers the whole message (which
+//! rank, which addresses, what to do), so MPI_Error_string can tell the program what
+//! happened, not just the class. The last `DETAILS` messages are kept; an older code
+//! still maps to its class.
+
+use std::cell::RefCell;
+use std::ffi::c_char;
+use std::os::raw::c_int;
+
+use crate::abi::*;
+use crate::boundary::{fail, out, put_c_string, Fail};
+use crate::mpi_fn;
+use crate::state::{mpi, try_mpi, ErrhandlerFn};
+
+/// Codes with a message are `DETAIL_BASE + slot * 128 + class`.
+const DETAIL_BASE: c_int = 0x1_0000;
+const DETAILS: usize = 256;
+
+thread_local! {
+    static DETAIL: RefCell<(Vec<String>, usize)> = RefCell::new((vec![String::new(); DETAILS], 0));
+}
+
+fn remember(class: c_int, msg: String) -> c_int {
+    if !(0..128).contains(&class) {
+        return class;
+    }
+    DETAIL.with(|d| {
+        let mut d = d.borrow_mut();
+        let slot = d.1 % DETAILS;
+        d.0[slot] = msg;
+        d.1 += 1;
+        DETAIL_BASE + slot as c_int * 128 + class
+    })
+}
+
+/// The class of an error code (codes below `DETAIL_BASE` are classes).
+pub fn class_of(code: c_int) -> c_int {
+    if code >= DETAIL_BASE {
+        (code - DETAIL_BASE) % 128
+    } else {
+        code
+    }
+}
+
+fn class_text(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_GROUP => "invalid group",
+        MPI_ERR_OP => "invalid operation",
+        MPI_ERR_ARG => "invalid argument",
+        MPI_ERR_UNKNOWN => "unknown error",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_OTHER => "other error",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_KEYVAL => "invalid keyval",
+        MPI_ERR_NO_MEM => "out of memory",
+        MPI_ERR_PROC_ABORTED => "a process failed or aborted",
+        MPI_ERR_ERRHANDLER => "invalid error handler",
+        _ => "error",
+    }
+}
+
+/// The message of an error code: its own if it still has one, else its class's.
+pub fn text_of(code: c_int) -> String {
+    let class = class_of(code);
+    if code >= DETAIL_BASE {
+        let slot = ((code - DETAIL_BASE) / 128) as usize;
+        if let Some(m) = DETAIL.with(|d| d.borrow().0.get(slot).cloned()) {
+            return m;
+        }
+    }
+    class_text(class).to_string()
+}
+
+/// Reports a failure of `MPI_<name>` through `comm`'s error handler; returns the code.
+pub fn raise(name: &str, comm: Handle, f: Fail) -> c_int {
+    let text = format!("{name}: {}", f.msg);
+    let code = remember(f.class, text.clone());
+    let Some(m) = try_mpi() else {
+        // Before MPI_Init or after MPI_Finalize there is no handler to ask.
+        eprintln!("pontoon: {text}");
+        return code;
+    };
+    let handler = m
+        .comm_errhandler(comm)
+        .or_else(|| m.comm_errhandler(MPI_COMM_SELF))
+        .unwrap_or(MPI_ERRORS_ARE_FATAL);
+    match handler {
+        MPI_ERRORS_RETURN => code,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
+            let rank = m.u.world().rank();
+            eprintln!("pontoon: rank {rank}: {text}");
+            m.u.abort(f.class.max(1), &format!("rank {rank}: {text}"))
+        }
+        user => {
+            let f = m.errhandlers.borrow().get(user).copied();
+            if let Some(f) = f {
+                let (mut c, mut code_arg) = (comm, code);
+                // SAFETY: a function the program registered with
+                // MPI_Comm_create_errhandler, called as the standard says.
+                unsafe { f(&mut c, &mut code_arg) };
+            }
+            code
+        }
+    }
+}
+
+fn errhandler_ok(m: &crate::state::Mpi, h: Handle) -> Result<(), Fail> {
+    let predefined = matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN);
+    if predefined || m.errhandlers.borrow().get(h).is_some() {
+        Ok(())
+    } else {
+        fail(MPI_ERR_ERRHANDLER, format!("{h:#x} is not an error handler"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) {
+        *out(errorclass, "errorclass")? = class_of(errorcode);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {
+        put_c_string(string, MPI_MAX_ERROR_STRING, &text_of(errorcode), resultlen)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) on comm {
+        let m = mpi()?;
+        errhandler_ok(m, errhandler)?;
+        m.set_comm_errhandler(comm, errhandler)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: *mut MPI_Errhandler) on comm {
+        let m = mpi()?;
+        let h = m
+            .comm_errhandler(comm)
+            .ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("{comm:#x} is not a communicator")))?;
+        *out(errhandler, "errhandler")? = h;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create_errhandler(function: Option<ErrhandlerFn>, errhandler: *mut MPI_Errhandler) {
+        let m = mpi()?;
+        let Some(f) = function else {
+            return fail(MPI_ERR_ARG, "the error handler function is NULL");
+        };
+        let h = m
+            .errhandlers
+            .borrow_mut()
+            .insert(f)
+            .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many error handlers"))?;
+        *out(errhandler, "errhandler")? = h;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) {
+        let m = mpi()?;
+        let h = out(errhandler, "errhandler")?;
+        errhandler_ok(m, *h)?;
+        // A handler still set on a communicator keeps working: entries are only
+        // dropped for created handlers nobody can name any more; keeping it is simplest.
+        *h = MPI_ERRHANDLER_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
+        let m = mpi()?;
+        m.comm(comm)?;
+        // The handler runs; the call itself succeeds (unless the handler aborts).
+        raise("MPI_Comm_call_errhandler", comm, Fail::new(class_of(errorcode), text_of(errorcode)));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_keep_their_message_and_class() {
+        let code = remember(
+            MPI_ERR_RANK,
+            "MPI_Send: rank 9 is not in this communicator".into(),
+        );
+        assert_eq!(class_of(code), MPI_ERR_RANK);
+        assert!(text_of(code).contains("rank 9"));
+        assert_eq!(class_of(MPI_ERR_TAG), MPI_ERR_TAG);
+        assert_eq!(text_of(MPI_ERR_TRUNCATE), "message truncated");
+        for _ in 0..DETAILS {
+            remember(MPI_ERR_OTHER, "later".into());
+        }
+        assert_eq!(
+            class_of(code),
+            MPI_ERR_RANK,
+            "an overwritten code keeps its class"
+        );
+    }
+}

@@ -1,0 +1,516 @@
+//! Point-to-point: sends, receives, probes and statuses.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::lent::Buffer;
+use pontoon::{Comm, Data, DataMut, Datatype, Rank, Status};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, out, out_opt, Fail, Res};
+use crate::mpi_fn;
+use crate::requests::{start, ReqEntry, Unpack};
+use crate::state::mpi;
+
+// ---- buffers -------------------------------------------------------------------
+
+/// The bytes `n` elements of `dt` at `buf` touch: `(start, length, origin offset)`.
+fn region(buf: *const c_void, n: u64, dt: &Datatype) -> Result<(*const u8, usize, usize), Fail> {
+    let (first, end) = dt.span(n);
+    let start = (buf as *const u8).wrapping_offset(first as isize);
+    let len = (end - first) as usize;
+    if len > 0 && start.is_null() {
+        return fail(
+            MPI_ERR_BUFFER,
+            "the buffer is NULL but the datatype and count describe data",
+        );
+    }
+    Ok((start, len, (-first) as usize))
+}
+
+/// `n` elements of `dt` at the C buffer `buf` (MPI_BOTTOM with absolute displacements too).
+///
+/// # Safety
+/// The caller's buffer holds the data it describes, as MPI requires.
+pub unsafe fn data<'a>(buf: *const c_void, n: u64, dt: &'a Datatype) -> Result<Data<'a>, Fail> {
+    let (start, len, origin) = region(buf, n, dt)?;
+    // SAFETY: the region is what the datatype and count touch, valid by contract.
+    let bytes = if len == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(start, len) }
+    };
+    Ok(Data {
+        bytes,
+        origin,
+        count: n,
+        dt,
+    })
+}
+
+/// The writable form of [`data`].
+///
+/// # Safety
+/// As [`data`], for writing.
+pub unsafe fn data_mut<'a>(buf: *mut c_void, n: u64, dt: &'a Datatype) -> Result<DataMut<'a>, Fail> {
+    let (start, len, origin) = region(buf, n, dt)?;
+    let bytes = if len == 0 {
+        &mut [][..]
+    } else {
+        // SAFETY: as in `data`; the caller lends the region for writing.
+        unsafe { std::slice::from_raw_parts_mut(start as *mut u8, len) }
+    };
+    Ok(DataMut {
+        bytes,
+        origin,
+        count: n,
+        dt,
+    })
+}
+
+// ---- statuses ------------------------------------------------------------------
+
+pub fn status_of(st: &Status) -> MPI_Status {
+    let mut s = MPI_Status {
+        MPI_SOURCE: st.source as c_int,
+        MPI_TAG: st.tag,
+        ..MPI_Status::default()
+    };
+    set_bytes(&mut s, st.bytes);
+    s
+}
+
+/// The status of a receive from MPI_PROC_NULL (and of an empty request).
+pub fn empty_status() -> MPI_Status {
+    MPI_Status {
+        MPI_SOURCE: MPI_PROC_NULL,
+        MPI_TAG: MPI_ANY_TAG,
+        ..MPI_Status::default()
+    }
+}
+
+pub fn bytes_of(s: &MPI_Status) -> u64 {
+    (s.internal[0] as u32 as u64) | (s.internal[1] as u32 as u64) << 32
+}
+
+fn set_bytes(s: &mut MPI_Status, bytes: u64) {
+    s.internal[0] = bytes as u32 as c_int;
+    s.internal[1] = (bytes >> 32) as u32 as c_int;
+}
+
+pub fn set_cancelled(s: &mut MPI_Status, yes: bool) {
+    s.internal[2] = yes as c_int;
+}
+
+// ---- arguments -----------------------------------------------------------------
+
+/// A destination: `None` for MPI_PROC_NULL.
+pub fn dest_rank(c: &Comm, r: c_int) -> Result<Option<Rank>, Fail> {
+    match r {
+        MPI_PROC_NULL => Ok(None),
+        r if r >= 0 && (r as u32) < c.size() => Ok(Some(r as Rank)),
+        r => fail(
+            MPI_ERR_RANK,
+            format!("rank {r} is not in this communicator of {} ranks", c.size()),
+        ),
+    }
+}
+
+/// A source: `Ok(None)` for MPI_PROC_NULL, `Ok(Some(None))` for any source.
+pub fn source_rank(c: &Comm, r: c_int) -> Result<Option<Option<Rank>>, Fail> {
+    if r == MPI_ANY_SOURCE {
+        return Ok(Some(None));
+    }
+    Ok(dest_rank(c, r)?.map(Some))
+}
+
+pub fn send_tag(tag: c_int) -> Result<i32, Fail> {
+    if tag < 0 {
+        return fail(
+            MPI_ERR_TAG,
+            format!("tag {tag} is negative; send tags are 0..=MPI_TAG_UB"),
+        );
+    }
+    Ok(tag)
+}
+
+/// A receive tag, MPI_ANY_TAG becoming pontoon's own wildcard.
+pub fn recv_tag(tag: c_int) -> Result<i32, Fail> {
+    match tag {
+        MPI_ANY_TAG => Ok(pontoon::ANY_TAG),
+        t if t < 0 => fail(MPI_ERR_TAG, format!("tag {t} is negative and not MPI_ANY_TAG")),
+        t => Ok(t),
+    }
+}
+
+// ---- blocking ------------------------------------------------------------------
+
+unsafe fn blocking_send(
+    buf: *const c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    sync: bool,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = send_tag(tag)?;
+    let Some(dest) = dest_rank(&c, dest)? else {
+        return Ok(());
+    };
+    // SAFETY: the caller's buffer, per the MPI contract.
+    let d = unsafe { data(buf, n, &dt)? };
+    if sync {
+        c.ssend_data(&d, dest, tag)?;
+    } else {
+        c.send_data(&d, dest, tag)?;
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Send(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        blocking_send(buf, n, datatype, dest, tag, comm, false)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ssend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        blocking_send(buf, n, datatype, dest, tag, comm, true)
+    }
+}
+
+mpi_fn! {
+    /// Ready mode: the receive is posted already, so a standard send is correct.
+    fn MPI_Rsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        blocking_send(buf, n, datatype, dest, tag, comm, false)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Recv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        let n = count(n as i64, "count")?;
+        let tag = recv_tag(tag)?;
+        let Some(from) = source_rank(&c, source)? else {
+            out_opt(status, empty_status());
+            return Ok(());
+        };
+        let mut d = data_mut(buf, n, &dt)?;
+        let st = c.recv_data(&mut d, from, tag);
+        finish_recv(st, status)
+    }
+}
+
+/// Fills the status of a finished receive; a truncation still reports what arrived.
+unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> Res {
+    match st {
+        Ok(st) => {
+            // SAFETY: the caller's optional status.
+            unsafe { out_opt(status, status_of(&st)) };
+            Ok(())
+        }
+        Err(pontoon::Error::Truncated {
+            source_rank,
+            tag,
+            count,
+        }) => {
+            let st = Status {
+                source: source_rank,
+                tag,
+                bytes: count,
+            };
+            let mut s = status_of(&st);
+            s.MPI_ERROR = MPI_ERR_TRUNCATE;
+            // SAFETY: as above.
+            unsafe { out_opt(status, s) };
+            Err(pontoon::Error::Truncated {
+                source_rank,
+                tag,
+                count,
+            }
+            .into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+mpi_fn! {
+    fn MPI_Sendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+        comm: MPI_Comm, status: *mut MPI_Status,
+    ) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        // The receive goes first so that two ranks exchanging never both wait on sends.
+        let mut recv = MPI_REQUEST_NULL;
+        start_recv(m, &c, comm, recvbuf, recvcount, recvtype, source, recvtag, &mut recv)?;
+        let sent = blocking_send(sendbuf, sendcount, sendtype, dest, sendtag, comm, false);
+        let got = crate::requests::wait_one(m, &mut recv, status);
+        sent?;
+        got
+    }
+}
+
+mpi_fn! {
+    fn MPI_Sendrecv_replace(
+        buf: *mut c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status,
+    ) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        // The outgoing data is packed first; then the buffer is free to receive into.
+        let packed = data(buf, count(n as i64, "count")?, &dt)?.packed()?.into_owned();
+        let mut recv = MPI_REQUEST_NULL;
+        start_recv(m, &c, comm, buf, n, datatype, source, recvtag, &mut recv)?;
+        let sent = blocking_send(packed.as_ptr() as *const c_void, packed.len() as c_int, MPI_BYTE, dest, sendtag, comm, false);
+        let got = crate::requests::wait_one(m, &mut recv, status);
+        sent?;
+        got
+    }
+}
+
+// ---- non-blocking --------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_send(
+    buf: *const c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    sync: bool,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = send_tag(tag)?;
+    let request = out(request, "request")?;
+    let Some(dest) = dest_rank(&c, dest)? else {
+        return start(m, request, ReqEntry::Done(empty_status()));
+    };
+    let d = data(buf, n, &dt)?;
+    let buffer = if dt.is_dense() {
+        // SAFETY: the program leaves the send buffer alone until the request
+        // completes (MPI's rule), so the engine may read it until then.
+        unsafe {
+            Buffer::from_raw(
+                d.bytes[d.origin..].as_ptr() as *mut u8,
+                (n * dt.size()) as usize,
+                false,
+            )
+        }
+    } else {
+        Buffer::owned(d.packed()?.into_owned())
+    };
+    let op = c.isend_lent(buffer, dest, tag, sync)?;
+    start(
+        m,
+        request,
+        ReqEntry::P2p {
+            op,
+            comm,
+            unpack: None,
+        },
+    )
+}
+
+/// Starts a receive into the caller's memory; a non-dense datatype receives into a
+/// packed copy that is unpacked at completion.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn start_recv(
+    m: &crate::state::Mpi,
+    c: &Comm<'static>,
+    comm: MPI_Comm,
+    buf: *mut c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    request: &mut MPI_Request,
+) -> Res {
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = recv_tag(tag)?;
+    let Some(from) = source_rank(c, source)? else {
+        return start(m, request, ReqEntry::Done(empty_status()));
+    };
+    let (start_at, _, origin) = region(buf, n, &dt)?;
+    let packed_len = (n * dt.size()) as usize;
+    let (buffer, unpack) = if dt.is_dense() {
+        // SAFETY: the program leaves the receive buffer alone until the request
+        // completes (MPI's rule); the engine writes at most `packed_len` bytes there.
+        let b = unsafe { Buffer::from_raw(start_at.wrapping_add(origin) as *mut u8, packed_len, true) };
+        (b, None)
+    } else {
+        let mut tmp = vec![0u8; packed_len];
+        // SAFETY: `tmp`'s heap block stays put when the vector moves into the request
+        // entry, which keeps it until the engine is done with it.
+        let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), packed_len, true) };
+        (
+            b,
+            Some(Unpack {
+                tmp,
+                buf,
+                count: n,
+                dt: dt.clone(),
+            }),
+        )
+    };
+    let op = c.irecv_lent(buffer, from, tag)?;
+    start(m, request, ReqEntry::P2p { op, comm, unpack })
+}
+
+mpi_fn! {
+    fn MPI_Isend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_send(buf, n, datatype, dest, tag, comm, false, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Issend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_send(buf, n, datatype, dest, tag, comm, true, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Irsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_send(buf, n, datatype, dest, tag, comm, false, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Irecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        start_recv(m, &c, comm, buf, n, datatype, source, tag, out(request, "request")?)
+    }
+}
+
+// ---- probes and statuses -------------------------------------------------------
+
+mpi_fn! {
+    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let tag = recv_tag(tag)?;
+        let Some(from) = source_rank(&c, source)? else {
+            out_opt(status, empty_status());
+            return Ok(());
+        };
+        let st = c.probe(from, tag)?;
+        out_opt(status, status_of(&st));
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let tag = recv_tag(tag)?;
+        let flag = out(flag, "flag")?;
+        let Some(from) = source_rank(&c, source)? else {
+            *flag = 1;
+            out_opt(status, empty_status());
+            return Ok(());
+        };
+        match c.iprobe(from, tag)? {
+            Some(st) => {
+                *flag = 1;
+                out_opt(status, status_of(&st));
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}
+
+fn received(status: &MPI_Status) -> Status {
+    Status {
+        source: status.MPI_SOURCE as Rank,
+        tag: status.MPI_TAG,
+        bytes: bytes_of(status),
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
+        let dt = mpi()?.datatype(datatype)?;
+        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        *out(n, "count")? = match st.count_of(&dt) {
+            Some(k) => c_int::try_from(k).unwrap_or(MPI_UNDEFINED),
+            None => MPI_UNDEFINED,
+        };
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
+        let dt = mpi()?.datatype(datatype)?;
+        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        *out(n, "count")? = st.count_of(&dt).map_or(MPI_UNDEFINED as MPI_Count, |k| k as MPI_Count);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
+        let dt = mpi()?.datatype(datatype)?;
+        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        *out(n, "count")? = c_int::try_from(st.elements_of(&dt)).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
+        let dt = mpi()?.datatype(datatype)?;
+        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        *out(n, "count")? = st.elements_of(&dt) as MPI_Count;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, n: c_int) {
+        let dt = mpi()?.datatype(datatype)?;
+        set_bytes(out(status, "status")?, count(n as i64, "count")? * dt.size());
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_elements_c(status: *mut MPI_Status, datatype: MPI_Datatype, n: MPI_Count) {
+        let dt = mpi()?.datatype(datatype)?;
+        set_bytes(out(status, "status")?, count(n, "count")? * dt.size());
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) {
+        set_cancelled(out(status, "status")?, flag != 0);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) {
+        let st = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?;
+        *out(flag, "flag")? = (st.internal[2] != 0) as c_int;
+        Ok(())
+    }
+}

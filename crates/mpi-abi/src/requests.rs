@@ -1,0 +1,399 @@
+//! Requests: completing them (wait/test in all their forms), cancelling, freeing.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::lent::Pending;
+use pontoon::Datatype;
+
+use crate::abi::*;
+use crate::boundary::{count, fail, out, out_opt, slice_mut, Fail, Res};
+use crate::mpi_fn;
+use crate::p2p::{data_mut, empty_status, set_cancelled, status_of};
+use crate::state::{mpi, Mpi};
+
+/// What a request handle stands for.
+pub enum ReqEntry {
+    /// Finished when started (MPI_PROC_NULL).
+    Done(MPI_Status),
+    P2p {
+        op: Pending<'static>,
+        comm: MPI_Comm,
+        /// For a receive with a non-dense datatype: where the packed bytes go at the end.
+        unpack: Option<Unpack>,
+    },
+}
+
+/// A receive into a packed copy, to be unpacked into the program's memory.
+pub struct Unpack {
+    pub tmp: Vec<u8>,
+    pub buf: *mut c_void,
+    pub count: u64,
+    pub dt: Datatype,
+}
+
+/// Gives `entry` a handle in `*request`.
+pub fn start(m: &Mpi, request: &mut MPI_Request, entry: ReqEntry) -> Res {
+    *request = m
+        .reqs
+        .borrow_mut()
+        .insert(entry)
+        .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many requests in flight"))?;
+    Ok(())
+}
+
+fn bad_request(h: MPI_Request) -> Fail {
+    Fail::new(
+        MPI_ERR_REQUEST,
+        format!("{h:#x} is not a request (completed or freed already?)"),
+    )
+}
+
+/// Whether a request is finished (progressing once if it is not).
+fn ready(m: &Mpi, h: MPI_Request) -> Result<bool, Fail> {
+    match m.reqs.borrow_mut().get_mut(h) {
+        Some(ReqEntry::Done(_)) => Ok(true),
+        Some(ReqEntry::P2p { op, .. }) => Ok(op.is_done()),
+        None => Err(bad_request(h)),
+    }
+}
+
+/// Completes an entry (blocking until it is done): its status, and its error if any
+/// (raised on its communicator).
+fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
+    let (mut op, comm, unpack) = match entry {
+        ReqEntry::Done(st) => return (st, Ok(())),
+        ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
+    };
+    let result = op.wait();
+    let (mut st, res) = match result {
+        Ok(Some(st)) => (status_of(&st), Ok(st.bytes)),
+        Ok(None) => {
+            let mut st = empty_status();
+            set_cancelled(&mut st, true);
+            return (st, Ok(()));
+        }
+        Err(pontoon::Error::Truncated {
+            source_rank,
+            tag,
+            count,
+        }) => {
+            let st = pontoon::Status {
+                source: source_rank,
+                tag,
+                bytes: count,
+            };
+            let e = pontoon::Error::Truncated {
+                source_rank,
+                tag,
+                count,
+            };
+            (status_of(&st), Err((count, Fail::from(e))))
+        }
+        Err(e) => (empty_status(), Err((0, Fail::from(e)))),
+    };
+    let arrived = match &res {
+        Ok(b) => *b,
+        Err((b, _)) => *b,
+    };
+    if let Some(u) = unpack {
+        // SAFETY: the program's receive buffer, lent until this completion.
+        let unpacked = unsafe { data_mut(u.buf, u.count, &u.dt) }.and_then(|d| {
+            Ok(u.dt.unpack(u.count, &u.tmp[..arrived as usize], d.bytes, d.origin)?)
+        });
+        if let Err(f) = unpacked {
+            return (st, Err(f.on(comm)));
+        }
+    }
+    match res {
+        Ok(_) => (st, Ok(())),
+        Err((_, f)) => {
+            st.MPI_ERROR = f.class;
+            (st, Err(f.on(comm)))
+        }
+    }
+}
+
+/// Finishes requests freed while running, once they are done (a receive's data
+/// still lands in the program's memory).
+fn reap_detached(m: &Mpi) {
+    let list = std::mem::take(&mut *m.detached.borrow_mut());
+    for mut e in list {
+        let done = match &mut e {
+            ReqEntry::P2p { op, .. } => op.is_done(),
+            ReqEntry::Done(_) => true,
+        };
+        if done {
+            let _ = complete(e);
+        } else {
+            m.detached.borrow_mut().push(e);
+        }
+    }
+}
+
+/// Waits for `*h`, writes its status, sets it to MPI_REQUEST_NULL.
+pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
+    if *h == MPI_REQUEST_NULL {
+        // SAFETY: the caller's optional status.
+        unsafe { out_opt(status, empty_status()) };
+        return Ok(());
+    }
+    let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
+    *h = MPI_REQUEST_NULL;
+    let (st, res) = complete(entry);
+    // SAFETY: as above.
+    unsafe { out_opt(status, st) };
+    res
+}
+
+/// Tests `*h`: true (and completed as by [`wait_one`]) if it is done.
+fn test_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Result<bool, Fail> {
+    if *h != MPI_REQUEST_NULL && !ready(m, *h)? {
+        return Ok(false);
+    }
+    wait_one(m, h, status).map(|_| true)
+}
+
+/// The `i`th status of an array (null: MPI_STATUSES_IGNORE).
+fn nth(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
+    if statuses.is_null() {
+        statuses
+    } else {
+        statuses.wrapping_add(i)
+    }
+}
+
+/// Completes the requests at `which` of `reqs`; with any failure, every status gets its
+/// error and the call fails with MPI_ERR_IN_STATUS.
+fn complete_set(
+    m: &Mpi,
+    reqs: &mut [MPI_Request],
+    which: &[usize],
+    statuses: *mut MPI_Status,
+    out_index: &mut dyn FnMut(usize, usize),
+) -> Res {
+    let mut failed = None;
+    for (k, &i) in which.iter().enumerate() {
+        let st = nth(statuses, k);
+        let mut own = MPI_Status::default();
+        let res = wait_one(m, &mut reqs[i], &mut own);
+        // SAFETY: the caller's status array holds `which.len()` entries (or is null).
+        unsafe { out_opt(st, own) };
+        out_index(k, i);
+        if let Err(f) = res {
+            failed.get_or_insert(f);
+        }
+    }
+    match failed {
+        None => Ok(()),
+        Some(f) if which.len() == 1 => Err(f),
+        Some(f) => Err(Fail {
+            class: MPI_ERR_IN_STATUS,
+            msg: f.msg,
+            on: f.on,
+        }),
+    }
+}
+
+fn active(reqs: &[MPI_Request]) -> Vec<usize> {
+    (0..reqs.len()).filter(|i| reqs[*i] != MPI_REQUEST_NULL).collect()
+}
+
+fn ready_among(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>, Fail> {
+    let mut done = Vec::new();
+    for &i in live {
+        if ready(m, reqs[i])? {
+            done.push(i);
+        }
+    }
+    Ok(done)
+}
+
+/// Spins (yielding the CPU) until some of `live` are done; returns them.
+fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>, Fail> {
+    loop {
+        let done = ready_among(m, reqs, live)?;
+        if !done.is_empty() {
+            return Ok(done);
+        }
+        std::thread::yield_now();
+    }
+}
+
+mpi_fn! {
+    fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        wait_one(m, out(request, "request")?, status)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        let flag = out(flag, "flag")?;
+        *flag = 0;
+        *flag = test_one(m, out(request, "request")?, status)? as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Waitall(n: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let all: Vec<usize> = (0..reqs.len()).collect();
+        let mut failed = None;
+        for &i in &all {
+            let mut own = MPI_Status::default();
+            let res = wait_one(m, &mut reqs[i], &mut own);
+            out_opt(nth(statuses, i), own);
+            if let Err(f) = res {
+                failed.get_or_insert(f);
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some(f) => Err(Fail { class: MPI_ERR_IN_STATUS, msg: f.msg, on: f.on }),
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Testall(n: c_int, requests: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let flag = out(flag, "flag")?;
+        let live = active(reqs);
+        if ready_among(m, reqs, &live)?.len() < live.len() {
+            *flag = 0;
+            return Ok(());
+        }
+        *flag = 1;
+        let all: Vec<usize> = (0..reqs.len()).collect();
+        complete_set(m, reqs, &all, statuses, &mut |_, _| {}).map_err(|f| Fail { class: MPI_ERR_IN_STATUS, ..f })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Waitany(n: c_int, requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let index = out(index, "index")?;
+        let live = active(reqs);
+        if live.is_empty() {
+            *index = MPI_UNDEFINED;
+            out_opt(status, empty_status());
+            return Ok(());
+        }
+        let i = wait_some(m, reqs, &live)?[0];
+        *index = i as c_int;
+        wait_one(m, &mut reqs[i], status)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Testany(n: c_int, requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        let m = mpi()?;
+        reap_detached(m);
+        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let (index, flag) = (out(index, "index")?, out(flag, "flag")?);
+        let live = active(reqs);
+        *index = MPI_UNDEFINED;
+        if live.is_empty() {
+            *flag = 1;
+            out_opt(status, empty_status());
+            return Ok(());
+        }
+        match ready_among(m, reqs, &live)?.first() {
+            Some(&i) => {
+                *flag = 1;
+                *index = i as c_int;
+                wait_one(m, &mut reqs[i], status)
+            }
+            None => {
+                *flag = 0;
+                Ok(())
+            }
+        }
+    }
+}
+
+unsafe fn some(
+    n: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    block: bool,
+) -> Res {
+    let m = mpi()?;
+    reap_detached(m);
+    // SAFETY: the caller's arrays, sized as the MPI signature says.
+    let reqs = unsafe { slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")? };
+    let outcount = unsafe { out(outcount, "outcount")? };
+    let live = active(reqs);
+    if live.is_empty() {
+        *outcount = MPI_UNDEFINED;
+        return Ok(());
+    }
+    let done = if block {
+        wait_some(m, reqs, &live)?
+    } else {
+        ready_among(m, reqs, &live)?
+    };
+    *outcount = done.len() as c_int;
+    // SAFETY: as above: room for one index per finished request.
+    let idx = unsafe { slice_mut(indices, done.len(), "array_of_indices")? };
+    complete_set(m, reqs, &done, statuses, &mut |k, i| idx[k] = i as c_int)
+}
+
+mpi_fn! {
+    fn MPI_Waitsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+        some(incount, requests, outcount, indices, statuses, true)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Testsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+        some(incount, requests, outcount, indices, statuses, false)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_free(request: *mut MPI_Request) {
+        let m = mpi()?;
+        let h = out(request, "request")?;
+        if *h == MPI_REQUEST_NULL {
+            return fail(MPI_ERR_REQUEST, "the request is MPI_REQUEST_NULL");
+        }
+        let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
+        *h = MPI_REQUEST_NULL;
+        // A running operation goes on; its memory stays lent until it is done.
+        if let e @ ReqEntry::P2p { .. } = entry {
+            m.detached.borrow_mut().push(e);
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cancel(request: *mut MPI_Request) {
+        let m = mpi()?;
+        let h = *out(request, "request")?;
+        match m.reqs.borrow_mut().get_mut(h) {
+            // Only receives can be cancelled here; a send runs to completion and
+            // MPI_Test_cancelled reports false, as the standard allows.
+            Some(ReqEntry::P2p { op, .. }) => {
+                op.cancel();
+                Ok(())
+            }
+            Some(ReqEntry::Done(_)) => Ok(()),
+            None => Err(bad_request(h)),
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The library's state between MPI_Init and MPI_Finalize: the running universe and
+//! the tables behind handles. Every table borrow is short (copy the entry out, let
+//! go), because user callbacks run inside MPI calls may call MPI again.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
+
+use crate::abi::*;
+use crate::boundary::{fail, Fail};
+use crate::handles::{Kind, Slab};
+use crate::requests::ReqEntry;
+
+/// Where the library is in its life (any thread may ask: MPI_Initialized/Finalized).
+static PHASE: AtomicU8 = AtomicU8::new(BEFORE);
+pub const BEFORE: u8 = 0;
+pub const RUNNING: u8 = 1;
+pub const AFTER: u8 = 2;
+
+pub fn phase() -> u8 {
+    PHASE.load(Ordering::Acquire)
+}
+pub fn set_phase(p: u8) {
+    PHASE.store(p, Ordering::Release)
+}
+
+thread_local! {
+    /// Set on the thread that called MPI_Init (MPI_THREAD_FUNNELED).
+    static MPI: Cell<Option<&'static Mpi>> = const { Cell::new(None) };
+}
+
+pub struct CommEntry {
+    pub comm: Comm<'static>,
+    pub errhandler: Handle,
+}
+
+pub struct TypeEntry {
+    pub dt: Datatype,
+    pub committed: bool,
+}
+
+/// A user error handler: `void f(MPI_Comm *, int *, ...)`.
+pub type ErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut std::os::raw::c_int);
+
+pub struct Mpi {
+    pub u: &'static Universe,
+    /// Slot 0 is COMM_WORLD, slot 1 COMM_SELF (their handles are the fixed values).
+    pub comms: RefCell<Slab<CommEntry>>,
+    /// Communicator handle by context id (to name the communicator to C callbacks).
+    pub comm_by_context: RefCell<HashMap<u32, Handle>>,
+    pub groups: RefCell<Slab<Group>>,
+    /// Predefined datatypes by `handle - DATATYPE_FIRST` (`None`: not supported here).
+    pub predefined_types: Vec<Option<Datatype>>,
+    pub types: RefCell<Slab<TypeEntry>>,
+    /// Datatype handle by the datatype's identity (to name it to C user functions).
+    pub type_by_identity: RefCell<HashMap<usize, Handle>>,
+    pub ops: RefCell<Slab<Op>>,
+    pub reqs: RefCell<Slab<ReqEntry>>,
+    /// Requests freed by the program while still running: finished by later calls.
+    pub detached: RefCell<Vec<ReqEntry>>,
+    pub errhandlers: RefCell<Slab<ErrhandlerFn>>,
+    pub keyvals: RefCell<HashMap<i32, Keyval>>,
+}
+
+const WORLD_SLOT: usize = 0;
+const SELF_SLOT: usize = 1;
+/// What `Slab` gives slots 0 and 1 of the communicator table.
+const fn created_comm(slot: usize) -> Handle {
+    1 << 30 | (Kind::Comm as usize) << 24 | slot
+}
+
+impl Mpi {
+    pub fn install(u: &'static Universe) -> &'static Mpi {
+        let mut comms = Slab::new(Kind::Comm);
+        for c in [u.world(), u.self_comm()] {
+            comms.insert(CommEntry {
+                comm: c,
+                errhandler: MPI_ERRORS_ARE_FATAL,
+            });
+        }
+        let comm_by_context = HashMap::from([(0, MPI_COMM_WORLD), (1, MPI_COMM_SELF)]);
+        let predefined_types: Vec<Option<Datatype>> = (0..DATATYPE_SPAN)
+            .map(|i| crate::types::predefined(DATATYPE_FIRST + i))
+            .collect();
+        let type_by_identity = predefined_types
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((t.as_ref()?.identity(), DATATYPE_FIRST + i)))
+            .collect();
+        let mpi: &'static Mpi = Box::leak(Box::new(Mpi {
+            u,
+            comms: RefCell::new(comms),
+            comm_by_context: RefCell::new(comm_by_context),
+            groups: RefCell::new(Slab::new(Kind::Group)),
+            predefined_types,
+            types: RefCell::new(Slab::new(Kind::Datatype)),
+            type_by_identity: RefCell::new(type_by_identity),
+            ops: RefCell::new(Slab::new(Kind::Op)),
+            reqs: RefCell::new(Slab::new(Kind::Request)),
+            detached: RefCell::new(Vec::new()),
+            errhandlers: RefCell::new(Slab::new(Kind::Errhandler)),
+            keyvals: RefCell::new(HashMap::new()),
+        }));
+        MPI.with(|m| m.set(Some(mpi)));
+        mpi
+    }
+
+    /// The table key of a communicator handle.
+    fn comm_key(h: Handle) -> Handle {
+        match h {
+            MPI_COMM_WORLD => created_comm(WORLD_SLOT),
+            MPI_COMM_SELF => created_comm(SELF_SLOT),
+            other => other,
+        }
+    }
+
+    /// The handle C sees for a table key.
+    fn comm_handle(key: Handle) -> Handle {
+        match key {
+            k if k == created_comm(WORLD_SLOT) => MPI_COMM_WORLD,
+            k if k == created_comm(SELF_SLOT) => MPI_COMM_SELF,
+            other => other,
+        }
+    }
+
+    pub fn comm(&self, h: MPI_Comm) -> Result<Comm<'static>, Fail> {
+        match self.comms.borrow().get(Self::comm_key(h)) {
+            Some(e) => Ok(e.comm.clone()),
+            None if h == MPI_COMM_NULL => fail(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
+            None => fail(
+                MPI_ERR_COMM,
+                format!("{h:#x} is not a communicator (freed already?)"),
+            ),
+        }
+    }
+
+    pub fn comm_errhandler(&self, h: MPI_Comm) -> Option<Handle> {
+        self.comms.borrow().get(Self::comm_key(h)).map(|e| e.errhandler)
+    }
+
+    pub fn set_comm_errhandler(&self, h: MPI_Comm, errh: Handle) -> Result<(), Fail> {
+        match self.comms.borrow_mut().get_mut(Self::comm_key(h)) {
+            Some(e) => {
+                e.errhandler = errh;
+                Ok(())
+            }
+            None => fail(MPI_ERR_COMM, format!("{h:#x} is not a communicator")),
+        }
+    }
+
+    /// Gives `comm` a handle, inheriting `errhandler`.
+    pub fn add_comm(&self, comm: Comm<'static>, errhandler: Handle) -> Result<MPI_Comm, Fail> {
+        let ctx = comm.context_id();
+        let key = self
+            .comms
+            .borrow_mut()
+            .insert(CommEntry { comm, errhandler })
+            .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many communicators"))?;
+        let h = Self::comm_handle(key);
+        self.comm_by_context.borrow_mut().insert(ctx, h);
+        Ok(h)
+    }
+
+    /// Takes a created communicator out of the table (MPI_Comm_free).
+    pub fn remove_comm(&self, h: MPI_Comm) -> Result<Comm<'static>, Fail> {
+        if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
+            return fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+        }
+        let e = self.comms.borrow_mut().remove(h);
+        let e = e.ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("{h:#x} is not a communicator")))?;
+        self.comm_by_context.borrow_mut().remove(&e.comm.context_id());
+        Ok(e.comm)
+    }
+
+    /// The handle of a communicator the library knows, by its context id.
+    pub fn handle_of_comm(&self, c: &Comm<'_>) -> MPI_Comm {
+        self.comm_by_context
+            .borrow()
+            .get(&c.context_id())
+            .copied()
+            .unwrap_or(MPI_COMM_NULL)
+    }
+
+    /// Any datatype, committed or not (queries, constructors).
+    pub fn datatype(&self, h: MPI_Datatype) -> Result<Datatype, Fail> {
+        self.type_entry(h, false)
+    }
+
+    /// A datatype fit for communication: committed.
+    pub fn committed(&self, h: MPI_Datatype) -> Result<Datatype, Fail> {
+        self.type_entry(h, true)
+    }
+
+    fn type_entry(&self, h: MPI_Datatype, must_be_committed: bool) -> Result<Datatype, Fail> {
+        if let Some(i) = h.checked_sub(DATATYPE_FIRST).filter(|i| *i < DATATYPE_SPAN) {
+            return match &self.predefined_types[i] {
+                Some(t) => Ok(t.clone()),
+                None if h == MPI_DATATYPE_NULL => fail(MPI_ERR_TYPE, "the datatype is MPI_DATATYPE_NULL"),
+                None => fail(
+                    MPI_ERR_TYPE,
+                    format!(
+                        "datatype {} is not supported by pontoon (no such C type on this platform)",
+                        crate::types::predefined_name(h).unwrap_or("?")
+                    ),
+                ),
+            };
+        }
+        match self.types.borrow().get(h) {
+            Some(e) if must_be_committed && !e.committed => fail(
+                MPI_ERR_TYPE,
+                "the datatype is not committed: call MPI_Type_commit before communicating with it",
+            ),
+            Some(e) => Ok(e.dt.clone()),
+            None => fail(MPI_ERR_TYPE, format!("{h:#x} is not a datatype (freed already?)")),
+        }
+    }
+
+    /// Gives a created datatype a handle.
+    pub fn add_type(&self, dt: Datatype) -> Result<MPI_Datatype, Fail> {
+        let id = dt.identity();
+        let h = self
+            .types
+            .borrow_mut()
+            .insert(TypeEntry { dt, committed: false })
+            .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many datatypes"))?;
+        self.type_by_identity.borrow_mut().insert(id, h);
+        Ok(h)
+    }
+
+    pub fn handle_of_type(&self, dt: &Datatype) -> MPI_Datatype {
+        self.type_by_identity
+            .borrow()
+            .get(&dt.identity())
+            .copied()
+            .unwrap_or(MPI_DATATYPE_NULL)
+    }
+
+    pub fn op(&self, h: MPI_Op) -> Result<Op, Fail> {
+        if let Some(op) = crate::types::predefined_op(h) {
+            return Ok(op);
+        }
+        match self.ops.borrow().get(h) {
+            Some(op) => Ok(op.clone()),
+            None if h == MPI_OP_NULL => fail(MPI_ERR_OP, "the operation is MPI_OP_NULL"),
+            None => fail(MPI_ERR_OP, format!("{h:#x} is not an operation (freed already?)")),
+        }
+    }
+
+    pub fn group(&self, h: MPI_Group) -> Result<Group, Fail> {
+        if h == MPI_GROUP_EMPTY {
+            return Ok(Group::new(Vec::new(), self.u.world().rank()));
+        }
+        match self.groups.borrow().get(h) {
+            Some(g) => Ok(g.clone()),
+            None if h == MPI_GROUP_NULL => fail(MPI_ERR_GROUP, "the group is MPI_GROUP_NULL"),
+            None => fail(MPI_ERR_GROUP, format!("{h:#x} is not a group (freed already?)")),
+        }
+    }
+
+    pub fn add_group(&self, g: Group) -> Result<MPI_Group, Fail> {
+        self.groups
+            .borrow_mut()
+            .insert(g)
+            .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many groups"))
+    }
+}
+
+/// The library state, for a call made on the thread that initialized MPI.
+pub fn mpi() -> Result<&'static Mpi, Fail> {
+    if let Some(m) = MPI.with(|m| m.get()) {
+        if phase() == RUNNING {
+            return Ok(m);
+        }
+    }
+    match phase() {
+        BEFORE => fail(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
+        AFTER => fail(MPI_ERR_OTHER, "MPI was finalized already"),
+        _ => fail(
+            MPI_ERR_OTHER,
+            "MPI called from a thread other than the one that initialized it; pontoon provides \
+             MPI_THREAD_FUNNELED (only the main thread calls MPI)",
+        ),
+    }
+}
+
+/// The state if MPI is running on this thread (error reporting must not fail).
+pub fn try_mpi() -> Option<&'static Mpi> {
+    MPI.with(|m| m.get()).filter(|_| phase() == RUNNING)
+}

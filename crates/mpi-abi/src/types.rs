@@ -1,0 +1,380 @@
+//! Datatypes and reduction operations: the predefined handles and the `MPI_Type_*` /
+//! `MPI_Op_*` functions.
+
+use std::ffi::{c_char, c_void};
+use std::os::raw::c_int;
+
+use pontoon::{Basic, Datatype, Op, PairValue};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, out, put_c_string, slice, Fail, Res};
+use crate::mpi_fn;
+use crate::state::mpi;
+
+/// (handle, name, basic type on x86-64/aarch64 Linux; `None`: not supported).
+const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
+    (0x201, "MPI_AINT", Some(Basic::I64)),
+    (0x202, "MPI_COUNT", Some(Basic::I64)),
+    (0x203, "MPI_OFFSET", Some(Basic::I64)),
+    (0x207, "MPI_PACKED", Some(Basic::Packed)),
+    (0x208, "MPI_SHORT", Some(Basic::I16)),
+    (0x209, "MPI_INT", Some(Basic::I32)),
+    (0x20a, "MPI_LONG", Some(Basic::I64)),
+    (0x20b, "MPI_LONG_LONG", Some(Basic::I64)),
+    (0x20c, "MPI_UNSIGNED_SHORT", Some(Basic::U16)),
+    (0x20d, "MPI_UNSIGNED", Some(Basic::U32)),
+    (0x20e, "MPI_UNSIGNED_LONG", Some(Basic::U64)),
+    (0x20f, "MPI_UNSIGNED_LONG_LONG", Some(Basic::U64)),
+    (0x210, "MPI_FLOAT", Some(Basic::F32)),
+    (0x212, "MPI_C_FLOAT_COMPLEX", Some(Basic::ComplexF32)),
+    (0x213, "MPI_CXX_FLOAT_COMPLEX", Some(Basic::ComplexF32)),
+    (0x214, "MPI_DOUBLE", Some(Basic::F64)),
+    (0x216, "MPI_C_DOUBLE_COMPLEX", Some(Basic::ComplexF64)),
+    (0x217, "MPI_CXX_DOUBLE_COMPLEX", Some(Basic::ComplexF64)),
+    (0x218, "MPI_LOGICAL", Some(Basic::Logical)),
+    (0x219, "MPI_INTEGER", Some(Basic::I32)),
+    (0x21a, "MPI_REAL", Some(Basic::F32)),
+    (0x21b, "MPI_COMPLEX", Some(Basic::ComplexF32)),
+    (0x21c, "MPI_DOUBLE_PRECISION", Some(Basic::F64)),
+    (0x21d, "MPI_DOUBLE_COMPLEX", Some(Basic::ComplexF64)),
+    (0x21e, "MPI_CHARACTER", Some(Basic::Char)),
+    (0x220, "MPI_LONG_DOUBLE", Some(Basic::LongDouble)),
+    (0x224, "MPI_C_LONG_DOUBLE_COMPLEX", Some(Basic::ComplexLongDouble)),
+    (
+        0x225,
+        "MPI_CXX_LONG_DOUBLE_COMPLEX",
+        Some(Basic::ComplexLongDouble),
+    ),
+    (0x228, "MPI_FLOAT_INT", Some(Basic::Pair(PairValue::F32))),
+    (0x229, "MPI_DOUBLE_INT", Some(Basic::Pair(PairValue::F64))),
+    (0x22a, "MPI_LONG_INT", Some(Basic::Pair(PairValue::I64))),
+    (0x22b, "MPI_2INT", Some(Basic::Pair(PairValue::I32))),
+    (0x22c, "MPI_SHORT_INT", Some(Basic::Pair(PairValue::I16))),
+    (
+        0x22d,
+        "MPI_LONG_DOUBLE_INT",
+        Some(Basic::Pair(PairValue::LongDouble)),
+    ),
+    // Fortran pairs of two reals: no pair type of two floats in pontoon yet.
+    (0x230, "MPI_2REAL", None),
+    (0x231, "MPI_2DOUBLE_PRECISION", None),
+    // Two INTEGERs: the layout of MPI_2INT.
+    (0x232, "MPI_2INTEGER", Some(Basic::Pair(PairValue::I32))),
+    (0x238, "MPI_C_BOOL", Some(Basic::Bool)),
+    (0x239, "MPI_CXX_BOOL", Some(Basic::Bool)),
+    (0x23c, "MPI_WCHAR", Some(Basic::WChar)),
+    (0x240, "MPI_INT8_T", Some(Basic::I8)),
+    (0x241, "MPI_UINT8_T", Some(Basic::U8)),
+    (0x243, "MPI_CHAR", Some(Basic::Char)),
+    (0x244, "MPI_SIGNED_CHAR", Some(Basic::I8)),
+    (0x245, "MPI_UNSIGNED_CHAR", Some(Basic::U8)),
+    (0x247, "MPI_BYTE", Some(Basic::Byte)),
+    (0x248, "MPI_INT16_T", Some(Basic::I16)),
+    (0x249, "MPI_UINT16_T", Some(Basic::U16)),
+    (0x250, "MPI_INT32_T", Some(Basic::I32)),
+    (0x251, "MPI_UINT32_T", Some(Basic::U32)),
+    (0x258, "MPI_INT64_T", Some(Basic::I64)),
+    (0x259, "MPI_UINT64_T", Some(Basic::U64)),
+    (0x2c0, "MPI_LOGICAL1", None),
+    (0x2c1, "MPI_INTEGER1", Some(Basic::I8)),
+    (0x2c8, "MPI_LOGICAL2", None),
+    (0x2c9, "MPI_INTEGER2", Some(Basic::I16)),
+    (0x2ca, "MPI_REAL2", None),
+    (0x2d0, "MPI_LOGICAL4", Some(Basic::Logical)),
+    (0x2d1, "MPI_INTEGER4", Some(Basic::I32)),
+    (0x2d2, "MPI_REAL4", Some(Basic::F32)),
+    (0x2d3, "MPI_COMPLEX4", None),
+    (0x2d8, "MPI_LOGICAL8", None),
+    (0x2d9, "MPI_INTEGER8", Some(Basic::I64)),
+    (0x2da, "MPI_REAL8", Some(Basic::F64)),
+    (0x2db, "MPI_COMPLEX8", Some(Basic::ComplexF32)),
+    (0x2e0, "MPI_LOGICAL16", None),
+    (0x2e1, "MPI_INTEGER16", None),
+    (0x2e2, "MPI_REAL16", None),
+    (0x2e3, "MPI_COMPLEX16", Some(Basic::ComplexF64)),
+    (0x2eb, "MPI_COMPLEX32", None),
+];
+
+/// The datatype behind a predefined handle (`None` if unsupported or not one).
+pub fn predefined(h: Handle) -> Option<Datatype> {
+    let (_, _, b) = PREDEFINED.iter().find(|(v, _, _)| *v == h)?;
+    b.map(Datatype::basic)
+}
+
+pub fn predefined_name(h: Handle) -> Option<&'static str> {
+    PREDEFINED.iter().find(|(v, _, _)| *v == h).map(|(_, n, _)| *n)
+}
+
+pub fn predefined_op(h: Handle) -> Option<Op> {
+    Some(match h {
+        MPI_SUM => Op::Sum,
+        MPI_MIN => Op::Min,
+        MPI_MAX => Op::Max,
+        MPI_PROD => Op::Prod,
+        MPI_BAND => Op::Band,
+        MPI_BOR => Op::Bor,
+        MPI_BXOR => Op::Bxor,
+        MPI_LAND => Op::Land,
+        MPI_LOR => Op::Lor,
+        MPI_LXOR => Op::Lxor,
+        MPI_MINLOC => Op::Minloc,
+        MPI_MAXLOC => Op::Maxloc,
+        MPI_REPLACE => Op::Replace,
+        MPI_NO_OP => Op::NoOp,
+        _ => return None,
+    })
+}
+
+fn new_type(made: pontoon::Result<Datatype>, newtype: *mut MPI_Datatype) -> Res {
+    let dt = made.map_err(|e| Fail::new(MPI_ERR_TYPE, e.to_string()))?;
+    let h = mpi()?.add_type(dt)?;
+    // SAFETY: the caller's output pointer, checked by `out`.
+    *unsafe { out(newtype, "newtype") }? = h;
+    Ok(())
+}
+
+fn counts(v: &[c_int], what: &str) -> Result<Vec<u64>, Fail> {
+    v.iter().map(|n| count(*n as i64, what)).collect()
+}
+
+mpi_fn! {
+    fn MPI_Type_size(datatype: MPI_Datatype, size: *mut c_int) {
+        let dt = mpi()?.datatype(datatype)?;
+        *out(size, "size")? = c_int::try_from(dt.size()).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) {
+        *out(size, "size")? = mpi()?.datatype(datatype)?.size() as MPI_Count;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_extent(datatype: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) {
+        let (l, e) = mpi()?.datatype(datatype)?.extent();
+        *out(lb, "lb")? = l as MPI_Aint;
+        *out(extent, "extent")? = e as MPI_Aint;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) {
+        let (l, e) = mpi()?.datatype(datatype)?.extent();
+        *out(lb, "lb")? = l;
+        *out(extent, "extent")? = e;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) {
+        let (l, e) = mpi()?.datatype(datatype)?.true_extent();
+        *out(true_lb, "true_lb")? = l as MPI_Aint;
+        *out(true_extent, "true_extent")? = e as MPI_Aint;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) {
+        let (l, e) = mpi()?.datatype(datatype)?.true_extent();
+        *out(true_lb, "true_lb")? = l;
+        *out(true_extent, "true_extent")? = e;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_contiguous(n: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        new_type(old.contiguous(count(n as i64, "count")?), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_vector(n: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let made = old.vector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
+        new_type(made, newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hvector(n: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let made = old.hvector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
+        new_type(made, newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_indexed(n: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let n = count(n as i64, "count")? as usize;
+        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
+        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
+        new_type(old.indexed(&lens, &displs), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hindexed(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let n = count(n as i64, "count")? as usize;
+        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
+        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
+        new_type(old.hindexed(&lens, &displs), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_indexed_block(n: c_int, blocklength: c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let n = count(n as i64, "count")? as usize;
+        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
+        new_type(old.indexed_block(count(blocklength as i64, "blocklength")?, &displs), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hindexed_block(n: c_int, blocklength: c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let n = count(n as i64, "count")? as usize;
+        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
+        new_type(old.hindexed_block(count(blocklength as i64, "blocklength")?, &displs), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_struct(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, types: *const MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let m = mpi()?;
+        let n = count(n as i64, "count")? as usize;
+        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
+        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
+        let types = slice(types, n, "array_of_types")?
+            .iter()
+            .map(|t| m.datatype(*t))
+            .collect::<Result<Vec<_>, _>>()?;
+        new_type(Datatype::create_struct(&lens, &displs, &types), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        new_type(Ok(old.resized(lb as i64, extent as i64)), newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let m = mpi()?;
+        let old = m.datatype(oldtype)?;
+        new_type(Ok(old.dup()), newtype)?;
+        // A duplicate of a committed type is committed.
+        let committed = oldtype < DATATYPE_FIRST + DATATYPE_SPAN
+            || m.types.borrow().get(oldtype).is_some_and(|e| e.committed);
+        if let Some(e) = m.types.borrow_mut().get_mut(*newtype) {
+            e.committed = committed;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_commit(datatype: *mut MPI_Datatype) {
+        let m = mpi()?;
+        let h = *out(datatype, "datatype")?;
+        m.datatype(h)?;
+        if let Some(e) = m.types.borrow_mut().get_mut(h) {
+            e.committed = true;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_free(datatype: *mut MPI_Datatype) {
+        let m = mpi()?;
+        let h = out(datatype, "datatype")?;
+        if *h < DATATYPE_FIRST + DATATYPE_SPAN {
+            return fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed");
+        }
+        let e = m.types.borrow_mut().remove(*h);
+        let e = e.ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{:#x} is not a datatype", *h)))?;
+        // Operations in flight keep their own handle on the description.
+        m.type_by_identity.borrow_mut().remove(&e.dt.identity());
+        *h = MPI_DATATYPE_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
+        mpi()?.datatype(datatype)?;
+        let name = predefined_name(datatype).unwrap_or("");
+        put_c_string(type_name, MPI_MAX_OBJECT_NAME, name, resultlen)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) {
+        *out(address, "address")? = location as MPI_Aint;
+        Ok(())
+    }
+}
+
+/// `void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype)`.
+pub type UserFunction = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut MPI_Datatype);
+
+mpi_fn! {
+    fn MPI_Op_create(user_fn: Option<UserFunction>, commute: c_int, op: *mut MPI_Op) {
+        let m = mpi()?;
+        let Some(f) = user_fn else {
+            return fail(MPI_ERR_ARG, "the user function is NULL");
+        };
+        let call = move |input: &[u8], inout: &mut [u8], origin: usize, n: u64, dt: &Datatype| {
+            let mut len = c_int::try_from(n)
+                .map_err(|_| pontoon::Error::Arg(format!("{n} elements do not fit the int of MPI_User_function")))?;
+            let mut h = mpi().map(|m| m.handle_of_type(dt)).unwrap_or(MPI_DATATYPE_NULL);
+            let (a, b) = (input.as_ptr().wrapping_add(origin), inout.as_mut_ptr().wrapping_add(origin));
+            // SAFETY: the function the program registered, called with `len` elements
+            // of its datatype laid out from the two origins, as the standard says.
+            unsafe { f(a as *mut c_void, b as *mut c_void, &mut len, &mut h) };
+            Ok(())
+        };
+        let h = m
+            .ops
+            .borrow_mut()
+            .insert(Op::user_raw(commute != 0, Box::new(call)))
+            .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many operations"))?;
+        *out(op, "op")? = h;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Op_free(op: *mut MPI_Op) {
+        let m = mpi()?;
+        let h = out(op, "op")?;
+        if predefined_op(*h).is_some() {
+            return fail(MPI_ERR_OP, "predefined operations cannot be freed");
+        }
+        if m.ops.borrow_mut().remove(*h).is_none() {
+            return fail(MPI_ERR_OP, format!("{:#x} is not an operation", *h));
+        }
+        *h = MPI_OP_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) {
+        *out(commute, "commute")? = mpi()?.op(op)?.is_commutative() as c_int;
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! Non-blocking point-to-point on memory lent by a foreign caller (the C ABI): the
+//! caller keeps the memory valid and leaves it alone until the operation completes, as
+//! MPI requires of it, so nothing is copied. [`Buffer::from_raw`] makes such a buffer.
+
+pub use runtime::Buffer;
+
+use crate::comm::Comm;
+use crate::{status, Error, Rank, Result, Status};
+
+/// A send or receive in flight on a [`Buffer`]. Unlike [`crate::Request`] it can be
+/// tested and waited for through `&mut`, and dropping it leaves the operation running
+/// (MPI_Request_free): the engine keeps its own handle on the buffer.
+pub struct Pending<'u> {
+    comm: Comm<'u>,
+    id: runtime::ReqId,
+    state: State,
+}
+
+enum State {
+    Running,
+    Done(Result<Status>),
+    /// Taken by [`Pending::test`]/[`Pending::wait`].
+    Taken,
+    Cancelled,
+}
+
+impl<'u> Comm<'u> {
+    /// Starts a send of `buf` (MPI_Isend; `sync`: MPI_Issend).
+    pub fn isend_lent(&self, buf: Buffer, dest: Rank, tag: i32, sync: bool) -> Result<Pending<'u>> {
+        let dest = self.world_rank(dest)?;
+        let id = self.u.rt.borrow_mut().isend(buf, dest, self.p2p_ctx(), tag, sync);
+        Ok(self.pending(id))
+    }
+
+    /// Starts a receive into `buf` (MPI_Irecv); `source` `None`: any source.
+    pub fn irecv_lent(&self, buf: Buffer, source: Option<Rank>, tag: i32) -> Result<Pending<'u>> {
+        let from = self.world_src(source)?;
+        let id = self.u.rt.borrow_mut().irecv(buf, from, self.p2p_ctx(), tag);
+        Ok(self.pending(id))
+    }
+
+    fn pending(&self, id: runtime::ReqId) -> Pending<'u> {
+        Pending {
+            comm: self.clone(),
+            id,
+            state: State::Running,
+        }
+    }
+}
+
+impl Pending<'_> {
+    fn settle(&mut self, c: runtime::Completion) {
+        let st = status(c).map(|s| self.comm.local_status(s));
+        self.state = State::Done(st);
+    }
+
+    /// Progresses once and says whether the operation is over (its result not taken yet
+    /// by this call).
+    pub fn is_done(&mut self) -> bool {
+        if let State::Running = self.state {
+            let r = self.comm.u.rt.borrow_mut().test(self.id);
+            match r {
+                Ok(Some((c, _))) => self.settle(c),
+                Ok(None) => return false,
+                Err(e) => self.state = State::Done(Err(e.into())),
+            }
+        }
+        true
+    }
+
+    /// The result if the operation is over (MPI_Test). `Ok(None)` in the status slot
+    /// means the receive was cancelled.
+    pub fn test(&mut self) -> Option<Result<Option<Status>>> {
+        if !self.is_done() {
+            return None;
+        }
+        Some(self.take())
+    }
+
+    /// Waits for the result (MPI_Wait); `Ok(None)`: the receive was cancelled.
+    pub fn wait(&mut self) -> Result<Option<Status>> {
+        if let State::Running = self.state {
+            let r = self.comm.u.rt.borrow_mut().wait(self.id);
+            match r {
+                Ok((c, _)) => self.settle(c),
+                Err(e) => self.state = State::Done(Err(e.into())),
+            }
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> Result<Option<Status>> {
+        match std::mem::replace(&mut self.state, State::Taken) {
+            State::Done(r) => r.map(Some),
+            State::Cancelled => Ok(None),
+            State::Taken | State::Running => Err(Error::Arg("the request was already completed".into())),
+        }
+    }
+
+    /// Cancels a receive that has not matched yet (MPI_Cancel); true if it was.
+    pub fn cancel(&mut self) -> bool {
+        if !matches!(self.state, State::Running) {
+            return false;
+        }
+        let hit = self.comm.u.rt.borrow_mut().cancel_recv(self.id);
+        if hit {
+            self.state = State::Cancelled;
+        }
+        hit
+    }
+
+    /// The engine's id, for waiting on several at once.
+    fn running_id(&self) -> Option<runtime::ReqId> {
+        matches!(self.state, State::Running).then_some(self.id)
+    }
+}
+
+/// Blocks until one of `ops` is over (MPI_Waitany); returns its index, or `None`
+/// when `ops` is empty.
+pub fn wait_any_lent(ops: &mut [&mut Pending<'_>]) -> Result<Option<usize>> {
+    if let Some(i) = ops.iter().position(|p| p.running_id().is_none()) {
+        return Ok(Some(i));
+    }
+    let Some(first) = ops.first() else {
+        return Ok(None);
+    };
+    let ids: Vec<runtime::ReqId> = ops.iter().filter_map(|p| p.running_id()).collect();
+    let i = first.comm.u.rt.borrow_mut().wait_any(&ids)?;
+    ops[i].is_done();
+    Ok(Some(i))
+}

@@ -1,0 +1,172 @@
+/* Point-to-point semantics through the standard ABI: blocking and non-blocking,
+ * wildcards, probes and counts, truncation with MPI_ERRORS_RETURN, MPI_PROC_NULL,
+ * synchronous sends, non-contiguous datatypes (blocking and non-blocking), the
+ * request completion family, and receive cancellation. Any number of ranks >= 2. */
+#include "check.h"
+
+int main(int argc, char **argv) {
+    CHECK_OK(MPI_Init(&argc, &argv));
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(size >= 2);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    CHECK_OK(MPI_Get_library_version(version, &len));
+    CHECK(len == (int)strlen(version) && strstr(version, "pontoon") != NULL);
+
+    /* Ring with Sendrecv and a status. */
+    int out = rank * 10, in = -1;
+    MPI_Status st;
+    CHECK_OK(MPI_Sendrecv(&out, 1, MPI_INT, next, 7, &in, 1, MPI_INT, prev, 7, MPI_COMM_WORLD, &st));
+    CHECK(in == prev * 10 && st.MPI_SOURCE == prev && st.MPI_TAG == 7);
+    int n = -1;
+    CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
+    CHECK(n == 1);
+
+    /* Many non-blocking messages, matched in order per (sender, tag). */
+    enum { K = 64 };
+    int sendv[K], recvv[K];
+    MPI_Request reqs[2 * K];
+    for (int i = 0; i < K; i++) {
+        sendv[i] = rank * 1000 + i;
+        CHECK_OK(MPI_Irecv(&recvv[i], 1, MPI_INT, prev, 3, MPI_COMM_WORLD, &reqs[i]));
+    }
+    for (int i = 0; i < K; i++)
+        CHECK_OK(MPI_Isend(&sendv[i], 1, MPI_INT, next, 3, MPI_COMM_WORLD, &reqs[K + i]));
+    MPI_Status sts[2 * K];
+    CHECK_OK(MPI_Waitall(2 * K, reqs, sts));
+    for (int i = 0; i < K; i++) {
+        CHECK(recvv[i] == prev * 1000 + i);
+        CHECK(reqs[i] == MPI_REQUEST_NULL);
+    }
+
+    /* A large message (rendezvous) into a bigger buffer: the count says how much came. */
+    int big = 1 << 20;
+    double *a = malloc(sizeof(double) * (big + 5)), *b = malloc(sizeof(double) * (big + 5));
+    for (int i = 0; i < big; i++) a[i] = rank + i * 0.5;
+    MPI_Request r[2];
+    CHECK_OK(MPI_Irecv(b, big + 5, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]));
+    CHECK_OK(MPI_Isend(a, big, MPI_DOUBLE, next, 11, MPI_COMM_WORLD, &r[1]));
+    CHECK_OK(MPI_Waitall(2, r, sts));
+    CHECK(sts[0].MPI_SOURCE == prev && sts[0].MPI_TAG == 11);
+    CHECK_OK(MPI_Get_count(&sts[0], MPI_DOUBLE, &n));
+    CHECK(n == big);
+    for (int i = 0; i < big; i += 4099) CHECK(b[i] == prev + i * 0.5);
+
+    /* Probe, then receive exactly what the probe said. */
+    if (rank == 0) {
+        int v[3] = {1, 2, 3};
+        CHECK_OK(MPI_Ssend(v, 3, MPI_INT, 1, 21, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        CHECK_OK(MPI_Probe(0, 21, MPI_COMM_WORLD, &st));
+        CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
+        CHECK(n == 3);
+        int flag = 0;
+        while (!flag) CHECK_OK(MPI_Iprobe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &flag, &st));
+        int v[3];
+        CHECK_OK(MPI_Recv(v, n, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st));
+        CHECK(v[0] == 1 && v[2] == 3);
+        /* 12 bytes are not a whole number of doubles. */
+        CHECK_OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+        CHECK(n == MPI_UNDEFINED);
+        CHECK_OK(MPI_Get_elements(&st, MPI_BYTE, &n));
+        CHECK(n == 12);
+    }
+
+    /* Truncation: reported, with ERRORS_RETURN, as MPI_ERR_TRUNCATE with a message.
+     * Errors with no valid communicator go to MPI_COMM_SELF's handler (MPI-4). */
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    if (rank == 0) {
+        int v[4] = {5, 6, 7, 8};
+        CHECK_OK(MPI_Send(v, 4, MPI_INT, 1, 31, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        int v[2] = {0, 0};
+        int rc = MPI_Recv(v, 2, MPI_INT, 0, 31, MPI_COMM_WORLD, &st);
+        int cls = -1;
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE);
+        char msg[MPI_MAX_ERROR_STRING];
+        MPI_Error_string(rc, msg, &len);
+        CHECK(strstr(msg, "truncated") != NULL && strstr(msg, "rank 0") != NULL);
+        CHECK(v[0] == 5 && v[1] == 6);
+    }
+    /* Bad arguments come back as their class. */
+    int rc = MPI_Send(&out, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD);
+    int cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK);
+    rc = MPI_Send(&out, 1, MPI_INT, next, -5, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TAG);
+    rc = MPI_Send(&out, 1, MPI_DATATYPE_NULL, next, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TYPE);
+    rc = MPI_Send(&out, 1, MPI_INT, next, 0, MPI_COMM_NULL);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COMM);
+
+    /* MPI_PROC_NULL completes at once with the empty status. */
+    CHECK_OK(MPI_Recv(&in, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st));
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG);
+    CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
+    CHECK(n == 0);
+
+    /* A column of a 4x4 matrix (vector type), blocking and non-blocking. */
+    MPI_Datatype column;
+    CHECK_OK(MPI_Type_vector(4, 1, 4, MPI_INT, &column));
+    rc = MPI_Send(&out, 1, column, next, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TYPE); /* not committed yet */
+    CHECK_OK(MPI_Type_commit(&column));
+    int m[16], got[16];
+    for (int i = 0; i < 16; i++) { m[i] = rank * 100 + i; got[i] = -1; }
+    CHECK_OK(MPI_Sendrecv(&m[1], 1, column, next, 41, &got[2], 1, column, prev, 41, MPI_COMM_WORLD, &st));
+    for (int i = 0; i < 16; i++)
+        CHECK(got[i] == (i % 4 == 2 ? prev * 100 + (i - 1) : -1));
+    CHECK_OK(MPI_Get_elements(&st, column, &n));
+    CHECK(n == 4);
+    for (int i = 0; i < 16; i++) got[i] = -1;
+    CHECK_OK(MPI_Irecv(&got[3], 1, column, prev, 42, MPI_COMM_WORLD, &r[0]));
+    CHECK_OK(MPI_Isend(&m[0], 1, column, next, 42, MPI_COMM_WORLD, &r[1]));
+    int idx = -1, done = 0;
+    while (done < 2) {
+        CHECK_OK(MPI_Waitany(2, r, &idx, &st));
+        CHECK(idx == 0 || idx == 1);
+        done++;
+    }
+    CHECK_OK(MPI_Waitany(2, r, &idx, &st));
+    CHECK(idx == MPI_UNDEFINED);
+    for (int i = 0; i < 16; i++)
+        CHECK(got[i] == (i % 4 == 3 ? prev * 100 + (i - 3) : -1));
+    CHECK_OK(MPI_Type_free(&column));
+    CHECK(column == MPI_DATATYPE_NULL);
+
+    /* Testsome until both are done. */
+    CHECK_OK(MPI_Irecv(&in, 1, MPI_INT, prev, 51, MPI_COMM_WORLD, &r[0]));
+    CHECK_OK(MPI_Isend(&out, 1, MPI_INT, next, 51, MPI_COMM_WORLD, &r[1]));
+    int left = 2, outcount, indices[2];
+    while (left > 0) {
+        CHECK_OK(MPI_Testsome(2, r, &outcount, indices, sts));
+        if (outcount != MPI_UNDEFINED) left -= outcount;
+    }
+    CHECK(in == prev * 10);
+
+    /* A receive nobody sends to can be cancelled. */
+    CHECK_OK(MPI_Irecv(&in, 1, MPI_INT, prev, 999, MPI_COMM_WORLD, &r[0]));
+    CHECK_OK(MPI_Cancel(&r[0]));
+    CHECK_OK(MPI_Wait(&r[0], &st));
+    int cancelled = 0;
+    CHECK_OK(MPI_Test_cancelled(&st, &cancelled));
+    CHECK(cancelled);
+
+    CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
+    free(a);
+    free(b);
+    if (rank == 0) printf("p2p OK on %d ranks\n", size);
+    CHECK_OK(MPI_Finalize());
+    return 0;
+}
