@@ -107,11 +107,13 @@ impl Mpi {
         mpi
     }
 
-    /// The table key of a communicator handle.
+    /// The table key of a communicator handle. The raw keys of COMM_WORLD and
+    /// COMM_SELF are not handles (so a forged one cannot free them).
     fn comm_key(h: Handle) -> Handle {
         match h {
             MPI_COMM_WORLD => created_comm(WORLD_SLOT),
             MPI_COMM_SELF => created_comm(SELF_SLOT),
+            k if k == created_comm(WORLD_SLOT) || k == created_comm(SELF_SLOT) => MPI_COMM_NULL,
             other => other,
         }
     }
