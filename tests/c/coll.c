@@ -1,6 +1,7 @@
 /* Collectives through the standard ABI on every root: bcast, reduce, allreduce
  * (predefined ops, MINLOC on a pair type, a non-commutative user op), gather, scatter,
- * allgather, alltoall, their MPI_IN_PLACE forms, a derived datatype, Reduce_local. */
+ * allgather, alltoall, their MPI_IN_PLACE forms, a derived datatype, Reduce_local; the
+ * v and w forms with uneven counts and gaps; reduce_scatter(_block), scan, exscan. */
 #include "check.h"
 
 /* 2x2 matrix product, non-commutative: inout = in * inout. */
@@ -102,6 +103,93 @@ int main(int argc, char **argv) {
     int in[3] = {1, 2, 3}, io[3] = {10, 20, 30};
     CHECK_OK(MPI_Reduce_local(in, io, 3, MPI_INT, MPI_SUM));
     CHECK(io[0] == 11 && io[2] == 33);
+
+    /* Gatherv / scatterv / allgatherv: rank r has r+1 ints; block r starts at
+     * r*(r+1)/2 + r in the receive buffer, leaving one gap before each block. */
+    int *counts = malloc(sizeof(int) * p), *displs = malloc(sizeof(int) * p);
+    int span = 0;
+    for (int r = 0; r < p; r++) {
+        counts[r] = r + 1;
+        displs[r] = r * (r + 1) / 2 + r;
+        span = displs[r] + counts[r];
+    }
+    int *big = malloc(sizeof(int) * (span + 1)), mine[64];
+    for (int k = 0; k <= rank; k++) mine[k] = rank * 10 + k;
+    for (int root = 0; root < p; root++) {
+        for (int i = 0; i < span; i++) big[i] = -1;
+        CHECK_OK(MPI_Gatherv(mine, rank + 1, MPI_INT, big, counts, displs, MPI_INT, root, MPI_COMM_WORLD));
+        if (rank == root)
+            for (int r = 0; r < p; r++) {
+                for (int k = 0; k < counts[r]; k++) CHECK(big[displs[r] + k] == r * 10 + k);
+                if (displs[r] > 0) CHECK(big[displs[r] - 1] == -1);
+            }
+        int part[64] = {0};
+        CHECK_OK(MPI_Scatterv(big, counts, displs, MPI_INT, part, rank + 1, MPI_INT, root, MPI_COMM_WORLD));
+        for (int k = 0; k <= rank; k++) CHECK(part[k] == rank * 10 + k);
+    }
+    for (int i = 0; i < span; i++) big[i] = -1;
+    CHECK_OK(MPI_Allgatherv(mine, rank + 1, MPI_INT, big, counts, displs, MPI_INT, MPI_COMM_WORLD));
+    for (int r = 0; r < p; r++)
+        for (int k = 0; k < counts[r]; k++) CHECK(big[displs[r] + k] == r * 10 + k);
+    for (int i = 0; i < span; i++) big[i] = i >= displs[rank] && i < displs[rank] + counts[rank] ? rank * 10 + i - displs[rank] : -1;
+    CHECK_OK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, big, counts, displs, MPI_INT, MPI_COMM_WORLD));
+    for (int r = 0; r < p; r++)
+        for (int k = 0; k < counts[r]; k++) CHECK(big[displs[r] + k] == r * 10 + k);
+
+    /* Alltoallv: rank r sends j+1 ints to rank j and receives r+1 from each. */
+    int *sc = malloc(sizeof(int) * p), *sd = malloc(sizeof(int) * p);
+    int *rc2 = malloc(sizeof(int) * p), *rd = malloc(sizeof(int) * p);
+    int *sb = malloc(sizeof(int) * p * p), *rb = malloc(sizeof(int) * p * p);
+    for (int j = 0, at = 0; j < p; j++) {
+        sc[j] = j + 1;
+        sd[j] = at;
+        for (int k = 0; k <= j; k++) sb[at + k] = rank * 1000 + j * 10 + k;
+        at += j + 1;
+        rc2[j] = rank + 1;
+        rd[j] = j * (rank + 1);
+    }
+    CHECK_OK(MPI_Alltoallv(sb, sc, sd, MPI_INT, rb, rc2, rd, MPI_INT, MPI_COMM_WORLD));
+    for (int j = 0; j < p; j++)
+        for (int k = 0; k <= rank; k++) CHECK(rb[rd[j] + k] == j * 1000 + rank * 10 + k);
+    /* Alltoallw: the same exchange, byte displacements, a datatype per peer. */
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * p);
+    for (int j = 0; j < p; j++) {
+        types[j] = MPI_INT;
+        sd[j] *= (int)sizeof(int);
+        rd[j] *= (int)sizeof(int);
+    }
+    for (int i = 0; i < p * (rank + 1); i++) rb[i] = -1;
+    CHECK_OK(MPI_Alltoallw(sb, sc, sd, types, rb, rc2, rd, types, MPI_COMM_WORLD));
+    for (int j = 0; j < p; j++)
+        for (int k = 0; k <= rank; k++) CHECK(rb[rd[j] / (int)sizeof(int) + k] == j * 1000 + rank * 10 + k);
+
+    /* Reduce_scatter_block and reduce_scatter (rank r gets r+1 elements). */
+    int *vec = malloc(sizeof(int) * (p * p + 2 * p + 1)), res[64];
+    for (int i = 0; i < 2 * p; i++) vec[i] = rank + i;
+    CHECK_OK(MPI_Reduce_scatter_block(vec, res, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (int k = 0; k < 2; k++) CHECK(res[k] == p * (p - 1) / 2 + p * (2 * rank + k));
+    int total = p * (p + 1) / 2, before = rank * (rank + 1) / 2;
+    for (int i = 0; i < total; i++) vec[i] = rank * i;
+    CHECK_OK(MPI_Reduce_scatter(vec, res, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (int k = 0; k <= rank; k++) CHECK(res[k] == p * (p - 1) / 2 * (before + k));
+    for (int i = 0; i < total; i++) vec[i] = rank * i;
+    CHECK_OK(MPI_Reduce_scatter(MPI_IN_PLACE, vec, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (int k = 0; k <= rank; k++) CHECK(vec[k] == p * (p - 1) / 2 * (before + k));
+
+    /* Scan and exscan of the ranks; exscan leaves rank 0's buffer alone. */
+    int s_in = rank + 1, s_out = -5;
+    CHECK_OK(MPI_Scan(&s_in, &s_out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(s_out == (rank + 1) * (rank + 2) / 2);
+    s_out = -5;
+    CHECK_OK(MPI_Exscan(&s_in, &s_out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(s_out == (rank == 0 ? -5 : rank * (rank + 1) / 2));
+    s_out = rank + 1;
+    CHECK_OK(MPI_Scan(MPI_IN_PLACE, &s_out, 1, MPI_INT, MPI_PROD, MPI_COMM_WORLD));
+    int fact = 1;
+    for (int r = 1; r <= rank + 1; r++) fact *= r;
+    CHECK(s_out == fact);
+    free(counts); free(displs); free(big); free(sc); free(sd); free(rc2); free(rd);
+    free(sb); free(rb); free(types); free(vec);
 
     CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
     free(v);

@@ -83,6 +83,9 @@ pub const MPI_ERR_TRUNCATE: c_int = 15;
 pub const MPI_ERR_OTHER: c_int = 16;
 pub const MPI_ERR_INTERN: c_int = 17;
 pub const MPI_ERR_IN_STATUS: c_int = 19;
+pub const MPI_ERR_INFO_KEY: c_int = 31;
+pub const MPI_ERR_INFO_NOKEY: c_int = 32;
+pub const MPI_ERR_INFO: c_int = 34;
 pub const MPI_ERR_KEYVAL: c_int = 36;
 pub const MPI_ERR_NO_MEM: c_int = 39;
 pub const MPI_ERR_PROC_ABORTED: c_int = 58;
@@ -99,6 +102,9 @@ pub const MPI_UNDEFINED: c_int = -32766;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1024;
+
+pub const MPI_COMM_TYPE_SHARED: c_int = 221;
+pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 222;
 
 pub const MPI_IDENT: c_int = 201;
 pub const MPI_CONGRUENT: c_int = 202;

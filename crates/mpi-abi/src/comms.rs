@@ -53,6 +53,65 @@ mpi_fn! {
 }
 
 mpi_fn! {
+    fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        crate::info::accepted(m, info)?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let made = m.comm(comm)?.dup()?;
+        publish(m, comm, Some(made), newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
+        let m = mpi()?;
+        m.comm(comm)?;
+        crate::info::accepted(m, info)
+    }
+}
+
+mpi_fn! {
+    /// No hint is in use, so the info is empty.
+    fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on comm {
+        let m = mpi()?;
+        m.comm(comm)?;
+        *out(info_used, "info_used")? = crate::info::add(m, Vec::new())?;
+        Ok(())
+    }
+}
+
+/// A key naming this process's node, the same at every rank on it.
+fn node_key(m: &Mpi) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let node = std::env::var("PONTOON_NODE").unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (node, m.u.card(m.u.world().rank()).map(|c| c.node)).hash(&mut h);
+    h.finish()
+}
+
+mpi_fn! {
+    /// MPI_COMM_TYPE_SHARED and _HW_UNGUIDED: the ranks on this node. The guided kinds
+    /// name hardware or resources pontoon does not know: MPI_COMM_NULL, as MPI allows.
+    fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        crate::info::accepted(m, info)?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let c = m.comm(comm)?;
+        let by_node = matches!(split_type, MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED);
+        let mine = [node_key(m)];
+        let mut all = vec![0u64; c.size() as usize];
+        c.allgather(&mine, &mut all)?;
+        let color = if by_node {
+            all.iter().position(|k| *k == mine[0]).unwrap_or(0) as c_int
+        } else {
+            MPI_UNDEFINED
+        };
+        let made = c.split(color, key)?;
+        publish(m, comm, made, newcomm)
+    }
+}
+
+mpi_fn! {
     fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) on comm {
         let m = mpi()?;
         let newcomm = out(newcomm, "newcomm")?;
@@ -414,6 +473,24 @@ mpi_fn! {
         let m = mpi()?;
         let c = m.comm(comm)?;
         c.delete_attr(&keyval(m, keyval_)?)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// No virtual topologies yet: every communicator has none.
+    fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) on comm {
+        mpi()?.comm(comm)?;
+        *out(status, "status")? = MPI_UNDEFINED;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// Not started by MPI_Comm_spawn: no parent.
+    fn MPI_Comm_get_parent(parent: *mut MPI_Comm) {
+        mpi()?;
+        *out(parent, "parent")? = MPI_COMM_NULL;
         Ok(())
     }
 }

@@ -200,3 +200,45 @@ int_conversions! {
     MPI_Request_toint PMPI_Request_toint MPI_Request_fromint PMPI_Request_fromint;
     MPI_Type_toint PMPI_Type_toint MPI_Type_fromint PMPI_Type_fromint;
 }
+
+mpi_fn! {
+    /// Plain `malloc`: pontoon has no memory the network card must register.
+    fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut std::ffi::c_void) {
+        crate::info::accepted(mpi()?, info)?;
+        let Ok(n) = usize::try_from(size) else {
+            return fail(MPI_ERR_ARG, format!("size {size} is negative"));
+        };
+        // SAFETY: malloc of a positive size; a null result is reported.
+        let p = unsafe { libc::malloc(n.max(1)) };
+        if p.is_null() {
+            return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+        }
+        *out(baseptr as *mut *mut std::ffi::c_void, "baseptr")? = p;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Free_mem(base: *mut std::ffi::c_void) {
+        // SAFETY: memory from MPI_Alloc_mem (malloc), as the standard requires.
+        unsafe { libc::free(base) };
+        Ok(())
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Aint_add(base: MPI_Aint, disp: MPI_Aint) -> MPI_Aint {
+    base.wrapping_add(disp)
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_add(base: MPI_Aint, disp: MPI_Aint) -> MPI_Aint {
+    MPI_Aint_add(base, disp)
+}
+#[no_mangle]
+pub extern "C" fn MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
+    addr1.wrapping_sub(addr2)
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
+    MPI_Aint_diff(addr1, addr2)
+}

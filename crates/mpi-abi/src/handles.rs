@@ -13,6 +13,7 @@ pub enum Kind {
     Op = 4,
     Request = 5,
     Errhandler = 6,
+    Info = 7,
 }
 
 const CREATED: usize = 1 << 30;

@@ -21,10 +21,13 @@ mod comms;
 mod env;
 mod errors;
 mod handles;
+mod info;
+mod nbcolls;
 mod p2p;
 mod requests;
 mod state;
 mod types;
+mod vcolls;
 
 /// Defines `MPI_$name` and `PMPI_$name` with one body run inside the boundary.
 /// `on comm` names the argument whose error handler reports the errors (default:

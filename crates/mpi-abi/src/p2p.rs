@@ -514,3 +514,45 @@ mpi_fn! {
         Ok(())
     }
 }
+
+mpi_fn! {
+    fn MPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) {
+        *out(source, "source")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_SOURCE;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) {
+        *out(tag, "tag")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_TAG;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) {
+        *out(error, "error")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_ERROR;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_source(status: *mut MPI_Status, source: c_int) {
+        out(status, "status")?.MPI_SOURCE = source;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_tag(status: *mut MPI_Status, tag: c_int) {
+        out(status, "status")?.MPI_TAG = tag;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_error(status: *mut MPI_Status, error: c_int) {
+        out(status, "status")?.MPI_ERROR = error;
+        Ok(())
+    }
+}

@@ -22,7 +22,15 @@ pub enum ReqEntry {
         /// For a receive with a non-dense datatype: where the packed bytes go at the end.
         unpack: Option<Unpack>,
     },
+    Coll {
+        op: pontoon::CollPending<'static>,
+        comm: MPI_Comm,
+        finish: Option<Finish>,
+    },
 }
+
+/// The last step of a collective whose results went to a packed copy: unpacking it.
+pub type Finish = Box<dyn FnOnce() -> Res>;
 
 /// A receive into a packed copy, to be unpacked into the program's memory.
 pub struct Unpack {
@@ -54,6 +62,7 @@ fn ready(m: &Mpi, h: MPI_Request) -> Result<bool, Fail> {
     match m.reqs.borrow_mut().get_mut(h) {
         Some(ReqEntry::Done(_)) => Ok(true),
         Some(ReqEntry::P2p { op, .. }) => Ok(op.is_done()),
+        Some(ReqEntry::Coll { op, .. }) => Ok(op.is_done()),
         None => Err(bad_request(h)),
     }
 }
@@ -64,6 +73,17 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
     let (mut op, comm, unpack) = match entry {
         ReqEntry::Done(st) => return (st, Ok(())),
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
+        ReqEntry::Coll { mut op, comm, finish } => {
+            let res = op
+                .wait()
+                .map_err(Fail::from)
+                .and_then(|_| finish.map_or(Ok(()), |f| f()));
+            let mut st = empty_status();
+            if let Err(f) = &res {
+                st.MPI_ERROR = f.class;
+            }
+            return (st, res.map_err(|f| f.on(comm)));
+        }
     };
     let result = op.wait();
     let (mut st, res) = match result {
@@ -121,6 +141,7 @@ fn reap_detached(m: &Mpi) {
     for mut e in list {
         let done = match &mut e {
             ReqEntry::P2p { op, .. } => op.is_done(),
+            ReqEntry::Coll { op, .. } => op.is_done(),
             ReqEntry::Done(_) => true,
         };
         if done {
@@ -374,8 +395,8 @@ mpi_fn! {
         let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
         *h = MPI_REQUEST_NULL;
         // A running operation goes on; its memory stays lent until it is done.
-        if let e @ ReqEntry::P2p { .. } = entry {
-            m.detached.borrow_mut().push(e);
+        if !matches!(entry, ReqEntry::Done(_)) {
+            m.detached.borrow_mut().push(entry);
         }
         Ok(())
     }
@@ -392,7 +413,8 @@ mpi_fn! {
                 op.cancel();
                 Ok(())
             }
-            Some(ReqEntry::Done(_)) => Ok(()),
+            // A collective cannot be cancelled (the standard says it is erroneous).
+            Some(ReqEntry::Done(_) | ReqEntry::Coll { .. }) => Ok(()),
             None => Err(bad_request(h)),
         }
     }

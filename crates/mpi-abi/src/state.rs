@@ -62,6 +62,7 @@ pub struct Mpi {
     pub detached: RefCell<Vec<ReqEntry>>,
     pub errhandlers: RefCell<Slab<ErrhandlerFn>>,
     pub keyvals: RefCell<HashMap<i32, Keyval>>,
+    pub infos: RefCell<Slab<crate::info::InfoEntries>>,
 }
 
 const WORLD_SLOT: usize = 0;
@@ -102,6 +103,7 @@ impl Mpi {
             detached: RefCell::new(Vec::new()),
             errhandlers: RefCell::new(Slab::new(Kind::Errhandler)),
             keyvals: RefCell::new(HashMap::new()),
+            infos: RefCell::new(Slab::new(Kind::Info)),
         }));
         MPI.with(|m| m.set(Some(mpi)));
         mpi

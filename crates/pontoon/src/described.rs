@@ -228,6 +228,61 @@ impl Comm<'_> {
     }
 }
 
+impl Comm<'_> {
+    /// MPI_Reduce_scatter with any datatype: `counts[i]` elements of the reduced vector
+    /// go to rank i. `send` None: in place, the vector is in `recv` (which then
+    /// describes all of it).
+    pub fn reduce_scatter_data(
+        &self,
+        send: Option<&Data>,
+        recv: &mut DataMut,
+        counts: &[u64],
+        op: &Op,
+    ) -> Result<()> {
+        let input = send.map(Data::packed).transpose()?;
+        let dt = recv.dt.clone();
+        let elem = dt.size() as usize;
+        let byte_counts: Vec<usize> = counts.iter().map(|c| *c as usize * elem).collect();
+        let total: usize = byte_counts.iter().sum();
+        let mine = byte_counts.get(self.rank() as usize).copied().unwrap_or(0);
+        match &input {
+            Some(i) => {
+                check_signature("reduce_scatter (send)", i.len(), total)?;
+                check_signature("reduce_scatter (receive)", mine, packed_len(recv.count, recv.dt))?;
+            }
+            None => check_signature(
+                "reduce_scatter (in place)",
+                total,
+                packed_len(recv.count, recv.dt),
+            )?,
+        }
+        recv.with_whole(input.is_none(), |p| {
+            self.reduce_scatter_bytes(input.as_deref(), p, &byte_counts, &dt, op)
+        })
+    }
+
+    /// MPI_Scan with any datatype; `send` None: in place.
+    pub fn scan_data(&self, send: Option<&Data>, recv: &mut DataMut, op: &Op) -> Result<()> {
+        self.prefix_data(send, recv, op, false)
+    }
+
+    /// MPI_Exscan with any datatype; `send` None: in place. Rank 0's `recv` is left alone.
+    pub fn exscan_data(&self, send: Option<&Data>, recv: &mut DataMut, op: &Op) -> Result<()> {
+        self.prefix_data(send, recv, op, true)
+    }
+
+    fn prefix_data(&self, send: Option<&Data>, recv: &mut DataMut, op: &Op, exclusive: bool) -> Result<()> {
+        let input = send.map(Data::packed).transpose()?;
+        let dt = recv.dt.clone();
+        buf_check(input.as_deref(), recv)?;
+        // Exscan leaves rank 0's buffer as it was, so the packed copy starts from it.
+        let load = input.is_none() || exclusive;
+        recv.with_whole(load, |p| {
+            self.prefix_bytes(input.as_deref(), p, &dt, op, exclusive)
+        })
+    }
+}
+
 fn buf_check(input: Option<&[u8]>, recv: &DataMut) -> Result<()> {
     match input {
         Some(i) => check_signature("reduction", i.len(), packed_len(recv.count, recv.dt)),

@@ -26,7 +26,7 @@ pub mod lent;
 pub mod op;
 
 pub use attr::{CopyFn, DeleteFn, Keyval};
-pub use coll::{CollRequest, Input};
+pub use coll::{CollPending, CollRequest, Input, Plan};
 pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
 pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};

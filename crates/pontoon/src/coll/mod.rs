@@ -4,6 +4,7 @@
 
 pub mod algos;
 mod nonblocking;
+mod plans;
 pub mod schedule;
 #[cfg(test)]
 mod sim_tests;
@@ -17,6 +18,7 @@ use crate::{Error, Rank, Result};
 use algos::Shape;
 pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};
+pub use plans::{CollPending, Plan};
 use schedule::{region, P2p, Running, Schedule, INPUT, OUTPUT};
 
 /// Point-to-point in one collective: communicator ranks, its collective context and tag.
@@ -99,14 +101,6 @@ impl<'a, T: bytemuck::Pod> Input<'a, T> {
         match self {
             Input::Buf(s) => Some(bytes(s)),
             Input::InPlace => None,
-        }
-    }
-
-    /// The input bytes, and the buffer the schedule reads them from: the output when in place.
-    fn source(self) -> (&'a [u8], schedule::BufId) {
-        match self {
-            Input::Buf(s) => (bytes(s), INPUT),
-            Input::InPlace => (&[], OUTPUT),
         }
     }
 }
@@ -438,6 +432,27 @@ impl<'u> Comm<'u> {
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 
+    /// MPI_Reduce_scatter on packed elements of `dt`: block i (`byte_counts[i]` bytes)
+    /// of the reduced vector goes to rank i's `out`; `input` None: the vector is in `out`.
+    pub(crate) fn reduce_scatter_bytes(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        byte_counts: &[usize],
+        dt: &Datatype,
+        op: &Op,
+    ) -> Result<()> {
+        op.check(dt)?;
+        if byte_counts.len() != self.size() as usize {
+            return Err(Error::Arg(
+                "reduce_scatter: counts need one entry per rank".into(),
+            ));
+        }
+        let src = if input.is_some() { INPUT } else { OUTPUT };
+        let s = algos::reduce_scatter(self.shape(), src, OUTPUT, byte_counts, op.is_commutative());
+        self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
+    }
+
     /// Reduces the vector of blocks of `counts[i]` elements, leaving block i in rank
     /// i's `recv` (MPI_Reduce_scatter). In place: the vector is in `recv`.
     pub fn reduce_scatter<'a, T: Equivalence>(
@@ -447,17 +462,10 @@ impl<'u> Comm<'u> {
         counts: &[usize],
         op: &Op,
     ) -> Result<()> {
-        let opdt = self.reduction::<T>(op)?;
-        if counts.len() != self.size() as usize {
-            return Err(Error::Arg(
-                "reduce_scatter: counts need one entry per rank".into(),
-            ));
-        }
         let sz = std::mem::size_of::<T>();
         let byte_counts: Vec<usize> = counts.iter().map(|c| c * sz).collect();
-        let (input, src) = send.into().source();
-        let s = algos::reduce_scatter(self.shape(), src, OUTPUT, &byte_counts, op.is_commutative());
-        self.run_blocking(s, input, bytes_mut(recv), opdt)
+        let input = send.into().bytes();
+        self.reduce_scatter_bytes(input, bytes_mut(recv), &byte_counts, &T::datatype(), op)
     }
 
     /// [`Comm::reduce_scatter`] with `count` elements per rank (MPI_Reduce_scatter_block).
@@ -471,6 +479,28 @@ impl<'u> Comm<'u> {
         self.reduce_scatter(send, recv, &vec![count; self.size() as usize], op)
     }
 
+    /// MPI_Scan (`exclusive`: MPI_Exscan) on packed elements of `dt`; `input` None: in place.
+    pub(crate) fn prefix_bytes(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        dt: &Datatype,
+        op: &Op,
+        exclusive: bool,
+    ) -> Result<()> {
+        op.check(dt)?;
+        let src = if input.is_some() { INPUT } else { OUTPUT };
+        let s = algos::scan(
+            self.shape(),
+            src,
+            OUTPUT,
+            out.len(),
+            op.is_commutative(),
+            exclusive,
+        );
+        self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
+    }
+
     fn prefix<'a, T: Equivalence>(
         &self,
         send: impl Into<Input<'a, T>>,
@@ -478,11 +508,13 @@ impl<'u> Comm<'u> {
         op: &Op,
         exclusive: bool,
     ) -> Result<()> {
-        let opdt = self.reduction::<T>(op)?;
-        let (input, src) = send.into().source();
-        let n = std::mem::size_of_val(recv);
-        let s = algos::scan(self.shape(), src, OUTPUT, n, op.is_commutative(), exclusive);
-        self.run_blocking(s, input, bytes_mut(recv), opdt)
+        self.prefix_bytes(
+            send.into().bytes(),
+            bytes_mut(recv),
+            &T::datatype(),
+            op,
+            exclusive,
+        )
     }
 
     /// Rank i gets `op` over the `send` of ranks 0..=i (MPI_Scan).

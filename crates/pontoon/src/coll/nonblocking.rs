@@ -25,8 +25,17 @@ pub(crate) struct Started {
 }
 
 impl Started {
+    pub(crate) fn finished(&self) -> bool {
+        self.run.is_none()
+    }
+
+    /// The result and output buffer of a finished schedule, once.
+    pub(crate) fn take_result(&mut self) -> Option<Result<Buffer>> {
+        self.result.take()
+    }
+
     /// Advances; once finished, keeps the result and the output buffer.
-    fn advance(&mut self, rt: &mut Runtime, block: bool) -> bool {
+    pub(crate) fn advance(&mut self, rt: &mut Runtime, block: bool) -> bool {
         let Some(run) = self.run.as_mut() else {
             return false;
         };
@@ -132,14 +141,15 @@ impl<T: bytemuck::Pod + Send> Drop for CollRequest<'_, T> {
 }
 
 impl<'u> Comm<'u> {
-    fn start<T: bytemuck::Pod + Send>(
+    /// Starts `sched` on `input` and `output` and registers it with the background task.
+    pub(crate) fn start_schedule(
         &self,
         sched: Schedule,
-        input: Vec<T>,
-        output: Vec<T>,
+        input: Buffer,
+        output: Buffer,
         op: Option<(Op, crate::Datatype)>,
-    ) -> CollRequest<'u, T> {
-        let run = Running::new(sched, Buffer::owned_pod(input), Buffer::owned_pod(output), op);
+    ) -> Rc<RefCell<Started>> {
+        let run = Running::new(sched, input, output, op);
         let state = Rc::new(RefCell::new(Started {
             run: Some(run),
             members: self.d.group.shared_members(),
@@ -150,6 +160,17 @@ impl<'u> Comm<'u> {
         // Start the first step now; the rest advances with the job.
         state.borrow_mut().advance(&mut self.u.rt.borrow_mut(), false);
         self.u.active.borrow_mut().push(Rc::downgrade(&state));
+        state
+    }
+
+    fn start<T: bytemuck::Pod + Send>(
+        &self,
+        sched: Schedule,
+        input: Vec<T>,
+        output: Vec<T>,
+        op: Option<(Op, crate::Datatype)>,
+    ) -> CollRequest<'u, T> {
+        let state = self.start_schedule(sched, Buffer::owned_pod(input), Buffer::owned_pod(output), op);
         CollRequest {
             comm: self.clone(),
             state,

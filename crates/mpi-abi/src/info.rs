@@ -1,0 +1,210 @@
+//! Info objects: ordered (key, value) strings. pontoon reads no hints yet, so the
+//! functions that take an info accept any and the ones that return one give an empty
+//! one (`MPI_INFO_ENV` holds what the launcher knows).
+
+use std::ffi::c_char;
+use std::os::raw::c_int;
+
+use crate::abi::*;
+use crate::boundary::{c_str, fail, out, put_c_string, Fail, Res};
+use crate::mpi_fn;
+use crate::state::{mpi, Mpi};
+
+pub type InfoEntries = Vec<(String, String)>;
+
+const MAX_KEY: usize = 255;
+
+fn key_arg(p: *const c_char) -> Result<String, Fail> {
+    // SAFETY: the caller's NUL-terminated key.
+    let k = unsafe { c_str(p, "key")? };
+    if k.is_empty() || k.len() > MAX_KEY {
+        return fail(
+            MPI_ERR_INFO_KEY,
+            format!("info key {k:?} is empty or longer than {MAX_KEY} bytes"),
+        );
+    }
+    Ok(k.to_string())
+}
+
+/// The entries of an info handle (a copy).
+pub fn entries(m: &Mpi, h: MPI_Info) -> Result<InfoEntries, Fail> {
+    match h {
+        MPI_INFO_ENV => Ok(env_entries(m)),
+        _ => m
+            .infos
+            .borrow()
+            .get(h)
+            .cloned()
+            .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object"))),
+    }
+}
+
+/// Checks an info argument that is only accepted (hints pontoon does not read).
+pub fn accepted(m: &Mpi, h: MPI_Info) -> Res {
+    if h != MPI_INFO_NULL {
+        entries(m, h)?;
+    }
+    Ok(())
+}
+
+/// A new info handle holding `e`.
+pub fn add(m: &Mpi, e: InfoEntries) -> Result<MPI_Info, Fail> {
+    m.infos
+        .borrow_mut()
+        .insert(e)
+        .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many info objects"))
+}
+
+fn env_entries(m: &Mpi) -> InfoEntries {
+    let mut e = vec![
+        ("maxprocs".to_string(), m.u.world().size().to_string()),
+        ("thread_level".to_string(), "MPI_THREAD_FUNNELED".to_string()),
+    ];
+    if let Ok(d) = std::env::current_dir() {
+        e.push(("wdir".into(), d.to_string_lossy().into_owned()));
+    }
+    if let Ok(cmd) = std::env::current_exe() {
+        e.push(("command".into(), cmd.to_string_lossy().into_owned()));
+    }
+    e
+}
+
+fn with_entries<R>(h: MPI_Info, f: impl FnOnce(&mut InfoEntries) -> Result<R, Fail>) -> Result<R, Fail> {
+    let m = mpi()?;
+    if h == MPI_INFO_ENV {
+        return fail(MPI_ERR_INFO, "MPI_INFO_ENV cannot be changed");
+    }
+    let mut t = m.infos.borrow_mut();
+    let e = t
+        .get_mut(h)
+        .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object")))?;
+    f(e)
+}
+
+mpi_fn! {
+    fn MPI_Info_create(info: *mut MPI_Info) {
+        let m = mpi()?;
+        *out(info, "info")? = add(m, Vec::new())?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_free(info: *mut MPI_Info) {
+        let m = mpi()?;
+        let h = out(info, "info")?;
+        if m.infos.borrow_mut().remove(*h).is_none() {
+            return fail(MPI_ERR_INFO, format!("{:#x} is not an info object that can be freed", *h));
+        }
+        *h = MPI_INFO_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) {
+        let m = mpi()?;
+        let e = entries(m, info)?;
+        *out(newinfo, "newinfo")? = add(m, e)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) {
+        let k = key_arg(key)?;
+        let v = c_str(value, "value")?.to_string();
+        with_entries(info, |e| {
+            match e.iter_mut().find(|(ek, _)| *ek == k) {
+                Some(slot) => slot.1 = v,
+                None => e.push((k, v)),
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_delete(info: MPI_Info, key: *const c_char) {
+        let k = key_arg(key)?;
+        with_entries(info, |e| {
+            let before = e.len();
+            e.retain(|(ek, _)| *ek != k);
+            if e.len() == before {
+                return fail(MPI_ERR_INFO_NOKEY, format!("info key {k:?} is not set"));
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) {
+        *out(nkeys, "nkeys")? = entries(mpi()?, info)?.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) {
+        let e = entries(mpi()?, info)?;
+        let Some((k, _)) = usize::try_from(n).ok().and_then(|i| e.get(i)) else {
+            return fail(MPI_ERR_ARG, format!("key number {n} of an info with {} keys", e.len()));
+        };
+        put_c_string(key, MAX_KEY + 1, k, std::ptr::null_mut())
+    }
+}
+
+mpi_fn! {
+    /// `*buflen` in: the buffer's size; out: the value's length + 1.
+    fn MPI_Info_get_string(info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) {
+        let k = key_arg(key)?;
+        let e = entries(mpi()?, info)?;
+        let (buflen, flag) = (out(buflen, "buflen")?, out(flag, "flag")?);
+        let Some((_, v)) = e.iter().find(|(ek, _)| *ek == k) else {
+            *flag = 0;
+            return Ok(());
+        };
+        *flag = 1;
+        let cap = usize::try_from(*buflen).unwrap_or(0);
+        if cap > 0 {
+            put_c_string(value, cap, v, std::ptr::null_mut())?;
+        }
+        *buflen = v.len() as c_int + 1;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) {
+        let k = key_arg(key)?;
+        let e = entries(mpi()?, info)?;
+        let flag = out(flag, "flag")?;
+        match e.iter().find(|(ek, _)| *ek == k) {
+            Some((_, v)) => {
+                *flag = 1;
+                put_c_string(value, usize::try_from(valuelen).unwrap_or(0) + 1, v, std::ptr::null_mut())
+            }
+            None => {
+                *flag = 0;
+                Ok(())
+            }
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) {
+        let k = key_arg(key)?;
+        let e = entries(mpi()?, info)?;
+        let (valuelen, flag) = (out(valuelen, "valuelen")?, out(flag, "flag")?);
+        match e.iter().find(|(ek, _)| *ek == k) {
+            Some((_, v)) => {
+                *flag = 1;
+                *valuelen = v.len() as c_int;
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}

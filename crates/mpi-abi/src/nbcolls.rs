@@ -1,0 +1,511 @@
+//! Non-blocking collectives: each is planned on packed bytes (`pontoon::Plan`) and
+//! started on the program's memory when its datatype is dense (nothing copied), or on
+//! packed copies that are unpacked when the request completes. The engine's background
+//! task advances them while the program does anything else with MPI.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::lent::Buffer;
+use pontoon::{Comm, Datatype, Plan};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::mpi_fn;
+use crate::p2p::{data, data_mut};
+use crate::requests::{start, Finish, ReqEntry};
+use crate::state::{mpi, Mpi};
+use crate::vcolls::Pieces;
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// What a rank contributes: the program's memory if dense, else a packed copy.
+///
+/// # Safety
+/// The program leaves the buffer alone until the request completes (MPI's rule).
+unsafe fn input(buf: *const c_void, n: u64, dt: &Datatype) -> Result<Buffer, Fail> {
+    // SAFETY: the caller's buffer, as documented.
+    let d = unsafe { data(buf, n, dt)? };
+    if dt.is_dense() {
+        let bytes = &d.bytes[d.origin..];
+        // SAFETY: as documented: valid and untouched until completion.
+        return Ok(unsafe { Buffer::from_raw(bytes.as_ptr() as *mut u8, (n * dt.size()) as usize, false) });
+    }
+    Ok(Buffer::owned(d.packed()?.into_owned()))
+}
+
+/// Where results land: the program's memory if dense, else a packed temporary
+/// (filled from the memory first if `load`) unpacked by the returned finish step.
+///
+/// # Safety
+/// As [`input`], for writing.
+unsafe fn output(
+    buf: *mut c_void,
+    n: u64,
+    dt: &Datatype,
+    load: bool,
+) -> Result<(Buffer, Option<Finish>), Fail> {
+    // SAFETY: the caller's buffer, as documented.
+    let d = unsafe { data_mut(buf, n, dt)? };
+    let len = (n * dt.size()) as usize;
+    if dt.is_dense() {
+        let at = d.bytes[d.origin..].as_mut_ptr();
+        // SAFETY: as documented.
+        return Ok((unsafe { Buffer::from_raw(at, len, true) }, None));
+    }
+    let mut tmp = if load {
+        pontoon::Data {
+            bytes: &*d.bytes,
+            origin: d.origin,
+            count: n,
+            dt,
+        }
+        .packed()?
+        .into_owned()
+    } else {
+        vec![0; len]
+    };
+    // SAFETY: the vector's heap block stays put when it moves into the finish step,
+    // which outlives the engine's use of the buffer.
+    let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), len, true) };
+    let dt = dt.clone();
+    let finish: Finish = Box::new(move || {
+        // SAFETY: the program's buffer, lent until this completion.
+        let d = unsafe { data_mut(buf, n, &dt)? };
+        dt.unpack(n, &tmp, d.bytes, d.origin)?;
+        Ok(())
+    });
+    Ok((b, Some(finish)))
+}
+
+/// Output as pieces, always packed (v and w forms).
+unsafe fn pieces_output(p: Pieces, load: bool) -> Result<(Buffer, Option<Finish>), Fail> {
+    // SAFETY: the caller's memory, as for `output`.
+    let mut tmp = if load {
+        unsafe { p.pack()? }
+    } else {
+        vec![0; p.total()]
+    };
+    let len = tmp.len();
+    // SAFETY: as in `output`.
+    let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), len, true) };
+    let finish: Finish = Box::new(move || {
+        // SAFETY: the program's memory, lent until this completion.
+        unsafe { p.unpack(&tmp) }
+    });
+    Ok((b, Some(finish)))
+}
+
+fn launch(
+    m: &Mpi,
+    c: &Comm<'static>,
+    comm: MPI_Comm,
+    plan: Plan,
+    input: Buffer,
+    out: (Buffer, Option<Finish>),
+    request: *mut MPI_Request,
+) -> Res {
+    let op = c.start_plan(plan, input, out.0);
+    // SAFETY: the caller's request pointer, checked by `out`.
+    let request = unsafe { crate::boundary::out(request, "request")? };
+    start(
+        m,
+        request,
+        ReqEntry::Coll {
+            op,
+            comm,
+            finish: out.1,
+        },
+    )
+}
+
+fn none() -> Buffer {
+    Buffer::owned(Vec::new())
+}
+
+fn root_of(c: &Comm, root: c_int) -> Result<u32, Fail> {
+    if root < 0 || root as u32 >= c.size() {
+        return fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of this communicator of {} ranks",
+                c.size()
+            ),
+        );
+    }
+    Ok(root as u32)
+}
+
+mpi_fn! {
+    fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        launch(m, &c, comm, c.plan_barrier(), none(), (none(), None), request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ibcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let dt = m.committed(datatype)?;
+        let n = count(n as i64, "count")?;
+        let root = root_of(&c, root)?;
+        let plan = c.plan_bcast(root, (n * dt.size()) as usize)?;
+        let o = output(buffer, n, &dt, c.rank() == root)?;
+        launch(m, &c, comm, plan, none(), o, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let (dt, op) = (m.committed(datatype)?, m.op(op)?);
+        let n = count(n as i64, "count")?;
+        let root = root_of(&c, root)?;
+        let ip = in_place(sendbuf);
+        let plan = c.plan_reduce(root, ip, (n * dt.size()) as usize, &dt, &op)?;
+        let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
+        let o = if c.rank() == root { output(recvbuf, n, &dt, ip)? } else { (none(), None) };
+        launch(m, &c, comm, plan, inp, o, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let (dt, op) = (m.committed(datatype)?, m.op(op)?);
+        let n = count(n as i64, "count")?;
+        let ip = in_place(sendbuf);
+        let plan = c.plan_allreduce(ip, (n * dt.size()) as usize, &dt, &op)?;
+        let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
+        launch(m, &c, comm, plan, inp, output(recvbuf, n, &dt, ip)?, request)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Gather,
+    Scatter,
+    Allgather,
+    Alltoall,
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_gather_like(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    root: Option<c_int>,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    which: Which,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let p = c.size() as u64;
+    let root = root.map(|r| root_of(&c, r)).transpose()?;
+    let receives = root.is_none_or(|r| r == c.rank());
+    let (sn, rn) = (
+        count(sendcount as i64, "sendcount")?,
+        count(recvcount as i64, "recvcount")?,
+    );
+    // SAFETY (every block below): the caller's buffers, untouched until completion.
+    let (plan, inp, o) = match which {
+        Which::Gather | Which::Allgather | Which::Alltoall => {
+            let ip = in_place(sendbuf);
+            if ip && !receives {
+                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+            }
+            let rdt = if receives {
+                Some(m.committed(recvtype)?)
+            } else {
+                None
+            };
+            let sdt = if ip { None } else { Some(m.committed(sendtype)?) };
+            // Bytes per rank: what one rank sends (in place: what it receives).
+            let block = match (&sdt, &rdt) {
+                (Some(s), _) => (sn * s.size()) as usize,
+                (None, Some(r)) => (rn * r.size()) as usize,
+                (None, None) => 0,
+            };
+            let plan = match which {
+                Which::Gather => c.plan_gather(root.unwrap_or(0), ip, block)?,
+                Which::Allgather => c.plan_allgather(ip, block),
+                _ => c.plan_alltoall(ip, block),
+            };
+            let per_send = if matches!(which, Which::Alltoall) {
+                sn * p
+            } else {
+                sn
+            };
+            let inp = match &sdt {
+                Some(s) => unsafe { input(sendbuf, per_send, s)? },
+                None => none(),
+            };
+            let o = match &rdt {
+                Some(r) => unsafe { output(recvbuf, rn * p, r, ip)? },
+                None => (none(), None),
+            };
+            (plan, inp, o)
+        }
+        Which::Scatter => {
+            let root = root.unwrap_or(0);
+            let at_root = c.rank() == root;
+            let ip = in_place(recvbuf);
+            if ip && !at_root {
+                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+            }
+            let rdt = if ip { None } else { Some(m.committed(recvtype)?) };
+            let sdt = if at_root {
+                Some(m.committed(sendtype)?)
+            } else {
+                None
+            };
+            let block = match (&rdt, &sdt) {
+                (Some(r), _) => (rn * r.size()) as usize,
+                (None, Some(s)) => (sn * s.size()) as usize,
+                (None, None) => 0,
+            };
+            let plan = c.plan_scatter(root, ip, block)?;
+            let inp = match &sdt {
+                Some(s) => unsafe { input(sendbuf, sn * p, s)? },
+                None => none(),
+            };
+            let o = match &rdt {
+                Some(r) => unsafe { output(recvbuf, rn, r, false)? },
+                None => (none(), None),
+            };
+            (plan, inp, o)
+        }
+    };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Gather)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Scatter)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Allgather)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Alltoall)
+    }
+}
+
+fn blocks(p: &Pieces) -> Vec<(usize, usize)> {
+    p.offsets().into_iter().zip(p.counts()).collect()
+}
+
+mpi_fn! {
+    fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let ip = in_place(sendbuf);
+        let (inp, send_len) = if ip {
+            (none(), None)
+        } else {
+            let st = m.committed(sendtype)?;
+            let n = count(sendcount as i64, "sendcount")?;
+            (input(sendbuf, n, &st)?, Some((n * st.size()) as usize))
+        };
+        if c.rank() != root {
+            let plan = c.plan_gatherv(root, send_len, &[])?;
+            return launch(m, &c, comm, plan, inp, (none(), None), request);
+        }
+        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        let plan = c.plan_gatherv(root, send_len, &blocks(&pieces))?;
+        launch(m, &c, comm, plan, inp, pieces_output(pieces, ip)?, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let at_root = c.rank() == root;
+        let (inp, bl) = if at_root {
+            let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;
+            (Buffer::owned(pieces.pack()?), blocks(&pieces))
+        } else {
+            (none(), Vec::new())
+        };
+        if in_place(recvbuf) {
+            if !at_root {
+                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+            }
+            let plan = c.plan_scatterv(root, &bl, None)?;
+            return launch(m, &c, comm, plan, inp, (none(), None), request);
+        }
+        let rt = m.committed(recvtype)?;
+        let n = count(recvcount as i64, "recvcount")?;
+        let plan = c.plan_scatterv(root, &bl, Some((n * rt.size()) as usize))?;
+        launch(m, &c, comm, plan, inp, output(recvbuf, n, &rt, false)?, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let ip = in_place(sendbuf);
+        let (inp, send_len) = if ip {
+            (none(), None)
+        } else {
+            let st = m.committed(sendtype)?;
+            let n = count(sendcount as i64, "sendcount")?;
+            (input(sendbuf, n, &st)?, Some((n * st.size()) as usize))
+        };
+        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        let plan = c.plan_allgatherv(send_len, &blocks(&pieces))?;
+        launch(m, &c, comm, plan, inp, pieces_output(pieces, ip)?, request)
+    }
+}
+
+unsafe fn start_alltoall_pieces(
+    m: &Mpi,
+    c: &Comm<'static>,
+    comm: MPI_Comm,
+    send: Option<Pieces>,
+    recv: Pieces,
+    request: *mut MPI_Request,
+) -> Res {
+    let sblocks = send.as_ref().map(blocks);
+    let plan = c.plan_alltoallv(sblocks.as_deref(), &blocks(&recv))?;
+    // SAFETY: the caller's buffers, untouched until completion.
+    let inp = match &send {
+        Some(s) => Buffer::owned(unsafe { s.pack()? }),
+        None => none(),
+    };
+    let o = unsafe { pieces_output(recv, send.is_none())? };
+    launch(m, c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let p = c.size() as usize;
+        let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
+        let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
+        start_alltoall_pieces(m, &c, comm, send, recv, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let p = c.size() as usize;
+        let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
+        let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
+        start_alltoall_pieces(m, &c, comm, send, recv, request)
+    }
+}
+
+unsafe fn start_reduce_scatter(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: Vec<u64>,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let (dt, op) = (m.committed(datatype)?, m.op(op)?);
+    let total: u64 = counts.iter().sum();
+    let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
+    let ip = in_place(sendbuf);
+    let byte_counts: Vec<usize> = counts.iter().map(|n| (n * dt.size()) as usize).collect();
+    let plan = c.plan_reduce_scatter(ip, &byte_counts, &dt, &op)?;
+    // SAFETY: the caller's buffers, untouched until completion.
+    let inp = if ip {
+        none()
+    } else {
+        unsafe { input(sendbuf, total, &dt)? }
+    };
+    let o = unsafe { output(recvbuf, if ip { total } else { mine }, &dt, ip)? };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let p = mpi()?.comm(comm)?.size() as usize;
+        start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount as i64, "recvcount")?; p], datatype, op, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let p = mpi()?.comm(comm)?.size() as usize;
+        let counts = slice(recvcounts, p, "recvcounts")?
+            .iter()
+            .map(|n| count(*n as i64, "recvcounts"))
+            .collect::<Result<Vec<_>, _>>()?;
+        start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_scan(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    exclusive: bool,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let (dt, op) = (m.committed(datatype)?, m.op(op)?);
+    let n = count(n as i64, "count")?;
+    let ip = in_place(sendbuf);
+    let plan = c.plan_scan(ip, (n * dt.size()) as usize, &dt, &op, exclusive)?;
+    // SAFETY: the caller's buffers, untouched until completion.
+    let inp = if ip {
+        none()
+    } else {
+        unsafe { input(sendbuf, n, &dt)? }
+    };
+    // Exscan leaves rank 0's buffer as it was: a packed copy starts from it.
+    let o = unsafe { output(recvbuf, n, &dt, ip || exclusive)? };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, false)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, true)
+    }
+}

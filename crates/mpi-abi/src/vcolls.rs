@@ -1,0 +1,347 @@
+//! Collectives with a count and displacement per rank (the `v` and `w` forms), and
+//! the reductions that scatter or scan. Each side's pieces are packed into one
+//! contiguous buffer, moved by the Rust collective on byte blocks, and unpacked.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::{Comm, Datatype, Input};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::mpi_fn;
+use crate::p2p::{data, data_mut};
+use crate::state::{mpi, Mpi};
+
+/// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.
+pub(crate) struct Pieces {
+    base: *mut c_void,
+    list: Vec<(u64, i64, Datatype)>,
+}
+
+impl Pieces {
+    /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
+    pub(crate) unsafe fn uniform(
+        m: &Mpi,
+        base: *const c_void,
+        n: usize,
+        counts: *const c_int,
+        displs: *const c_int,
+        dt: MPI_Datatype,
+    ) -> Result<Pieces, Fail> {
+        let dt = m.committed(dt)?;
+        let ext = dt.extent().1;
+        // SAFETY: the caller's arrays of one entry per rank.
+        let (c, d) = unsafe { (slice(counts, n, "counts")?, slice(displs, n, "displs")?) };
+        let list = c
+            .iter()
+            .zip(d)
+            .map(|(c, d)| Ok((count(*c as i64, "count")?, *d as i64 * ext, dt.clone())))
+            .collect::<Result<_, Fail>>()?;
+        Ok(Pieces {
+            base: base as *mut c_void,
+            list,
+        })
+    }
+
+    /// Alltoallw's form: a datatype per piece, displacements in bytes.
+    pub(crate) unsafe fn typed(
+        m: &Mpi,
+        base: *const c_void,
+        n: usize,
+        counts: *const c_int,
+        displs: *const c_int,
+        types: *const MPI_Datatype,
+    ) -> Result<Pieces, Fail> {
+        // SAFETY: the caller's arrays of one entry per rank.
+        let (c, d, t) = unsafe {
+            (
+                slice(counts, n, "counts")?,
+                slice(displs, n, "displs")?,
+                slice(types, n, "types")?,
+            )
+        };
+        let mut list = Vec::with_capacity(n);
+        for i in 0..n {
+            list.push((count(c[i] as i64, "count")?, d[i] as i64, m.committed(t[i])?));
+        }
+        Ok(Pieces {
+            base: base as *mut c_void,
+            list,
+        })
+    }
+
+    pub(crate) fn counts(&self) -> Vec<usize> {
+        self.list
+            .iter()
+            .map(|(c, _, t)| (*c * t.size()) as usize)
+            .collect()
+    }
+
+    /// Where each piece sits in the packed buffer, back to back.
+    pub(crate) fn offsets(&self) -> Vec<usize> {
+        let mut at = 0;
+        self.counts()
+            .iter()
+            .map(|n| {
+                let o = at;
+                at += n;
+                o
+            })
+            .collect()
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        self.counts().iter().sum()
+    }
+
+    fn at(&self, disp: i64) -> *mut c_void {
+        (self.base as *mut u8).wrapping_offset(disp as isize) as *mut c_void
+    }
+
+    /// # Safety
+    /// The pieces lie in the caller's memory, as MPI requires.
+    pub(crate) unsafe fn pack(&self) -> Result<Vec<u8>, Fail> {
+        let mut out = Vec::with_capacity(self.total());
+        for (c, d, t) in &self.list {
+            // SAFETY: as documented.
+            out.extend_from_slice(&unsafe { data(self.at(*d), *c, t)? }.packed()?);
+        }
+        Ok(out)
+    }
+
+    /// # Safety
+    /// As [`Pieces::pack`], for writing.
+    pub(crate) unsafe fn unpack(&self, packed: &[u8]) -> Res {
+        for ((c, d, t), off) in self.list.iter().zip(self.offsets()) {
+            // SAFETY: as documented.
+            let dst = unsafe { data_mut(self.at(*d), *c, t)? };
+            let n = (*c * t.size()) as usize;
+            t.unpack(*c, &packed[off..off + n], dst.bytes, dst.origin)?;
+        }
+        Ok(())
+    }
+}
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// The packed form of `count` elements of `datatype` at `buf`.
+unsafe fn packed_send(
+    m: &Mpi,
+    buf: *const c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+) -> Result<Vec<u8>, Fail> {
+    let dt = m.committed(datatype)?;
+    // SAFETY: the caller's send buffer.
+    Ok(unsafe { data(buf, count(n as i64, "sendcount")?, &dt)? }
+        .packed()?
+        .into_owned())
+}
+
+fn root_of(c: &Comm, root: c_int) -> Result<u32, Fail> {
+    if root < 0 || root as u32 >= c.size() {
+        return fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of this communicator of {} ranks",
+                c.size()
+            ),
+        );
+    }
+    Ok(root as u32)
+}
+
+mpi_fn! {
+    fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
+        let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
+        if c.rank() != root {
+            c.gatherv(input, &mut [], &[], &[], root)?;
+            return Ok(());
+        }
+        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
+        c.gatherv(input, &mut out, &pieces.counts(), &pieces.offsets(), root)?;
+        pieces.unpack(&out)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let at_root = c.rank() == root;
+        let (packed, counts, offsets) = if at_root {
+            let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;
+            (pieces.pack()?, pieces.counts(), pieces.offsets())
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
+        if in_place(recvbuf) {
+            if !at_root {
+                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+            }
+            c.scatterv(&packed, &counts, &offsets, None, root)?;
+            return Ok(());
+        }
+        let rt = m.committed(recvtype)?;
+        let n = count(recvcount as i64, "recvcount")?;
+        let mut got = vec![0u8; (n * rt.size()) as usize];
+        c.scatterv(&packed, &counts, &offsets, Some(&mut got), root)?;
+        let dst = data_mut(recvbuf, n, &rt)?;
+        rt.unpack(n, &got, dst.bytes, dst.origin)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
+        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
+        let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
+        c.allgatherv(input, &mut out, &pieces.counts(), &pieces.offsets())?;
+        pieces.unpack(&out)
+    }
+}
+
+/// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
+unsafe fn alltoall_pieces(c: &Comm, send: Option<Pieces>, recv: Pieces) -> Res {
+    // SAFETY (both blocks): the caller's buffers, which hold the pieces they describe.
+    let mut out = if send.is_none() {
+        unsafe { recv.pack()? }
+    } else {
+        vec![0; recv.total()]
+    };
+    let sent = send.as_ref().map(|s| unsafe { s.pack() }).transpose()?;
+    let (scounts, soffsets) = send
+        .as_ref()
+        .map_or((Vec::new(), Vec::new()), |s| (s.counts(), s.offsets()));
+    let input = sent.as_deref().map_or(Input::InPlace, Input::Buf);
+    c.alltoallv(
+        input,
+        &scounts,
+        &soffsets,
+        &mut out,
+        &recv.counts(),
+        &recv.offsets(),
+    )?;
+    // SAFETY: as above.
+    unsafe { recv.unpack(&out) }
+}
+
+mpi_fn! {
+    fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let p = c.size() as usize;
+        let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
+        let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
+        alltoall_pieces(&c, send, recv)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        let p = c.size() as usize;
+        let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
+        let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
+        alltoall_pieces(&c, send, recv)
+    }
+}
+
+/// Reduce_scatter with `counts` elements per rank.
+unsafe fn reduce_scatter(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: Vec<u64>,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let op = m.op(op)?;
+    let total: u64 = counts.iter().sum();
+    let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
+    // SAFETY: the caller's buffers, holding what the counts describe.
+    let send = if in_place(sendbuf) {
+        None
+    } else {
+        Some(unsafe { data(sendbuf, total, &dt)? })
+    };
+    let mut recv = unsafe { data_mut(recvbuf, if send.is_some() { mine } else { total }, &dt)? };
+    c.reduce_scatter_data(send.as_ref(), &mut recv, &counts, &op)?;
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let p = mpi()?.comm(comm)?.size() as usize;
+        reduce_scatter(sendbuf, recvbuf, vec![count(recvcount as i64, "recvcount")?; p], datatype, op, comm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let p = mpi()?.comm(comm)?.size() as usize;
+        let counts = slice(recvcounts, p, "recvcounts")?
+            .iter()
+            .map(|n| count(*n as i64, "recvcounts"))
+            .collect::<Result<Vec<_>, _>>()?;
+        reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
+    }
+}
+
+unsafe fn prefix(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    exclusive: bool,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let op = m.op(op)?;
+    let n = count(n as i64, "count")?;
+    // SAFETY: the caller's buffers.
+    let send = if in_place(sendbuf) {
+        None
+    } else {
+        Some(unsafe { data(sendbuf, n, &dt)? })
+    };
+    let mut recv = unsafe { data_mut(recvbuf, n, &dt)? };
+    if exclusive {
+        c.exscan_data(send.as_ref(), &mut recv, &op)?;
+    } else {
+        c.scan_data(send.as_ref(), &mut recv, &op)?;
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        prefix(sendbuf, recvbuf, n, datatype, op, comm, false)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        prefix(sendbuf, recvbuf, n, datatype, op, comm, true)
+    }
+}
