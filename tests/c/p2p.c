@@ -1,7 +1,8 @@
 /* Point-to-point semantics through the standard ABI: blocking and non-blocking,
  * wildcards, probes and counts, truncation with MPI_ERRORS_RETURN, MPI_PROC_NULL,
  * synchronous sends, non-contiguous datatypes (blocking and non-blocking), the
- * request completion family, and receive cancellation. Any number of ranks >= 2. */
+ * request completion family, receive cancellation, and persistent requests.
+ * Any number of ranks >= 2. */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -162,6 +163,48 @@ int main(int argc, char **argv) {
     int cancelled = 0;
     CHECK_OK(MPI_Test_cancelled(&st, &cancelled));
     CHECK(cancelled);
+
+    /* Buffered sends: return at once, limited by the attached buffer. */
+    int bv[16], bgot[16];
+    for (int i = 0; i < 16; i++) bv[i] = rank + i;
+    char tiny[64];
+    CHECK_OK(MPI_Buffer_attach(tiny, sizeof tiny));
+    rc = MPI_Bsend(bv, 16, MPI_INT, next, 71, MPI_COMM_WORLD); /* needs 64 + overhead */
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER);
+    void *detached_at;
+    int detached_size;
+    CHECK_OK(MPI_Buffer_detach(&detached_at, &detached_size));
+    CHECK(detached_at == tiny && detached_size == (int)sizeof tiny);
+    int bsize = 4 * (16 * (int)sizeof(int) + MPI_BSEND_OVERHEAD);
+    char *battach = malloc(bsize);
+    CHECK_OK(MPI_Buffer_attach(battach, bsize));
+    for (int i = 0; i < 4; i++) CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 71, MPI_COMM_WORLD));
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(MPI_Recv(bgot, 16, MPI_INT, prev, 71, MPI_COMM_WORLD, &st));
+        CHECK(bgot[15] == prev + 15);
+    }
+    CHECK_OK(MPI_Buffer_detach(&detached_at, &detached_size));
+    CHECK(detached_at == battach && detached_size == bsize);
+    free(battach);
+
+    /* Persistent requests: the same ring three times; inactive ones complete at once. */
+    int pin = -1, pout = 0;
+    MPI_Request pr[2];
+    CHECK_OK(MPI_Recv_init(&pin, 1, MPI_INT, prev, 61, MPI_COMM_WORLD, &pr[0]));
+    CHECK_OK(MPI_Send_init(&pout, 1, MPI_INT, next, 61, MPI_COMM_WORLD, &pr[1]));
+    for (int round = 0; round < 3; round++) {
+        pout = rank * 10 + round;
+        CHECK_OK(MPI_Startall(2, pr));
+        CHECK_OK(MPI_Waitall(2, pr, sts));
+        CHECK(pin == prev * 10 + round && sts[0].MPI_SOURCE == prev);
+        CHECK(pr[0] != MPI_REQUEST_NULL && pr[1] != MPI_REQUEST_NULL);
+    }
+    CHECK_OK(MPI_Wait(&pr[0], &st)); /* inactive */
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL);
+    CHECK_OK(MPI_Request_free(&pr[0]));
+    CHECK_OK(MPI_Request_free(&pr[1]));
+    CHECK(pr[0] == MPI_REQUEST_NULL);
 
     CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
     free(a);

@@ -16,6 +16,7 @@
 
 pub mod abi;
 mod boundary;
+mod bsend;
 mod colls;
 mod comms;
 mod env;
@@ -24,6 +25,7 @@ mod handles;
 mod info;
 mod nbcolls;
 mod p2p;
+mod persistent;
 mod requests;
 mod state;
 mod types;

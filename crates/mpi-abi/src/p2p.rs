@@ -248,10 +248,10 @@ mpi_fn! {
         comm: MPI_Comm, status: *mut MPI_Status,
     ) on comm {
         let m = mpi()?;
-        let c = m.comm(comm)?;
+        m.comm(comm)?;
         // The receive goes first so that two ranks exchanging never both wait on sends.
         let mut recv = MPI_REQUEST_NULL;
-        start_recv(m, &c, comm, recvbuf, recvcount, recvtype, source, recvtag, &mut recv)?;
+        start(m, &mut recv, recv_entry(recvbuf, recvcount, recvtype, source, recvtag, comm)?)?;
         let sent = blocking_send(sendbuf, sendcount, sendtype, dest, sendtag, comm, false);
         let got = crate::requests::wait_one(m, &mut recv, status);
         sent?;
@@ -265,12 +265,12 @@ mpi_fn! {
         source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status,
     ) on comm {
         let m = mpi()?;
-        let c = m.comm(comm)?;
+        m.comm(comm)?;
         let dt = m.committed(datatype)?;
         // The outgoing data is packed first; then the buffer is free to receive into.
         let packed = data(buf, count(n as i64, "count")?, &dt)?.packed()?.into_owned();
         let mut recv = MPI_REQUEST_NULL;
-        start_recv(m, &c, comm, buf, n, datatype, source, recvtag, &mut recv)?;
+        start(m, &mut recv, recv_entry(buf, n, datatype, source, recvtag, comm)?)?;
         let sent = blocking_send(packed.as_ptr() as *const c_void, packed.len() as c_int, MPI_BYTE, dest, sendtag, comm, false);
         let got = crate::requests::wait_one(m, &mut recv, status);
         sent?;
@@ -279,6 +279,49 @@ mpi_fn! {
 }
 
 // ---- non-blocking --------------------------------------------------------------
+
+/// A send of the caller's memory (dense) or of a packed copy, as a request entry.
+///
+/// # Safety
+/// The program leaves the send buffer alone until the request completes (MPI's rule).
+pub unsafe fn send_entry(
+    buf: *const c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    sync: bool,
+) -> Result<ReqEntry, Fail> {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = send_tag(tag)?;
+    let Some(dest) = dest_rank(&c, dest)? else {
+        return Ok(ReqEntry::Done(empty_status()));
+    };
+    // SAFETY: as documented.
+    let d = unsafe { data(buf, n, &dt)? };
+    let buffer = if dt.is_dense() {
+        // SAFETY: as documented: the engine may read the memory until completion.
+        unsafe {
+            Buffer::from_raw(
+                d.bytes[d.origin..].as_ptr() as *mut u8,
+                (n * dt.size()) as usize,
+                false,
+            )
+        }
+    } else {
+        Buffer::owned(d.packed()?.into_owned())
+    };
+    let op = c.isend_lent(buffer, dest, tag, sync)?;
+    Ok(ReqEntry::P2p {
+        op,
+        comm,
+        unpack: None,
+    })
+}
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_send(
@@ -291,66 +334,37 @@ unsafe fn start_send(
     sync: bool,
     request: *mut MPI_Request,
 ) -> Res {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
-    let tag = send_tag(tag)?;
-    let request = out(request, "request")?;
-    let Some(dest) = dest_rank(&c, dest)? else {
-        return start(m, request, ReqEntry::Done(empty_status()));
-    };
-    let d = data(buf, n, &dt)?;
-    let buffer = if dt.is_dense() {
-        // SAFETY: the program leaves the send buffer alone until the request
-        // completes (MPI's rule), so the engine may read it until then.
-        unsafe {
-            Buffer::from_raw(
-                d.bytes[d.origin..].as_ptr() as *mut u8,
-                (n * dt.size()) as usize,
-                false,
-            )
-        }
-    } else {
-        Buffer::owned(d.packed()?.into_owned())
-    };
-    let op = c.isend_lent(buffer, dest, tag, sync)?;
-    start(
-        m,
-        request,
-        ReqEntry::P2p {
-            op,
-            comm,
-            unpack: None,
-        },
-    )
+    // SAFETY: the caller's arguments (MPI's contract).
+    let request = unsafe { out(request, "request")? };
+    let entry = unsafe { send_entry(buf, n, datatype, dest, tag, comm, sync)? };
+    start(mpi()?, request, entry)
 }
 
-/// Starts a receive into the caller's memory; a non-dense datatype receives into a
-/// packed copy that is unpacked at completion.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn start_recv(
-    m: &crate::state::Mpi,
-    c: &Comm<'static>,
-    comm: MPI_Comm,
+/// A receive into the caller's memory, as a request entry; a non-dense datatype
+/// receives into a packed copy that is unpacked at completion.
+///
+/// # Safety
+/// The program leaves the receive buffer alone until the request completes.
+pub unsafe fn recv_entry(
     buf: *mut c_void,
     n: c_int,
     datatype: MPI_Datatype,
     source: c_int,
     tag: c_int,
-    request: &mut MPI_Request,
-) -> Res {
+    comm: MPI_Comm,
+) -> Result<ReqEntry, Fail> {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
     let dt = m.committed(datatype)?;
     let n = count(n as i64, "count")?;
     let tag = recv_tag(tag)?;
-    let Some(from) = source_rank(c, source)? else {
-        return start(m, request, ReqEntry::Done(empty_status()));
+    let Some(from) = source_rank(&c, source)? else {
+        return Ok(ReqEntry::Done(empty_status()));
     };
     let (start_at, _, origin) = region(buf, n, &dt)?;
     let packed_len = (n * dt.size()) as usize;
     let (buffer, unpack) = if dt.is_dense() {
-        // SAFETY: the program leaves the receive buffer alone until the request
-        // completes (MPI's rule); the engine writes at most `packed_len` bytes there.
+        // SAFETY: as documented; the engine writes at most `packed_len` bytes there.
         let b = unsafe { Buffer::from_raw(start_at.wrapping_add(origin) as *mut u8, packed_len, true) };
         (b, None)
     } else {
@@ -369,7 +383,7 @@ pub unsafe fn start_recv(
         )
     };
     let op = c.irecv_lent(buffer, from, tag)?;
-    start(m, request, ReqEntry::P2p { op, comm, unpack })
+    Ok(ReqEntry::P2p { op, comm, unpack })
 }
 
 mpi_fn! {
@@ -392,9 +406,9 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Irecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        start_recv(m, &c, comm, buf, n, datatype, source, tag, out(request, "request")?)
+        let request = out(request, "request")?;
+        let entry = recv_entry(buf, n, datatype, source, tag, comm)?;
+        start(mpi()?, request, entry)
     }
 }
 

@@ -27,6 +27,12 @@ pub enum ReqEntry {
         comm: MPI_Comm,
         finish: Option<Finish>,
     },
+    /// MPI_Send_init / MPI_Recv_init: `restart` makes the operation MPI_Start runs;
+    /// `active` is the one in flight.
+    Persistent {
+        restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>,
+        active: Option<Box<ReqEntry>>,
+    },
 }
 
 /// The last step of a collective whose results went to a packed copy: unpacking it.
@@ -60,10 +66,17 @@ fn bad_request(h: MPI_Request) -> Fail {
 /// Whether a request is finished (progressing once if it is not).
 fn ready(m: &Mpi, h: MPI_Request) -> Result<bool, Fail> {
     match m.reqs.borrow_mut().get_mut(h) {
-        Some(ReqEntry::Done(_)) => Ok(true),
-        Some(ReqEntry::P2p { op, .. }) => Ok(op.is_done()),
-        Some(ReqEntry::Coll { op, .. }) => Ok(op.is_done()),
+        Some(e) => Ok(entry_ready(e)),
         None => Err(bad_request(h)),
+    }
+}
+
+fn entry_ready(e: &mut ReqEntry) -> bool {
+    match e {
+        ReqEntry::Done(_) => true,
+        ReqEntry::P2p { op, .. } => op.is_done(),
+        ReqEntry::Coll { op, .. } => op.is_done(),
+        ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
     }
 }
 
@@ -72,6 +85,8 @@ fn ready(m: &Mpi, h: MPI_Request) -> Result<bool, Fail> {
 fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
     let (mut op, comm, unpack) = match entry {
         ReqEntry::Done(st) => return (st, Ok(())),
+        // Inactive: completes at once with the empty status.
+        ReqEntry::Persistent { .. } => return (empty_status(), Ok(())),
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
         ReqEntry::Coll { mut op, comm, finish } => {
             let res = op
@@ -139,12 +154,7 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
 fn reap_detached(m: &Mpi) {
     let list = std::mem::take(&mut *m.detached.borrow_mut());
     for mut e in list {
-        let done = match &mut e {
-            ReqEntry::P2p { op, .. } => op.is_done(),
-            ReqEntry::Coll { op, .. } => op.is_done(),
-            ReqEntry::Done(_) => true,
-        };
-        if done {
+        if entry_ready(&mut e) {
             let _ = complete(e);
         } else {
             m.detached.borrow_mut().push(e);
@@ -159,9 +169,21 @@ pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
         unsafe { out_opt(status, empty_status()) };
         return Ok(());
     }
-    let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
-    *h = MPI_REQUEST_NULL;
-    let (st, res) = complete(entry);
+    // A persistent request stays; its operation in flight completes.
+    let in_flight = match m.reqs.borrow_mut().get_mut(*h) {
+        Some(ReqEntry::Persistent { active, .. }) => Some(active.take()),
+        Some(_) => None,
+        None => return Err(bad_request(*h)),
+    };
+    let (st, res) = match in_flight {
+        Some(Some(e)) => complete(*e),
+        Some(None) => (empty_status(), Ok(())),
+        None => {
+            let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
+            *h = MPI_REQUEST_NULL;
+            complete(entry)
+        }
+    };
     // SAFETY: as above.
     unsafe { out_opt(status, st) };
     res
@@ -395,8 +417,10 @@ mpi_fn! {
         let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
         *h = MPI_REQUEST_NULL;
         // A running operation goes on; its memory stays lent until it is done.
-        if !matches!(entry, ReqEntry::Done(_)) {
-            m.detached.borrow_mut().push(entry);
+        match entry {
+            ReqEntry::Done(_) | ReqEntry::Persistent { active: None, .. } => {}
+            ReqEntry::Persistent { active: Some(a), .. } => m.detached.borrow_mut().push(*a),
+            running => m.detached.borrow_mut().push(running),
         }
         Ok(())
     }
@@ -413,9 +437,70 @@ mpi_fn! {
                 op.cancel();
                 Ok(())
             }
+            Some(ReqEntry::Persistent { active, .. }) => {
+                if let Some(ReqEntry::P2p { op, .. }) = active.as_deref_mut() {
+                    op.cancel();
+                }
+                Ok(())
+            }
             // A collective cannot be cancelled (the standard says it is erroneous).
             Some(ReqEntry::Done(_) | ReqEntry::Coll { .. }) => Ok(()),
             None => Err(bad_request(h)),
         }
+    }
+}
+
+/// Makes a persistent request that runs `restart` at each MPI_Start.
+pub fn persistent(request: *mut MPI_Request, restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>) -> Res {
+    let m = mpi()?;
+    // SAFETY: the caller's request pointer.
+    let request = unsafe { out(request, "request")? };
+    start(
+        m,
+        request,
+        ReqEntry::Persistent {
+            restart,
+            active: None,
+        },
+    )
+}
+
+fn start_persistent(m: &Mpi, h: MPI_Request) -> Res {
+    // The operation is made outside the table's borrow (it may look up handles).
+    let restart = match m.reqs.borrow_mut().get_mut(h) {
+        Some(ReqEntry::Persistent { active: Some(_), .. }) => {
+            return fail(MPI_ERR_REQUEST, "MPI_Start on a request that is active already");
+        }
+        Some(ReqEntry::Persistent { restart, .. }) => std::mem::replace(
+            restart,
+            Box::new(|| fail(MPI_ERR_INTERN, "restarted while starting")),
+        ),
+        Some(_) => return fail(MPI_ERR_REQUEST, "MPI_Start needs a persistent request"),
+        None => return Err(bad_request(h)),
+    };
+    let made = restart();
+    let mut reqs = m.reqs.borrow_mut();
+    let Some(ReqEntry::Persistent { restart: r, active }) = reqs.get_mut(h) else {
+        return Err(bad_request(h));
+    };
+    *r = restart;
+    *active = Some(Box::new(made?));
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Start(request: *mut MPI_Request) {
+        let m = mpi()?;
+        start_persistent(m, *out(request, "request")?)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Startall(n: c_int, requests: *mut MPI_Request) {
+        let m = mpi()?;
+        for h in slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?.iter() {
+            start_persistent(m, *h)?;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,80 @@
+//! Persistent point-to-point requests (MPI_Send_init and friends): the arguments are
+//! checked when the request is made, and each MPI_Start starts the same operation.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use crate::abi::*;
+use crate::boundary::count;
+use crate::mpi_fn;
+use crate::p2p::{dest_rank, recv_entry, recv_tag, send_entry, send_tag, source_rank};
+use crate::requests::persistent;
+use crate::state::mpi;
+
+/// Checks a send's arguments now, so errors come from the init call.
+fn check_send(
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> crate::boundary::Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    m.committed(datatype)?;
+    count(n as i64, "count")?;
+    send_tag(tag)?;
+    dest_rank(&c, dest)?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_init(
+    buf: *const c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    sync: bool,
+    request: *mut MPI_Request,
+) -> crate::boundary::Res {
+    check_send(n, datatype, dest, tag, comm)?;
+    // SAFETY: the program keeps the buffer valid while the request exists and leaves it
+    // alone while it is active (MPI's rule for persistent requests).
+    persistent(
+        request,
+        Box::new(move || unsafe { send_entry(buf, n, datatype, dest, tag, comm, sync) }),
+    )
+}
+
+mpi_fn! {
+    fn MPI_Send_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        send_init(buf, n, datatype, dest, tag, comm, false, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ssend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        send_init(buf, n, datatype, dest, tag, comm, true, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Rsend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        send_init(buf, n, datatype, dest, tag, comm, false, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Recv_init(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        m.committed(datatype)?;
+        count(n as i64, "count")?;
+        recv_tag(tag)?;
+        source_rank(&c, source)?;
+        // SAFETY: as for the sends: the buffer is the program's until the request is freed.
+        persistent(request, Box::new(move || unsafe { recv_entry(buf, n, datatype, source, tag, comm) }))
+    }
+}
