@@ -54,7 +54,7 @@ for mod in $modules; do
     for np in "${nps[@]}"; do
         out="$log/$mod.n$np.log"
         (cd "$tests" && "$pontoon" run -n "$np" --timeout "$per_module_timeout" \
-            "$venv/bin/python" main.py -i "^${mod}\$" > "$out" 2>&1) || true
+            "$venv/bin/python" main.py -i "^${mod}\\.py\$" > "$out" 2>&1) || true
         ran=$(grep -Eo '^Ran [0-9]+ test' "$out" | head -1 | grep -Eo '[0-9]+' || true)
         f=$(grep -Eo 'failures=[0-9]+' "$out" | head -1 | cut -d= -f2 || true)
         e=$(grep -Eo 'errors=[0-9]+' "$out" | head -1 | cut -d= -f2 || true)

@@ -1,7 +1,8 @@
 /* Point-to-point semantics through the standard ABI: blocking and non-blocking,
  * wildcards, probes and counts, truncation with MPI_ERRORS_RETURN, MPI_PROC_NULL,
  * synchronous sends, non-contiguous datatypes (blocking and non-blocking), the
- * request completion family, receive cancellation, and persistent requests.
+ * request completion family, receive cancellation, persistent requests, buffered
+ * sends and matched probes.
  * Any number of ranks >= 2. */
 #include "check.h"
 
@@ -75,6 +76,42 @@ int main(int argc, char **argv) {
         CHECK(n == MPI_UNDEFINED);
         CHECK_OK(MPI_Get_elements(&st, MPI_BYTE, &n));
         CHECK(n == 12);
+    }
+
+    /* A matched probe takes the message: a wildcard receive gets the next one. */
+    if (rank == 0) {
+        int first = 111, second = 222;
+        CHECK_OK(MPI_Send(&first, 1, MPI_INT, 1, 25, MPI_COMM_WORLD));
+        CHECK_OK(MPI_Send(&second, 1, MPI_INT, 1, 25, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        MPI_Message msg = MPI_MESSAGE_NULL;
+        int flag = 0;
+        while (!flag) CHECK_OK(MPI_Improbe(MPI_ANY_SOURCE, 25, MPI_COMM_WORLD, &flag, &msg, &st));
+        CHECK(msg != MPI_MESSAGE_NULL && st.MPI_SOURCE == 0);
+        int v = 0, w = 0;
+        CHECK_OK(MPI_Recv(&w, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+        CHECK(w == 222);
+        CHECK_OK(MPI_Mrecv(&v, 1, MPI_INT, &msg, &st));
+        CHECK(v == 111 && st.MPI_TAG == 25 && msg == MPI_MESSAGE_NULL);
+        CHECK_OK(MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &msg, &st));
+        CHECK(msg == MPI_MESSAGE_NO_PROC);
+        CHECK_OK(MPI_Mrecv(&v, 1, MPI_INT, &msg, &st));
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL);
+    }
+    if (rank == 0) {
+        double big_msg[5000];
+        for (int i = 0; i < 5000; i++) big_msg[i] = i;
+        CHECK_OK(MPI_Send(big_msg, 5000, MPI_DOUBLE, 1, 26, MPI_COMM_WORLD)); /* rendezvous */
+    } else if (rank == 1) {
+        MPI_Message msg;
+        CHECK_OK(MPI_Mprobe(0, 26, MPI_COMM_WORLD, &msg, &st));
+        CHECK_OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+        double *got_msg = malloc(sizeof(double) * n);
+        MPI_Request mr;
+        CHECK_OK(MPI_Imrecv(got_msg, n, MPI_DOUBLE, &msg, &mr));
+        CHECK_OK(MPI_Wait(&mr, &st));
+        CHECK(n == 5000 && got_msg[4999] == 4999);
+        free(got_msg);
     }
 
     /* Truncation: reported, with ERRORS_RETURN, as MPI_ERR_TRUNCATE with a message.
@@ -155,6 +192,15 @@ int main(int argc, char **argv) {
         if (outcount != MPI_UNDEFINED) left -= outcount;
     }
     CHECK(in == prev * 10);
+
+    /* Request_get_status reports completion and leaves the request to Wait. */
+    CHECK_OK(MPI_Irecv(&in, 1, MPI_INT, prev, 52, MPI_COMM_WORLD, &r[0]));
+    CHECK_OK(MPI_Send(&out, 1, MPI_INT, next, 52, MPI_COMM_WORLD));
+    int gs_flag = 0;
+    while (!gs_flag) CHECK_OK(MPI_Request_get_status(r[0], &gs_flag, &st));
+    CHECK(st.MPI_SOURCE == prev && st.MPI_TAG == 52 && r[0] != MPI_REQUEST_NULL);
+    CHECK_OK(MPI_Wait(&r[0], &st));
+    CHECK(st.MPI_SOURCE == prev && r[0] == MPI_REQUEST_NULL);
 
     /* A receive nobody sends to can be cancelled. */
     CHECK_OK(MPI_Irecv(&in, 1, MPI_INT, prev, 999, MPI_COMM_WORLD, &r[0]));

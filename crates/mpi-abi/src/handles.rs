@@ -14,6 +14,7 @@ pub enum Kind {
     Request = 5,
     Errhandler = 6,
     Info = 7,
+    Message = 8,
 }
 
 const CREATED: usize = 1 << 30;

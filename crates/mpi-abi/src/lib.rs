@@ -23,6 +23,7 @@ mod env;
 mod errors;
 mod handles;
 mod info;
+mod mprobe;
 mod nbcolls;
 mod p2p;
 mod persistent;

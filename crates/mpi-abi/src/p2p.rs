@@ -340,6 +340,34 @@ unsafe fn start_send(
     start(mpi()?, request, entry)
 }
 
+/// Where a receive lands: the program's memory for a dense datatype, else a packed
+/// copy unpacked at completion.
+///
+/// # Safety
+/// The program leaves the receive buffer alone until the request completes.
+pub unsafe fn recv_target(buf: *mut c_void, n: u64, dt: &Datatype) -> Result<(Buffer, Option<Unpack>), Fail> {
+    let (start_at, _, origin) = region(buf, n, dt)?;
+    let packed_len = (n * dt.size()) as usize;
+    if dt.is_dense() {
+        // SAFETY: as documented; the engine writes at most `packed_len` bytes there.
+        let b = unsafe { Buffer::from_raw(start_at.wrapping_add(origin) as *mut u8, packed_len, true) };
+        return Ok((b, None));
+    }
+    let mut tmp = vec![0u8; packed_len];
+    // SAFETY: `tmp`'s heap block stays put when the vector moves into the request
+    // entry, which keeps it until the engine is done with it.
+    let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), packed_len, true) };
+    Ok((
+        b,
+        Some(Unpack {
+            tmp,
+            buf,
+            count: n,
+            dt: dt.clone(),
+        }),
+    ))
+}
+
 /// A receive into the caller's memory, as a request entry; a non-dense datatype
 /// receives into a packed copy that is unpacked at completion.
 ///
@@ -361,27 +389,7 @@ pub unsafe fn recv_entry(
     let Some(from) = source_rank(&c, source)? else {
         return Ok(ReqEntry::Done(empty_status()));
     };
-    let (start_at, _, origin) = region(buf, n, &dt)?;
-    let packed_len = (n * dt.size()) as usize;
-    let (buffer, unpack) = if dt.is_dense() {
-        // SAFETY: as documented; the engine writes at most `packed_len` bytes there.
-        let b = unsafe { Buffer::from_raw(start_at.wrapping_add(origin) as *mut u8, packed_len, true) };
-        (b, None)
-    } else {
-        let mut tmp = vec![0u8; packed_len];
-        // SAFETY: `tmp`'s heap block stays put when the vector moves into the request
-        // entry, which keeps it until the engine is done with it.
-        let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), packed_len, true) };
-        (
-            b,
-            Some(Unpack {
-                tmp,
-                buf,
-                count: n,
-                dt: dt.clone(),
-            }),
-        )
-    };
+    let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
     let op = c.irecv_lent(buffer, from, tag)?;
     Ok(ReqEntry::P2p { op, comm, unpack })
 }

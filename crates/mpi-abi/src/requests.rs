@@ -504,3 +504,45 @@ mpi_fn! {
         Ok(())
     }
 }
+
+mpi_fn! {
+    /// Like MPI_Test, but the request stays as it is.
+    fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) {
+        let m = mpi()?;
+        let flag = out(flag, "flag")?;
+        if request == MPI_REQUEST_NULL {
+            *flag = 1;
+            out_opt(status, empty_status());
+            return Ok(());
+        }
+        let mut reqs = m.reqs.borrow_mut();
+        let e = reqs.get_mut(request).ok_or_else(|| bad_request(request))?;
+        let e = match e {
+            ReqEntry::Persistent { active: Some(a), .. } => &mut **a,
+            other => other,
+        };
+        let st = match e {
+            ReqEntry::Done(st) => Some(*st),
+            ReqEntry::Persistent { .. } => Some(empty_status()),
+            ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
+            ReqEntry::P2p { op, .. } => op.peek().map(|r| match r {
+                Ok(Some(st)) => status_of(&st),
+                Ok(None) => {
+                    let mut st = empty_status();
+                    set_cancelled(&mut st, true);
+                    st
+                }
+                Err(e) => {
+                    let mut st = empty_status();
+                    st.MPI_ERROR = Fail::from(e).class;
+                    st
+                }
+            }),
+        };
+        *flag = st.is_some() as c_int;
+        if let Some(st) = st {
+            out_opt(status, st);
+        }
+        Ok(())
+    }
+}

@@ -63,6 +63,7 @@ pub struct Mpi {
     pub errhandlers: RefCell<Slab<ErrhandlerFn>>,
     pub keyvals: RefCell<HashMap<i32, Keyval>>,
     pub infos: RefCell<Slab<crate::info::InfoEntries>>,
+    pub messages: RefCell<Slab<crate::mprobe::MessageEntry>>,
 }
 
 const WORLD_SLOT: usize = 0;
@@ -104,6 +105,7 @@ impl Mpi {
             errhandlers: RefCell::new(Slab::new(Kind::Errhandler)),
             keyvals: RefCell::new(HashMap::new()),
             infos: RefCell::new(Slab::new(Kind::Info)),
+            messages: RefCell::new(Slab::new(Kind::Message)),
         }));
         MPI.with(|m| m.set(Some(mpi)));
         mpi

@@ -16,6 +16,13 @@ pub struct Pending<'u> {
     state: State,
 }
 
+/// A message taken by a matched probe; received once, on the communicator it was
+/// probed on.
+#[derive(Debug)]
+pub struct Message {
+    id: u64,
+}
+
 enum State {
     Running,
     Done(Result<Status>),
@@ -36,6 +43,31 @@ impl<'u> Comm<'u> {
     pub fn irecv_lent(&self, buf: Buffer, source: Option<Rank>, tag: i32) -> Result<Pending<'u>> {
         let from = self.world_src(source)?;
         let id = self.u.rt.borrow_mut().irecv(buf, from, self.p2p_ctx(), tag);
+        Ok(self.pending(id))
+    }
+
+    /// Matched probe (MPI_Improbe): a fitting message, taken out of matching so that
+    /// only [`Comm::irecv_message`] can receive it.
+    pub fn improbe(&self, source: Option<Rank>, tag: i32) -> Result<Option<(Status, Message)>> {
+        let from = self.world_src(source)?;
+        let hit = self.u.rt.borrow_mut().improbe(from, self.p2p_ctx(), tag);
+        Ok(hit.map(|h| self.message(h)))
+    }
+
+    /// Blocking matched probe (MPI_Mprobe).
+    pub fn mprobe(&self, source: Option<Rank>, tag: i32) -> Result<(Status, Message)> {
+        let from = self.world_src(source)?;
+        let hit = self.u.rt.borrow_mut().mprobe(from, self.p2p_ctx(), tag)?;
+        Ok(self.message(hit))
+    }
+
+    fn message(&self, (source, tag, bytes, id): (Rank, i32, u64, u64)) -> (Status, Message) {
+        (self.local_status(Status { source, tag, bytes }), Message { id })
+    }
+
+    /// Receives a message a matched probe took into `buf` (MPI_Imrecv).
+    pub fn irecv_message(&self, buf: Buffer, msg: Message) -> Result<Pending<'u>> {
+        let id = self.u.rt.borrow_mut().irecv_claimed(buf, msg.id)?;
         Ok(self.pending(id))
     }
 
@@ -75,6 +107,19 @@ impl Pending<'_> {
             return None;
         }
         Some(self.take())
+    }
+
+    /// The result if the operation is over, leaving it to be taken later
+    /// (MPI_Request_get_status).
+    pub fn peek(&mut self) -> Option<Result<Option<Status>>> {
+        if !self.is_done() {
+            return None;
+        }
+        Some(match &self.state {
+            State::Done(r) => r.clone().map(Some),
+            State::Cancelled => Ok(None),
+            State::Taken | State::Running => Err(Error::Arg("the request was already completed".into())),
+        })
     }
 
     /// Waits for the result (MPI_Wait); `Ok(None)`: the receive was cancelled.

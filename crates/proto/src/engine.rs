@@ -209,6 +209,9 @@ pub struct Endpoint {
     held_max: usize,
     /// Peers with fragments waiting for a lane.
     streaming: Vec<Rank>,
+    /// Messages taken by a matched probe (mprobe), waiting for their receive, by id.
+    claimed: HashMap<u64, (Rank, i32, Incoming)>,
+    next_claim: u64,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -236,6 +239,8 @@ impl Endpoint {
             cfg,
             peers,
             matcher: Matcher::default(),
+            claimed: HashMap::default(),
+            next_claim: 0,
             rdv_sends: HashMap::default(),
             rdv_recvs: HashMap::default(),
             self_eager: HashMap::default(),
@@ -422,6 +427,28 @@ impl Endpoint {
         self.matcher
             .peek(ctx, src, tag)
             .map(|(info, inc)| (info.src, info.tag, incoming_len(inc)))
+    }
+
+    /// Matched probe (MPI_Improbe): takes the earliest fitting unexpected message out of
+    /// matching, so no other receive can have it; (source, tag, length, message id).
+    /// [`Endpoint::post_recv_claimed`] receives it.
+    pub fn mprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64, u64)> {
+        let (info, incoming) = self.matcher.take(ctx, src, tag)?;
+        let len = incoming_len(&incoming);
+        self.next_claim += 1;
+        self.claimed
+            .insert(self.next_claim, (info.src, info.tag, incoming));
+        Some((info.src, info.tag, len, self.next_claim))
+    }
+
+    /// Receives a message taken by [`Endpoint::mprobe`] (MPI_Mrecv); false if `msg` is
+    /// no such message.
+    pub fn post_recv_claimed(&mut self, req: RecvId, msg: u64, capacity: u64) -> bool {
+        let Some((src, tag, incoming)) = self.claimed.remove(&msg) else {
+            return false;
+        };
+        self.matched(req, capacity, src, tag, incoming);
+        true
     }
 
     /// Cancels a posted receive; true if it had not matched yet (then it never will).

@@ -193,6 +193,23 @@ impl Sim {
         req
     }
 
+    /// A matched probe at `rank` (see [`Endpoint::mprobe`]).
+    pub fn mprobe(&mut self, rank: Rank, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64, u64)> {
+        self.endpoints[rank as usize].mprobe(src, ctx, tag)
+    }
+
+    /// Receives a message taken by [`Sim::mprobe`]; `None` if there is no such message.
+    pub fn irecv_claimed(&mut self, rank: Rank, msg: u64, capacity: usize) -> Option<ReqId> {
+        let req = self.req();
+        self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);
+        if !self.endpoints[rank as usize].post_recv_claimed(req, msg, capacity as u64) {
+            self.nodes[rank as usize].recv_bufs.remove(&req);
+            return None;
+        }
+        self.drain(rank);
+        Some(req)
+    }
+
     pub fn completion(&self, rank: Rank, req: ReqId) -> Option<&Completion> {
         self.nodes[rank as usize].done.get(&req)
     }

@@ -184,6 +184,47 @@ fn unexpected_rendezvous_buffers_no_payload_until_matched() {
 }
 
 #[test]
+fn a_matched_probe_takes_the_message_from_every_other_receive() {
+    // Eager and rendezvous alike: after mprobe, a wildcard receive gets the next
+    // message, and the claimed one arrives only through its own receive.
+    let mut sim = Sim::new(SimConfig {
+        eager_limit: 256,
+        mtu: 700,
+        seed: 3,
+        ..Default::default()
+    });
+    for (i, n) in [100usize, 5000].into_iter().enumerate() {
+        let tag = 40 + i as i32;
+        let first = bytes(1 + i as u64, n);
+        let second = bytes(2 + i as u64, n);
+        sim.isend(0, 1, 0, tag, first.clone(), false);
+        sim.isend(0, 1, 0, tag, second.clone(), false);
+        sim.run();
+        let (src, got_tag, len, msg) = sim
+            .mprobe(1, ANY_SOURCE, 0, ANY_TAG)
+            .expect("a message is waiting");
+        assert_eq!((src, got_tag, len), (0, tag, n as u64));
+        let other = sim.irecv(1, ANY_SOURCE, 0, ANY_TAG, n);
+        sim.run();
+        assert_eq!(received(&sim, 1, other).count, n as u64);
+        assert_eq!(
+            &sim.recv_buf(1, other)[..n],
+            &second[..],
+            "the wildcard receive got the second message"
+        );
+        let claimed = sim.irecv_claimed(1, msg, n).expect("claimed message");
+        sim.run();
+        assert_eq!(received(&sim, 1, claimed).tag, tag);
+        assert_eq!(&sim.recv_buf(1, claimed)[..n], &first[..]);
+        assert!(
+            sim.irecv_claimed(1, msg, n).is_none(),
+            "a message is received once"
+        );
+        assert!(sim.mprobe(1, ANY_SOURCE, 0, ANY_TAG).is_none());
+    }
+}
+
+#[test]
 fn ten_thousand_outstanding_requests() {
     let cfg = SimConfig {
         eager_limit: 64,

@@ -439,6 +439,40 @@ impl Runtime {
         })
     }
 
+    /// Non-blocking matched probe (MPI_Improbe): (source, tag, bytes, message id) of a
+    /// message taken out of matching for [`Runtime::irecv_claimed`].
+    pub fn improbe(&mut self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64, u64)> {
+        self.progress();
+        self.ep.mprobe(src, ctx, tag)
+    }
+
+    /// Blocking matched probe (MPI_Mprobe).
+    pub fn mprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64, u64), Error> {
+        self.block_until(|rt| {
+            if rt.ep.probe(src, ctx, tag).is_some() {
+                return Some(Ok(()));
+            }
+            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
+            Some(Err(Error::Failed(Failure::PeerFailed {
+                rank: src as Rank,
+                cause: cause.to_string(),
+            })))
+        })?;
+        Ok(self.ep.mprobe(src, ctx, tag).expect("probed just now"))
+    }
+
+    /// Receives a message taken by a matched probe into `buf` (MPI_Imrecv).
+    pub fn irecv_claimed(&mut self, buf: Buffer, msg: u64) -> Result<ReqId, Error> {
+        let cap = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        if !self.ep.post_recv_claimed(id, msg, cap) {
+            self.reqs.remove(id);
+            return Err(Error::BadRequest);
+        }
+        self.drive_outputs();
+        Ok(id)
+    }
+
     /// Busy-polls, then sleeps, until `done` says so.
     fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
         let spin_until = Instant::now() + self.cfg.spin;

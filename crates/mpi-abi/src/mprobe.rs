@@ -1,0 +1,137 @@
+//! Matched probes (MPI_Mprobe, MPI_Improbe) and the receives of the messages they take
+//! (MPI_Mrecv, MPI_Imrecv): no other receive can match a probed message in between,
+//! which makes probe-then-receive safe with several threads or wildcard receives.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::lent::Message;
+use pontoon::Comm;
+
+use crate::abi::*;
+use crate::boundary::{count, fail, out, out_opt, Fail, Res};
+use crate::mpi_fn;
+use crate::p2p::{empty_status, recv_tag, recv_target, source_rank, status_of};
+use crate::requests::{start, wait_one, ReqEntry};
+use crate::state::{mpi, Mpi};
+
+/// A probed message: the communicator it came on (and its handle) and its claim.
+pub struct MessageEntry {
+    comm: Comm<'static>,
+    handle: MPI_Comm,
+    msg: Message,
+}
+
+fn publish(m: &Mpi, comm: MPI_Comm, c: Comm<'static>, msg: Message) -> Result<MPI_Message, Fail> {
+    m.messages
+        .borrow_mut()
+        .insert(MessageEntry {
+            comm: c,
+            handle: comm,
+            msg,
+        })
+        .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many probed messages"))
+}
+
+unsafe fn probe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: Option<&mut c_int>,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let tag = recv_tag(tag)?;
+    // SAFETY: the caller's output pointers.
+    let message = unsafe { out(message, "message")? };
+    let Some(from) = source_rank(&c, source)? else {
+        *message = MPI_MESSAGE_NO_PROC;
+        if let Some(f) = flag {
+            *f = 1;
+        }
+        unsafe { out_opt(status, empty_status()) };
+        return Ok(());
+    };
+    let hit = match flag {
+        None => Some(c.mprobe(from, tag)?),
+        Some(f) => {
+            let hit = c.improbe(from, tag)?;
+            *f = hit.is_some() as c_int;
+            hit
+        }
+    };
+    if let Some((st, msg)) = hit {
+        // SAFETY: as above.
+        unsafe { out_opt(status, status_of(&st)) };
+        *message = publish(m, comm, c, msg)?;
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) on comm {
+        probe(source, tag, comm, None, message, status)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) on comm {
+        probe(source, tag, comm, Some(out(flag, "flag")?), message, status)
+    }
+}
+
+/// Starts the receive of `*message` and sets it to MPI_MESSAGE_NULL.
+unsafe fn start_mrecv(
+    m: &Mpi,
+    buf: *mut c_void,
+    n: c_int,
+    datatype: MPI_Datatype,
+    message: *mut MPI_Message,
+    request: &mut MPI_Request,
+) -> Res {
+    // SAFETY: the caller's message handle.
+    let message = unsafe { out(message, "message")? };
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    if *message == MPI_MESSAGE_NO_PROC {
+        *message = MPI_MESSAGE_NULL;
+        return start(m, request, ReqEntry::Done(empty_status()));
+    }
+    let Some(e) = m.messages.borrow_mut().remove(*message) else {
+        return fail(
+            MPI_ERR_REQUEST,
+            format!("{:#x} is not a probed message (received already?)", *message),
+        );
+    };
+    *message = MPI_MESSAGE_NULL;
+    // SAFETY: the program leaves the buffer alone until the receive completes.
+    let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
+    let op = e.comm.irecv_message(buffer, e.msg)?;
+    start(
+        m,
+        request,
+        ReqEntry::P2p {
+            op,
+            comm: e.handle,
+            unpack,
+        },
+    )
+}
+
+mpi_fn! {
+    fn MPI_Mrecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) {
+        let m = mpi()?;
+        let mut req = MPI_REQUEST_NULL;
+        start_mrecv(m, buf, n, datatype, message, &mut req)?;
+        wait_one(m, &mut req, status)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Imrecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) {
+        let m = mpi()?;
+        start_mrecv(m, buf, n, datatype, message, out(request, "request")?)
+    }
+}
