@@ -39,6 +39,18 @@ pub struct CommEntry {
 pub struct TypeEntry {
     pub dt: Datatype,
     pub committed: bool,
+    /// How the program made it (MPI_Type_get_envelope/contents).
+    pub contents: Contents,
+    pub name: String,
+}
+
+/// The constructor and arguments of a derived datatype, as MPI_Type_get_contents
+/// gives them back (the datatypes kept alive here, with the handles they had).
+pub struct Contents {
+    pub combiner: std::os::raw::c_int,
+    pub ints: Vec<std::os::raw::c_int>,
+    pub aints: Vec<MPI_Aint>,
+    pub types: Vec<(MPI_Datatype, Datatype)>,
 }
 
 /// A user error handler: `void f(MPI_Comm *, int *, ...)`.
@@ -224,12 +236,17 @@ impl Mpi {
     }
 
     /// Gives a created datatype a handle.
-    pub fn add_type(&self, dt: Datatype) -> Result<MPI_Datatype, Fail> {
+    pub fn add_type(&self, dt: Datatype, contents: Contents) -> Result<MPI_Datatype, Fail> {
         let id = dt.identity();
         let h = self
             .types
             .borrow_mut()
-            .insert(TypeEntry { dt, committed: false })
+            .insert(TypeEntry {
+                dt,
+                committed: false,
+                contents,
+                name: String::new(),
+            })
             .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many datatypes"))?;
         self.type_by_identity.borrow_mut().insert(id, h);
         Ok(h)

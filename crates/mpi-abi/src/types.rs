@@ -9,7 +9,7 @@ use pontoon::{Basic, Datatype, Op, PairValue};
 use crate::abi::*;
 use crate::boundary::{count, fail, out, put_c_string, slice, Fail, Res};
 use crate::mpi_fn;
-use crate::state::mpi;
+use crate::state::{mpi, Contents};
 
 /// (handle, name, basic type on x86-64/aarch64 Linux; `None`: not supported).
 const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
@@ -125,9 +125,40 @@ pub fn predefined_op(h: Handle) -> Option<Op> {
     })
 }
 
-fn new_type(made: pontoon::Result<Datatype>, newtype: *mut MPI_Datatype) -> Res {
+const COMBINER_DUP: c_int = 102;
+const COMBINER_CONTIGUOUS: c_int = 103;
+const COMBINER_VECTOR: c_int = 104;
+const COMBINER_HVECTOR: c_int = 105;
+const COMBINER_INDEXED: c_int = 106;
+const COMBINER_HINDEXED: c_int = 107;
+const COMBINER_INDEXED_BLOCK: c_int = 108;
+const COMBINER_HINDEXED_BLOCK: c_int = 109;
+const COMBINER_STRUCT: c_int = 110;
+const COMBINER_RESIZED: c_int = 116;
+
+/// The contents record of a constructor call: `types` are the handles passed.
+fn contents(
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<MPI_Aint>,
+    types: &[MPI_Datatype],
+) -> Result<Contents, Fail> {
+    let m = mpi()?;
+    let types = types
+        .iter()
+        .map(|h| Ok((*h, m.datatype(*h)?)))
+        .collect::<Result<_, Fail>>()?;
+    Ok(Contents {
+        combiner,
+        ints,
+        aints,
+        types,
+    })
+}
+
+fn new_type(made: pontoon::Result<Datatype>, how: Contents, newtype: *mut MPI_Datatype) -> Res {
     let dt = made.map_err(|e| Fail::new(MPI_ERR_TYPE, e.to_string()))?;
-    let h = mpi()?.add_type(dt)?;
+    let h = mpi()?.add_type(dt, how)?;
     // SAFETY: the caller's output pointer, checked by `out`.
     *unsafe { out(newtype, "newtype") }? = h;
     Ok(())
@@ -191,7 +222,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_contiguous(n: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        new_type(old.contiguous(count(n as i64, "count")?), newtype)
+        let how = contents(COMBINER_CONTIGUOUS, vec![n], vec![], &[oldtype])?;
+        new_type(old.contiguous(count(n as i64, "count")?), how, newtype)
     }
 }
 
@@ -199,7 +231,7 @@ mpi_fn! {
     fn MPI_Type_vector(n: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
         let made = old.vector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
-        new_type(made, newtype)
+        new_type(made, contents(COMBINER_VECTOR, vec![n, blocklength, stride], vec![], &[oldtype])?, newtype)
     }
 }
 
@@ -207,66 +239,78 @@ mpi_fn! {
     fn MPI_Type_create_hvector(n: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
         let made = old.hvector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
-        new_type(made, newtype)
+        new_type(made, contents(COMBINER_HVECTOR, vec![n, blocklength], vec![stride], &[oldtype])?, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_indexed(n: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        let n = count(n as i64, "count")? as usize;
-        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
-        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
-        new_type(old.indexed(&lens, &displs), newtype)
+        let k = count(n as i64, "count")? as usize;
+        let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
+        let lens = counts(bl, "blocklength")?;
+        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let ints = [&[n][..], bl, ds].concat();
+        new_type(old.indexed(&lens, &displs), contents(COMBINER_INDEXED, ints, vec![], &[oldtype])?, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_hindexed(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        let n = count(n as i64, "count")? as usize;
-        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
-        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
-        new_type(old.hindexed(&lens, &displs), newtype)
+        let k = count(n as i64, "count")? as usize;
+        let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
+        let lens = counts(bl, "blocklength")?;
+        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let how = contents(COMBINER_HINDEXED, [&[n][..], bl].concat(), ds.to_vec(), &[oldtype])?;
+        new_type(old.hindexed(&lens, &displs), how, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_indexed_block(n: c_int, blocklength: c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        let n = count(n as i64, "count")? as usize;
-        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
-        new_type(old.indexed_block(count(blocklength as i64, "blocklength")?, &displs), newtype)
+        let k = count(n as i64, "count")? as usize;
+        let ds = slice(displacements, k, "array_of_displacements")?;
+        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let how = contents(COMBINER_INDEXED_BLOCK, [&[n, blocklength][..], ds].concat(), vec![], &[oldtype])?;
+        new_type(old.indexed_block(count(blocklength as i64, "blocklength")?, &displs), how, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_hindexed_block(n: c_int, blocklength: c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        let n = count(n as i64, "count")? as usize;
-        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
-        new_type(old.hindexed_block(count(blocklength as i64, "blocklength")?, &displs), newtype)
+        let k = count(n as i64, "count")? as usize;
+        let ds = slice(displacements, k, "array_of_displacements")?;
+        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let how = contents(COMBINER_HINDEXED_BLOCK, vec![n, blocklength], ds.to_vec(), &[oldtype])?;
+        new_type(old.hindexed_block(count(blocklength as i64, "blocklength")?, &displs), how, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_struct(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, types: *const MPI_Datatype, newtype: *mut MPI_Datatype) {
         let m = mpi()?;
-        let n = count(n as i64, "count")? as usize;
-        let lens = counts(slice(blocklengths, n, "array_of_blocklengths")?, "blocklength")?;
-        let displs: Vec<i64> = slice(displacements, n, "array_of_displacements")?.iter().map(|d| *d as i64).collect();
-        let types = slice(types, n, "array_of_types")?
-            .iter()
-            .map(|t| m.datatype(*t))
-            .collect::<Result<Vec<_>, _>>()?;
-        new_type(Datatype::create_struct(&lens, &displs, &types), newtype)
+        let k = count(n as i64, "count")? as usize;
+        let (bl, ds, th) = (
+            slice(blocklengths, k, "array_of_blocklengths")?,
+            slice(displacements, k, "array_of_displacements")?,
+            slice(types, k, "array_of_types")?,
+        );
+        let lens = counts(bl, "blocklength")?;
+        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let types = th.iter().map(|t| m.datatype(*t)).collect::<Result<Vec<_>, _>>()?;
+        let how = contents(COMBINER_STRUCT, [&[n][..], bl].concat(), ds.to_vec(), th)?;
+        new_type(Datatype::create_struct(&lens, &displs, &types), how, newtype)
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
-        new_type(Ok(old.resized(lb as i64, extent as i64)), newtype)
+        let how = contents(COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype])?;
+        new_type(Ok(old.resized(lb as i64, extent as i64)), how, newtype)
     }
 }
 
@@ -274,7 +318,7 @@ mpi_fn! {
     fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let m = mpi()?;
         let old = m.datatype(oldtype)?;
-        new_type(Ok(old.dup()), newtype)?;
+        new_type(Ok(old.dup()), contents(COMBINER_DUP, vec![], vec![], &[oldtype])?, newtype)?;
         // A duplicate of a committed type is committed.
         let committed = oldtype < DATATYPE_FIRST + DATATYPE_SPAN
             || m.types.borrow().get(oldtype).is_some_and(|e| e.committed);
@@ -315,9 +359,13 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
-        mpi()?.datatype(datatype)?;
-        let name = predefined_name(datatype).unwrap_or("");
-        put_c_string(type_name, MPI_MAX_OBJECT_NAME, name, resultlen)
+        let m = mpi()?;
+        m.datatype(datatype)?;
+        let name = match predefined_name(datatype) {
+            Some(n) => n.to_string(),
+            None => m.types.borrow().get(datatype).map(|e| e.name.clone()).unwrap_or_default(),
+        };
+        put_c_string(type_name, MPI_MAX_OBJECT_NAME, &name, resultlen)
     }
 }
 
