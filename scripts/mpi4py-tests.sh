@@ -56,8 +56,10 @@ for mod in $modules; do
         (cd "$tests" && "$pontoon" run -n "$np" --timeout "$per_module_timeout" \
             "$venv/bin/python" main.py -i "^${mod}\\.py\$" > "$out" 2>&1) || true
         ran=$(grep -Eo '^Ran [0-9]+ test' "$out" | head -1 | grep -Eo '[0-9]+' || true)
-        f=$(grep -Eo 'failures=[0-9]+' "$out" | head -1 | cut -d= -f2 || true)
-        e=$(grep -Eo 'errors=[0-9]+' "$out" | head -1 | cut -d= -f2 || true)
+        # Tests, not subtests: a test with several failing subtests counts once.
+        f=$(grep -E '^FAIL: ' "$out" | awk '{print $2, $3}' | sort -u | wc -l || true)
+        e=$(grep -E '^ERROR: ' "$out" | awk '{print $2, $3}' | sort -u \
+            | grep -vxF -f <(grep -E '^FAIL: ' "$out" | awk '{print $2, $3}' | sort -u) | wc -l || true)
         s=$(grep -Eo 'skipped=[0-9]+' "$out" | head -1 | cut -d= -f2 || true)
         if [[ -z "$ran" ]]; then
             cell="did not finish"

@@ -47,6 +47,13 @@ int main(int argc, char **argv) {
         int got = -1;
         CHECK_OK(MPI_Scatter(w, 1, MPI_INT, &got, 1, MPI_INT, root, MPI_COMM_WORLD));
         CHECK(got == rank * 11 + root);
+        /* In place at the root: its receive side is not there at all (MPI_DATATYPE_NULL). */
+        got = -1;
+        if (rank == root)
+            CHECK_OK(MPI_Scatter(w, 1, MPI_INT, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD));
+        else
+            CHECK_OK(MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, &got, 1, MPI_INT, root, MPI_COMM_WORLD));
+        CHECK(rank == root ? w[root] == root * 11 + root : got == rank * 11 + root);
     }
 
     /* Allreduce: sums, MINLOC on (double, int), a user op in rank order. */

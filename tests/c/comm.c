@@ -78,6 +78,24 @@ int main(int argc, char **argv) {
         CHECK_OK(MPI_Comm_free(&even_comm));
         CHECK(even_comm == MPI_COMM_NULL);
     }
+    /* The same group through Comm_create_group: only the even ranks call it. */
+    if (rank % 2 == 0) {
+        MPI_Comm by_group;
+        CHECK_OK(MPI_Comm_create_group(MPI_COMM_WORLD, evens, 7, &by_group));
+        int bs, sum_even = 0, expect_even = 0;
+        MPI_Comm_size(by_group, &bs);
+        CHECK(bs == (p + 1) / 2);
+        CHECK_OK(MPI_Allreduce(&rank, &sum_even, 1, MPI_INT, MPI_SUM, by_group));
+        for (int r = 0; r < p; r += 2) expect_even += r;
+        CHECK(sum_even == expect_even);
+        CHECK_OK(MPI_Comm_free(&by_group));
+    } else {
+        /* Meanwhile the odd ranks talk on the parent communicator. */
+        MPI_Comm not_member;
+        CHECK_OK(MPI_Comm_create_group(MPI_COMM_WORLD, evens, 7, &not_member));
+        CHECK(not_member == MPI_COMM_NULL);
+    }
+    CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
     MPI_Group_free(&evens);
     MPI_Group_free(&world);
 
@@ -126,6 +144,20 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Comm_get_errhandler(half, &got));
     CHECK(got == eh);
     CHECK_OK(MPI_Errhandler_free(&eh));
+
+    /* Error classes and codes of the program's own. */
+    int my_class, my_code, got_class, *last;
+    CHECK_OK(MPI_Add_error_class(&my_class));
+    CHECK(my_class > MPI_ERR_ABI);
+    CHECK_OK(MPI_Add_error_code(my_class, &my_code));
+    CHECK_OK(MPI_Add_error_string(my_code, "the widget broke"));
+    CHECK_OK(MPI_Error_class(my_code, &got_class));
+    CHECK(got_class == my_class);
+    char msg[MPI_MAX_ERROR_STRING];
+    CHECK_OK(MPI_Error_string(my_code, msg, &len));
+    CHECK(strcmp(msg, "the widget broke") == 0);
+    CHECK_OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last, &flag));
+    CHECK(flag && *last >= my_code);
 
     /* Many dup/free cycles do not run out of communicators. */
     for (int i = 0; i < 2000; i++) {

@@ -234,6 +234,16 @@ int main(int argc, char **argv) {
     CHECK(detached_at == battach && detached_size == bsize);
     free(battach);
 
+    /* Isendrecv and Isendrecv_replace: one request for both halves. */
+    int ir_in = -1, ir_out = rank * 7, repl = rank * 9;
+    MPI_Request ir;
+    CHECK_OK(MPI_Isendrecv(&ir_out, 1, MPI_INT, next, 81, &ir_in, 1, MPI_INT, prev, 81, MPI_COMM_WORLD, &ir));
+    CHECK_OK(MPI_Wait(&ir, &st));
+    CHECK(ir_in == prev * 7 && st.MPI_SOURCE == prev && st.MPI_TAG == 81);
+    CHECK_OK(MPI_Isendrecv_replace(&repl, 1, MPI_INT, next, 82, prev, 82, MPI_COMM_WORLD, &ir));
+    CHECK_OK(MPI_Wait(&ir, &st));
+    CHECK(repl == prev * 9);
+
     /* Persistent requests: the same ring three times; inactive ones complete at once. */
     int pin = -1, pout = 0;
     MPI_Request pr[2];
@@ -246,6 +256,9 @@ int main(int argc, char **argv) {
         CHECK(pin == prev * 10 + round && sts[0].MPI_SOURCE == prev);
         CHECK(pr[0] != MPI_REQUEST_NULL && pr[1] != MPI_REQUEST_NULL);
     }
+    int none_active = 0;
+    CHECK_OK(MPI_Waitany(2, pr, &none_active, &st)); /* inactive ones count as null */
+    CHECK(none_active == MPI_UNDEFINED);
     CHECK_OK(MPI_Wait(&pr[0], &st)); /* inactive */
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL);
     CHECK_OK(MPI_Request_free(&pr[0]));

@@ -71,6 +71,29 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Unpack(buf, need + need_int, &pos, &extra_back, 1, MPI_INT, MPI_COMM_WORLD));
     CHECK(qs[1].x[2] == 6 && qs[1].id == 8 && qs[1].tag == 'b' && qs[0].id == 7 && extra_back == 42);
 
+    /* A 2x3 block at (1, 2) of a 4x5 C array, and at (1, 2) of a Fortran-order one. */
+    int full[20], sub_got[6], sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 2};
+    for (int i = 0; i < 20; i++) full[i] = i;
+    MPI_Datatype sub_c, sub_f;
+    CHECK_OK(MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub_c));
+    CHECK_OK(MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_INT, &sub_f));
+    CHECK_OK(MPI_Type_commit(&sub_c));
+    CHECK_OK(MPI_Type_commit(&sub_f));
+    CHECK_OK(MPI_Type_get_extent(sub_c, &lb, &extent));
+    CHECK(lb == 0 && extent == 20 * (MPI_Aint)sizeof(int));
+    CHECK_OK(MPI_Sendrecv(full, 1, sub_c, 0, 9, sub_got, 6, MPI_INT, 0, 9, MPI_COMM_SELF, MPI_STATUS_IGNORE));
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 3; c++) CHECK(sub_got[r * 3 + c] == (1 + r) * 5 + (2 + c));
+    CHECK_OK(MPI_Sendrecv(full, 1, sub_f, 0, 9, sub_got, 6, MPI_INT, 0, 9, MPI_COMM_SELF, MPI_STATUS_IGNORE));
+    for (int c = 0; c < 3; c++) /* Fortran: the first index varies fastest */
+        for (int r = 0; r < 2; r++) CHECK(sub_got[c * 2 + r] == (1 + r) + (2 + c) * 4);
+    CHECK_OK(MPI_Type_free(&sub_c));
+    CHECK_OK(MPI_Type_free(&sub_f));
+    MPI_Datatype matched;
+    CHECK_OK(MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &matched));
+    CHECK_OK(MPI_Type_size(matched, &size));
+    CHECK(size == 8);
+
     /* The struct across ranks, as MPI_PACKED on the way out. */
     if (p > 1) {
         if (rank == 0) {

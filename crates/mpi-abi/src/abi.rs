@@ -77,6 +77,7 @@ pub const MPI_ERR_REQUEST: c_int = 7;
 pub const MPI_ERR_ROOT: c_int = 8;
 pub const MPI_ERR_GROUP: c_int = 9;
 pub const MPI_ERR_OP: c_int = 10;
+pub const MPI_ERR_DIMS: c_int = 12;
 pub const MPI_ERR_ARG: c_int = 13;
 pub const MPI_ERR_UNKNOWN: c_int = 14;
 pub const MPI_ERR_TRUNCATE: c_int = 15;

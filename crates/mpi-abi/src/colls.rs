@@ -120,12 +120,16 @@ unsafe fn gather_like(
     let root = root.map(|r| root_rank(&c, r)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank());
     let p = c.size() as u64;
-    let rdt = if receives || matches!(which, Which::Scatter) {
+    // Scatter in place at the root: the receive side is not there at all.
+    let scatter_in_place = matches!(which, Which::Scatter) && in_place(recvbuf);
+    let rdt = if (receives || matches!(which, Which::Scatter)) && !scatter_in_place {
         Some(m.committed(recvtype)?)
     } else {
         None
     };
-    let sdt = if !in_place(sendbuf) {
+    // A scatter's send side matters at the root only.
+    let sends = !matches!(which, Which::Scatter) || root == Some(c.rank());
+    let sdt = if sends && !in_place(sendbuf) {
         Some(m.committed(sendtype)?)
     } else {
         None
@@ -172,13 +176,13 @@ unsafe fn gather_like(
                 } else {
                     data(std::ptr::null(), 0, st)?
                 };
-                let rt = rdt.as_ref().expect("committed above");
-                if in_place(recvbuf) {
+                if scatter_in_place {
                     if !at_root {
                         return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
                     }
                     c.scatter_data(&send, None, root)?;
                 } else {
+                    let rt = rdt.as_ref().expect("committed above");
                     let mut recv = data_mut(recvbuf, rn, rt)?;
                     c.scatter_data(&send, Some(&mut recv), root)?;
                 }

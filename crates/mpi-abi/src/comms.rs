@@ -131,6 +131,20 @@ mpi_fn! {
 }
 
 mpi_fn! {
+    /// Collective over `group`'s members only; others get MPI_COMM_NULL at once.
+    fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        let newcomm = out(newcomm, "newcomm")?;
+        if tag < 0 {
+            return fail(MPI_ERR_TAG, format!("tag {tag} is negative"));
+        }
+        let g = m.group(group)?;
+        let made = m.comm(comm)?.create_group(&g, tag)?;
+        publish(m, comm, made, newcomm)
+    }
+}
+
+mpi_fn! {
     fn MPI_Comm_free(comm: *mut MPI_Comm) {
         let m = mpi()?;
         let h = out(comm, "comm")?;
@@ -174,6 +188,9 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) on comm {
+        if comm == MPI_COMM_NULL {
+            return put_c_string(comm_name, MPI_MAX_OBJECT_NAME, "MPI_COMM_NULL", resultlen);
+        }
         let c = mpi()?.comm(comm)?;
         put_c_string(comm_name, MPI_MAX_OBJECT_NAME, &c.name(), resultlen)
     }
@@ -349,7 +366,10 @@ static TAG_UB_VALUE: c_int = i32::MAX;
 static HOST_VALUE: c_int = MPI_PROC_NULL;
 static IO_VALUE: c_int = MPI_ANY_SOURCE;
 static WTIME_IS_GLOBAL_VALUE: c_int = 0;
-static LASTUSEDCODE_VALUE: c_int = MPI_ERR_LASTCLASS;
+thread_local! {
+    /// MPI_LASTUSEDCODE, read through a pointer, updated when asked for.
+    static LAST_USED: std::cell::Cell<c_int> = const { std::cell::Cell::new(MPI_ERR_LASTCLASS) };
+}
 
 mpi_fn! {
     fn MPI_Comm_create_keyval(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
@@ -448,7 +468,10 @@ mpi_fn! {
             MPI_HOST => Some(&HOST_VALUE),
             MPI_IO => Some(&IO_VALUE),
             MPI_WTIME_IS_GLOBAL => Some(&WTIME_IS_GLOBAL_VALUE),
-            MPI_LASTUSEDCODE => Some(&LASTUSEDCODE_VALUE),
+            MPI_LASTUSEDCODE => {
+                LAST_USED.with(|l| l.set(crate::errors::last_used_code()));
+                Some(LAST_USED.with(|l| l.as_ptr() as *const c_int))
+            }
             MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
             _ => {
                 let value = c.get_attr(&keyval(m, keyval_)?);

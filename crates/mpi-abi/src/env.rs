@@ -242,3 +242,16 @@ pub extern "C" fn MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
 pub extern "C" fn PMPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
     MPI_Aint_diff(addr1, addr2)
 }
+
+/// Profiling control: pontoon has no built-in profiler, so every level is accepted and
+/// ignored, as the standard allows. C declares it variadic (`int MPI_Pcontrol(const int
+/// level, ...)`); on the x86-64 and AArch64 Linux calling conventions a callee that reads
+/// only the first, fixed argument is called correctly that way.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pcontrol(_level: c_int) -> c_int {
+    MPI_SUCCESS
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pcontrol(_level: c_int) -> c_int {
+    MPI_SUCCESS
+}

@@ -35,10 +35,37 @@ fn remember(class: c_int, msg: String) -> c_int {
     })
 }
 
+/// Error classes and codes the program added (MPI_Add_error_class/code): classes
+/// follow the predefined ones (below 128, so detailed codes can carry them), codes start
+/// at `USER_CODE_BASE` and map to their class; strings the program set, by code.
+#[derive(Default)]
+struct UserErrors {
+    classes: Vec<c_int>,
+    codes: std::collections::BTreeMap<c_int, c_int>,
+    strings: std::collections::HashMap<c_int, String>,
+}
+
+const USER_CODE_BASE: c_int = 0x8000;
+
+thread_local! {
+    static USER: RefCell<UserErrors> = RefCell::new(UserErrors::default());
+}
+
+/// The largest error code or class in use (the MPI_LASTUSEDCODE attribute).
+pub fn last_used_code() -> c_int {
+    USER.with(|u| {
+        let u = u.borrow();
+        let class = u.classes.iter().copied().max().unwrap_or(MPI_ERR_LASTCLASS);
+        u.codes.keys().next_back().copied().unwrap_or(0).max(class)
+    })
+}
+
 /// The class of an error code (codes below `DETAIL_BASE` are classes).
 pub fn class_of(code: c_int) -> c_int {
     if code >= DETAIL_BASE {
         (code - DETAIL_BASE) % 128
+    } else if code >= USER_CODE_BASE {
+        USER.with(|u| u.borrow().codes.get(&code).copied().unwrap_or(MPI_ERR_UNKNOWN))
     } else {
         code
     }
@@ -73,7 +100,15 @@ fn class_text(class: c_int) -> &'static str {
 
 /// The message of an error code: its own if it still has one, else its class's.
 pub fn text_of(code: c_int) -> String {
+    if let Some(s) = USER.with(|u| u.borrow().strings.get(&code).cloned()) {
+        return s;
+    }
     let class = class_of(code);
+    if class != code {
+        if let Some(s) = USER.with(|u| u.borrow().strings.get(&class).cloned()) {
+            return s;
+        }
+    }
     if code >= DETAIL_BASE {
         let slot = ((code - DETAIL_BASE) / 128) as usize;
         if let Some(m) = DETAIL.with(|d| d.borrow().0.get(slot).cloned()) {
@@ -87,6 +122,11 @@ pub fn text_of(code: c_int) -> String {
 pub fn raise(name: &str, comm: Handle, f: Fail) -> c_int {
     let text = format!("{name}: {}", f.msg);
     let code = remember(f.class, text.clone());
+    raise_code(comm, f.class, code, text)
+}
+
+/// Runs `comm`'s error handler on `code` (of `class`, described by `text`).
+fn raise_code(comm: Handle, class: c_int, code: c_int, text: String) -> c_int {
     let Some(m) = try_mpi() else {
         // Before MPI_Init or after MPI_Finalize there is no handler to ask.
         eprintln!("pontoon: {text}");
@@ -101,7 +141,7 @@ pub fn raise(name: &str, comm: Handle, f: Fail) -> c_int {
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
             let rank = m.u.world().rank();
             eprintln!("pontoon: rank {rank}: {text}");
-            m.u.abort(f.class.max(1), &format!("rank {rank}: {text}"))
+            m.u.abort(class.max(1), &format!("rank {rank}: {text}"))
         }
         user => {
             let f = m.errhandlers.borrow().get(user).copied();
@@ -189,8 +229,10 @@ mpi_fn! {
     fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
         let m = mpi()?;
         m.comm(comm)?;
-        // The handler runs; the call itself succeeds (unless the handler aborts).
-        raise("MPI_Comm_call_errhandler", comm, Fail::new(class_of(errorcode), text_of(errorcode)));
+        // The handler runs on the program's own code; the call itself succeeds (unless
+        // the handler aborts).
+        let text = format!("MPI_Comm_call_errhandler: {}", text_of(errorcode));
+        raise_code(comm, class_of(errorcode), errorcode, text);
         Ok(())
     }
 }
@@ -217,5 +259,61 @@ mod tests {
             MPI_ERR_RANK,
             "an overwritten code keeps its class"
         );
+    }
+}
+
+mpi_fn! {
+    fn MPI_Add_error_class(errorclass: *mut c_int) {
+        mpi()?;
+        let out_class = out(errorclass, "errorclass")?;
+        let class = USER.with(|u| {
+            let mut u = u.borrow_mut();
+            let next = u.classes.iter().copied().max().unwrap_or(MPI_ERR_LASTCLASS) + 1;
+            if next >= 128 {
+                return fail(MPI_ERR_OTHER, "no error classes left (pontoon keeps 65 for programs)");
+            }
+            u.classes.push(next);
+            Ok(next)
+        })?;
+        *out_class = class;
+        Ok(())
+    }
+}
+
+fn class_known(class: c_int) -> bool {
+    (0..=MPI_ERR_LASTCLASS).contains(&class) || USER.with(|u| u.borrow().classes.contains(&class))
+}
+
+mpi_fn! {
+    fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) {
+        mpi()?;
+        if !class_known(errorclass) {
+            return fail(MPI_ERR_ARG, format!("{errorclass} is not an error class"));
+        }
+        let out_code = out(errorcode, "errorcode")?;
+        let code = USER.with(|u| {
+            let mut u = u.borrow_mut();
+            let code = u.codes.keys().next_back().map_or(USER_CODE_BASE, |c| c + 1);
+            u.codes.insert(code, errorclass);
+            code
+        });
+        *out_code = code;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) {
+        mpi()?;
+        let text = crate::boundary::c_str(string, "string")?;
+        let user_made = USER.with(|u| {
+            let u = u.borrow();
+            u.classes.contains(&errorcode) || u.codes.contains_key(&errorcode)
+        });
+        if !user_made {
+            return fail(MPI_ERR_ARG, format!("{errorcode} is not an error class or code the program added"));
+        }
+        USER.with(|u| u.borrow_mut().strings.insert(errorcode, text.to_string()));
+        Ok(())
     }
 }

@@ -578,3 +578,39 @@ mpi_fn! {
         Ok(())
     }
 }
+
+mpi_fn! {
+    fn MPI_Isendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+        comm: MPI_Comm, request: *mut MPI_Request,
+    ) on comm {
+        let m = mpi()?;
+        let request = out(request, "request")?;
+        let recv = recv_entry(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let send = send_entry(sendbuf, sendcount, sendtype, dest, sendtag, comm, false)?;
+        start(m, request, ReqEntry::Pair { recv: Box::new(recv), send: Box::new(send) })
+    }
+}
+
+mpi_fn! {
+    /// The outgoing data is packed into memory of its own first; then the buffer is
+    /// free to receive into.
+    fn MPI_Isendrecv_replace(
+        buf: *mut c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request,
+    ) on comm {
+        let m = mpi()?;
+        let request = out(request, "request")?;
+        let dt = m.committed(datatype)?;
+        let packed = data(buf, count(n as i64, "count")?, &dt)?.packed()?.into_owned();
+        let c = m.comm(comm)?;
+        let tag = send_tag(sendtag)?;
+        let send = match dest_rank(&c, dest)? {
+            None => ReqEntry::Done(empty_status()),
+            Some(d) => ReqEntry::P2p { op: c.isend_lent(Buffer::owned(packed), d, tag, false)?, comm, unpack: None },
+        };
+        let recv = recv_entry(buf, n, datatype, source, recvtag, comm)?;
+        start(m, request, ReqEntry::Pair { recv: Box::new(recv), send: Box::new(send) })
+    }
+}

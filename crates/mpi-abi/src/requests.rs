@@ -27,6 +27,11 @@ pub enum ReqEntry {
         comm: MPI_Comm,
         finish: Option<Finish>,
     },
+    /// MPI_Isendrecv: a receive and a send completing as one; the status is the receive's.
+    Pair {
+        recv: Box<ReqEntry>,
+        send: Box<ReqEntry>,
+    },
     /// MPI_Send_init / MPI_Recv_init: `restart` makes the operation MPI_Start runs;
     /// `active` is the one in flight.
     Persistent {
@@ -77,6 +82,7 @@ fn entry_ready(e: &mut ReqEntry) -> bool {
         ReqEntry::P2p { op, .. } => op.is_done(),
         ReqEntry::Coll { op, .. } => op.is_done(),
         ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
+        ReqEntry::Pair { recv, send } => entry_ready(recv) && entry_ready(send),
     }
 }
 
@@ -87,6 +93,11 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
         ReqEntry::Done(st) => return (st, Ok(())),
         // Inactive: completes at once with the empty status.
         ReqEntry::Persistent { .. } => return (empty_status(), Ok(())),
+        ReqEntry::Pair { recv, send } => {
+            let (st, r) = complete(*recv);
+            let (_, s) = complete(*send);
+            return (st, r.and(s));
+        }
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
         ReqEntry::Coll { mut op, comm, finish } => {
             let res = op
@@ -238,8 +249,19 @@ fn complete_set(
     }
 }
 
-fn active(reqs: &[MPI_Request]) -> Vec<usize> {
-    (0..reqs.len()).filter(|i| reqs[*i] != MPI_REQUEST_NULL).collect()
+/// The requests Waitany/Waitsome/Testany/Testsome look at: null handles and inactive
+/// persistent requests are left out, as the standard says.
+fn active(m: &Mpi, reqs: &[MPI_Request]) -> Vec<usize> {
+    let table = m.reqs.borrow();
+    (0..reqs.len())
+        .filter(|i| reqs[*i] != MPI_REQUEST_NULL)
+        .filter(|i| {
+            !matches!(
+                table.get(reqs[*i]),
+                Some(ReqEntry::Persistent { active: None, .. })
+            )
+        })
+        .collect()
 }
 
 fn ready_among(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>, Fail> {
@@ -310,7 +332,7 @@ mpi_fn! {
         reap_detached(m);
         let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
         let flag = out(flag, "flag")?;
-        let live = active(reqs);
+        let live = active(m, reqs);
         if ready_among(m, reqs, &live)?.len() < live.len() {
             *flag = 0;
             return Ok(());
@@ -327,7 +349,7 @@ mpi_fn! {
         reap_detached(m);
         let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
         let index = out(index, "index")?;
-        let live = active(reqs);
+        let live = active(m, reqs);
         if live.is_empty() {
             *index = MPI_UNDEFINED;
             out_opt(status, empty_status());
@@ -345,7 +367,7 @@ mpi_fn! {
         reap_detached(m);
         let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
         let (index, flag) = (out(index, "index")?, out(flag, "flag")?);
-        let live = active(reqs);
+        let live = active(m, reqs);
         *index = MPI_UNDEFINED;
         if live.is_empty() {
             *flag = 1;
@@ -379,7 +401,7 @@ unsafe fn some(
     // SAFETY: the caller's arrays, sized as the MPI signature says.
     let reqs = unsafe { slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")? };
     let outcount = unsafe { out(outcount, "outcount")? };
-    let live = active(reqs);
+    let live = active(m, reqs);
     if live.is_empty() {
         *outcount = MPI_UNDEFINED;
         return Ok(());
@@ -445,6 +467,12 @@ mpi_fn! {
             }
             // A collective cannot be cancelled (the standard says it is erroneous).
             Some(ReqEntry::Done(_) | ReqEntry::Coll { .. }) => Ok(()),
+            Some(ReqEntry::Pair { recv, .. }) => {
+                if let ReqEntry::P2p { op, .. } = recv.as_mut() {
+                    op.cancel();
+                }
+                Ok(())
+            }
             None => Err(bad_request(h)),
         }
     }
@@ -517,31 +545,117 @@ mpi_fn! {
         }
         let mut reqs = m.reqs.borrow_mut();
         let e = reqs.get_mut(request).ok_or_else(|| bad_request(request))?;
-        let e = match e {
-            ReqEntry::Persistent { active: Some(a), .. } => &mut **a,
-            other => other,
-        };
-        let st = match e {
-            ReqEntry::Done(st) => Some(*st),
-            ReqEntry::Persistent { .. } => Some(empty_status()),
-            ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
-            ReqEntry::P2p { op, .. } => op.peek().map(|r| match r {
-                Ok(Some(st)) => status_of(&st),
-                Ok(None) => {
-                    let mut st = empty_status();
-                    set_cancelled(&mut st, true);
-                    st
-                }
-                Err(e) => {
-                    let mut st = empty_status();
-                    st.MPI_ERROR = Fail::from(e).class;
-                    st
-                }
-            }),
-        };
+        let st = peek_status(e);
         *flag = st.is_some() as c_int;
         if let Some(st) = st {
             out_opt(status, st);
+        }
+        Ok(())
+    }
+}
+
+/// The status of a finished request, leaving it in place; `None` while it runs.
+fn peek_status(e: &mut ReqEntry) -> Option<MPI_Status> {
+    match e {
+        ReqEntry::Done(st) => Some(*st),
+        ReqEntry::Persistent { active: Some(a), .. } => peek_status(a),
+        ReqEntry::Persistent { active: None, .. } => Some(empty_status()),
+        ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
+        ReqEntry::Pair { recv, send } => {
+            if entry_ready(send) {
+                peek_status(recv)
+            } else {
+                None
+            }
+        }
+        ReqEntry::P2p { op, .. } => op.peek().map(|r| match r {
+            Ok(Some(st)) => status_of(&st),
+            Ok(None) => {
+                let mut st = empty_status();
+                set_cancelled(&mut st, true);
+                st
+            }
+            Err(e) => {
+                let mut st = empty_status();
+                st.MPI_ERROR = Fail::from(e).class;
+                st
+            }
+        }),
+    }
+}
+
+/// Request_get_status for one entry of an array (null handles: done, empty status).
+fn get_status_at(m: &Mpi, h: MPI_Request) -> Result<Option<MPI_Status>, Fail> {
+    if h == MPI_REQUEST_NULL {
+        return Ok(Some(empty_status()));
+    }
+    let mut reqs = m.reqs.borrow_mut();
+    let e = reqs.get_mut(h).ok_or_else(|| bad_request(h))?;
+    Ok(peek_status(e))
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_all(n: c_int, requests: *const MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) {
+        let m = mpi()?;
+        let reqs = crate::boundary::slice(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let flag = out(flag, "flag")?;
+        let got = reqs.iter().map(|h| get_status_at(m, *h)).collect::<Result<Vec<_>, _>>()?;
+        *flag = got.iter().all(Option::is_some) as c_int;
+        if *flag == 1 {
+            for (i, st) in got.into_iter().enumerate() {
+                out_opt(nth(statuses, i), st.unwrap_or_default());
+            }
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_any(n: c_int, requests: *const MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        let m = mpi()?;
+        let reqs = crate::boundary::slice(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let (index, flag) = (out(index, "index")?, out(flag, "flag")?);
+        let live = active(m, reqs);
+        *index = MPI_UNDEFINED;
+        if live.is_empty() {
+            *flag = 1;
+            out_opt(status, empty_status());
+            return Ok(());
+        }
+        *flag = 0;
+        for i in live {
+            if let Some(st) = get_status_at(m, reqs[i])? {
+                *flag = 1;
+                *index = i as c_int;
+                out_opt(status, st);
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_some(incount: c_int, requests: *const MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+        let m = mpi()?;
+        let reqs = crate::boundary::slice(requests, count(incount as i64, "count")? as usize, "array_of_requests")?;
+        let outcount = out(outcount, "outcount")?;
+        let live = active(m, reqs);
+        if live.is_empty() {
+            *outcount = MPI_UNDEFINED;
+            return Ok(());
+        }
+        let mut done = Vec::new();
+        for i in live {
+            if let Some(st) = get_status_at(m, reqs[i])? {
+                done.push((i, st));
+            }
+        }
+        *outcount = done.len() as c_int;
+        let idx = slice_mut(indices, done.len(), "array_of_indices")?;
+        for (k, (i, st)) in done.into_iter().enumerate() {
+            idx[k] = i as c_int;
+            out_opt(nth(statuses, k), st);
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
@@ -40,17 +41,27 @@ pub struct TypeEntry {
     pub dt: Datatype,
     pub committed: bool,
     /// How the program made it (MPI_Type_get_envelope/contents).
-    pub contents: Contents,
+    pub contents: Rc<Contents>,
     pub name: String,
 }
 
 /// The constructor and arguments of a derived datatype, as MPI_Type_get_contents
-/// gives them back (the datatypes kept alive here, with the handles they had).
+/// gives them back. The datatypes it was made of are kept here with their own records,
+/// so the program may free them and still decode this one.
 pub struct Contents {
     pub combiner: std::os::raw::c_int,
     pub ints: Vec<std::os::raw::c_int>,
     pub aints: Vec<MPI_Aint>,
-    pub types: Vec<(MPI_Datatype, Datatype)>,
+    pub types: Vec<TypeArg>,
+}
+
+/// A datatype argument of a constructor: its handle then, the datatype, and for a
+/// derived one its own record.
+#[derive(Clone)]
+pub struct TypeArg {
+    pub handle: MPI_Datatype,
+    pub dt: Datatype,
+    pub contents: Option<Rc<Contents>>,
 }
 
 /// A user error handler: `void f(MPI_Comm *, int *, ...)`.
@@ -236,7 +247,7 @@ impl Mpi {
     }
 
     /// Gives a created datatype a handle.
-    pub fn add_type(&self, dt: Datatype, contents: Contents) -> Result<MPI_Datatype, Fail> {
+    pub fn add_type(&self, dt: Datatype, contents: Rc<Contents>) -> Result<MPI_Datatype, Fail> {
         let id = dt.identity();
         let h = self
             .types

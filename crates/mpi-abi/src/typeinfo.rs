@@ -8,7 +8,7 @@ use crate::abi::*;
 use crate::boundary::{c_str, count, fail, out, slice_mut, Fail};
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
-use crate::state::{mpi, Contents};
+use crate::state::mpi;
 
 const COMBINER_NAMED: c_int = 101;
 
@@ -50,35 +50,21 @@ mpi_fn! {
         if is_predefined(datatype) {
             return fail(MPI_ERR_TYPE, "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)");
         }
-        let (ints, aints, types) = {
+        let c = {
             let t = m.types.borrow();
             let e = t.get(datatype).ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{datatype:#x} is not a datatype")))?;
-            let Contents { ints, aints, types, .. } = &e.contents;
-            (ints.clone(), aints.clone(), types.clone())
+            e.contents.clone()
         };
-        if (max_integers as usize) < ints.len() || (max_addresses as usize) < aints.len() || (max_datatypes as usize) < types.len() {
+        if (max_integers as usize) < c.ints.len() || (max_addresses as usize) < c.aints.len() || (max_datatypes as usize) < c.types.len() {
             return fail(MPI_ERR_ARG, "the arrays are smaller than MPI_Type_get_envelope said");
         }
-        slice_mut(integers, ints.len(), "array_of_integers")?.copy_from_slice(&ints);
-        slice_mut(addresses, aints.len(), "array_of_addresses")?.copy_from_slice(&aints);
-        let out_types = slice_mut(datatypes, types.len(), "array_of_datatypes")?;
-        for (slot, (h, dt)) in out_types.iter_mut().zip(types) {
-            *slot = if is_predefined(h) {
-                h
-            } else {
-                let committed = m.types.borrow().get(h).is_some_and(|e| e.committed);
-                let (combiner, ints, aints, types) = {
-                    let t = m.types.borrow();
-                    match t.get(h) {
-                        Some(e) => (e.contents.combiner, e.contents.ints.clone(), e.contents.aints.clone(), e.contents.types.clone()),
-                        None => (102, Vec::new(), Vec::new(), Vec::new()),
-                    }
-                };
-                let nh = m.add_type(dt.dup(), Contents { combiner, ints, aints, types })?;
-                if let Some(e) = m.types.borrow_mut().get_mut(nh) {
-                    e.committed = committed;
-                }
-                nh
+        slice_mut(integers, c.ints.len(), "array_of_integers")?.copy_from_slice(&c.ints);
+        slice_mut(addresses, c.aints.len(), "array_of_addresses")?.copy_from_slice(&c.aints);
+        let out_types = slice_mut(datatypes, c.types.len(), "array_of_datatypes")?;
+        for (slot, arg) in out_types.iter_mut().zip(&c.types) {
+            *slot = match &arg.contents {
+                None => arg.handle,
+                Some(inner) => m.add_type(arg.dt.dup(), inner.clone())?,
             };
         }
         Ok(())
@@ -145,6 +131,31 @@ mpi_fn! {
         let dst = data_mut(outbuf, n, &dt)?;
         dt.unpack(n, &src[at..at + need], dst.bytes, dst.origin)?;
         *pos += need as c_int;
+        Ok(())
+    }
+}
+
+const TYPECLASS_INTEGER: c_int = 192;
+const TYPECLASS_REAL: c_int = 193;
+const TYPECLASS_COMPLEX: c_int = 194;
+
+mpi_fn! {
+    /// The Fortran-sized predefined type of a class and size (MPI_INTEGERn, MPI_REALn,
+    /// MPI_COMPLEXn), for the sizes C has here.
+    fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut MPI_Datatype) {
+        mpi()?;
+        let h: Handle = match (typeclass, size) {
+            (TYPECLASS_INTEGER, 1) => 0x2c1,
+            (TYPECLASS_INTEGER, 2) => 0x2c9,
+            (TYPECLASS_INTEGER, 4) => 0x2d1,
+            (TYPECLASS_INTEGER, 8) => 0x2d9,
+            (TYPECLASS_REAL, 4) => 0x2d2,
+            (TYPECLASS_REAL, 8) => 0x2da,
+            (TYPECLASS_COMPLEX, 8) => 0x2db,
+            (TYPECLASS_COMPLEX, 16) => 0x2e3,
+            _ => return fail(MPI_ERR_ARG, format!("no predefined type of class {typeclass} and size {size} here")),
+        };
+        *out(datatype, "datatype")? = h;
         Ok(())
     }
 }

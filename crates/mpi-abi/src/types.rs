@@ -9,7 +9,8 @@ use pontoon::{Basic, Datatype, Op, PairValue};
 use crate::abi::*;
 use crate::boundary::{count, fail, out, put_c_string, slice, Fail, Res};
 use crate::mpi_fn;
-use crate::state::{mpi, Contents};
+use crate::state::{mpi, Contents, TypeArg};
+use std::rc::Rc;
 
 /// (handle, name, basic type on x86-64/aarch64 Linux; `None`: not supported).
 const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
@@ -142,21 +143,29 @@ fn contents(
     ints: Vec<c_int>,
     aints: Vec<MPI_Aint>,
     types: &[MPI_Datatype],
-) -> Result<Contents, Fail> {
+) -> Result<Rc<Contents>, Fail> {
     let m = mpi()?;
     let types = types
         .iter()
-        .map(|h| Ok((*h, m.datatype(*h)?)))
+        .map(|h| {
+            let dt = m.datatype(*h)?;
+            let contents = m.types.borrow().get(*h).map(|e| e.contents.clone());
+            Ok(TypeArg {
+                handle: *h,
+                dt,
+                contents,
+            })
+        })
         .collect::<Result<_, Fail>>()?;
-    Ok(Contents {
+    Ok(Rc::new(Contents {
         combiner,
         ints,
         aints,
         types,
-    })
+    }))
 }
 
-fn new_type(made: pontoon::Result<Datatype>, how: Contents, newtype: *mut MPI_Datatype) -> Res {
+fn new_type(made: pontoon::Result<Datatype>, how: Rc<Contents>, newtype: *mut MPI_Datatype) -> Res {
     let dt = made.map_err(|e| Fail::new(MPI_ERR_TYPE, e.to_string()))?;
     let h = mpi()?.add_type(dt, how)?;
     // SAFETY: the caller's output pointer, checked by `out`.
@@ -360,6 +369,9 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
         let m = mpi()?;
+        if datatype == MPI_DATATYPE_NULL {
+            return put_c_string(type_name, MPI_MAX_OBJECT_NAME, "MPI_DATATYPE_NULL", resultlen);
+        }
         m.datatype(datatype)?;
         let name = match predefined_name(datatype) {
             Some(n) => n.to_string(),
@@ -424,5 +436,67 @@ mpi_fn! {
     fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) {
         *out(commute, "commute")? = mpi()?.op(op)?.is_commutative() as c_int;
         Ok(())
+    }
+}
+
+const COMBINER_SUBARRAY: c_int = 111;
+const ORDER_C: c_int = 12;
+const ORDER_FORTRAN: c_int = 15;
+
+/// A subarray as nested strided vectors at the right offset, resized to the extent of
+/// the whole array (what MPI_Type_create_subarray describes).
+fn subarray(
+    sizes: &[i64],
+    subsizes: &[i64],
+    starts: &[i64],
+    c_order: bool,
+    old: &Datatype,
+) -> pontoon::Result<Datatype> {
+    let n = sizes.len();
+    // Dimensions from the fastest-varying one outwards.
+    let dims: Vec<usize> = if c_order {
+        (0..n).rev().collect()
+    } else {
+        (0..n).collect()
+    };
+    let ext = old.extent().1;
+    let mut stride = ext;
+    let mut offset = 0i64;
+    let mut t = old.clone();
+    for (k, &d) in dims.iter().enumerate() {
+        t = if k == 0 {
+            t.contiguous(subsizes[d] as u64)?
+        } else {
+            t.hvector(subsizes[d] as u64, 1, stride)?
+        };
+        offset += starts[d] * stride;
+        stride *= sizes[d];
+    }
+    let placed = t.hindexed(&[1], &[offset])?;
+    Ok(placed.resized(0, stride))
+}
+
+mpi_fn! {
+    fn MPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let old = mpi()?.datatype(oldtype)?;
+        let n = count(ndims as i64, "ndims")? as usize;
+        if n == 0 {
+            return fail(MPI_ERR_DIMS, "ndims must be at least 1");
+        }
+        let (sz, sub, st) = (slice(sizes, n, "sizes")?, slice(subsizes, n, "subsizes")?, slice(starts, n, "starts")?);
+        for i in 0..n {
+            if sz[i] < 1 || sub[i] < 1 || sub[i] > sz[i] || st[i] < 0 || st[i] > sz[i] - sub[i] {
+                return fail(MPI_ERR_ARG, format!("dimension {i}: size {}, subsize {}, start {} do not describe a subarray", sz[i], sub[i], st[i]));
+            }
+        }
+        let c_order = match order {
+            ORDER_C => true,
+            ORDER_FORTRAN => false,
+            o => return fail(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
+        };
+        let wide = |v: &[c_int]| v.iter().map(|x| *x as i64).collect::<Vec<_>>();
+        let made = subarray(&wide(sz), &wide(sub), &wide(st), c_order, &old);
+        let ints = [&[ndims][..], sz, sub, st, &[order]].concat();
+        new_type(made, contents(COMBINER_SUBARRAY, ints, vec![], &[oldtype])?, newtype)
     }
 }

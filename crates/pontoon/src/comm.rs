@@ -63,6 +63,9 @@ pub(crate) struct CommData {
     by_world: Vec<u32>,
     pub(crate) id: u32,
     coll_seq: Cell<u32>,
+    /// High bits of this communicator's collective tags: 0, except for the stand-in
+    /// that MPI_Comm_create_group runs its agreement on (see [`Comm::create_group`]).
+    tag_space: u32,
     name: RefCell<String>,
     pub(crate) attrs: RefCell<BTreeMap<u32, Attr>>,
     /// COMM_WORLD and COMM_SELF live as long as the universe.
@@ -94,6 +97,7 @@ pub(crate) fn new_comm_data(
         by_world,
         id,
         coll_seq: Cell::new(0),
+        tag_space: 0,
         name: RefCell::new(name.to_string()),
         attrs: RefCell::new(BTreeMap::new()),
         predefined,
@@ -127,7 +131,7 @@ impl<'u> Comm<'u> {
     pub(crate) fn next_coll_tag(&self) -> i32 {
         let t = self.d.coll_seq.get();
         self.d.coll_seq.set(t.wrapping_add(1));
-        (t & 0x3fff_ffff) as i32
+        ((t & 0x3fff_ffff) | self.d.tag_space) as i32
     }
     pub(crate) fn world_rank(&self, r: Rank) -> Result<Rank> {
         self.d.group.members().get(r as usize).copied().ok_or_else(|| {
@@ -335,6 +339,35 @@ impl<'u> Comm<'u> {
             self.u.contexts.borrow_mut().release(id);
             return Ok(None);
         }
+        Ok(Some(self.with_members(group.members().to_vec(), id)))
+    }
+
+    /// A communicator of `group`'s members, collective over those members only
+    /// (MPI_Comm_create_group); `tag` tells apart creations that run at once over
+    /// overlapping groups. The members agree on a context id with a collective on this
+    /// communicator's collective context, in a tag space ordinary collectives never use.
+    /// A process outside `group` gets `None` at once (a local call).
+    pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Comm<'u>>> {
+        if let Some(outsider) = group
+            .members()
+            .iter()
+            .find(|w| self.comm_rank_of(**w) == u32::MAX)
+        {
+            return Err(Error::Arg(format!(
+                "create_group: job rank {outsider} of the group is not in this communicator"
+            )));
+        }
+        if group.rank().is_none() {
+            return Ok(None);
+        }
+        let mut stand_in = new_comm_data(group.clone(), self.d.id, self.u.world_size(), "", true);
+        stand_in.coll_seq = Cell::new(tag as u32 & 0x3fff_ffff);
+        stand_in.tag_space = 1 << 30;
+        let stand_in = Comm {
+            u: self.u,
+            d: Rc::new(stand_in),
+        };
+        let id = stand_in.agree_on_context()?;
         Ok(Some(self.with_members(group.members().to_vec(), id)))
     }
 
