@@ -106,6 +106,8 @@ pub const MPI_THREAD_FUNNELED: c_int = 1024;
 
 pub const MPI_COMM_TYPE_SHARED: c_int = 221;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 222;
+pub const MPI_COMM_TYPE_HW_GUIDED: c_int = 223;
+pub const MPI_COMM_TYPE_RESOURCE_GUIDED: c_int = 224;
 
 pub const MPI_IDENT: c_int = 201;
 pub const MPI_CONGRUENT: c_int = 202;

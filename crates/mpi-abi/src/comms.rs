@@ -89,15 +89,28 @@ fn node_key(m: &Mpi) -> u64 {
     h.finish()
 }
 
+const RESOURCE_KEY: &str = "mpi_hw_resource_type";
+const SHARED_MEMORY: &str = "mpi_shared_memory";
+
 mpi_fn! {
-    /// MPI_COMM_TYPE_SHARED and _HW_UNGUIDED: the ranks on this node. The guided kinds
-    /// name hardware or resources pontoon does not know: MPI_COMM_NULL, as MPI allows.
+    /// The one hardware resource pontoon knows is the node (shared memory):
+    /// - MPI_COMM_TYPE_SHARED: the ranks of this node;
+    /// - _HW_GUIDED and _RESOURCE_GUIDED: the same when the info asks for
+    ///   `mpi_hw_resource_type=mpi_shared_memory`, else MPI_COMM_NULL;
+    /// - _HW_UNGUIDED: the node when it is smaller than `comm` (the info then names it),
+    ///   else MPI_COMM_NULL.
     fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
         let m = mpi()?;
         crate::info::accepted(m, info)?;
         let newcomm = out(newcomm, "newcomm")?;
         let c = m.comm(comm)?;
-        let by_node = matches!(split_type, MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED);
+        let asks_shared = info != MPI_INFO_NULL
+            && crate::info::entries(m, info)?.iter().any(|(k, v)| k == RESOURCE_KEY && v == SHARED_MEMORY);
+        let by_node = match split_type {
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => asks_shared,
+            _ => false,
+        };
         let mine = [node_key(m)];
         let mut all = vec![0u64; c.size() as usize];
         c.allgather(&mine, &mut all)?;
@@ -106,7 +119,15 @@ mpi_fn! {
         } else {
             MPI_UNDEFINED
         };
-        let made = c.split(color, key)?;
+        let mut made = c.split(color, key)?;
+        if split_type == MPI_COMM_TYPE_HW_UNGUIDED {
+            // Every part is smaller than `comm` or none is: the ranks agree.
+            if made.as_ref().is_some_and(|n| n.size() == c.size()) {
+                made = None;
+            } else if made.is_some() && info != MPI_INFO_NULL {
+                crate::info::set(m, info, RESOURCE_KEY, SHARED_MEMORY)?;
+            }
+        }
         publish(m, comm, made, newcomm)
     }
 }

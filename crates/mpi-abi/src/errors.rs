@@ -35,9 +35,9 @@ fn remember(class: c_int, msg: String) -> c_int {
     })
 }
 
-/// Error classes and codes the program added (MPI_Add_error_class/code): classes
-/// follow the predefined ones (below 128, so detailed codes can carry them), codes start
-/// at `USER_CODE_BASE` and map to their class; strings the program set, by code.
+/// Error classes and codes the program added (MPI_Add_error_class/code): classes from
+/// `USER_CLASS_BASE` (above MPI_ERR_LASTCODE, as mpi4py expects), codes from
+/// `USER_CODE_BASE`, each mapped to its class; strings the program set, by code.
 #[derive(Default)]
 struct UserErrors {
     classes: Vec<c_int>,
@@ -45,6 +45,7 @@ struct UserErrors {
     strings: std::collections::HashMap<c_int, String>,
 }
 
+const USER_CLASS_BASE: c_int = MPI_ERR_LASTCODE + 1;
 const USER_CODE_BASE: c_int = 0x8000;
 
 thread_local! {
@@ -55,7 +56,7 @@ thread_local! {
 pub fn last_used_code() -> c_int {
     USER.with(|u| {
         let u = u.borrow();
-        let class = u.classes.iter().copied().max().unwrap_or(MPI_ERR_LASTCLASS);
+        let class = u.classes.iter().copied().max().unwrap_or(MPI_ERR_LASTCODE);
         u.codes.keys().next_back().copied().unwrap_or(0).max(class)
     })
 }
@@ -64,7 +65,7 @@ pub fn last_used_code() -> c_int {
 pub fn class_of(code: c_int) -> c_int {
     if code >= DETAIL_BASE {
         (code - DETAIL_BASE) % 128
-    } else if code >= USER_CODE_BASE {
+    } else if (USER_CODE_BASE..DETAIL_BASE).contains(&code) {
         USER.with(|u| u.borrow().codes.get(&code).copied().unwrap_or(MPI_ERR_UNKNOWN))
     } else {
         code
@@ -108,6 +109,10 @@ pub fn text_of(code: c_int) -> String {
         if let Some(s) = USER.with(|u| u.borrow().strings.get(&class).cloned()) {
             return s;
         }
+    }
+    // A class or code of the program's without a string of its own has an empty one.
+    if class >= USER_CLASS_BASE {
+        return String::new();
     }
     if code >= DETAIL_BASE {
         let slot = ((code - DETAIL_BASE) / 128) as usize;
@@ -268,9 +273,9 @@ mpi_fn! {
         let out_class = out(errorclass, "errorclass")?;
         let class = USER.with(|u| {
             let mut u = u.borrow_mut();
-            let next = u.classes.iter().copied().max().unwrap_or(MPI_ERR_LASTCLASS) + 1;
-            if next >= 128 {
-                return fail(MPI_ERR_OTHER, "no error classes left (pontoon keeps 65 for programs)");
+            let next = u.classes.iter().copied().max().map_or(USER_CLASS_BASE, |c| c + 1);
+            if next >= USER_CODE_BASE {
+                return fail(MPI_ERR_OTHER, "no error classes left");
             }
             u.classes.push(next);
             Ok(next)

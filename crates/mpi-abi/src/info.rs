@@ -113,14 +113,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) {
         let k = key_arg(key)?;
-        let v = c_str(value, "value")?.to_string();
-        with_entries(info, |e| {
-            match e.iter_mut().find(|(ek, _)| *ek == k) {
-                Some(slot) => slot.1 = v,
-                None => e.push((k, v)),
-            }
-            Ok(())
-        })
+        let v = c_str(value, "value")?;
+        if info == MPI_INFO_ENV {
+            return fail(MPI_ERR_INFO, "MPI_INFO_ENV cannot be changed");
+        }
+        set(mpi()?, info, &k, v)
     }
 }
 
@@ -226,4 +223,17 @@ mpi_fn! {
         *out(hw_info, "hw_info")? = add(m, Vec::new())?;
         Ok(())
     }
+}
+
+/// Sets `key` in a program's info object (MPI_Comm_split_type reports what it used).
+pub fn set(m: &Mpi, h: MPI_Info, key: &str, value: &str) -> Res {
+    let mut t = m.infos.borrow_mut();
+    let e = t
+        .get_mut(h)
+        .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object")))?;
+    match e.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = value.to_string(),
+        None => e.push((key.to_string(), value.to_string())),
+    }
+    Ok(())
 }

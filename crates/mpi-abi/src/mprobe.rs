@@ -11,7 +11,7 @@ use pontoon::Comm;
 use crate::abi::*;
 use crate::boundary::{count, fail, out, out_opt, Fail, Res};
 use crate::mpi_fn;
-use crate::p2p::{empty_status, recv_tag, recv_target, source_rank, status_of};
+use crate::p2p::{proc_null_status, recv_tag, recv_target, source_rank, status_of};
 use crate::requests::{start, wait_one, ReqEntry};
 use crate::state::{mpi, Mpi};
 
@@ -51,7 +51,7 @@ unsafe fn probe(
         if let Some(f) = flag {
             *f = 1;
         }
-        unsafe { out_opt(status, empty_status()) };
+        unsafe { out_opt(status, proc_null_status()) };
         return Ok(());
     };
     let hit = match flag {
@@ -97,7 +97,7 @@ unsafe fn start_mrecv(
     let n = count(n as i64, "count")?;
     if *message == MPI_MESSAGE_NO_PROC {
         *message = MPI_MESSAGE_NULL;
-        return start(m, request, ReqEntry::Done(empty_status()));
+        return start(m, request, ReqEntry::Done(proc_null_status()));
     }
     let Some(e) = m.messages.borrow_mut().remove(*message) else {
         return fail(

@@ -80,8 +80,17 @@ pub fn status_of(st: &Status) -> MPI_Status {
     s
 }
 
-/// The status of a receive from MPI_PROC_NULL (and of an empty request).
+/// The empty status (of a null or inactive request): any source, any tag, no data.
 pub fn empty_status() -> MPI_Status {
+    MPI_Status {
+        MPI_SOURCE: MPI_ANY_SOURCE,
+        MPI_TAG: MPI_ANY_TAG,
+        ..MPI_Status::default()
+    }
+}
+
+/// The status of a receive from MPI_PROC_NULL.
+pub fn proc_null_status() -> MPI_Status {
     MPI_Status {
         MPI_SOURCE: MPI_PROC_NULL,
         MPI_TAG: MPI_ANY_TAG,
@@ -199,7 +208,7 @@ mpi_fn! {
         let n = count(n as i64, "count")?;
         let tag = recv_tag(tag)?;
         let Some(from) = source_rank(&c, source)? else {
-            out_opt(status, empty_status());
+            out_opt(status, proc_null_status());
             return Ok(());
         };
         let mut d = data_mut(buf, n, &dt)?;
@@ -387,7 +396,7 @@ pub unsafe fn recv_entry(
     let n = count(n as i64, "count")?;
     let tag = recv_tag(tag)?;
     let Some(from) = source_rank(&c, source)? else {
-        return Ok(ReqEntry::Done(empty_status()));
+        return Ok(ReqEntry::Done(proc_null_status()));
     };
     let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
     let op = c.irecv_lent(buffer, from, tag)?;
@@ -428,7 +437,7 @@ mpi_fn! {
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
         let Some(from) = source_rank(&c, source)? else {
-            out_opt(status, empty_status());
+            out_opt(status, proc_null_status());
             return Ok(());
         };
         let st = c.probe(from, tag)?;
@@ -445,7 +454,7 @@ mpi_fn! {
         let flag = out(flag, "flag")?;
         let Some(from) = source_rank(&c, source)? else {
             *flag = 1;
-            out_opt(status, empty_status());
+            out_opt(status, proc_null_status());
             return Ok(());
         };
         match c.iprobe(from, tag)? {

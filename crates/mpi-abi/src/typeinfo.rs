@@ -81,7 +81,10 @@ mpi_fn! {
                 e.name = name;
                 Ok(())
             }
-            None => fail(MPI_ERR_TYPE, "the names of predefined datatypes are fixed"),
+            None => {
+                crate::types::PREDEFINED_RENAMED.with(|r| r.borrow_mut().insert(datatype, name));
+                Ok(())
+            }
         }
     }
 }

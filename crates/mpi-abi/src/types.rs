@@ -96,6 +96,12 @@ const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
     (0x2eb, "MPI_COMPLEX32", None),
 ];
 
+thread_local! {
+    /// Names the program gave predefined datatypes (MPI_Type_set_name allows it).
+    pub static PREDEFINED_RENAMED: std::cell::RefCell<std::collections::HashMap<Handle, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
 /// The datatype behind a predefined handle (`None` if unsupported or not one).
 pub fn predefined(h: Handle) -> Option<Datatype> {
     let (_, _, b) = PREDEFINED.iter().find(|(v, _, _)| *v == h)?;
@@ -373,9 +379,11 @@ mpi_fn! {
             return put_c_string(type_name, MPI_MAX_OBJECT_NAME, "MPI_DATATYPE_NULL", resultlen);
         }
         m.datatype(datatype)?;
-        let name = match predefined_name(datatype) {
-            Some(n) => n.to_string(),
-            None => m.types.borrow().get(datatype).map(|e| e.name.clone()).unwrap_or_default(),
+        let renamed = PREDEFINED_RENAMED.with(|r| r.borrow().get(&datatype).cloned());
+        let name = match (renamed, predefined_name(datatype)) {
+            (Some(n), _) => n,
+            (None, Some(n)) => n.to_string(),
+            (None, None) => m.types.borrow().get(datatype).map(|e| e.name.clone()).unwrap_or_default(),
         };
         put_c_string(type_name, MPI_MAX_OBJECT_NAME, &name, resultlen)
     }
