@@ -111,12 +111,7 @@ mpi_fn! {
 mpi_fn! {
     /// Persistent buffered send: each MPI_Start buffers the data and completes.
     fn MPI_Bsend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        m.committed(datatype)?;
-        count(n as i64, "count")?;
-        send_tag(tag)?;
-        dest_rank(&c, dest)?;
+        crate::persistent::check_send(n, datatype, dest, tag, comm)?;
         // SAFETY: the program keeps the buffer valid while the request exists.
         crate::requests::persistent(
             request,

@@ -11,7 +11,8 @@ use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::state::mpi;
 
-fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
+/// A root argument, checked against the communicator.
+pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
     if root < 0 || root as u32 >= c.size() {
         return fail(
             MPI_ERR_ROOT,
@@ -24,7 +25,8 @@ fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
     Ok(root as Rank)
 }
 
-fn in_place(p: *const c_void) -> bool {
+/// Whether a buffer argument is `MPI_IN_PLACE`.
+pub(crate) fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }
 

@@ -11,15 +11,12 @@ use pontoon::{Comm, Datatype, Plan};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::colls::{in_place, root_rank};
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::{start, Finish, ReqEntry};
 use crate::state::{mpi, Mpi};
 use crate::vcolls::Pieces;
-
-fn in_place(p: *const c_void) -> bool {
-    p as usize == MPI_IN_PLACE
-}
 
 /// What a rank contributes: the program's memory if dense, else a packed copy.
 ///
@@ -125,19 +122,6 @@ fn none() -> Buffer {
     Buffer::owned(Vec::new())
 }
 
-fn root_of(c: &Comm, root: c_int) -> Result<u32, Fail> {
-    if root < 0 || root as u32 >= c.size() {
-        return fail(
-            MPI_ERR_ROOT,
-            format!(
-                "root {root} is not a rank of this communicator of {} ranks",
-                c.size()
-            ),
-        );
-    }
-    Ok(root as u32)
-}
-
 mpi_fn! {
     fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
@@ -152,7 +136,7 @@ mpi_fn! {
         let c = m.comm(comm)?;
         let dt = m.committed(datatype)?;
         let n = count(n as i64, "count")?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let plan = c.plan_bcast(root, (n * dt.size()) as usize)?;
         let o = output(buffer, n, &dt, c.rank() == root)?;
         launch(m, &c, comm, plan, none(), o, request)
@@ -165,7 +149,7 @@ mpi_fn! {
         let c = m.comm(comm)?;
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
         let n = count(n as i64, "count")?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let ip = in_place(sendbuf);
         let plan = c.plan_reduce(root, ip, (n * dt.size()) as usize, &dt, &op)?;
         let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
@@ -211,7 +195,7 @@ unsafe fn start_gather_like(
     let m = mpi()?;
     let c = m.comm(comm)?;
     let p = c.size() as u64;
-    let root = root.map(|r| root_of(&c, r)).transpose()?;
+    let root = root.map(|r| root_rank(&c, r)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank());
     let (sn, rn) = (
         count(sendcount as i64, "sendcount")?,
@@ -321,7 +305,7 @@ mpi_fn! {
     fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let ip = in_place(sendbuf);
         let (inp, send_len) = if ip {
             (none(), None)
@@ -344,7 +328,7 @@ mpi_fn! {
     fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let at_root = c.rank() == root;
         let (inp, bl) = if at_root {
             let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;

@@ -12,7 +12,7 @@ use crate::requests::persistent;
 use crate::state::mpi;
 
 /// Checks a send's arguments now, so errors come from the init call.
-fn check_send(
+pub(crate) fn check_send(
     n: c_int,
     datatype: MPI_Datatype,
     dest: c_int,

@@ -9,6 +9,7 @@ use pontoon::{Comm, Datatype, Input};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::colls::{in_place, root_rank};
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::state::{mpi, Mpi};
@@ -123,10 +124,6 @@ impl Pieces {
     }
 }
 
-fn in_place(p: *const c_void) -> bool {
-    p as usize == MPI_IN_PLACE
-}
-
 /// The packed form of `count` elements of `datatype` at `buf`.
 unsafe fn packed_send(
     m: &Mpi,
@@ -141,24 +138,11 @@ unsafe fn packed_send(
         .into_owned())
 }
 
-fn root_of(c: &Comm, root: c_int) -> Result<u32, Fail> {
-    if root < 0 || root as u32 >= c.size() {
-        return fail(
-            MPI_ERR_ROOT,
-            format!(
-                "root {root} is not a rank of this communicator of {} ranks",
-                c.size()
-            ),
-        );
-    }
-    Ok(root as u32)
-}
-
 mpi_fn! {
     fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
         if c.rank() != root {
@@ -176,7 +160,7 @@ mpi_fn! {
     fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let root = root_of(&c, root)?;
+        let root = root_rank(&c, root)?;
         let at_root = c.rank() == root;
         let (packed, counts, offsets) = if at_root {
             let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;
