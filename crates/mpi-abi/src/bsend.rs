@@ -13,7 +13,7 @@ use pontoon::lent::Buffer;
 use crate::abi::*;
 use crate::boundary::{count, fail, out, Fail, Res};
 use crate::mpi_fn;
-use crate::p2p::{data, dest_rank, empty_status, send_tag};
+use crate::p2p::{data, empty_status, send_args, SendArgs};
 use crate::requests::{start, ReqEntry};
 use crate::state::mpi;
 
@@ -51,12 +51,14 @@ unsafe fn bsend(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Res {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
-    let tag = send_tag(tag)?;
-    let Some(dest) = dest_rank(&c, dest)? else {
+    let SendArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        dest,
+    } = send_args(n, datatype, dest, tag, comm)?;
+    let Some(dest) = dest else {
         return Ok(());
     };
     // SAFETY: the caller's send buffer.
@@ -111,7 +113,7 @@ mpi_fn! {
 mpi_fn! {
     /// Persistent buffered send: each MPI_Start buffers the data and completes.
     fn MPI_Bsend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        crate::persistent::check_send(n, datatype, dest, tag, comm)?;
+        send_args(n, datatype, dest, tag, comm)?;
         // SAFETY: the program keeps the buffer valid while the request exists.
         crate::requests::persistent(
             request,

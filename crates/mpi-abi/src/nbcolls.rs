@@ -10,13 +10,13 @@ use pontoon::lent::Buffer;
 use pontoon::{Comm, Datatype, Plan};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::boundary::{count, fail, Fail, Res};
 use crate::colls::{in_place, root_rank};
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::{start, Finish, ReqEntry};
 use crate::state::{mpi, Mpi};
-use crate::vcolls::Pieces;
+use crate::vcolls::{rank_counts, Pieces};
 
 /// What a rank contributes: the program's memory if dense, else a packed copy.
 ///
@@ -297,6 +297,22 @@ mpi_fn! {
     }
 }
 
+/// A v-collective's send side: its buffer and packed length, or nothing in place.
+unsafe fn send_side(
+    m: &Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+) -> Result<(Buffer, Option<usize>), Fail> {
+    if in_place(sendbuf) {
+        return Ok((none(), None));
+    }
+    let st = m.committed(sendtype)?;
+    let n = count(sendcount as i64, "sendcount")?;
+    // SAFETY: the caller's send buffer, untouched until completion.
+    Ok((unsafe { input(sendbuf, n, &st)? }, Some((n * st.size()) as usize)))
+}
+
 fn blocks(p: &Pieces) -> Vec<(usize, usize)> {
     p.offsets().into_iter().zip(p.counts()).collect()
 }
@@ -307,13 +323,7 @@ mpi_fn! {
         let c = m.comm(comm)?;
         let root = root_rank(&c, root)?;
         let ip = in_place(sendbuf);
-        let (inp, send_len) = if ip {
-            (none(), None)
-        } else {
-            let st = m.committed(sendtype)?;
-            let n = count(sendcount as i64, "sendcount")?;
-            (input(sendbuf, n, &st)?, Some((n * st.size()) as usize))
-        };
+        let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
         if c.rank() != root {
             let plan = c.plan_gatherv(root, send_len, &[])?;
             return launch(m, &c, comm, plan, inp, (none(), None), request);
@@ -355,13 +365,7 @@ mpi_fn! {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let ip = in_place(sendbuf);
-        let (inp, send_len) = if ip {
-            (none(), None)
-        } else {
-            let st = m.committed(sendtype)?;
-            let n = count(sendcount as i64, "sendcount")?;
-            (input(sendbuf, n, &st)?, Some((n * st.size()) as usize))
-        };
+        let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
         let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
         let plan = c.plan_allgatherv(send_len, &blocks(&pieces))?;
         launch(m, &c, comm, plan, inp, pieces_output(pieces, ip)?, request)
@@ -445,11 +449,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        let p = mpi()?.comm(comm)?.size() as usize;
-        let counts = slice(recvcounts, p, "recvcounts")?
-            .iter()
-            .map(|n| count(*n as i64, "recvcounts"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let counts = rank_counts(comm, recvcounts)?;
         start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
     }
 }

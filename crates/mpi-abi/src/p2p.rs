@@ -152,6 +152,79 @@ pub fn recv_tag(tag: c_int) -> Result<i32, Fail> {
     }
 }
 
+/// A send's arguments, checked once: the communicator, datatype, element count, tag,
+/// and the destination (`None`: MPI_PROC_NULL, nothing to send).
+pub struct SendArgs {
+    pub comm: Comm<'static>,
+    pub dt: Datatype,
+    pub n: u64,
+    pub tag: i32,
+    pub dest: Option<Rank>,
+}
+
+pub fn send_args(
+    n: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<SendArgs, Fail> {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = send_tag(tag)?;
+    let dest = dest_rank(&c, dest)?;
+    Ok(SendArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        dest,
+    })
+}
+
+/// A receive's arguments, checked once; `source` `None`: MPI_PROC_NULL, `Some(None)`:
+/// any source.
+pub struct RecvArgs {
+    pub comm: Comm<'static>,
+    pub dt: Datatype,
+    pub n: u64,
+    pub tag: i32,
+    pub source: Option<Option<Rank>>,
+}
+
+pub fn recv_args(
+    n: c_int,
+    datatype: MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<RecvArgs, Fail> {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let dt = m.committed(datatype)?;
+    let n = count(n as i64, "count")?;
+    let tag = recv_tag(tag)?;
+    let source = source_rank(&c, source)?;
+    Ok(RecvArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        source,
+    })
+}
+
+/// The status argument of a status query.
+///
+/// # Safety
+/// `status` is null or points to a status.
+unsafe fn status_arg<'a>(status: *const MPI_Status) -> Result<&'a MPI_Status, Fail> {
+    // SAFETY: as documented.
+    unsafe { status.as_ref() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))
+}
+
 // ---- blocking ------------------------------------------------------------------
 
 unsafe fn blocking_send(
@@ -163,12 +236,14 @@ unsafe fn blocking_send(
     comm: MPI_Comm,
     sync: bool,
 ) -> Res {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
-    let tag = send_tag(tag)?;
-    let Some(dest) = dest_rank(&c, dest)? else {
+    let SendArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        dest,
+    } = send_args(n, datatype, dest, tag, comm)?;
+    let Some(dest) = dest else {
         return Ok(());
     };
     // SAFETY: the caller's buffer, per the MPI contract.
@@ -202,12 +277,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Recv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        let dt = m.committed(datatype)?;
-        let n = count(n as i64, "count")?;
-        let tag = recv_tag(tag)?;
-        let Some(from) = source_rank(&c, source)? else {
+        let RecvArgs { comm: c, dt, n, tag, source } = recv_args(n, datatype, source, tag, comm)?;
+        let Some(from) = source else {
             out_opt(status, proc_null_status());
             return Ok(());
         };
@@ -302,12 +373,14 @@ pub unsafe fn send_entry(
     comm: MPI_Comm,
     sync: bool,
 ) -> Result<ReqEntry, Fail> {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
-    let tag = send_tag(tag)?;
-    let Some(dest) = dest_rank(&c, dest)? else {
+    let SendArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        dest,
+    } = send_args(n, datatype, dest, tag, comm)?;
+    let Some(dest) = dest else {
         return Ok(ReqEntry::Done(empty_status()));
     };
     // SAFETY: as documented.
@@ -390,12 +463,14 @@ pub unsafe fn recv_entry(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<ReqEntry, Fail> {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
-    let tag = recv_tag(tag)?;
-    let Some(from) = source_rank(&c, source)? else {
+    let RecvArgs {
+        comm: c,
+        dt,
+        n,
+        tag,
+        source,
+    } = recv_args(n, datatype, source, tag, comm)?;
+    let Some(from) = source else {
         return Ok(ReqEntry::Done(proc_null_status()));
     };
     let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
@@ -479,7 +554,7 @@ fn received(status: &MPI_Status) -> Status {
 mpi_fn! {
     fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
         let dt = mpi()?.datatype(datatype)?;
-        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        let st = received(status_arg(status)?);
         *out(n, "count")? = match st.count_of(&dt) {
             Some(k) => c_int::try_from(k).unwrap_or(MPI_UNDEFINED),
             None => MPI_UNDEFINED,
@@ -491,7 +566,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
         let dt = mpi()?.datatype(datatype)?;
-        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        let st = received(status_arg(status)?);
         *out(n, "count")? = st.count_of(&dt).map_or(MPI_UNDEFINED as MPI_Count, |k| k as MPI_Count);
         Ok(())
     }
@@ -500,7 +575,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
         let dt = mpi()?.datatype(datatype)?;
-        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        let st = received(status_arg(status)?);
         *out(n, "count")? = c_int::try_from(st.elements_of(&dt)).unwrap_or(MPI_UNDEFINED);
         Ok(())
     }
@@ -509,7 +584,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
         let dt = mpi()?.datatype(datatype)?;
-        let st = received(status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?);
+        let st = received(status_arg(status)?);
         *out(n, "count")? = st.elements_of(&dt) as MPI_Count;
         Ok(())
     }
@@ -540,7 +615,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) {
-        let st = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?;
+        let st = status_arg(status)?;
         *out(flag, "flag")? = (st.internal[2] != 0) as c_int;
         Ok(())
     }
@@ -548,21 +623,21 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) {
-        *out(source, "source")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_SOURCE;
+        *out(source, "source")? = status_arg(status)?.MPI_SOURCE;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) {
-        *out(tag, "tag")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_TAG;
+        *out(tag, "tag")? = status_arg(status)?.MPI_TAG;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) {
-        *out(error, "error")? = status.as_ref().ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))?.MPI_ERROR;
+        *out(error, "error")? = status_arg(status)?.MPI_ERROR;
         Ok(())
     }
 }
@@ -611,13 +686,11 @@ mpi_fn! {
     ) on comm {
         let m = mpi()?;
         let request = out(request, "request")?;
-        let dt = m.committed(datatype)?;
-        let packed = data(buf, count(n as i64, "count")?, &dt)?.packed()?.into_owned();
-        let c = m.comm(comm)?;
-        let tag = send_tag(sendtag)?;
-        let send = match dest_rank(&c, dest)? {
+        let a = send_args(n, datatype, dest, sendtag, comm)?;
+        let packed = data(buf, a.n, &a.dt)?.packed()?.into_owned();
+        let send = match a.dest {
             None => ReqEntry::Done(empty_status()),
-            Some(d) => ReqEntry::P2p { op: c.isend_lent(Buffer::owned(packed), d, tag, false)?, comm, unpack: None },
+            Some(d) => ReqEntry::P2p { op: a.comm.isend_lent(Buffer::owned(packed), d, a.tag, false)?, comm, unpack: None },
         };
         let recv = recv_entry(buf, n, datatype, source, recvtag, comm)?;
         start(m, request, ReqEntry::Pair { recv: Box::new(recv), send: Box::new(send) })

@@ -5,28 +5,9 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::count;
 use crate::mpi_fn;
-use crate::p2p::{dest_rank, recv_entry, recv_tag, send_entry, send_tag, source_rank};
+use crate::p2p::{recv_args, recv_entry, send_args, send_entry};
 use crate::requests::persistent;
-use crate::state::mpi;
-
-/// Checks a send's arguments now, so errors come from the init call.
-pub(crate) fn check_send(
-    n: c_int,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-) -> crate::boundary::Res {
-    let m = mpi()?;
-    let c = m.comm(comm)?;
-    m.committed(datatype)?;
-    count(n as i64, "count")?;
-    send_tag(tag)?;
-    dest_rank(&c, dest)?;
-    Ok(())
-}
 
 #[allow(clippy::too_many_arguments)]
 fn send_init(
@@ -39,7 +20,8 @@ fn send_init(
     sync: bool,
     request: *mut MPI_Request,
 ) -> crate::boundary::Res {
-    check_send(n, datatype, dest, tag, comm)?;
+    // Checked now, so errors come from the init call.
+    send_args(n, datatype, dest, tag, comm)?;
     // SAFETY: the program keeps the buffer valid while the request exists and leaves it
     // alone while it is active (MPI's rule for persistent requests).
     persistent(
@@ -68,12 +50,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Recv_init(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        m.committed(datatype)?;
-        count(n as i64, "count")?;
-        recv_tag(tag)?;
-        source_rank(&c, source)?;
+        recv_args(n, datatype, source, tag, comm)?;
         // SAFETY: as for the sends: the buffer is the program's until the request is freed.
         persistent(request, Box::new(move || unsafe { recv_entry(buf, n, datatype, source, tag, comm) }))
     }

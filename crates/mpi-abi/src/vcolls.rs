@@ -245,6 +245,19 @@ mpi_fn! {
     }
 }
 
+/// The per-rank counts of a reduce_scatter.
+///
+/// # Safety
+/// `recvcounts` holds one entry per rank of `comm`.
+pub(crate) unsafe fn rank_counts(comm: MPI_Comm, recvcounts: *const c_int) -> Result<Vec<u64>, Fail> {
+    let p = mpi()?.comm(comm)?.size() as usize;
+    // SAFETY: as documented.
+    unsafe { slice(recvcounts, p, "recvcounts")? }
+        .iter()
+        .map(|n| count(*n as i64, "recvcounts"))
+        .collect()
+}
+
 /// Reduce_scatter with `counts` elements per rank.
 unsafe fn reduce_scatter(
     sendbuf: *const c_void,
@@ -280,11 +293,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
-        let p = mpi()?.comm(comm)?.size() as usize;
-        let counts = slice(recvcounts, p, "recvcounts")?
-            .iter()
-            .map(|n| count(*n as i64, "recvcounts"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let counts = rank_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
     }
 }
