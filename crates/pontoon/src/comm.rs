@@ -164,6 +164,11 @@ impl<'u> Comm<'u> {
     fn blocking_send(&self, data: &[u8], dest: Rank, tag: i32, sync: bool) -> Result<()> {
         let dest = self.world_rank(dest)?;
         let mut rt = self.u.rt.borrow_mut();
+        if !sync {
+            if let Some(done) = rt.send_small_now(data, dest, self.p2p_ctx(), tag) {
+                return done.map_err(Error::from);
+            }
+        }
         runtime::mem::lend(data, |buf| {
             let id = rt.isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
             rt.wait(id)

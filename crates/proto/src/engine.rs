@@ -262,6 +262,11 @@ impl Endpoint {
         self.outputs.pop_front()
     }
 
+    /// Whether [`Endpoint::poll`] has something (a cheap check for idle loops).
+    pub fn has_output(&self) -> bool {
+        !self.outputs.is_empty()
+    }
+
     /// Operations in flight inside the engine (for leak checks and finalize).
     pub fn pending(&self) -> usize {
         self.matcher.posted_len() + self.rdv_sends.len() + self.rdv_recvs.len() + self.self_eager.len()
@@ -373,6 +378,38 @@ impl Endpoint {
             PeerState::Connecting | PeerState::Finalized => p.backlog.push_back((repr, payload, completes)),
             PeerState::Failed(_) => {}
         }
+    }
+
+    /// The header of an eager message to `dest` that may be written at once, without a
+    /// request: the latency-critical blocking send of a small message. `None` when the
+    /// message must go through [`Endpoint::post_send`] instead (to self, not connected,
+    /// above the eager limit, or frames still waiting in the output queue, which must
+    /// go first). On `Some` the message is sent as far as the engine is concerned.
+    pub fn send_eager_now(
+        &mut self,
+        dest: Rank,
+        ctx: u32,
+        tag: i32,
+        len: u64,
+    ) -> Option<(usize, HeaderBytes)> {
+        if dest == self.me || self.has_output() {
+            return None;
+        }
+        let p = self.peers.get_mut(dest as usize)?;
+        if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) {
+            return None;
+        }
+        let seq = p.next_send_seq;
+        p.next_send_seq = p.next_send_seq.wrapping_add(1);
+        let env = Envelope {
+            ctx,
+            src: self.me,
+            tag,
+            seq,
+            msg_len: len,
+        };
+        let lane = best_latency_lane(&p.lanes).unwrap_or(0);
+        Some((lane, HeaderBytes::new(&DataRepr::Match { env })))
     }
 
     // ---- receives ----------------------------------------------------------------

@@ -187,9 +187,15 @@ impl<T> Matcher<T> {
     pub fn match_posted(&mut self, ctx: u32, src: Rank, tag: i32) -> Option<(ReqId, u64)> {
         let key = Key { src, tag };
         let c = self.contexts.get_mut(&ctx)?;
-        let exact = c.posted_exact.get(&key).and_then(|q| q.front()).map(|p| p.order);
-        let wild = c.posted_wild.iter().position(|p| p.fits(src, tag));
+        let wild = if c.posted_wild.is_empty() {
+            None
+        } else {
+            c.posted_wild.iter().position(|p| p.fits(src, tag))
+        };
         let wild_order = wild.map(|i| c.posted_wild[i].order);
+        // One hash lookup on the common path (an exact receive, no wildcards).
+        let queue = c.posted_exact.get_mut(&key);
+        let exact = queue.as_ref().and_then(|q| q.front()).map(|p| p.order);
         let take_wild = match (exact, wild_order) {
             (Some(e), Some(w)) => w < e,
             (None, Some(_)) => true,
@@ -197,8 +203,8 @@ impl<T> Matcher<T> {
         };
         let posted = if take_wild {
             wild.and_then(|i| c.posted_wild.remove(i))
-        } else if exact.is_some() {
-            let q = c.posted_exact.get_mut(&key)?;
+        } else {
+            let q = queue?;
             let p = q.pop_front();
             // A small table keeps its emptied queues (the same source and tag usually come
             // again); a large one drops them, so many distinct tags cannot pile up.
@@ -210,8 +216,6 @@ impl<T> Matcher<T> {
                 }
             }
             p
-        } else {
-            None
         };
         let p = posted?;
         self.posted -= 1;

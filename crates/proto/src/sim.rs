@@ -185,6 +185,31 @@ impl Sim {
         req
     }
 
+    /// A blocking send the way the runtime's fast path makes it
+    /// ([`Endpoint::send_eager_now`]): the frame leaves at once, without a request. Falls
+    /// back to [`Sim::isend`] when the engine says no. Returns the (completed) request.
+    pub fn send_now(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>) -> ReqId {
+        let len = data.len() as u64;
+        let Some((lane, header)) = self.endpoints[rank as usize].send_eager_now(dest, ctx, tag, len) else {
+            return self.isend(rank, dest, ctx, tag, data, false);
+        };
+        let req = self.req();
+        self.nodes[rank as usize]
+            .done
+            .insert(req, Completion::Sent(Ok(())));
+        let at = self.lane_delay(rank, dest, lane, len);
+        self.schedule(
+            at,
+            Event::Frame(Frame {
+                from: rank,
+                to: dest,
+                header,
+                payload: data,
+            }),
+        );
+        req
+    }
+
     pub fn irecv(&mut self, rank: Rank, src: i32, ctx: u32, tag: i32, capacity: usize) -> ReqId {
         let req = self.req();
         self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);

@@ -54,15 +54,18 @@ pub trait Link {
     type Token;
     /// What this lane can do.
     fn caps(&self) -> Caps;
-    /// Queues a frame and writes as much as the socket takes. Returns `true` if the
-    /// frame was completely handed over now; otherwise `token` is reported by a later
-    /// [`Link::flush`]. The link keeps its own reference to `payload`.
+    /// Writes a frame, or as much of it as the socket takes, queueing the rest. Returns
+    /// `true` if the frame was completely handed over now; otherwise `token` is reported
+    /// by a later [`Link::flush`], and the link keeps its own reference to `payload`.
     fn send(
         &mut self,
-        header: HeaderBytes,
-        payload: Option<(Buffer, u64, u64)>,
+        header: &HeaderBytes,
+        payload: Option<(&Buffer, u64, u64)>,
         token: u64,
     ) -> Result<bool, LinkError>;
+    /// Writes a frame of `payload` now, keeping a copy of whatever the socket does not
+    /// take yet: the caller may reuse `payload` at once (a blocking send).
+    fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError>;
     /// Writes queued frames; pushes the tokens of frames now completely written.
     fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError>;
     /// Bytes (headers and payloads) queued and not yet written to the socket; the

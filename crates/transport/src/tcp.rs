@@ -3,12 +3,12 @@
 //! carried over between calls, and no allocation per message on the hot path.
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read};
+use std::io::{self, IoSlice};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
-use rustix::net::{SendAncillaryBuffer, SendFlags};
+use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 
 use crate::{Buffer, Caps, Link, LinkError, Placement, Sink};
 
@@ -118,11 +118,6 @@ impl<T> TcpLink<T> {
     /// Writes queued frames until the socket is full; calls `done` with the token of
     /// every frame completely written. No allocation: the iovec lives on the stack.
     fn write_some(&mut self, mut done: impl FnMut(u64)) -> Result<(), LinkError> {
-        if self.tx.len() == 1 && self.try_send_small()? {
-            let f = self.tx.pop_front().expect("one frame queued");
-            done(f.token);
-            return Ok(());
-        }
         while !self.tx.is_empty() {
             let mut iov = [IoSlice::new(&[]); 2 * MAX_IOV_FRAMES];
             let mut used = 0;
@@ -157,35 +152,39 @@ impl<T> TcpLink<T> {
         Ok(())
     }
 
-    /// A lone small frame (the latency-critical case) goes out with one send() of one
-    /// contiguous copy: cheaper in the kernel than a two-segment sendmsg(). Returns
-    /// whether it was sent completely; otherwise the general path carries on.
-    fn try_send_small(&mut self) -> Result<bool, LinkError> {
-        let Some(f) = self.tx.front_mut() else {
-            return Ok(false);
-        };
-        let total = f.total();
-        if f.written != 0 || total > SMALL_FRAME {
-            return Ok(false);
+    /// A small frame with nothing queued before it (the latency-critical case) goes out
+    /// with one send() of one contiguous copy: cheaper in the kernel than a two-segment
+    /// sendmsg(), and nothing is queued or reference-counted. Returns the bytes written
+    /// (0 when the socket is full), or `None` when the frame is too large for this path.
+    fn send_small_now(&self, header: &[u8], payload: &[u8]) -> Result<Option<usize>, LinkError> {
+        let total = header.len() + payload.len();
+        if total > SMALL_FRAME {
+            return Ok(None);
         }
         let mut buf = [0u8; SMALL_FRAME];
-        let h = f.header.as_slice();
-        buf[..h.len()].copy_from_slice(h);
-        if let Some((b, off, len)) = &f.payload {
-            buf[h.len()..total].copy_from_slice(b.slice(*off, *len));
-        }
+        buf[..header.len()].copy_from_slice(header);
+        buf[header.len()..total].copy_from_slice(payload);
         loop {
             return match rustix::net::send(&self.sock, &buf[..total], SendFlags::NOSIGNAL) {
-                Ok(n) => {
-                    self.tx_bytes -= n as u64;
-                    f.written = n;
-                    Ok(n == total)
-                }
-                Err(rustix::io::Errno::AGAIN) => Ok(false),
+                Ok(n) => Ok(Some(n)),
+                Err(rustix::io::Errno::AGAIN) => Ok(Some(0)),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => Err(LinkError::Io(e.into())),
             };
         }
+    }
+
+    /// Queues a frame of which `written` bytes are already on the socket, then writes
+    /// on if it is the only one. Returns whether it is now completely written.
+    fn queue(&mut self, frame: TxFrame) -> Result<bool, LinkError> {
+        self.tx_bytes += (frame.total() - frame.written) as u64;
+        self.tx.push_back(frame);
+        if self.tx.len() > 1 {
+            return Ok(false); // keep frame order: the earlier frames go first
+        }
+        let mut completed = false;
+        self.write_some(|_| completed = true)?;
+        Ok(completed)
     }
 
     /// Moves payload bytes from the staging buffer (or the socket) to their place.
@@ -222,12 +221,9 @@ impl<T> TcpLink<T> {
             if dst.is_empty() {
                 break;
             }
-            match (&self.sock).read(dst) {
-                Ok(0) => return Err(LinkError::Closed),
-                Ok(n) => *placed += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+            match read_some(&self.sock, dst)? {
+                Some(n) => *placed += n as u64,
+                None => return Ok(false),
             }
         }
         if *placed < *total {
@@ -260,19 +256,29 @@ impl<T> TcpLink<T> {
             self.rx_end -= self.rx_start;
             self.rx_start = 0;
         }
-        loop {
-            match (&self.sock).read(&mut self.rx_buf[self.rx_end..]) {
-                Ok(0) => return Err(LinkError::Closed),
-                Ok(n) => {
-                    self.drained = self.rx_end + n < self.rx_buf.len();
-                    self.rx_end += n;
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+        match read_some(&self.sock, &mut self.rx_buf[self.rx_end..])? {
+            Some(n) => {
+                self.drained = self.rx_end + n < self.rx_buf.len();
+                self.rx_end += n;
+                Ok(true)
             }
+            None => Ok(false),
         }
+    }
+}
+
+/// One recv(): `Some(bytes)` (never 0), `None` when the socket has nothing now. A system
+/// call without libc's wrapper and without building an `io::Error` for EAGAIN, which is
+/// what most calls of a spinning rank return.
+fn read_some(sock: &TcpStream, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+    loop {
+        return match rustix::net::recv(sock, &mut *dst, RecvFlags::empty()) {
+            Ok((_, 0)) => Err(LinkError::Closed),
+            Ok((_, n)) => Ok(Some(n)),
+            Err(rustix::io::Errno::AGAIN) => Ok(None),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => Err(LinkError::Io(e.into())),
+        };
     }
 }
 
@@ -299,24 +305,46 @@ impl<T> Link for TcpLink<T> {
 
     fn send(
         &mut self,
-        header: HeaderBytes,
-        payload: Option<(Buffer, u64, u64)>,
+        header: &HeaderBytes,
+        payload: Option<(&Buffer, u64, u64)>,
         token: u64,
     ) -> Result<bool, LinkError> {
-        let frame = TxFrame {
-            header,
-            payload,
-            written: 0,
-            token,
-        };
-        self.tx_bytes += frame.total() as u64;
-        self.tx.push_back(frame);
-        if self.tx.len() > 1 {
-            return Ok(false); // keep frame order: the earlier frames go first
+        let mut written = 0;
+        if self.tx.is_empty() {
+            let bytes = payload.map_or(&[][..], |(b, off, len)| b.slice(off, len));
+            if let Some(n) = self.send_small_now(header.as_slice(), bytes)? {
+                if n == header.as_slice().len() + bytes.len() {
+                    return Ok(true);
+                }
+                written = n;
+            }
         }
-        let mut completed = false;
-        self.write_some(|_| completed = true)?;
-        Ok(completed)
+        self.queue(TxFrame {
+            header: *header,
+            payload: payload.map(|(b, off, len)| (b.clone(), off, len)),
+            written,
+            token,
+        })
+    }
+
+    fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError> {
+        let mut written = 0;
+        if self.tx.is_empty() {
+            if let Some(n) = self.send_small_now(header.as_slice(), payload)? {
+                if n == header.as_slice().len() + payload.len() {
+                    return Ok(());
+                }
+                written = n;
+            }
+        }
+        let len = payload.len() as u64;
+        self.queue(TxFrame {
+            header: *header,
+            payload: (len > 0).then(|| (Buffer::owned(payload.to_vec()), 0, len)),
+            written,
+            token: 0,
+        })
+        .map(|_| ())
     }
 
     fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
@@ -391,7 +419,49 @@ impl<T> Link for TcpLink<T> {
 mod tests {
     use super::*;
     use proto::wire::data::DataRepr;
+    use std::io::Read;
     use std::net::TcpListener;
+
+    #[test]
+    fn send_copy_keeps_frame_order_and_owns_what_the_socket_did_not_take() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut receiver, _) = listener.accept().unwrap();
+        let mut link: TcpLink<()> = TcpLink::new(sender, tcp_caps(1024)).unwrap();
+        // A frame larger than the socket buffers: part of it stays queued.
+        let big = Buffer::owned(vec![1u8; 16 << 20]);
+        let big_header = HeaderBytes::new(&DataRepr::Frag {
+            recv_id: 1,
+            offset: 0,
+            len: 16 << 20,
+        });
+        assert!(!link.send(&big_header, Some((&big, 0, 16 << 20)), 7).unwrap());
+        // A small frame behind it, from memory the caller reuses at once.
+        let small_header = HeaderBytes::new(&DataRepr::Frag {
+            recv_id: 2,
+            offset: 0,
+            len: 4,
+        });
+        let mut reused = *b"abcd";
+        link.send_copy(&small_header, &reused).unwrap();
+        reused.copy_from_slice(b"XXXX");
+        assert_eq!(&reused, b"XXXX");
+        let total = big_header.as_slice().len() + (16 << 20) + small_header.as_slice().len() + 4;
+        let mut got = Vec::with_capacity(total);
+        let mut buf = vec![0u8; 1 << 20];
+        while got.len() < total {
+            let n = receiver.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            link.flush(&mut Vec::new()).unwrap();
+        }
+        assert_eq!(link.tx_queued(), 0);
+        let tail = &got[total - small_header.as_slice().len() - 4..];
+        assert_eq!(&tail[..small_header.as_slice().len()], small_header.as_slice());
+        assert_eq!(&tail[small_header.as_slice().len()..], b"abcd");
+        assert!(got[big_header.as_slice().len()..total - tail.len()]
+            .iter()
+            .all(|b| *b == 1));
+    }
 
     #[test]
     fn tx_queued_falls_to_zero_exactly_when_everything_is_written() {
@@ -410,7 +480,7 @@ mod tests {
                 len: len as u32,
             });
             total += header.as_slice().len() as u64 + len;
-            link.send(header, Some((payload.clone(), 0, len)), 0).unwrap();
+            link.send(&header, Some((&payload, 0, len)), 0).unwrap();
         }
         assert!(link.tx_queued() > 0, "the socket cannot take 32 MiB at once");
         // What the peer read was written, so it is no longer queued; an accounting slip
