@@ -153,6 +153,8 @@ pub struct Runtime {
     background: Option<Background>,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     yield_when_idle: bool,
+    /// Whether `background` has work: idle passes skip the call while it has none.
+    background_armed: bool,
 }
 
 /// See [`Runtime::set_background`]; returns whether it did anything.
@@ -279,6 +281,7 @@ impl Runtime {
             waiter,
             yielded: 0,
             background: None,
+            background_armed: false,
             yield_when_idle: false,
         })
     }
@@ -589,9 +592,11 @@ impl Runtime {
         }
         // Taken out while it runs: it may call back into the runtime (and so into
         // `progress`) without running itself again.
-        if let Some(mut task) = self.background.take() {
-            any |= task(self);
-            self.background.get_or_insert(task);
+        if self.background_armed {
+            if let Some(mut task) = self.background.take() {
+                any |= task(self);
+                self.background.get_or_insert(task);
+            }
         }
         any
     }
@@ -601,6 +606,17 @@ impl Runtime {
     /// for something else.
     pub fn set_background(&mut self, task: Option<Background>) {
         self.background = task;
+    }
+
+    /// Tells the runtime that the background task has work (an operation started); it
+    /// runs on every progress pass until it calls [`Runtime::disarm_background`].
+    pub fn arm_background(&mut self) {
+        self.background_armed = true;
+    }
+
+    /// Called by the background task when it has nothing left to advance.
+    pub fn disarm_background(&mut self) {
+        self.background_armed = false;
     }
 
     fn complete_tokens(&mut self) -> bool {

@@ -63,6 +63,7 @@ pub(crate) type Active = Rc<RefCell<Vec<Weak<RefCell<Started>>>>>;
 pub(crate) fn background(active: Active) -> runtime::Background {
     Box::new(move |rt: &mut Runtime| {
         if active.borrow().is_empty() {
+            rt.disarm_background();
             return false;
         }
         let mut any = false;
@@ -81,10 +82,14 @@ pub(crate) fn background(active: Active) -> runtime::Background {
                 }
             }
         }
-        active.borrow_mut().retain(|w| {
+        let mut active = active.borrow_mut();
+        active.retain(|w| {
             w.upgrade()
                 .is_some_and(|s| s.try_borrow().map_or(true, |s| s.run.is_some()))
         });
+        if active.is_empty() {
+            rt.disarm_background();
+        }
         any
     })
 }
@@ -158,8 +163,10 @@ impl<'u> Comm<'u> {
             result: None,
         }));
         // Start the first step now; the rest advances with the job.
-        state.borrow_mut().advance(&mut self.u.rt.borrow_mut(), false);
+        let mut rt = self.u.rt.borrow_mut();
+        state.borrow_mut().advance(&mut rt, false);
         self.u.active.borrow_mut().push(Rc::downgrade(&state));
+        rt.arm_background();
         state
     }
 
