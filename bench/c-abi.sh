@@ -1,66 +1,144 @@
 #!/usr/bin/env bash
-# bench/c/pingpong.c on 2 ranks, side by side: built with pontoon-cc and run on pontoon;
-# built once with PyPI mpich's mpicc_abi and run unmodified on pontoon and on MPICH; built
-# with Debian Open MPI's mpicc. MPICH and Open MPI are forced onto TCP (pontoon has no
-# shared memory yet): MPICH with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (ch4:ucx), Open MPI
-# with --mca pml ob1 --mca btl tcp,self. Every job is pinned one rank per CPU. Runs
-# alternate between the systems, RUNS times; prints medians (min-max) of the one-way latency
-# at 8 B and the bandwidth at 4 MiB, and pontoon's ratio against the better of the two MPIs.
+# The plain-MPI programs of bench/c (pingpong.c, bibw.c, allreduce.c) on 2 ranks, side by
+# side, in one table:
+#   pontoon         built with pontoon-cc, run by `pontoon run`;
+#   abi-on-pontoon  built once with PyPI mpich's mpicc_abi (the MPI standard ABI) and run
+#   abi-on-mpich    unmodified on pontoon and on MPICH: the apples-to-apples pair;
+#   openmpi         built with Debian Open MPI's mpicc.
+# MPICH and Open MPI are forced onto TCP, as pontoon has no shared memory yet: MPICH (ch4:ucx)
+# with UCX_TLS=tcp,self (plus MPIR_CVAR_NOLOCAL=1 on one host), Open MPI with --mca pml ob1
+# --mca btl tcp,self. Runs alternate between the systems, RUNS times; prints medians
+# (min-max) and each pontoon row's ratio against the better of MPICH and Open MPI.
 #
-#   bench/c-abi.sh              (RUNS=3 ITERS=10000; needs make build, make -C bench, --anchors)
+# WHERE=loopback (default): both ranks on this host, pinned one per CPU (--bind-to core).
+# WHERE=testbed (root): one rank on each host of a `lan --nodes 2` testbed (two network
+# namespaces joined by a bridge), built and removed here; every launcher starts on h1 and
+# reaches h2 through the testbed's ssh-like agent; rank r is pinned to CPU r.
+#
+#   bench/c-abi.sh              (RUNS=3 ITERS=10000 WHERE=loopback by default)
+# Builds what is missing with `make -C bench` (needs `make build` and the anchors:
+# scripts/install-deps.sh --anchors).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 RUNS=${RUNS:-3}
 ITERS=${ITERS:-10000}
+WHERE=${WHERE:-loopback}
 MPICH_ABI="${PONTOON_MPICH_ABI:-$HOME/.local/share/pontoon/mpich-abi}"
 pontoon=target/release/pontoon
 b=bench/build
-for f in "$pontoon" "$b/pingpong-pontoon" "$b/pingpong-abi" "$b/pingpong-openmpi" "$MPICH_ABI/bin/mpiexec"; do
-    [[ -x $f ]] || { echo "missing $f: make build && make -C bench (anchors: scripts/install-deps.sh --anchors)" >&2; exit 1; }
+programs=(pingpong bibw allreduce)
+[[ -x $pontoon ]] || { echo "missing $pontoon: make build" >&2; exit 1; }
+make -s -C bench >/dev/null
+for p in "${programs[@]}"; do
+    for f in "$b/$p-pontoon" "$b/$p-abi" "$b/$p-openmpi" "$MPICH_ABI/bin/mpiexec"; do
+        [[ -x $f ]] || { echo "missing $f: make -C bench (anchors: scripts/install-deps.sh --anchors)" >&2; exit 1; }
+    done
 done
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-args=(4194304 "$ITERS")
+case $WHERE in
+    loopback)
+        trap 'rm -rf "$tmp"' EXIT
+        on_h1=() pontoon_job=(-n 2) pin=() mpich_env=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self)
+        mpich_job=(-n 2 -bind-to core) openmpi_job=(-n 2 --bind-to core)
+        placement="one host, pinned one rank per CPU"
+        ;;
+    testbed)
+        [[ "$(id -u)" -eq 0 ]] || { echo "WHERE=testbed needs root (network namespaces)" >&2; exit 1; }
+        bed="cabi-$$"
+        trap 'rm -rf "$tmp"; "$pontoon" testbed down "$bed" >/dev/null' EXIT
+        "$pontoon" testbed up lan --nodes 2 --name "$bed" >/dev/null
+        agent=/run/pontoon-testbed/$bed/agent
+        on_h1=("$pontoon" testbed exec -t "$bed" h1 --) pontoon_job=(--testbed "$bed" -n 2)
+        pin=(bench/pin-rank.sh) mpich_env=(UCX_TLS=tcp,self UCX_NET_DEVICES=eth0)
+        mpich_job=(-launcher ssh -launcher-exec "$agent" -hosts h1,h2 -n 2 -bind-to none)
+        openmpi_job=(--mca plm_rsh_agent "$agent" --host h1,h2 -n 2 --map-by node --bind-to none)
+        placement="two namespace hosts (testbed lan: veth + bridge), rank r pinned to CPU r"
+        ;;
+    *) echo "WHERE is loopback or testbed, not '$WHERE'" >&2; exit 1 ;;
+esac
 
-run() { # name command...
-    local name=$1
-    shift
-    if ! timeout 300 "$@" "${args[@]}" >"$tmp/out" 2>"$tmp/err"; then
-        echo "$name failed: $(tail -3 "$tmp/err")" >&2
-        return
-    fi
-    awk '$1 == 8 { print $2 }' "$tmp/out" >>"$tmp/$name.lat"
-    awk '$1 == 4194304 { print $3 }' "$tmp/out" >>"$tmp/$name.bw"
+# The command line of `system` running `program` (arguments follow).
+command_of() {
+    local system=$1 program=$2
+    case $system in
+        pontoon) echo "$pontoon" run "${pontoon_job[@]}" --bind-to core "$b/$program-pontoon" ;;
+        abi-on-pontoon) echo "$pontoon" run "${pontoon_job[@]}" --bind-to core "$b/$program-abi" ;;
+        abi-on-mpich) echo "${on_h1[@]}" env -u LD_LIBRARY_PATH "${mpich_env[@]}" \
+            "$MPICH_ABI/bin/mpiexec" "${mpich_job[@]}" "${pin[@]}" "$b/$program-abi" ;;
+        openmpi) echo "${on_h1[@]}" mpirun.openmpi --allow-run-as-root "${openmpi_job[@]}" \
+            --mca pml ob1 --mca btl tcp,self "${pin[@]}" "$b/$program-openmpi" ;;
+    esac
 }
+args_of() {
+    case $1 in
+        pingpong) echo 4194304 "$ITERS" ;;
+        bibw) echo 4194304 50 64 ;;
+        allreduce) echo 4194304 "$((ITERS / 10))" ;;
+    esac
+}
+# figure name, program, size row, column of the program's output, unit
+figures=(
+    "pingpong 8 B one-way (us)|pingpong|8|2"
+    "pingpong 4 MiB (MB/s)|pingpong|4194304|3"
+    "bibw 4 MiB (MB/s)|bibw|4194304|2"
+    "allreduce 8 B (us)|allreduce|8|2"
+    "allreduce 64 KiB (us)|allreduce|65536|2"
+    "allreduce 4 MiB (us)|allreduce|4194304|2"
+)
+systems=(pontoon abi-on-pontoon abi-on-mpich openmpi)
 
 for i in $(seq "$RUNS"); do
-    run pontoon "$pontoon" run -n 2 --bind-to core "$b/pingpong-pontoon"
-    run abi-on-pontoon "$pontoon" run -n 2 --bind-to core "$b/pingpong-abi"
-    run abi-on-mpich env -u LD_LIBRARY_PATH MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self \
-        "$MPICH_ABI/bin/mpiexec" -n 2 -bind-to core "$b/pingpong-abi"
-    run openmpi mpirun.openmpi --allow-run-as-root -n 2 --bind-to core \
-        --mca pml ob1 --mca btl tcp,self "$b/pingpong-openmpi"
+    for program in "${programs[@]}"; do
+        for system in "${systems[@]}"; do
+            # shellcheck disable=SC2046 # words of command_of and args_of are meant to split
+            if ! timeout 300 $(command_of "$system" "$program") $(args_of "$program") >"$tmp/out" 2>"$tmp/err"; then
+                echo "$system $program failed: $(tail -3 "$tmp/err")" >&2
+                continue
+            fi
+            for f in "${!figures[@]}"; do
+                IFS='|' read -r _ prog size col <<<"${figures[$f]}"
+                [[ $prog == "$program" ]] || continue
+                awk -v s="$size" -v c="$col" '$1 == s { print $c }' "$tmp/out" >>"$tmp/$system.$f"
+            done
+        done
+    done
+    echo "run $i/$RUNS done" >&2
 done
 
 stats() { # file -> "median (min-max)"
-    sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit }
+    [[ -s $1 ]] || { echo "-"; return; }
+    sort -g "$1" | awk '{ v[NR] = $1 } END {
         m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
         printf "%s (%s-%s)\n", m, v[1], v[NR] }'
 }
 median() { stats "$1" | cut -d' ' -f1; }
 
-printf '%-16s %-26s %-26s\n' system "8 B one-way (us)" "4 MiB bandwidth (MB/s)"
-for s in pontoon abi-on-pontoon abi-on-mpich openmpi; do
-    [[ -f $tmp/$s.lat ]] || continue
-    printf '%-16s %-26s %-26s\n' "$s" "$(stats "$tmp/$s.lat")" "$(stats "$tmp/$s.bw")"
+echo "$WHERE, $RUNS runs; $placement; MPICH and Open MPI on TCP"
+echo
+printf '| system |'
+for f in "${figures[@]}"; do printf ' %s |' "${f%%|*}"; done
+printf '\n|---|'
+for _ in "${figures[@]}"; do printf -- '---|'; done
+echo
+for system in "${systems[@]}"; do
+    printf '| %s |' "$system"
+    for f in "${!figures[@]}"; do printf ' %s |' "$(stats "$tmp/$system.$f")"; done
+    echo
 done
-best_lat=$(printf '%s\n%s\n' "$(median "$tmp/abi-on-mpich.lat" 2>/dev/null)" "$(median "$tmp/openmpi.lat" 2>/dev/null)" | grep -v '^-\?$' | sort -g | head -1)
-best_bw=$(printf '%s\n%s\n' "$(median "$tmp/abi-on-mpich.bw" 2>/dev/null)" "$(median "$tmp/openmpi.bw" 2>/dev/null)" | grep -v '^-\?$' | sort -g | tail -1)
-for s in pontoon abi-on-pontoon; do
-    [[ -f $tmp/$s.lat && -n $best_lat && -n $best_bw ]] || continue
-    awk -v s="$s" -v l="$(median "$tmp/$s.lat")" -v bl="$best_lat" -v w="$(median "$tmp/$s.bw")" -v bw="$best_bw" \
-        'BEGIN { printf "%s / better MPI: latency %.2fx (target <= 0.85), bandwidth %.2fx (target >= 1.0)\n", s, l / bl, w / bw }'
+for system in pontoon abi-on-pontoon; do
+    printf '| %s / better MPI |' "$system"
+    for f in "${!figures[@]}"; do
+        mine=$(median "$tmp/$system.$f") a=$(median "$tmp/abi-on-mpich.$f") o=$(median "$tmp/openmpi.$f")
+        # Times: lower is better; bandwidths: higher is better.
+        awk -v m="$mine" -v a="$a" -v o="$o" -v t="${figures[$f]}" 'BEGIN {
+            if (m == "-" || (a == "-" && o == "-")) { printf " - |"; exit }
+            time = (t ~ /\(us\)/)
+            best = (a == "-") ? o : (o == "-") ? a : (time ? (a < o ? a : o) : (a > o ? a : o))
+            printf " %.2fx |", m / best }'
+    done
+    echo
 done
-echo "($RUNS runs, $ITERS iterations at 8 B; pinned one rank per CPU; MPICH and Open MPI on TCP)"
+echo
+echo "Targets (issue 4): 8 B one-way <= 0.85x the better MPI; 4 MiB bandwidth >= 1.0x."
