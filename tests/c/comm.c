@@ -158,6 +158,53 @@ int main(int argc, char **argv) {
     CHECK(strcmp(msg, "the widget broke") == 0);
     CHECK_OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last, &flag));
     CHECK(flag && *last >= my_code);
+    /* MPI-4.1 removal: the string, then the code, then the class. */
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    CHECK(MPI_Remove_error_class(my_class) != MPI_SUCCESS); /* it still has a code */
+    CHECK(MPI_Remove_error_code(my_code) != MPI_SUCCESS);   /* it still has a string */
+    CHECK_OK(MPI_Remove_error_string(my_code));
+    CHECK_OK(MPI_Error_string(my_code, msg, &len));
+    CHECK(strcmp(msg, "the widget broke") != 0);
+    CHECK_OK(MPI_Remove_error_code(my_code));
+    CHECK(MPI_Remove_error_code(my_code) != MPI_SUCCESS); /* gone */
+    CHECK_OK(MPI_Remove_error_class(my_class));
+    CHECK(MPI_Remove_error_class(MPI_ERR_ARG) != MPI_SUCCESS); /* predefined */
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+
+    /* MPI_Comm_create_from_group: no parent communicator. The even ranks make one while
+     * the odd ones go on to the next, over all ranks, with another string tag. */
+    MPI_Group world_group, even_group;
+    CHECK_OK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+    int even_ranks[64], n_even = 0;
+    for (int r = 0; r < p && n_even < 64; r += 2) even_ranks[n_even++] = r;
+    CHECK_OK(MPI_Group_incl(world_group, n_even, even_ranks, &even_group));
+    MPI_Comm from_group = MPI_COMM_NULL;
+    if (rank % 2 == 0) {
+        CHECK_OK(MPI_Comm_create_from_group(even_group, "pontoon.test.evens", MPI_INFO_NULL, MPI_ERRORS_RETURN,
+                                            &from_group));
+        int fr = -1, fs = -1, ones = 0, one = 1;
+        MPI_Comm_rank(from_group, &fr);
+        MPI_Comm_size(from_group, &fs);
+        CHECK(fr == rank / 2 && fs == n_even);
+        CHECK_OK(MPI_Allreduce(&one, &ones, 1, MPI_INT, MPI_SUM, from_group));
+        CHECK(ones == n_even);
+        MPI_Errhandler eh;
+        CHECK_OK(MPI_Comm_get_errhandler(from_group, &eh));
+        CHECK(eh == MPI_ERRORS_RETURN);
+        CHECK_OK(MPI_Comm_free(&from_group));
+    } else {
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        CHECK(MPI_Comm_create_from_group(even_group, "x", MPI_INFO_NULL, MPI_ERRHANDLER_NULL, &from_group) !=
+              MPI_SUCCESS); /* not a member */
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    }
+    CHECK_OK(MPI_Comm_create_from_group(world_group, "pontoon.test.world", MPI_INFO_NULL, MPI_ERRHANDLER_NULL,
+                                        &from_group));
+    CHECK_OK(MPI_Comm_compare(MPI_COMM_WORLD, from_group, &cmp));
+    CHECK(cmp == MPI_CONGRUENT);
+    CHECK_OK(MPI_Comm_free(&from_group));
+    CHECK_OK(MPI_Group_free(&even_group));
+    CHECK_OK(MPI_Group_free(&world_group));
 
     /* Many dup/free cycles do not run out of communicators. */
     for (int i = 0; i < 2000; i++) {

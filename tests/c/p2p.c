@@ -234,6 +234,52 @@ int main(int argc, char **argv) {
     CHECK(detached_at == battach && detached_size == bsize);
     free(battach);
 
+    /* MPI-4.1 buffers: a communicator's own buffer, flushes, MPI_BUFFER_AUTOMATIC. */
+    MPI_Comm bc;
+    CHECK_OK(MPI_Comm_dup(MPI_COMM_WORLD, &bc));
+    CHECK_OK(MPI_Comm_set_errhandler(bc, MPI_ERRORS_RETURN));
+    rc = MPI_Bsend(bv, 16, MPI_INT, next, 72, bc); /* nothing attached anywhere */
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER);
+    char *cbuf = malloc(bsize);
+    CHECK_OK(MPI_Comm_attach_buffer(bc, cbuf, bsize));
+    CHECK(MPI_Comm_attach_buffer(bc, cbuf, bsize) != MPI_SUCCESS); /* attached already */
+    for (int i = 0; i < 4; i++) CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 72, bc));
+    CHECK_OK(MPI_Comm_flush_buffer(bc));
+    MPI_Request flush;
+    CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 72, bc));
+    CHECK_OK(MPI_Comm_iflush_buffer(bc, &flush));
+    CHECK_OK(MPI_Wait(&flush, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(MPI_Recv(bgot, 16, MPI_INT, prev, 72, bc, &st));
+        CHECK(bgot[15] == prev + 15);
+    }
+    /* The communicator's buffer serves only it: MPI_COMM_WORLD still has none. */
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    rc = MPI_Bsend(bv, 16, MPI_INT, next, 73, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    CHECK_OK(MPI_Comm_detach_buffer(bc, &detached_at, &detached_size));
+    CHECK(detached_at == cbuf && detached_size == bsize);
+    free(cbuf);
+    CHECK_OK(MPI_Comm_attach_buffer(bc, MPI_BUFFER_AUTOMATIC, 0));
+    CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 74, bc));
+    CHECK_OK(MPI_Recv(bgot, 16, MPI_INT, prev, 74, bc, &st));
+    CHECK_OK(MPI_Comm_detach_buffer(bc, &detached_at, &detached_size));
+    CHECK(detached_at == MPI_BUFFER_AUTOMATIC);
+    CHECK_OK(MPI_Comm_free(&bc));
+    /* The process's buffer flushes the same ways. */
+    CHECK_OK(MPI_Buffer_attach(MPI_BUFFER_AUTOMATIC, 0));
+    CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 75, MPI_COMM_WORLD));
+    CHECK_OK(MPI_Buffer_iflush(&flush));
+    CHECK_OK(MPI_Wait(&flush, MPI_STATUS_IGNORE));
+    CHECK_OK(MPI_Bsend(bv, 16, MPI_INT, next, 75, MPI_COMM_WORLD));
+    CHECK_OK(MPI_Buffer_flush());
+    for (int i = 0; i < 2; i++) CHECK_OK(MPI_Recv(bgot, 16, MPI_INT, prev, 75, MPI_COMM_WORLD, &st));
+    CHECK_OK(MPI_Buffer_detach(&detached_at, &detached_size));
+    CHECK(detached_at == MPI_BUFFER_AUTOMATIC);
+
     /* Isendrecv and Isendrecv_replace: one request for both halves. */
     int ir_in = -1, ir_out = rank * 7, repl = rank * 9;
     MPI_Request ir;

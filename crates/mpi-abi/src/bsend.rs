@@ -1,46 +1,137 @@
-//! Buffered sends (MPI_Bsend, MPI_Ibsend) and the attached buffer. A buffered send
+//! Buffered sends (MPI_Bsend, MPI_Ibsend) and their buffers. A buffered send
 //! returns at once: its data is packed into memory of its own and the send runs on
-//! in the background. The attached buffer sets how much may be in flight (each message
-//! counts its size plus MPI_BSEND_OVERHEAD), as the standard defines; detaching waits
-//! for every buffered send to finish.
+//! in the background. The buffer attached to the communicator (MPI-4.1
+//! `MPI_Comm_attach_buffer`), or else the process's (`MPI_Buffer_attach`), sets how much
+//! may be in flight (each message counts its size plus MPI_BSEND_OVERHEAD), as the
+//! standard defines; `MPI_BUFFER_AUTOMATIC` sets no limit. Flushing waits for every
+//! buffered send of a buffer; detaching flushes, then gives the buffer back.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
-use pontoon::lent::Buffer;
+use pontoon::lent::{Buffer, Pending};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, Fail, Res};
+use crate::boundary::{count, fail, out, Res};
 use crate::mpi_fn;
 use crate::p2p::{data, empty_status, send_args, SendArgs};
-use crate::requests::{start, ReqEntry};
-use crate::state::mpi;
+use crate::requests::{start, wait_buffered, ReqEntry};
+use crate::state::{mpi, Mpi};
 
 /// Bytes each buffered message takes beyond its data (the constant of mpi.h).
 const BSEND_OVERHEAD: usize = 512;
 /// `MPI_BUFFER_AUTOMATIC`: no limit.
 const BUFFER_AUTOMATIC: usize = 2;
 
+/// Whose buffer: the process's, or a communicator's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    Process,
+    Comm(MPI_Comm),
+}
+
 #[derive(Default)]
 struct Attached {
     /// The program's buffer and its size; `None`: nothing attached.
     buffer: Option<(*mut c_void, usize)>,
     /// Sends in flight with the bytes each holds of the buffer.
-    in_flight: Vec<(pontoon::lent::Pending<'static>, usize)>,
+    in_flight: Vec<(Pending<'static>, usize)>,
 }
 
 thread_local! {
-    static ATTACHED: RefCell<Attached> = RefCell::new(Attached::default());
+    static BUFFERS: RefCell<HashMap<Owner, Attached>> = RefCell::new(HashMap::new());
+}
+
+fn with<R>(owner: Owner, f: impl FnOnce(&mut Attached) -> R) -> R {
+    BUFFERS.with(|b| f(b.borrow_mut().entry(owner).or_default()))
+}
+
+/// The buffer a buffered send on `comm` uses: its own if it has one attached.
+fn owner_for(comm: MPI_Comm) -> Owner {
+    let own = BUFFERS.with(|b| {
+        b.borrow()
+            .get(&Owner::Comm(comm))
+            .is_some_and(|a| a.buffer.is_some())
+    });
+    if own {
+        Owner::Comm(comm)
+    } else {
+        Owner::Process
+    }
 }
 
 /// Drops buffered sends that finished; returns the bytes still held.
-fn reap() -> usize {
-    ATTACHED.with(|a| {
-        let mut a = a.borrow_mut();
+fn reap(owner: Owner) -> usize {
+    with(owner, |a| {
         a.in_flight.retain_mut(|(p, _)| !p.is_done());
         a.in_flight.iter().map(|(_, n)| n).sum()
     })
+}
+
+fn attach(owner: Owner, buffer: *mut c_void, size: c_int) -> Res {
+    mpi()?;
+    let size = count(size as i64, "size")? as usize;
+    with(owner, |a| {
+        if a.buffer.is_some() {
+            return fail(MPI_ERR_BUFFER, "a buffer is attached already: detach it first");
+        }
+        a.buffer = Some((buffer, size));
+        Ok(())
+    })
+}
+
+/// The sends in flight of a buffer, taken out of its accounting.
+fn take_in_flight(owner: Owner) -> Vec<Pending<'static>> {
+    with(owner, |a| std::mem::take(&mut a.in_flight))
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Waits until every buffered send is out, then gives the buffer back.
+///
+/// # Safety
+/// `buffer_addr` (a `void **`, as the standard declares it `void *`) and `size` are null
+/// or point to writable memory of their types.
+unsafe fn detach(owner: Owner, buffer_addr: *mut c_void, size: *mut c_int) -> Res {
+    mpi()?;
+    // SAFETY: as documented.
+    let (addr, size) = unsafe {
+        (
+            out(buffer_addr as *mut *mut c_void, "buffer_addr")?,
+            out(size, "size")?,
+        )
+    };
+    let flushed = wait_buffered(take_in_flight(owner));
+    let Some((buf, n)) = with(owner, |a| a.buffer.take()) else {
+        return fail(MPI_ERR_BUFFER, "no buffer is attached");
+    };
+    BUFFERS.with(|b| b.borrow_mut().remove(&owner));
+    *addr = buf;
+    *size = n as c_int;
+    flushed
+}
+
+/// Starts a request that completes once the buffer's sends in flight now are out.
+///
+/// # Safety
+/// `request` is null or points to a writable request handle.
+unsafe fn iflush(m: &Mpi, owner: Owner, request: *mut MPI_Request) -> Res {
+    // SAFETY: as documented.
+    let request = unsafe { out(request, "request")? };
+    start(m, request, ReqEntry::Flush(take_in_flight(owner)))
+}
+
+/// A communicator is being freed: its buffer is detached without waiting; its buffered
+/// sends run on as freed requests do.
+pub fn forget_comm(m: &Mpi, comm: MPI_Comm) {
+    let sends = take_in_flight(Owner::Comm(comm));
+    BUFFERS.with(|b| b.borrow_mut().remove(&Owner::Comm(comm)));
+    if !sends.is_empty() {
+        m.detached.borrow_mut().push(ReqEntry::Flush(sends));
+    }
 }
 
 unsafe fn bsend(
@@ -64,9 +155,10 @@ unsafe fn bsend(
     // SAFETY: the caller's send buffer.
     let packed = unsafe { data(buf, n, &dt)? }.packed()?.into_owned();
     let need = packed.len() + BSEND_OVERHEAD;
-    let held = reap();
-    let limit = ATTACHED.with(|a| {
-        a.borrow().buffer.map(|(p, size)| {
+    let owner = owner_for(comm);
+    let held = reap(owner);
+    let limit = with(owner, |a| {
+        a.buffer.map(|(p, size)| {
             if p as usize == BUFFER_AUTOMATIC {
                 usize::MAX
             } else {
@@ -77,7 +169,7 @@ unsafe fn bsend(
     let Some(limit) = limit else {
         return fail(
             MPI_ERR_BUFFER,
-            "MPI_Bsend without an attached buffer: call MPI_Buffer_attach first",
+            "MPI_Bsend without an attached buffer: call MPI_Buffer_attach or MPI_Comm_attach_buffer first",
         );
     };
     if held.saturating_add(need) > limit {
@@ -91,7 +183,7 @@ unsafe fn bsend(
         );
     }
     let op = c.isend_lent(Buffer::owned(packed), dest, tag, false)?;
-    ATTACHED.with(|a| a.borrow_mut().in_flight.push((op, need)));
+    with(owner, |a| a.in_flight.push((op, need)));
     Ok(())
 }
 
@@ -124,36 +216,54 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) {
-        mpi()?;
-        let size = count(size as i64, "size")? as usize;
-        ATTACHED.with(|a| {
-            let mut a = a.borrow_mut();
-            if a.buffer.is_some() {
-                return fail(MPI_ERR_BUFFER, "a buffer is attached already: detach it first");
-            }
-            a.buffer = Some((buffer, size));
-            Ok(())
-        })
+        attach(Owner::Process, buffer, size)
     }
 }
 
 mpi_fn! {
-    /// Waits until every buffered send is out, then gives the buffer back.
     fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
+        detach(Owner::Process, buffer_addr, size)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_flush() {
         mpi()?;
-        let (addr, size) = (out(buffer_addr as *mut *mut c_void, "buffer_addr")?, out(size, "size")?);
-        let pending = ATTACHED.with(|a| std::mem::take(&mut a.borrow_mut().in_flight));
-        let mut first_error: Option<Fail> = None;
-        for (mut p, _) in pending {
-            if let Err(e) = p.wait() {
-                first_error.get_or_insert(e.into());
-            }
-        }
-        let Some((buf, n)) = ATTACHED.with(|a| a.borrow_mut().buffer.take()) else {
-            return fail(MPI_ERR_BUFFER, "no buffer is attached");
-        };
-        *addr = buf;
-        *size = n as c_int;
-        first_error.map_or(Ok(()), Err)
+        wait_buffered(take_in_flight(Owner::Process))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_iflush(request: *mut MPI_Request) {
+        iflush(mpi()?, Owner::Process, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_attach_buffer(comm: MPI_Comm, buffer: *mut c_void, size: c_int) on comm {
+        mpi()?.comm(comm)?;
+        attach(Owner::Comm(comm), buffer, size)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_detach_buffer(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut c_int) on comm {
+        mpi()?.comm(comm)?;
+        detach(Owner::Comm(comm), buffer_addr, size)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
+        mpi()?.comm(comm)?;
+        wait_buffered(take_in_flight(Owner::Comm(comm)))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let m = mpi()?;
+        m.comm(comm)?;
+        iflush(m, Owner::Comm(comm), request)
     }
 }

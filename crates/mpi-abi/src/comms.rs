@@ -166,6 +166,39 @@ mpi_fn! {
 }
 
 mpi_fn! {
+    /// MPI-4.0, without a parent: collective over `group`'s members, which must all call
+    /// it with the same `stringtag`. Every group is part of MPI_COMM_WORLD's here (pontoon
+    /// has no sessions), so the members agree on a context over it, with a tag derived
+    /// from `stringtag` that keeps concurrent creations apart.
+    fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) {
+        let m = mpi()?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let tag = crate::boundary::c_str(stringtag, "stringtag")?;
+        crate::info::accepted(m, info)?;
+        let errhandler = if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler };
+        crate::errors::errhandler_ok(m, errhandler)?;
+        let g = m.group(group)?;
+        if g.rank().is_none() {
+            return fail(MPI_ERR_GROUP, "MPI_Comm_create_from_group: this process is not a member of the group");
+        }
+        let made = m.comm(MPI_COMM_WORLD)?.create_group(&g, string_tag(tag))?;
+        *newcomm = match made {
+            Some(c) => m.add_comm(c, errhandler)?,
+            None => MPI_COMM_NULL,
+        };
+        Ok(())
+    }
+}
+
+/// A non-negative tag from a string tag, the same in every process (FNV-1a, 30 bits).
+fn string_tag(s: &str) -> i32 {
+    let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash & 0x3fff_ffff) as i32
+}
+
+mpi_fn! {
     fn MPI_Comm_free(comm: *mut MPI_Comm) {
         let m = mpi()?;
         let h = out(comm, "comm")?;
@@ -175,6 +208,7 @@ mpi_fn! {
         }
         // Delete callbacks run while the handle still names the communicator.
         let freed = c.free();
+        crate::bsend::forget_comm(m, *h);
         m.remove_comm(*h)?;
         *h = MPI_COMM_NULL;
         Ok(freed?)

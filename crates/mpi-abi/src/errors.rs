@@ -161,7 +161,7 @@ fn raise_code(comm: Handle, class: c_int, code: c_int, text: String) -> c_int {
     }
 }
 
-fn errhandler_ok(m: &crate::state::Mpi, h: Handle) -> Result<(), Fail> {
+pub fn errhandler_ok(m: &crate::state::Mpi, h: Handle) -> Result<(), Fail> {
     let predefined = matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN);
     if predefined || m.errhandlers.borrow().get(h).is_some() {
         Ok(())
@@ -320,5 +320,60 @@ mpi_fn! {
         }
         USER.with(|u| u.borrow_mut().strings.insert(errorcode, text.to_string()));
         Ok(())
+    }
+}
+
+mpi_fn! {
+    /// MPI-4.1: only a class the program added, once its codes and string are removed.
+    fn MPI_Remove_error_class(errorclass: c_int) {
+        mpi()?;
+        USER.with(|u| {
+            let mut u = u.borrow_mut();
+            let Some(at) = u.classes.iter().position(|c| *c == errorclass) else {
+                return fail(MPI_ERR_ARG, format!("{errorclass} is not an error class the program added"));
+            };
+            let codes = u.codes.iter().filter(|(_, class)| **class == errorclass).count();
+            if codes > 0 {
+                return fail(MPI_ERR_ARG, format!("error class {errorclass} still has {codes} codes: remove them first"));
+            }
+            if u.strings.contains_key(&errorclass) {
+                return fail(MPI_ERR_ARG, format!("error class {errorclass} still has a string: remove it first"));
+            }
+            u.classes.remove(at);
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// MPI-4.1: only a code the program added, once its string is removed.
+    fn MPI_Remove_error_code(errorcode: c_int) {
+        mpi()?;
+        USER.with(|u| {
+            let mut u = u.borrow_mut();
+            if !u.codes.contains_key(&errorcode) {
+                return fail(MPI_ERR_ARG, format!("{errorcode} is not an error code the program added"));
+            }
+            if u.strings.contains_key(&errorcode) {
+                return fail(MPI_ERR_ARG, format!("error code {errorcode} still has a string: remove it first"));
+            }
+            u.codes.remove(&errorcode);
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// MPI-4.1: the string of a class or code the program added.
+    fn MPI_Remove_error_string(errorcode: c_int) {
+        mpi()?;
+        USER.with(|u| {
+            let mut u = u.borrow_mut();
+            if !u.classes.contains(&errorcode) && !u.codes.contains_key(&errorcode) {
+                return fail(MPI_ERR_ARG, format!("{errorcode} is not an error class or code the program added"));
+            }
+            u.strings.remove(&errorcode);
+            Ok(())
+        })
     }
 }

@@ -32,6 +32,8 @@ pub enum ReqEntry {
         recv: Box<ReqEntry>,
         send: Box<ReqEntry>,
     },
+    /// MPI_Buffer_iflush / MPI_Comm_iflush_buffer: the buffered sends it waits for.
+    Flush(Vec<Pending<'static>>),
     /// MPI_Send_init / MPI_Recv_init: `restart` makes the operation MPI_Start runs;
     /// `active` is the one in flight.
     Persistent {
@@ -83,6 +85,7 @@ fn entry_ready(e: &mut ReqEntry) -> bool {
         ReqEntry::Coll { op, .. } => op.is_done(),
         ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
         ReqEntry::Pair { recv, send } => entry_ready(recv) && entry_ready(send),
+        ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done),
     }
 }
 
@@ -99,6 +102,7 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
             return (st, r.and(s));
         }
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
+        ReqEntry::Flush(sends) => return (empty_status(), wait_buffered(sends)),
         ReqEntry::Coll { mut op, comm, finish } => {
             let res = op
                 .wait()
@@ -158,6 +162,17 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
             (st, Err(f.on(comm)))
         }
     }
+}
+
+/// Waits for every buffered send of a list; the first failure is the result.
+pub fn wait_buffered(sends: Vec<Pending<'static>>) -> Res {
+    let mut first_error: Option<Fail> = None;
+    for mut p in sends {
+        if let Err(e) = p.wait() {
+            first_error.get_or_insert(e.into());
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Finishes requests freed while running, once they are done (a receive's data
@@ -466,7 +481,7 @@ mpi_fn! {
                 Ok(())
             }
             // A collective cannot be cancelled (the standard says it is erroneous).
-            Some(ReqEntry::Done(_) | ReqEntry::Coll { .. }) => Ok(()),
+            Some(ReqEntry::Done(_) | ReqEntry::Coll { .. } | ReqEntry::Flush(_)) => Ok(()),
             Some(ReqEntry::Pair { recv, .. }) => {
                 if let ReqEntry::P2p { op, .. } = recv.as_mut() {
                     op.cancel();
@@ -561,6 +576,7 @@ fn peek_status(e: &mut ReqEntry) -> Option<MPI_Status> {
         ReqEntry::Persistent { active: Some(a), .. } => peek_status(a),
         ReqEntry::Persistent { active: None, .. } => Some(empty_status()),
         ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
+        ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done).then(empty_status),
         ReqEntry::Pair { recv, send } => {
             if entry_ready(send) {
                 peek_status(recv)
