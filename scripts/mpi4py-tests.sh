@@ -4,6 +4,7 @@
 # of passed / failed / errors / skipped per module (docs/mpi4py.md holds the last one).
 #
 #   scripts/mpi4py-tests.sh [NP...]        (default: 1 2 4)
+#   MPI4PY_MODULES="test_comm test_p2p_obj" scripts/mpi4py-tests.sh 2   (some modules only)
 #
 # The build (once per set of exported functions: mpi4py's configure step records which
 # ones the library has):
@@ -43,7 +44,7 @@ fi
 
 # ---- run ---------------------------------------------------------------------------
 tests="$venv/src/mpi4py-$MPI4PY_VERSION/test"
-modules=$(cd "$tests" && ls test_*.py | sed 's/\.py$//')
+modules=${MPI4PY_MODULES:-$(cd "$tests" && ls test_*.py | sed 's/\.py$//')}
 log="$venv/logs"
 mkdir -p "$log"
 printf '| module |'; for np in "${nps[@]}"; do printf ' -n %s |' "$np"; done; printf '\n'

@@ -99,19 +99,15 @@ fn class_text(class: c_int) -> &'static str {
     }
 }
 
-/// The message of an error code: its own if it still has one, else its class's.
+/// The message of an error code: its own if it still has one, else its class's. A class
+/// or code the program added has only the string it set: "" until then, as the standard
+/// says of MPI_Add_error_string.
 pub fn text_of(code: c_int) -> String {
     if let Some(s) = USER.with(|u| u.borrow().strings.get(&code).cloned()) {
         return s;
     }
     let class = class_of(code);
-    if class != code {
-        if let Some(s) = USER.with(|u| u.borrow().strings.get(&class).cloned()) {
-            return s;
-        }
-    }
-    // A class or code of the program's without a string of its own has an empty one.
-    if class >= USER_CLASS_BASE {
+    if class >= USER_CLASS_BASE || (USER_CODE_BASE..DETAIL_BASE).contains(&code) {
         return String::new();
     }
     if code >= DETAIL_BASE {
@@ -264,6 +260,23 @@ mod tests {
             MPI_ERR_RANK,
             "an overwritten code keeps its class"
         );
+    }
+
+    #[test]
+    fn an_added_code_has_no_string_until_it_gets_one() {
+        let (class, code) = USER.with(|u| {
+            let mut u = u.borrow_mut();
+            u.classes.push(USER_CLASS_BASE);
+            u.codes.insert(USER_CODE_BASE, USER_CLASS_BASE);
+            u.codes.insert(USER_CODE_BASE + 1, MPI_ERR_OTHER);
+            u.strings.insert(USER_CLASS_BASE, "the class".into());
+            (USER_CLASS_BASE, USER_CODE_BASE)
+        });
+        assert_eq!(text_of(class), "the class");
+        assert_eq!(text_of(code), "", "not its class's string");
+        assert_eq!(text_of(code + 1), "", "not a predefined class's text either");
+        USER.with(|u| u.borrow_mut().strings.insert(code, "the code".into()));
+        assert_eq!(text_of(code), "the code");
     }
 }
 

@@ -29,6 +29,7 @@ mod p2p;
 mod persistent;
 mod requests;
 mod state;
+mod topo;
 mod typeinfo;
 mod types;
 mod vcolls;

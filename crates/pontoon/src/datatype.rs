@@ -447,7 +447,15 @@ impl Builder {
         }
         let d = &*t.0;
         let ext = d.ub - d.lb;
-        if self.blocks.len() as u64 + n.saturating_mul(d.blocks.len() as u64) > MAX_BLOCKS as u64 {
+        // A dense child (one run of bytes as long as its extent) repeats as one longer
+        // run: MPI_Type_contiguous(INT_MAX, MPI_BYTE) is one run, not 2^31.
+        let dense = matches!(d.blocks.as_slice(), [(_, len)] if *len as i64 == ext);
+        let runs = if dense {
+            1
+        } else {
+            n.saturating_mul(d.blocks.len() as u64)
+        };
+        if self.blocks.len() as u64 + runs > MAX_BLOCKS as u64 {
             return Err(Error::Arg(format!(
                 "datatype too fragmented: more than {MAX_BLOCKS} separate byte runs in one element"
             )));
@@ -461,9 +469,18 @@ impl Builder {
                 disp.max(last) + d.true_ub,
             );
         }
-        for i in 0..n as i64 {
-            for (bd, bl) in &d.blocks {
-                push_block(&mut self.blocks, disp + i * ext + bd, *bl);
+        if dense {
+            let len = n.checked_mul(ext as u64).ok_or_else(|| {
+                Error::Arg(format!(
+                    "{n} copies of a {ext}-byte type overflow the address space"
+                ))
+            })?;
+            push_block(&mut self.blocks, disp + d.blocks[0].0, len);
+        } else {
+            for i in 0..n as i64 {
+                for (bd, bl) in &d.blocks {
+                    push_block(&mut self.blocks, disp + i * ext + bd, *bl);
+                }
             }
         }
         for _ in 0..n.min(2) {
@@ -553,6 +570,17 @@ mod tests {
             v.pack(2, &src, 0, &mut [0; 24]).is_err(),
             "two vectors need 40 bytes"
         );
+    }
+
+    #[test]
+    fn copies_of_a_dense_type_are_one_run_however_many() {
+        let huge = Datatype::basic(Basic::U8).contiguous(i32::MAX as u64).unwrap();
+        assert_eq!(huge.size(), i32::MAX as u64);
+        assert!(huge.is_dense());
+        // Of a vector of it, each copy is one run.
+        let rows = huge.vector(3, 1, 2).unwrap();
+        assert_eq!(rows.size(), 3 * i32::MAX as u64);
+        assert!(!rows.is_dense());
     }
 
     #[test]
