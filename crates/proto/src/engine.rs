@@ -171,6 +171,21 @@ struct Peer {
     streams: VecDeque<Stream>,
 }
 
+impl Peer {
+    /// The envelope of the next message to this peer; takes its sequence number.
+    fn next_envelope(&mut self, me: Rank, ctx: u32, tag: i32, len: u64) -> Envelope {
+        let seq = self.next_send_seq;
+        self.next_send_seq = seq.wrapping_add(1);
+        Envelope {
+            ctx,
+            src: me,
+            tag,
+            seq,
+            msg_len: len,
+        }
+    }
+}
+
 /// The fragments of a rendezvous send not yet given to a lane. Lanes pull fragments
 /// as their queues drain ([`Endpoint::fill_lanes`]), so a transfer is split by the
 /// speed the lanes really have, and control frames never wait behind a long queue.
@@ -321,15 +336,7 @@ impl Endpoint {
             self.outputs.push_back(Output::SendDone { req, result });
             return;
         }
-        let seq = p.next_send_seq;
-        p.next_send_seq = p.next_send_seq.wrapping_add(1);
-        let env = Envelope {
-            ctx,
-            src: self.me,
-            tag,
-            seq,
-            msg_len: len,
-        };
+        let env = p.next_envelope(self.me, ctx, tag, len);
         if !sync && len <= u64::from(p.eager_limit) {
             let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
             self.emit(dest, DataRepr::Match { env }, payload, Some(req));
@@ -399,15 +406,7 @@ impl Endpoint {
         if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) {
             return None;
         }
-        let seq = p.next_send_seq;
-        p.next_send_seq = p.next_send_seq.wrapping_add(1);
-        let env = Envelope {
-            ctx,
-            src: self.me,
-            tag,
-            seq,
-            msg_len: len,
-        };
+        let env = p.next_envelope(self.me, ctx, tag, len);
         let lane = best_latency_lane(&p.lanes).unwrap_or(0);
         Some((lane, HeaderBytes::new(&DataRepr::Match { env })))
     }
