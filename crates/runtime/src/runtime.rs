@@ -529,14 +529,12 @@ impl Runtime {
         let spin_until = Instant::now() + self.cfg.spin;
         let mut idle = 0u32;
         loop {
-            if self.progress() {
-                if let Some(v) = done(self) {
-                    return v;
-                }
-                continue;
-            }
+            let progressed = self.progress();
             if let Some(v) = done(self) {
                 return v;
+            }
+            if progressed {
+                continue;
             }
             idle = idle.wrapping_add(1);
             if idle.is_multiple_of(CLOCK_EVERY) && Instant::now() >= spin_until {

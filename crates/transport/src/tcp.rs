@@ -174,6 +174,33 @@ impl<T> TcpLink<T> {
         }
     }
 
+    /// Writes a small frame at once when nothing is queued before it; otherwise, or for
+    /// what the socket did not take, queues it with the payload `keep` makes. Returns
+    /// whether the frame is completely written.
+    fn write_or_queue(
+        &mut self,
+        header: &HeaderBytes,
+        bytes: &[u8],
+        keep: impl FnOnce() -> Option<(Buffer, u64, u64)>,
+        token: u64,
+    ) -> Result<bool, LinkError> {
+        let mut written = 0;
+        if self.tx.is_empty() {
+            if let Some(n) = self.send_small_now(header.as_slice(), bytes)? {
+                if n == header.as_slice().len() + bytes.len() {
+                    return Ok(true);
+                }
+                written = n;
+            }
+        }
+        self.queue(TxFrame {
+            header: *header,
+            payload: keep(),
+            written,
+            token,
+        })
+    }
+
     /// Queues a frame of which `written` bytes are already on the socket, then writes
     /// on if it is the only one. Returns whether it is now completely written.
     fn queue(&mut self, frame: TxFrame) -> Result<bool, LinkError> {
@@ -309,42 +336,19 @@ impl<T> Link for TcpLink<T> {
         payload: Option<(&Buffer, u64, u64)>,
         token: u64,
     ) -> Result<bool, LinkError> {
-        let mut written = 0;
-        if self.tx.is_empty() {
-            let bytes = payload.map_or(&[][..], |(b, off, len)| b.slice(off, len));
-            if let Some(n) = self.send_small_now(header.as_slice(), bytes)? {
-                if n == header.as_slice().len() + bytes.len() {
-                    return Ok(true);
-                }
-                written = n;
-            }
-        }
-        self.queue(TxFrame {
-            header: *header,
-            payload: payload.map(|(b, off, len)| (b.clone(), off, len)),
-            written,
+        let bytes = payload.map_or(&[][..], |(b, off, len)| b.slice(off, len));
+        self.write_or_queue(
+            header,
+            bytes,
+            || payload.map(|(b, off, len)| (b.clone(), off, len)),
             token,
-        })
+        )
     }
 
     fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError> {
-        let mut written = 0;
-        if self.tx.is_empty() {
-            if let Some(n) = self.send_small_now(header.as_slice(), payload)? {
-                if n == header.as_slice().len() + payload.len() {
-                    return Ok(());
-                }
-                written = n;
-            }
-        }
         let len = payload.len() as u64;
-        self.queue(TxFrame {
-            header: *header,
-            payload: (len > 0).then(|| (Buffer::owned(payload.to_vec()), 0, len)),
-            written,
-            token: 0,
-        })
-        .map(|_| ())
+        let keep = || (len > 0).then(|| (Buffer::owned(payload.to_vec()), 0, len));
+        self.write_or_queue(header, payload, keep, 0).map(|_| ())
     }
 
     fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
