@@ -1,0 +1,196 @@
+//! Point-to-point calls of the runtime: posting sends and receives, completing them
+//! (test, wait, block_until) and probes. The event loop they drive is in `runtime.rs`.
+
+use std::time::{Duration, Instant};
+
+use proto::{Failure, Rank, ReqId};
+use transport::{Buffer, Link, LinkError};
+
+use super::{Completion, Error, Runtime};
+use crate::requests::Req;
+
+/// Largest message of [`Runtime::send_small_now`]: a copy this small costs less than the
+/// request it saves, should the socket not take it at once.
+const SMALL_SEND: usize = 192;
+
+impl Runtime {
+    pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
+        let len = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        self.ep.post_send(id, dest, ctx, tag, len, sync);
+        self.drive_outputs();
+        id
+    }
+
+    /// A blocking send of a small message written to the socket at once, without a
+    /// request, a buffer handle or the engine's output queue: the latency-critical path.
+    /// `None` when the message must take the general path ([`Runtime::isend`]).
+    pub fn send_small_now(
+        &mut self,
+        data: &[u8],
+        dest: Rank,
+        ctx: u32,
+        tag: i32,
+    ) -> Option<Result<(), Error>> {
+        if data.len() > SMALL_SEND {
+            return None;
+        }
+        let (lane, header) = self.ep.send_eager_now(dest, ctx, tag, data.len() as u64)?;
+        let result = match self.links[dest as usize].get_mut(lane) {
+            Some(link) => link.send_copy(&header, data),
+            None => Err(LinkError::Closed),
+        };
+        Some(result.map_err(|e| {
+            self.lane_down(dest, e);
+            let cause = self.ep.peer_failure(dest).unwrap_or("its connection failed");
+            Error::Failed(Failure::PeerFailed {
+                rank: dest,
+                cause: cause.to_string(),
+            })
+        }))
+    }
+
+    pub fn irecv(&mut self, buf: Buffer, src: i32, ctx: u32, tag: i32) -> ReqId {
+        let cap = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        self.ep.post_recv(id, src, ctx, tag, cap);
+        self.drive_outputs();
+        id
+    }
+
+    /// Takes the result of a finished request (its buffer is released).
+    pub fn test(&mut self, id: ReqId) -> Result<Option<(Completion, Buffer)>, Error> {
+        let r = self.reqs.get(id).ok_or(Error::BadRequest)?;
+        if r.result.is_none() {
+            self.progress();
+        }
+        if !self.is_done(id) {
+            return Ok(None);
+        }
+        Ok(Some(self.take_finished(id)))
+    }
+
+    /// Removes a request that `is_done` and returns its result and buffer.
+    fn take_finished(&mut self, id: ReqId) -> (Completion, Buffer) {
+        let r = self.reqs.remove(id).expect("a finished request is in the table");
+        let c = r
+            .result
+            .expect("a finished request has its result")
+            .map_err(Error::Failed);
+        (c, r.buf)
+    }
+
+    pub fn is_done(&self, id: ReqId) -> bool {
+        self.reqs.get(id).is_some_and(|r| r.result.is_some())
+    }
+
+    /// Blocks until one of `ids` finished; returns its index.
+    pub fn wait_any(&mut self, ids: &[ReqId]) -> Result<usize, Error> {
+        if ids.iter().any(|id| self.reqs.get(*id).is_none()) {
+            return Err(Error::BadRequest);
+        }
+        self.block_until(|rt| ids.iter().position(|id| rt.is_done(*id)));
+        Ok(ids
+            .iter()
+            .position(|id| self.is_done(*id))
+            .expect("block_until returned"))
+    }
+
+    pub fn wait(&mut self, id: ReqId) -> Result<(Completion, Buffer), Error> {
+        if self.reqs.get(id).is_none() {
+            return Err(Error::BadRequest);
+        }
+        self.block_until(|rt| rt.is_done(id).then_some(()));
+        Ok(self.take_finished(id))
+    }
+
+    /// Cancels a receive that has not matched yet.
+    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+        let hit = self.ep.cancel_recv(id);
+        if hit {
+            self.reqs.remove(id);
+        }
+        hit
+    }
+
+    /// Non-blocking probe: (source, tag, bytes) of a matching message that arrived.
+    pub fn iprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64)> {
+        self.progress();
+        self.ep.probe(src, ctx, tag)
+    }
+
+    pub fn probe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64), Error> {
+        self.block_until(|rt| {
+            if let Some(hit) = rt.ep.probe(src, ctx, tag) {
+                return Some(Ok(hit));
+            }
+            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
+            let rank = src as Rank;
+            Some(Err(Error::Failed(Failure::PeerFailed {
+                rank,
+                cause: cause.to_string(),
+            })))
+        })
+    }
+
+    /// Non-blocking matched probe (MPI_Improbe): (source, tag, bytes, message id) of a
+    /// message taken out of matching for [`Runtime::irecv_claimed`].
+    pub fn improbe(&mut self, src: i32, ctx: u32, tag: i32) -> Option<(Rank, i32, u64, u64)> {
+        self.progress();
+        self.ep.mprobe(src, ctx, tag)
+    }
+
+    /// Blocking matched probe (MPI_Mprobe).
+    pub fn mprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64, u64), Error> {
+        self.block_until(|rt| {
+            if rt.ep.probe(src, ctx, tag).is_some() {
+                return Some(Ok(()));
+            }
+            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
+            Some(Err(Error::Failed(Failure::PeerFailed {
+                rank: src as Rank,
+                cause: cause.to_string(),
+            })))
+        })?;
+        Ok(self.ep.mprobe(src, ctx, tag).expect("probed just now"))
+    }
+
+    /// Receives a message taken by a matched probe into `buf` (MPI_Imrecv).
+    pub fn irecv_claimed(&mut self, buf: Buffer, msg: u64) -> Result<ReqId, Error> {
+        let cap = buf.len() as u64;
+        let id = self.reqs.insert(Req { buf, result: None });
+        if !self.ep.post_recv_claimed(id, msg, cap) {
+            self.reqs.remove(id);
+            return Err(Error::BadRequest);
+        }
+        self.drive_outputs();
+        Ok(id)
+    }
+
+    /// Busy-polls, then sleeps, until `done` says so. The clock is read only every
+    /// `CLOCK_EVERY` idle passes: it costs as much as a third of an idle pass here, and
+    /// every nanosecond of the pass delays noticing a message that has just arrived.
+    fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
+        const CLOCK_EVERY: u32 = 64;
+        if let Some(v) = done(self) {
+            return v;
+        }
+        let spin_until = Instant::now() + self.cfg.spin;
+        let mut idle = 0u32;
+        loop {
+            let progressed = self.progress();
+            if let Some(v) = done(self) {
+                return v;
+            }
+            if progressed {
+                continue;
+            }
+            idle = idle.wrapping_add(1);
+            if idle.is_multiple_of(CLOCK_EVERY) && Instant::now() >= spin_until {
+                self.sleep(Duration::from_millis(50));
+            } else if self.yield_when_idle {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
