@@ -16,7 +16,7 @@ use crate::config::{Bind, Config, Yield};
 use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
 use crate::requests::Requests;
-use crate::waiter::Waiter;
+use crate::waiter::{ReadySet, Waiter};
 use crate::wireup::{Attempt, Incoming, Listeners, Outgoing, PathInfo, Progress, Timing};
 use net::EndpointCard;
 
@@ -138,6 +138,10 @@ pub struct Runtime {
     yielded_at: HashMap<Rank, Instant>,
     control: Option<ControlClient>,
     waiter: Waiter,
+    /// Which links have bytes to read, once there are several (see `progress`).
+    ready: ReadySet,
+    /// Links open, over all peers.
+    lanes_open: usize,
     yielded: usize,
     done_tokens: Vec<u64>,
     polls: u32,
@@ -249,7 +253,9 @@ impl Runtime {
         cards: HashMap<Rank, EndpointCard>,
     ) -> Result<Runtime, Error> {
         let size = id.size as usize;
-        let waiter = Waiter::new().map_err(|e| Error::Setup(format!("rank {}: epoll: {e}", id.rank)))?;
+        let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", id.rank));
+        let waiter = Waiter::new().map_err(epoll_error)?;
+        let ready = ReadySet::new().map_err(epoll_error)?;
         for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
             waiter.watch(s);
         }
@@ -277,6 +283,8 @@ impl Runtime {
             connect_deadline: HashMap::new(),
             connect_reports: HashMap::new(),
             waiter,
+            ready,
+            lanes_open: 0,
             yielded: 0,
             background: None,
             background_armed: false,
@@ -366,25 +374,23 @@ impl Runtime {
     /// One pass over everything; returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let mut any = self.drive_outputs();
+        // One link: `recv()` on it is the cheapest way to look. Several: one epoll_wait
+        // says which to read, instead of a `recv()` per link that mostly returns EAGAIN
+        // (with 7 peers, an idle pass was 7 system calls; ranks sharing CPUs spend
+        // their neighbours' time on them).
+        let read_all = self.lanes_open <= 1;
+        if !read_all {
+            let mut keys = [0u64; 64];
+            let n = self.ready.poll(&mut keys);
+            for &key in &keys[..n] {
+                any |= self.service_link((key >> 16) as usize, (key & 0xffff) as usize, true);
+            }
+        }
         for peer in 0..self.links.len() {
             let mut lane = 0;
             while lane < self.links[peer].len() {
-                let link = &mut self.links[peer][lane];
-                let mut sink = LinkSink {
-                    peer: peer as Rank,
-                    ep: &mut self.ep,
-                    reqs: &self.reqs,
-                };
-                let mut res = link.recv(&mut sink);
-                if res.is_ok() && link.tx_queued() > 0 {
-                    res = link.flush(&mut self.done_tokens).map(|_| true);
-                }
-                match res {
-                    Ok(p) => any |= p,
-                    Err(e) => {
-                        self.lane_down(peer as Rank, e);
-                        any = true;
-                    }
+                if read_all || self.links[peer][lane].tx_queued() > 0 {
+                    any |= self.service_link(peer, lane, read_all);
                 }
                 lane += 1;
             }
@@ -466,8 +472,42 @@ impl Runtime {
 
     /// A lane broke: TCP lanes lose what they had in flight, so the peer is lost with all
     /// its lanes (the engine fails its operations).
+    /// Reads a link (with `read`) and writes what it has queued. A failed link takes its
+    /// peer's lanes down. Returns whether anything happened.
+    #[inline]
+    fn service_link(&mut self, peer: usize, lane: usize, read: bool) -> bool {
+        let Some(link) = self.links.get_mut(peer).and_then(|l| l.get_mut(lane)) else {
+            return false; // closed since epoll reported it
+        };
+        let mut res = Ok(false);
+        if read {
+            let mut sink = LinkSink {
+                peer: peer as Rank,
+                ep: &mut self.ep,
+                reqs: &self.reqs,
+            };
+            res = link.recv(&mut sink);
+        }
+        if res.is_ok() && link.tx_queued() > 0 {
+            res = link.flush(&mut self.done_tokens).map(|_| true);
+        }
+        match res {
+            Ok(p) => p,
+            Err(e) => {
+                self.lane_down(peer as Rank, e);
+                true
+            }
+        }
+    }
+
+    /// Closes every lane to `peer`; frames queued on them are dropped.
+    fn drop_lanes(&mut self, peer: usize) {
+        self.lanes_open -= self.links[peer].len();
+        self.links[peer].clear();
+    }
+
     fn lane_down(&mut self, peer: Rank, e: LinkError) {
-        self.links[peer as usize].clear();
+        self.drop_lanes(peer as usize);
         let cause = match e {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
@@ -597,8 +637,11 @@ impl Runtime {
             }
         };
         self.waiter.watch(link.fd());
+        self.ready
+            .watch(link.fd(), (p as u64) << 16 | self.links[p].len() as u64);
         let caps = link.caps();
         self.links[p].push(link);
+        self.lanes_open += 1;
         self.paths.entry(peer).or_default().push(PathInfo {
             local,
             remote,
@@ -824,14 +867,14 @@ impl Runtime {
     }
 
     fn poll_control(&mut self) {
-        let Some(ctl) = self.control.as_mut() else { return };
         loop {
+            let Some(ctl) = self.control.as_mut() else { return };
             match ctl.poll_event() {
                 Ok(None) => return,
                 Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
                     if (rank as usize) < self.links.len() {
                         // Frames queued for the dead rank are dropped with its link.
-                        self.links[rank as usize].clear();
+                        self.drop_lanes(rank as usize);
                     }
                     self.ep.handle_peer_failed(rank, &cause);
                 }
@@ -877,6 +920,7 @@ impl Runtime {
                 .map_err(|e| Error::Setup(format!("finalize: {e}")))?;
         }
         self.links.iter_mut().for_each(Vec::clear);
+        self.lanes_open = 0;
         Ok(())
     }
 

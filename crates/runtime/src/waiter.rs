@@ -1,5 +1,6 @@
-//! Sleeping until any socket of the rank is ready: one epoll set, edge-triggered, so
-//! that registering a socket once is enough and a sleep costs one system call.
+//! The rank's epoll sets: [`Waiter`] sleeps until any socket is ready (edge-triggered,
+//! so registering a socket once is enough and a sleep costs one system call);
+//! [`ReadySet`] tells a progress pass which links have something to read.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -46,5 +47,52 @@ impl Waiter {
             rustix::buffer::spare_capacity(&mut self.events),
             Some(&ts),
         );
+    }
+}
+
+/// The links with bytes to read, found with one `epoll_wait` that does not block:
+/// with many peers, a pass that tried `recv()` on every socket would spend most of
+/// its time in calls that return EAGAIN (level-triggered, so a link read only in part
+/// is reported again).
+pub struct ReadySet {
+    epoll: OwnedFd,
+    events: Vec<Event>,
+}
+
+impl ReadySet {
+    pub fn new() -> io::Result<ReadySet> {
+        Ok(ReadySet {
+            epoll: epoll::create(CreateFlags::CLOEXEC)?,
+            events: Vec::with_capacity(64),
+        })
+    }
+
+    /// Reports `fd` under `key` while it has bytes to read or was closed. A closed fd
+    /// leaves the set by itself.
+    pub fn watch(&self, fd: impl AsFd, key: u64) {
+        let flags = EventFlags::IN | EventFlags::RDHUP;
+        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(key), flags) {
+            // Without it, the link is read only when the caller polls every link.
+            tracing::warn!("cannot watch a link with epoll: {e}");
+        }
+    }
+
+    /// Puts the keys of the sockets readable now into `keys` (as many as fit; the rest
+    /// come next time); returns how many.
+    pub fn poll(&mut self, keys: &mut [u64]) -> usize {
+        self.events.clear();
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let _ = epoll::wait(
+            &self.epoll,
+            rustix::buffer::spare_capacity(&mut self.events),
+            Some(&zero),
+        );
+        for (k, e) in keys.iter_mut().zip(&self.events) {
+            *k = e.data.u64();
+        }
+        self.events.len().min(keys.len())
     }
 }
