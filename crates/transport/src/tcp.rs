@@ -283,9 +283,20 @@ impl<T> TcpLink<T> {
             self.rx_end -= self.rx_start;
             self.rx_start = 0;
         }
-        match read_some(&self.sock, &mut self.rx_buf[self.rx_end..])? {
+        // The tail of a large payload: read it and at most the next header, not a
+        // staging buffer's worth of the next fragment's payload, which would then be
+        // copied instead of read straight into place.
+        let want = match self.rx {
+            RxState::Payload { placed, total, .. } if total >= DIRECT_READ => {
+                (total - placed) as usize + MAX_HEADER_LEN
+            }
+            _ => usize::MAX,
+        };
+        let room = &mut self.rx_buf[self.rx_end..];
+        let room_len = room.len().min(want);
+        match read_some(&self.sock, &mut room[..room_len])? {
             Some(n) => {
-                self.drained = self.rx_end + n < self.rx_buf.len();
+                self.drained = n < room_len;
                 self.rx_end += n;
                 Ok(true)
             }
