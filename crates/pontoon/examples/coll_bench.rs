@@ -7,7 +7,7 @@
 use pontoon::{Comm, Error, Op};
 
 fn run(u: &pontoon::Universe, w: &Comm, allreduce: bool, bytes: usize, iters: usize) -> Result<f64, Error> {
-    let warmup = iters / 10 + 1;
+    let warmup = iters / 5 + 1;
     let a = vec![1.0f64; bytes / 8];
     let mut b = vec![0.0f64; bytes / 8];
     let mut raw = vec![1u8; bytes];
@@ -36,13 +36,12 @@ fn main() -> Result<(), Error> {
     let iters: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(1000);
     for (name, allreduce) in [("allreduce", true), ("bcast", false)] {
         for bytes in [8usize, 65536, 4194304] {
-            let n = if bytes >= 4194304 {
-                iters / 100 + 5
-            } else if bytes >= 65536 {
-                iters / 10 + 5
+            // osu_allreduce / osu_bcast: a tenth of the iterations for large messages.
+            let n = if bytes >= 65536 {
+                (iters / 10).max(10)
             } else {
                 iters
             };

@@ -88,8 +88,8 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_COLL_BCAST_LONG",
-        default: "12288",
-        meaning: "bcast of this many bytes or more (with 8 ranks or more) scatters the data down a binomial \
+        default: "524288",
+        meaning: "bcast of this many bytes or more (with 3 ranks or more) scatters the data down a binomial \
                   tree, then runs a ring allgather; below, the whole message goes down the tree",
     },
     Param {

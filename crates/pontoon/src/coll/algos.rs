@@ -13,7 +13,7 @@ use super::schedule::{region, BufId, Region, Schedule, OUTPUT};
 /// Algorithm switch points, in bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct Tuning {
-    /// bcast: binomial tree below, scatter + ring allgather from here (with ≥ 8 ranks).
+    /// bcast: binomial tree below, scatter + ring allgather from here (with ≥ 3 ranks).
     pub bcast_long: usize,
     /// allreduce: recursive doubling below, Rabenseifner from here.
     pub allreduce_long: usize,
@@ -23,9 +23,6 @@ pub struct Tuning {
     pub alltoall_long: usize,
     /// gather/scatter: binomial tree below this per-rank size, direct from here.
     pub gather_long: usize,
-    /// Segment of a long bcast down a binomial tree (fewer than 8 ranks): a rank
-    /// forwards one segment while it receives the next.
-    pub bcast_segment: usize,
 }
 
 impl Tuning {
@@ -37,7 +34,6 @@ impl Tuning {
             allgather_long: c.coll_allgather_long,
             alltoall_long: c.coll_alltoall_long,
             gather_long: c.coll_gather_long,
-            bcast_segment: 128 * 1024,
         }
     }
 }
@@ -104,9 +100,9 @@ pub fn barrier(sh: Shape) -> Schedule {
     s
 }
 
-/// Binomial-tree bcast in segments of `seg` bytes, pipelined: in step k a rank
-/// receives segment k from its parent and sends segment k - 1 to its children.
-fn binomial_bcast(s: &mut Schedule, sh: Shape, root: u32, buf: BufId, n: usize, seg: usize) {
+/// Binomial-tree bcast: a rank receives the whole message from its parent, then
+/// sends it to each of its children.
+fn binomial_bcast(s: &mut Schedule, sh: Shape, root: u32, buf: BufId, n: usize) {
     let p = sh.size;
     let vr = sh.rel(root);
     let mut parent = None;
@@ -126,20 +122,12 @@ fn binomial_bcast(s: &mut Schedule, sh: Shape, root: u32, buf: BufId, n: usize, 
         }
         mask >>= 1;
     }
-    let segs = n.div_ceil(seg).max(1);
-    let piece = |k: usize| region(buf, k * seg, seg.min(n - (k * seg).min(n)));
-    // The root has every segment from the start.
-    let lag = usize::from(parent.is_some());
-    for k in 0..segs + lag {
-        if let (Some(from), true) = (parent, k < segs) {
-            s.recv(from, piece(k));
-        }
-        if k >= lag {
-            for c in &children {
-                s.send(*c, piece(k - lag));
-            }
-        }
+    if let Some(from) = parent {
+        s.recv(from, region(buf, 0, n));
         s.sync();
+    }
+    for c in children {
+        s.send(c, region(buf, 0, n));
     }
 }
 
@@ -148,15 +136,12 @@ pub fn bcast(sh: Shape, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule
     let mut s = Schedule::default();
     let p = sh.size;
     let vr = sh.rel(root);
-    if n < t.bcast_long || p < 8 {
-        // Segments pay off only where a rank forwards (more than 2 ranks): each is a
-        // step of its own.
-        let seg = if n < t.bcast_long || p <= 2 {
-            n.max(1)
-        } else {
-            t.bcast_segment
-        };
-        binomial_bcast(&mut s, sh, root, buf, n, seg);
+    // Scatter + allgather sends every byte twice but spends the bandwidth of every
+    // rank: it wins once the time to move the message dominates the per-message
+    // latency of its 2 + p - 1 steps (from about 512 KiB on TCP, by measurement;
+    // MPICH switches there too); with 2 ranks it never does.
+    if n < t.bcast_long || p < 3 {
+        binomial_bcast(&mut s, sh, root, buf, n);
         return s;
     }
     // Scatter chunk i to relative rank i down a binomial tree, then a ring allgather.
@@ -262,11 +247,18 @@ pub fn allreduce(
     let mut s = Schedule::default();
     let p = sh.size;
     let acc = region(dst, 0, n);
-    s.copy(region(src, 0, n), acc);
     let tmp = s.temp(n);
     let pof2 = pof2_below(p);
     let rem = p - pof2;
     let r = sh.rank;
+    let count = n / elem.max(1);
+    let long = n >= t.allreduce_long && commutative && count >= pof2 as usize && pof2 > 1;
+    // Rabenseifner's first exchange can read the input where it is and receive into
+    // the output: no copy of the whole vector, for the ranks that do not fold.
+    let first_from = (long && src != dst && r >= 2 * rem).then_some(src);
+    if first_from.is_none() {
+        s.copy(region(src, 0, n), acc);
+    }
     // Fold: of each pair (2i, 2i+1) below 2 * rem, the odd rank goes on with both.
     let newrank = if r < 2 * rem {
         if r.is_multiple_of(2) {
@@ -282,10 +274,9 @@ pub fn allreduce(
         Some(r - rem)
     };
     let real = |nr: u32| if nr < rem { nr * 2 + 1 } else { nr + rem };
-    let count = n / elem.max(1);
     if let Some(nr) = newrank {
-        if n >= t.allreduce_long && commutative && count >= pof2 as usize {
-            rabenseifner(&mut s, nr, pof2, real, acc, tmp, count, elem);
+        if long {
+            rabenseifner(&mut s, nr, pof2, real, acc, first_from, tmp, count, elem);
         } else {
             let mut mask = 1;
             while mask < pof2 {
@@ -313,7 +304,9 @@ pub fn allreduce(
 }
 
 /// Reduce-scatter by recursive halving, then allgather by recursive doubling,
-/// among `pof2` ranks; `real` maps their numbering to communicator ranks.
+/// among `pof2` ranks; `real` maps their numbering to communicator ranks. With
+/// `first_from`, `acc` does not hold this rank's data yet: the first exchange
+/// reads it from there (the operation is commutative).
 #[allow(clippy::too_many_arguments)]
 fn rabenseifner(
     s: &mut Schedule,
@@ -321,6 +314,7 @@ fn rabenseifner(
     pof2: u32,
     real: impl Fn(u32) -> u32,
     acc: Region,
+    first_from: Option<BufId>,
     tmp: BufId,
     count: usize,
     elem: usize,
@@ -345,9 +339,18 @@ fn rabenseifner(
         } else {
             ((mid, hi), (lo, mid))
         };
-        s.send(partner, blocks(acc.buf, give));
-        s.recv(partner, blocks(tmp, keep));
-        s.reduce(blocks(tmp, keep), blocks(acc.buf, keep));
+        match first_from {
+            Some(src) if mask == 1 => {
+                s.send(partner, blocks(src, give));
+                s.recv(partner, blocks(acc.buf, keep));
+                s.reduce(blocks(src, keep), blocks(acc.buf, keep));
+            }
+            _ => {
+                s.send(partner, blocks(acc.buf, give));
+                s.recv(partner, blocks(tmp, keep));
+                s.reduce(blocks(tmp, keep), blocks(acc.buf, keep));
+            }
+        }
         levels.push((partner, keep, give));
         (lo, hi) = keep;
         mask <<= 1;
