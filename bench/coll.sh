@@ -10,14 +10,14 @@
 # Runs alternate between the three; prints medians (min-max) of RUNS runs in microseconds and
 # pontoon / the better MPI.
 #
-#   bench/coll.sh            (RUNS=3 ITERS=200 NPS="4 8" MPICH_TIMEOUT=60 by default)
+#   bench/coll.sh            (RUNS=3 ITERS=1000 NPS="4 8" MPICH_TIMEOUT=240 by default)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 
 RUNS=${RUNS:-3}
-ITERS=${ITERS:-200}
+ITERS=${ITERS:-1000}
 NPS=${NPS:-4 8}
 pontoon=target/release/pontoon
 need "$pontoon" target/release/examples/coll_bench bench/build/coll-mpich bench/build/coll-openmpi
@@ -31,7 +31,7 @@ record() { # IMPL NP < "op size usec" lines
 
 for i in $(seq "$RUNS"); do
     for np in $NPS; do
-        { UCX_TLS=tcp,self timeout "${MPICH_TIMEOUT:-60}" mpiexec.mpich -n "$np" bench/build/coll-mpich "$ITERS" 2>/dev/null || true; } |
+        { UCX_TLS=tcp,self timeout "${MPICH_TIMEOUT:-240}" mpiexec.mpich -n "$np" bench/build/coll-mpich "$ITERS" 2>/dev/null || true; } |
             grep -E '^[a-z]+ [0-9]+ [0-9.]+$' | record mpich "$np"
         mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -n "$np" \
             --mca pml ob1 --mca btl tcp,self bench/build/coll-openmpi "$ITERS" | record openmpi "$np"

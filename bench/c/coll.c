@@ -3,14 +3,15 @@
  * timed iterations separated by nothing; each rank's average per call, and the slowest rank's
  * average is printed (rank 0), one line per operation and size:
  *     allreduce 8 12.34
- * Usage: coll [ITERS]  (iterations at 8 B; fewer for larger sizes). */
+ * Usage: coll [ITERS]  (iterations at 8 B, 1000 by default; a tenth of them, at least 10, for
+ * 64 KiB and 4 MiB, with a fifth as warm-up, as osu_allreduce and osu_bcast do). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static double run(int op, size_t bytes, int iters, void *a, void *b) {
-    int warmup = iters / 10 + 1;
+    int warmup = iters / 5 + 1;
     double t0 = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < warmup + iters; i++) {
@@ -32,7 +33,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int iters = argc > 1 ? atoi(argv[1]) : 2000;
+    int iters = argc > 1 ? atoi(argv[1]) : 1000;
     const size_t sizes[] = {8, 65536, 4194304};
     const char *names[] = {"allreduce", "bcast"};
     void *a = malloc(4194304), *b = malloc(4194304);
@@ -40,7 +41,7 @@ int main(int argc, char **argv) {
     memset(b, 0, 4194304);
     for (int op = 0; op < 2; op++) {
         for (int s = 0; s < 3; s++) {
-            int n = sizes[s] >= 4194304 ? iters / 100 + 5 : sizes[s] >= 65536 ? iters / 10 + 5 : iters;
+            int n = sizes[s] >= 65536 ? (iters / 10 > 10 ? iters / 10 : 10) : iters;
             double us = run(op, sizes[s], n, a, b);
             if (rank == 0)
                 printf("%s %zu %.2f\n", names[op], sizes[s], us);
