@@ -94,7 +94,7 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_COLL_ALLREDUCE_LONG",
-        default: "262144",
+        default: "65536",
         meaning: "allreduce of this many bytes or more with a commutative operation uses Rabenseifner's \
                   reduce-scatter + allgather; below, recursive doubling",
     },
