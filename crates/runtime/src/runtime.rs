@@ -470,8 +470,6 @@ impl Runtime {
         }
     }
 
-    /// A lane broke: TCP lanes lose what they had in flight, so the peer is lost with all
-    /// its lanes (the engine fails its operations).
     /// Reads a link (with `read`) and writes what it has queued. A failed link takes its
     /// peer's lanes down. Returns whether anything happened.
     #[inline]
@@ -506,6 +504,8 @@ impl Runtime {
         self.links[peer].clear();
     }
 
+    /// A lane broke: TCP lanes lose what they had in flight, so the peer is lost with all
+    /// its lanes (the engine fails its operations).
     fn lane_down(&mut self, peer: Rank, e: LinkError) {
         self.drop_lanes(peer as usize);
         let cause = match e {
