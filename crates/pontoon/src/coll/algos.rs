@@ -138,8 +138,9 @@ pub fn bcast(sh: Shape, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule
     let vr = sh.rel(root);
     // Scatter + allgather sends every byte twice but spends the bandwidth of every
     // rank: it wins once the time to move the message dominates the per-message
-    // latency of its 2 + p - 1 steps (from about 512 KiB on TCP, by measurement;
-    // MPICH switches there too); with 2 ranks it never does.
+    // latency of its log p + p - 1 steps. On TCP that is somewhere between 64 KiB
+    // (measured: faster down the tree) and 4 MiB (measured: faster scattered); the
+    // switch sits at 512 KiB, where MPICH's is. With 2 ranks it never wins.
     if n < t.bcast_long || p < 3 {
         binomial_bcast(&mut s, sh, root, buf, n);
         return s;
