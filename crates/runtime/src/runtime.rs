@@ -629,7 +629,10 @@ impl Runtime {
         let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) else {
             return;
         };
-        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)) {
+        let key = (p as u64) << 16 | self.links[p].len() as u64;
+        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit))
+            .and_then(|link| self.ready.watch(link.fd(), key).map(|()| link))
+        {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
@@ -637,8 +640,6 @@ impl Runtime {
             }
         };
         self.waiter.watch(link.fd());
-        self.ready
-            .watch(link.fd(), (p as u64) << 16 | self.links[p].len() as u64);
         let caps = link.caps();
         self.links[p].push(link);
         self.lanes_open += 1;

@@ -37,17 +37,18 @@ impl Waiter {
 
     /// Sleeps until a watched socket changed state or `max` passed.
     pub fn wait(&mut self, max: Duration) {
-        let ts = rustix::time::Timespec {
-            tv_sec: max.as_secs() as i64,
-            tv_nsec: max.subsec_nanos() as i64,
-        };
-        self.events.clear();
-        let _ = epoll::wait(
-            &self.epoll,
-            rustix::buffer::spare_capacity(&mut self.events),
-            Some(&ts),
-        );
+        wait_events(&self.epoll, &mut self.events, max);
     }
+}
+
+/// One `epoll_wait` of at most `max` into `events` (cleared first).
+fn wait_events(epoll: &OwnedFd, events: &mut Vec<Event>, max: Duration) {
+    let ts = rustix::time::Timespec {
+        tv_sec: max.as_secs() as i64,
+        tv_nsec: max.subsec_nanos() as i64,
+    };
+    events.clear();
+    let _ = epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&ts));
 }
 
 /// The links with bytes to read, found with one `epoll_wait` that does not block:
@@ -68,28 +69,17 @@ impl ReadySet {
     }
 
     /// Reports `fd` under `key` while it has bytes to read or was closed. A closed fd
-    /// leaves the set by itself.
-    pub fn watch(&self, fd: impl AsFd, key: u64) {
+    /// leaves the set by itself. A link that could not be added would never be read
+    /// once there are several: the caller must not use it.
+    pub fn watch(&self, fd: impl AsFd, key: u64) -> io::Result<()> {
         let flags = EventFlags::IN | EventFlags::RDHUP;
-        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(key), flags) {
-            // Without it, the link is read only when the caller polls every link.
-            tracing::warn!("cannot watch a link with epoll: {e}");
-        }
+        Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
     }
 
     /// Puts the keys of the sockets readable now into `keys` (as many as fit; the rest
     /// come next time); returns how many.
     pub fn poll(&mut self, keys: &mut [u64]) -> usize {
-        self.events.clear();
-        let zero = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        let _ = epoll::wait(
-            &self.epoll,
-            rustix::buffer::spare_capacity(&mut self.events),
-            Some(&zero),
-        );
+        wait_events(&self.epoll, &mut self.events, Duration::ZERO);
         for (k, e) in keys.iter_mut().zip(&self.events) {
             *k = e.data.u64();
         }
