@@ -58,6 +58,32 @@ fn pingpong_prints_the_table() {
     }
 }
 
+/// With no spin budget every wait sleeps in epoll. A rank's only link joins the epoll
+/// set just for its sleeps (a registered socket slows every message): a message must
+/// still wake it, or a good part of these 55,000 round trips wait out a sleep of up to
+/// 50 ms and the job hits its timeout (it does without the registration; it takes
+/// half a second with it).
+#[test]
+fn a_rank_sleeping_on_its_only_link_wakes_for_each_message() {
+    let out = Command::new(pontoon())
+        .args(["run", "-n", "2", "--timeout", "60", "-x", "PONTOON_SPIN_US"])
+        .env("PONTOON_SPIN_US", "0")
+        .arg(example("pingpong"))
+        .args(["--max", "8", "--iters", "10000"])
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().next() == Some("8")),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_killed_rank_ends_the_job_and_a_receive_from_it_fails() {
     let (out, took) = run(&["-n", "3", "--timeout", "60"], "peer_dies", &[]);

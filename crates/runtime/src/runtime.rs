@@ -72,6 +72,14 @@ pub enum Error {
 /// Completion of a request.
 pub type Completion = Result<Status, Error>;
 
+/// A link's name in the ready set, and back.
+fn link_key(peer: usize, lane: usize) -> u64 {
+    (peer as u64) << 16 | lane as u64
+}
+fn peer_lane(key: u64) -> (usize, usize) {
+    ((key >> 16) as usize, (key & 0xffff) as usize)
+}
+
 fn nonce() -> [u8; 16] {
     let mut n = [0u8; 16];
     getrandom::fill(&mut n).expect("the OS provides randomness");
@@ -140,6 +148,8 @@ pub struct Runtime {
     waiter: Waiter,
     /// Which links have bytes to read, once there are several (see `progress`).
     ready: ReadySet,
+    /// Whether every link is in `ready`: from the second link on (see `waiter.rs`).
+    links_watched: bool,
     /// Links open, over all peers.
     lanes_open: usize,
     yielded: usize,
@@ -255,7 +265,7 @@ impl Runtime {
         let size = id.size as usize;
         let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", id.rank));
         let waiter = Waiter::new().map_err(epoll_error)?;
-        let ready = ReadySet::new().map_err(epoll_error)?;
+        let ready = ReadySet::new(&waiter).map_err(epoll_error)?;
         for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
             waiter.watch(s);
         }
@@ -284,6 +294,7 @@ impl Runtime {
             connect_reports: HashMap::new(),
             waiter,
             ready,
+            links_watched: false,
             lanes_open: 0,
             yielded: 0,
             background: None,
@@ -378,12 +389,18 @@ impl Runtime {
         // says which to read, instead of a `recv()` per link that mostly returns EAGAIN
         // (with 7 peers, an idle pass was 7 system calls; ranks sharing CPUs spend
         // their neighbours' time on them).
-        let read_all = self.lanes_open <= 1;
+        let read_all = !self.links_watched;
+        let mut rarely_busy_ready = false;
         if !read_all {
             let mut keys = [0u64; 64];
             let n = self.ready.poll(&mut keys);
             for &key in &keys[..n] {
-                any |= self.service_link((key >> 16) as usize, (key & 0xffff) as usize, true);
+                if key == ReadySet::WAITER {
+                    rarely_busy_ready = true;
+                } else {
+                    let (peer, lane) = peer_lane(key);
+                    any |= self.service_link(peer, lane, true);
+                }
             }
         }
         for peer in 0..self.links.len() {
@@ -405,7 +422,12 @@ impl Runtime {
         self.polls = self.polls.wrapping_add(1);
         // Wire-up and the coordinator are rarely busy: look at them every 1024th pass
         // (well under a millisecond), or every pass while a connection is being set up.
-        if self.polls.is_multiple_of(1024) || !self.outgoing.is_empty() || !self.incoming.is_empty() {
+        if rarely_busy_ready
+            || self.polls.is_multiple_of(1024)
+            || !self.outgoing.is_empty()
+            || !self.incoming.is_empty()
+        {
+            self.waiter.drain();
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
@@ -629,20 +651,33 @@ impl Runtime {
         let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) else {
             return;
         };
-        let key = (p as u64) << 16 | self.links[p].len() as u64;
-        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit))
-            .and_then(|link| self.ready.watch(link.fd(), key).map(|()| link))
-        {
+        // An accepted socket was watched for its handshake; as a link it is read by
+        // polling or through the ready set.
+        self.waiter.unwatch(&sock);
+        let key = link_key(p, self.links[p].len());
+        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)).and_then(|link| {
+            if self.links_watched {
+                self.ready.watch(link.fd(), key, false)?;
+            }
+            Ok(link)
+        }) {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
                 return;
             }
         };
-        self.waiter.watch(link.fd());
         let caps = link.caps();
         self.links[p].push(link);
         self.lanes_open += 1;
+        if self.lanes_open == 2 && !self.links_watched {
+            match self.watch_links() {
+                Ok(()) => self.links_watched = true,
+                Err(e) => {
+                    tracing::warn!("cannot watch links with epoll ({e}); every progress pass reads all")
+                }
+            }
+        }
         self.paths.entry(peer).or_default().push(PathInfo {
             local,
             remote,
@@ -900,8 +935,61 @@ impl Runtime {
         } else {
             Duration::from_millis(1)
         };
-        self.waiter.wait(max);
+        // A link blocked on a full send buffer wakes the rank when there is room again.
+        let blocked: Vec<u64> = self
+            .link_keys()
+            .filter(|&k| self.link(k).tx_queued() > 0)
+            .collect();
+        let temporary = !self.links_watched;
+        let watched = if temporary {
+            self.watch_links()
+        } else {
+            blocked
+                .iter()
+                .try_for_each(|&k| self.ready.set_writable(self.link(k).fd(), k, true))
+        };
+        // Without every link in the set, sleep briefly: a message would not wake us.
+        let max = if watched.is_ok() {
+            max
+        } else {
+            max.min(Duration::from_millis(1))
+        };
+        self.ready.wait(max, &mut [0; 1]);
+        if temporary {
+            self.link_keys()
+                .for_each(|k| self.ready.unwatch(self.link(k).fd()));
+        } else {
+            for &k in &blocked {
+                let _ = self.ready.set_writable(self.link(k).fd(), k, false);
+            }
+        }
         self.polls = 1023; // look at wire-up and the coordinator on the next pass
+    }
+
+    /// Adds every link to the ready set (all or none; blocked ones also for writing).
+    fn watch_links(&self) -> std::io::Result<()> {
+        let keys: Vec<u64> = self.link_keys().collect();
+        for (i, &k) in keys.iter().enumerate() {
+            let link = self.link(k);
+            if let Err(e) = self.ready.watch(link.fd(), k, link.tx_queued() > 0) {
+                keys[..i]
+                    .iter()
+                    .for_each(|&k| self.ready.unwatch(self.link(k).fd()));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn link_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        let lanes =
+            |(p, l): (usize, &Vec<TcpLink<PayloadToken>>)| (0..l.len()).map(move |lane| link_key(p, lane));
+        self.links.iter().enumerate().flat_map(lanes)
+    }
+
+    fn link(&self, key: u64) -> &TcpLink<PayloadToken> {
+        let (peer, lane) = peer_lane(key);
+        &self.links[peer][lane]
     }
 
     // ---- end of job --------------------------------------------------------------

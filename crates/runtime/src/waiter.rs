@@ -1,6 +1,12 @@
-//! The rank's epoll sets: [`Waiter`] sleeps until any socket is ready (edge-triggered,
-//! so registering a socket once is enough and a sleep costs one system call);
-//! [`ReadySet`] tells a progress pass which links have something to read.
+//! The rank's epoll sets. [`ReadySet`] holds the links (level-triggered) and is where a
+//! rank sleeps; [`Waiter`] holds the sockets that are rarely busy (listeners, the
+//! coordinator, handshakes; edge-triggered) and sits inside the ready set as one entry.
+//!
+//! A socket in an epoll set costs every message sent to it: the sender's system call
+//! runs the set's wake-up callback under the socket's wait-queue lock (on loopback,
+//! ~0.1 µs per set and message, measured with `bench/sock/sockpp`). So a link is in one
+//! set at most, and in none while it is the rank's only link and the rank busy-polls:
+//! then it joins the ready set only for the length of a sleep.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -21,23 +27,25 @@ impl Waiter {
         })
     }
 
-    /// Wakes `wait` when `fd` becomes readable or writable or closes. A closed fd leaves
-    /// the set by itself.
+    /// Wakes a sleeping rank when `fd` becomes readable or writable or closes. A closed
+    /// fd leaves the set by itself.
     pub fn watch(&self, fd: impl AsFd) {
         let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-        match epoll::add(&self.epoll, fd, EventData::new_u64(0), flags) {
-            // An accepted socket that became a link is watched already.
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => {
-                // Without the registration the rank still works, only wakes up later (timeout).
-                tracing::warn!("cannot watch a socket with epoll: {e}");
-            }
+        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(0), flags) {
+            // Without the registration the rank still works, only wakes up later (timeout).
+            tracing::warn!("cannot watch a socket with epoll: {e}");
         }
     }
 
-    /// Sleeps until a watched socket changed state or `max` passed.
-    pub fn wait(&mut self, max: Duration) {
-        wait_events(&self.epoll, &mut self.events, max);
+    /// Stops watching `fd` (an accepted socket that became a link moves to the ready set).
+    pub fn unwatch(&self, fd: impl AsFd) {
+        let _ = epoll::delete(&self.epoll, fd);
+    }
+
+    /// Forgets the events that woke the rank: the caller is about to look at every
+    /// socket here anyway, and until then the ready set would report this set again.
+    pub fn drain(&mut self) {
+        wait_events(&self.epoll, &mut self.events, Duration::ZERO);
     }
 }
 
@@ -61,28 +69,128 @@ pub struct ReadySet {
 }
 
 impl ReadySet {
-    pub fn new() -> io::Result<ReadySet> {
+    /// The key under which the [`Waiter`] inside reports that one of its sockets is ready.
+    pub const WAITER: u64 = u64::MAX;
+
+    pub fn new(waiter: &Waiter) -> io::Result<ReadySet> {
+        let epoll = epoll::create(CreateFlags::CLOEXEC)?;
+        let flags = EventFlags::IN;
+        epoll::add(&epoll, &waiter.epoll, EventData::new_u64(Self::WAITER), flags)?;
         Ok(ReadySet {
-            epoll: epoll::create(CreateFlags::CLOEXEC)?,
+            epoll,
             events: Vec::with_capacity(64),
         })
     }
 
-    /// Reports `fd` under `key` while it has bytes to read or was closed. A closed fd
-    /// leaves the set by itself. A link that could not be added would never be read
-    /// once there are several: the caller must not use it.
-    pub fn watch(&self, fd: impl AsFd, key: u64) -> io::Result<()> {
-        let flags = EventFlags::IN | EventFlags::RDHUP;
-        Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
+    /// Reports `fd` under `key` while it has bytes to read or was closed, and also while
+    /// it has room to write if `writable`. A closed fd leaves the set by itself.
+    pub fn watch(&self, fd: impl AsFd, key: u64, writable: bool) -> io::Result<()> {
+        Ok(epoll::add(
+            &self.epoll,
+            fd,
+            EventData::new_u64(key),
+            Self::flags(writable),
+        )?)
     }
 
-    /// Puts the keys of the sockets readable now into `keys` (as many as fit; the rest
-    /// come next time); returns how many.
+    /// Changes whether `fd` (watched under `key`) is reported while it has room to write.
+    pub fn set_writable(&self, fd: impl AsFd, key: u64, writable: bool) -> io::Result<()> {
+        Ok(epoll::modify(
+            &self.epoll,
+            fd,
+            EventData::new_u64(key),
+            Self::flags(writable),
+        )?)
+    }
+
+    pub fn unwatch(&self, fd: impl AsFd) {
+        let _ = epoll::delete(&self.epoll, fd);
+    }
+
+    fn flags(writable: bool) -> EventFlags {
+        let read = EventFlags::IN | EventFlags::RDHUP;
+        if writable {
+            read | EventFlags::OUT
+        } else {
+            read
+        }
+    }
+
+    /// Puts the keys of the sockets ready now into `keys` (as many as fit; the rest come
+    /// next time); returns how many.
     pub fn poll(&mut self, keys: &mut [u64]) -> usize {
-        wait_events(&self.epoll, &mut self.events, Duration::ZERO);
+        self.wait(Duration::ZERO, keys)
+    }
+
+    /// Like [`poll`](Self::poll), but sleeps up to `max` until something is ready.
+    pub fn wait(&mut self, max: Duration, keys: &mut [u64]) -> usize {
+        wait_events(&self.epoll, &mut self.events, max);
         for (k, e) in keys.iter_mut().zip(&self.events) {
             *k = e.data.u64();
         }
         self.events.len().min(keys.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    fn ready(set: &mut ReadySet) -> Vec<u64> {
+        let mut keys = [0u64; 8];
+        let n = set.poll(&mut keys);
+        keys[..n].to_vec()
+    }
+
+    #[test]
+    fn a_link_is_reported_under_its_key_until_all_is_read() {
+        let waiter = Waiter::new().unwrap();
+        let mut set = ReadySet::new(&waiter).unwrap();
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        set.watch(&b, 7, false).unwrap();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
+        a.write_all(b"abcd").unwrap();
+        assert_eq!(ready(&mut set), [7]);
+        let mut two = [0u8; 2];
+        b.read_exact(&mut two).unwrap();
+        assert_eq!(ready(&mut set), [7], "level-triggered: half read is still ready");
+        b.read_exact(&mut two).unwrap();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
+        set.unwatch(&b);
+        a.write_all(b"x").unwrap();
+        assert_eq!(ready(&mut set), Vec::<u64>::new(), "unwatched");
+    }
+
+    #[test]
+    fn room_to_write_is_reported_only_when_asked_for() {
+        let waiter = Waiter::new().unwrap();
+        let mut set = ReadySet::new(&waiter).unwrap();
+        let (a, _b) = UnixStream::pair().unwrap();
+        set.watch(&a, 3, false).unwrap();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
+        set.set_writable(&a, 3, true).unwrap();
+        assert_eq!(ready(&mut set), [3]);
+        set.set_writable(&a, 3, false).unwrap();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_socket_of_the_waiter_wakes_the_ready_set_until_drained() {
+        let mut waiter = Waiter::new().unwrap();
+        let mut set = ReadySet::new(&waiter).unwrap();
+        let (mut a, b) = UnixStream::pair().unwrap();
+        // Edge-triggered with OUT: the writable edge of registration is an event too.
+        waiter.watch(&b);
+        waiter.drain();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
+        a.write_all(b"hello").unwrap();
+        let mut keys = [0u64; 4];
+        let n = set.wait(Duration::from_secs(5), &mut keys);
+        assert_eq!(&keys[..n], [ReadySet::WAITER]);
+        assert_eq!(ready(&mut set), [ReadySet::WAITER], "reported until drained");
+        waiter.drain();
+        assert_eq!(ready(&mut set), Vec::<u64>::new());
     }
 }
