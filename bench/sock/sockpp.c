@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -67,6 +68,7 @@ struct opts {
     int family;        /* AF_UNSPEC, AF_INET or AF_INET6 */
     int cpu_a, cpu_b;  /* -1: not pinned */
     int sockbuf;       /* SO_SNDBUF/SO_RCVBUF, 0: kernel default (autotuning) */
+    int epoll_sets;    /* epoll sets the connection is added to (never waited on) */
     unsigned timeout;  /* seconds for one session, 0: none */
     const char *bind;
     const char *port;
@@ -118,6 +120,8 @@ static void usage(FILE *f)
         "  --cpu A[,B]        pin with sched_setaffinity; --pair: A = client, B = server\n"
         "                     (one value pins both ends to A); client/server: this end to A\n"
         "  --sockbuf BYTES    set SO_SNDBUF and SO_RCVBUF (default: kernel autotuning)\n"
+        "  --epoll-sets N     add the connection to N epoll sets that are never waited on, to\n"
+        "                     measure what each set's wake-up callback costs a message (default 0)\n"
         "  --timeout SEC      give up when a session takes longer (default 600, 0 = never)\n"
         "  -4 | -6            address family (--pair: 127.0.0.1 or ::1; default IPv4)\n"
         "server only:\n"
@@ -225,8 +229,9 @@ static uint32_t get32(const unsigned char *b)
     return ntohl(v);
 }
 
-static void tune_socket(int fd, int sockbuf)
+static void tune_socket(int fd, const struct opts *o)
 {
+    int sockbuf = o->sockbuf;
     int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         die("TCP_NODELAY: %s", strerror(errno));
@@ -238,6 +243,13 @@ static void tune_socket(int fd, int sockbuf)
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
         die("O_NONBLOCK: %s", strerror(errno));
+    /* Kept open for the process's life on purpose: the registration is the point. */
+    for (int i = 0; i < o->epoll_sets; i++) {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN};
+        if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+            die("--epoll-sets: %s", strerror(errno));
+    }
 }
 
 static char *alloc_buf(size_t size)
@@ -357,6 +369,8 @@ static void drive(int fd, const struct opts *o, int server_cpu_known, int server
            p->iters, p->warmup, p->large_threshold, p->iters_large, p->warmup_large);
     printf("# socket buffers: %s; 0 B row moves a 1-byte token\n",
            o->sockbuf > 0 ? "set by --sockbuf" : "kernel autotuning");
+    if (o->epoll_sets > 0)
+        printf("# connection added to %d epoll sets at each end (--epoll-sets)\n", o->epoll_sets);
     printf("# latency = one-way (round trip / 2); bandwidth = size / latency, MB/s = 10^6 B/s\n");
     printf("%12s %12s %16s\n", "size_bytes", "latency_us", "bandwidth_MBps");
     fflush(stdout);
@@ -492,7 +506,7 @@ static int run_pair(struct opts *o)
         pin(o->cpu_b);
         int fd = accept_one(lfd);
         close(lfd);
-        tune_socket(fd, o->sockbuf);
+        tune_socket(fd, o);
         serve(fd, o);
         close(fd);
         _exit(0);
@@ -501,7 +515,7 @@ static int run_pair(struct opts *o)
     close(lfd);
     pin(o->cpu_a);
     int fd = connect_to(family == AF_INET6 ? "::1" : "127.0.0.1", port, family);
-    tune_socket(fd, o->sockbuf);
+    tune_socket(fd, o);
     drive(fd, o, 1, o->cpu_b);
     close(fd);
     int status;
@@ -523,7 +537,7 @@ static int run_server(struct opts *o, int loop)
     do {
         int fd = accept_one(lfd);
         alarm(o->timeout);
-        tune_socket(fd, o->sockbuf);
+        tune_socket(fd, o);
         serve(fd, o);
         alarm(0);
         close(fd);
@@ -538,7 +552,7 @@ static int run_client(struct opts *o, const char *host, const char *port)
     pin(o->cpu_a);
     alarm(o->timeout);
     int fd = connect_to(host, port, o->family);
-    tune_socket(fd, o->sockbuf);
+    tune_socket(fd, o);
     drive(fd, o, 0, -1);
     close(fd);
     return 0;
@@ -552,6 +566,7 @@ int main(int argc, char **argv)
         .cpu_a = -1,
         .cpu_b = -1,
         .sockbuf = 0,
+        .epoll_sets = 0,
         .timeout = 600,
         .bind = NULL,
         .port = DEFAULT_PORT,
@@ -607,6 +622,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--sockbuf")) {
             NEED_ARG();
             o.sockbuf = (int)parse_num(a, argv[++i], INT_MAX / 2);
+        } else if (!strcmp(a, "--epoll-sets")) {
+            NEED_ARG();
+            o.epoll_sets = (int)parse_num(a, argv[++i], 64);
         } else if (!strcmp(a, "--timeout")) {
             NEED_ARG();
             o.timeout = (unsigned)parse_num(a, argv[++i], 1u << 30);
