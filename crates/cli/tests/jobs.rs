@@ -18,15 +18,21 @@ fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
     (out, start.elapsed())
 }
 
-#[test]
-fn ring_of_four_passes_the_token() {
-    let (out, _) = run(&["-n", "4", "--timeout", "60"], "ring", &[]);
+/// The job's stdout, after checking that it succeeded.
+fn succeeded(out: &Output) -> String {
     let stdout = text(&out.stdout);
     assert!(
         out.status.success(),
         "stdout: {stdout}\nstderr: {}",
         text(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn ring_of_four_passes_the_token() {
+    let (out, _) = run(&["-n", "4", "--timeout", "60"], "ring", &[]);
+    let stdout = succeeded(&out);
     assert!(
         stdout.contains("ring of 4 ranks: token came back to rank 0 with value 6 (expected 6)"),
         "{stdout}"
@@ -43,12 +49,7 @@ fn pingpong_prints_the_table() {
         "pingpong",
         &["--max", "1048576", "--iters", "200"],
     );
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     assert!(stdout.contains("size_bytes"), "{stdout}");
     for size in ["0", "8", "65536", "1048576"] {
         assert!(
@@ -72,12 +73,7 @@ fn a_rank_sleeping_on_its_only_link_wakes_for_each_message() {
         .args(["--max", "8", "--iters", "10000"])
         .output()
         .expect("pontoon runs");
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        text(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     assert!(
         stdout.lines().any(|l| l.split_whitespace().next() == Some("8")),
         "{stdout}"
