@@ -26,15 +26,14 @@ impl Runtime {
         } else {
             Duration::from_millis(1)
         };
-        // A link blocked on a full send buffer wakes the rank when there is room again.
-        let blocked: Vec<u64> = self
-            .link_keys()
-            .filter(|&k| self.link(k).tx_queued() > 0)
-            .collect();
+        // A link blocked on a full send buffer wakes the rank when there is room again
+        // (`watch_links` registers those for writing itself).
         let temporary = !self.links_watched;
+        let mut blocked = Vec::new();
         let watched = if temporary {
             self.watch_links()
         } else {
+            blocked.extend(self.link_keys().filter(|&k| self.link(k).tx_queued() > 0));
             blocked
                 .iter()
                 .try_for_each(|&k| self.ready.set_writable(self.link(k).fd(), k, true))
