@@ -18,8 +18,12 @@ struct AttemptReport {
 
 #[derive(Serialize)]
 struct PathReport {
-    local: String,
-    remote: String,
+    /// `tcp` or `shm`.
+    transport: &'static str,
+    /// The socket addresses of a network lane; `null` for shared memory.
+    local: Option<String>,
+    remote: Option<String>,
+    /// The remote address's class, or `node-local` for shared memory.
     class: String,
     family: &'static str,
     initiated: bool,
@@ -75,11 +79,21 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
 }
 
 fn path_report(p: runtime::PathInfo) -> PathReport {
+    let (local, remote, class, family) = match p.route {
+        runtime::Route::Ip { local, remote, class } => (
+            Some(local.to_string()),
+            Some(remote.to_string()),
+            class.name().to_string(),
+            if remote.is_ipv4() { "ipv4" } else { "ipv6" },
+        ),
+        runtime::Route::Node => (None, None, "node-local".to_string(), "local"),
+    };
     PathReport {
-        local: p.local.to_string(),
-        remote: p.remote.to_string(),
-        class: p.class.name().to_string(),
-        family: if p.remote.is_ipv4() { "ipv4" } else { "ipv6" },
+        transport: p.transport.name(),
+        local,
+        remote,
+        class,
+        family,
         initiated: p.initiated,
     }
 }
@@ -140,6 +154,9 @@ fn cell(peer: &serde_json::Value) -> String {
     if !peer["ok"].as_bool().unwrap_or(false) {
         return "FAILED".into();
     }
+    if peer["path"]["transport"].as_str() == Some("shm") {
+        return "shm".into();
+    }
     let class = match peer["path"]["class"].as_str() {
         Some("ipv6-global") => "v6-global",
         Some("ipv4-public") => "v4-public",
@@ -177,7 +194,8 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     }
     let _ = writeln!(
         out,
-        "\npaths (row: from, column: to; the class of the first lane's address, xN for N lanes):"
+        "\npaths (row: from, column: to; shm for shared memory, else the class of the first lane's \
+         address, xN for N lanes):"
     );
     let _ = write!(out, "{:>6}", "");
     for c in 0..size {

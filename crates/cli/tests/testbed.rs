@@ -396,4 +396,18 @@ fn hostfile_and_agent_place_ranks_by_slot() {
         out.contains("ring of 4 ranks: token came back to rank 0 with value 6"),
         "{out}"
     );
+    // Two ranks per host: shared memory within a host, TCP across, in doctor too.
+    let out = launch(&[pontoon().to_str().unwrap(), "doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("doctor --json");
+    for r in report["ranks"].as_array().unwrap() {
+        let from = r["rank"].as_u64().unwrap();
+        for p in r["peers"].as_array().unwrap() {
+            let to = p["peer"].as_u64().unwrap();
+            let want = if from / 2 == to / 2 { "shm" } else { "tcp" };
+            assert_eq!(p["path"]["transport"], want, "{from} -> {to}: {p:#}");
+        }
+    }
+    let comm_check = example("comm_check");
+    let out = launch(&[comm_check.to_str().unwrap(), "100"]);
+    assert_eq!(out.matches(": 2 ranks on this node").count(), 4, "{out}");
 }

@@ -81,14 +81,6 @@ mpi_fn! {
 }
 
 /// A key naming this process's node, the same at every rank on it.
-fn node_key(m: &Mpi) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let node = std::env::var("PONTOON_NODE").unwrap_or_default();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (node, m.u.card(m.u.world().rank()).map(|c| c.node)).hash(&mut h);
-    h.finish()
-}
-
 const RESOURCE_KEY: &str = "mpi_hw_resource_type";
 const SHARED_MEMORY: &str = "mpi_shared_memory";
 
@@ -111,15 +103,7 @@ mpi_fn! {
             MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => asks_shared,
             _ => false,
         };
-        let mine = [node_key(m)];
-        let mut all = vec![0u64; c.size() as usize];
-        c.allgather(&mine, &mut all)?;
-        let color = if by_node {
-            all.iter().position(|k| *k == mine[0]).unwrap_or(0) as c_int
-        } else {
-            MPI_UNDEFINED
-        };
-        let mut made = c.split(color, key)?;
+        let mut made = if by_node { c.split_by_node(key)? } else { c.split(MPI_UNDEFINED, key)? };
         if split_type == MPI_COMM_TYPE_HW_UNGUIDED {
             // Every part is smaller than `comm` or none is: the ranks agree.
             if made.as_ref().is_some_and(|n| n.size() == c.size()) {

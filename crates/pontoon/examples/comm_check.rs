@@ -39,6 +39,20 @@ fn main() -> Result<(), Error> {
     })?;
     println!("rank {me}: {cycles} dup/split/free cycles, {baseline} context ids in use before and after");
 
+    // The ranks of this node (MPI_COMM_TYPE_SHARED), by the node the transports use.
+    let node = world.split_by_node(0)?.expect("every rank has a node");
+    let here = world.universe().card(me).map(|c| c.node);
+    let node_peers = (0..p)
+        .filter(|&r| world.universe().card(r).map(|c| c.node) == here)
+        .count() as u32;
+    ensure(node.size() == node_peers, || {
+        format!(
+            "node communicator of {} ranks, {node_peers} on this node",
+            node.size()
+        )
+    })?;
+    println!("rank {me}: {} ranks on this node", node.size());
+
     // Split: keys order the new ranks (backwards here); UNDEFINED opts out.
     let back = world.split(0, -(me as i32))?.expect("one color");
     ensure(back.rank() == p - 1 - me, || {

@@ -327,6 +327,17 @@ impl<'u> Comm<'u> {
         Ok(Some(self.with_members(members, id)))
     }
 
+    /// The members that share this process's node, ordered by `key` (then rank): the
+    /// node identity on the endpoint cards, the one by which ranks talk over shared
+    /// memory (MPI_COMM_TYPE_SHARED). Collective; every member gets its node's part.
+    pub fn split_by_node(&self, key: i32) -> Result<Option<Comm<'u>>> {
+        let node = |r: Rank| self.u.card(r).map(|c| c.node);
+        let members = self.d.group.members();
+        let mine = node(members[self.rank() as usize]);
+        let color = members.iter().position(|&w| node(w) == mine).unwrap_or(0);
+        self.split(color as i32, key)
+    }
+
     /// A communicator of `group`'s members, a subset of this one's; collective over
     /// this communicator; `None` where not a member (MPI_Comm_create).
     pub fn create(&self, group: &Group) -> Result<Option<Comm<'u>>> {

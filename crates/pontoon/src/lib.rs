@@ -186,7 +186,7 @@ impl Universe {
 
     /// The connection carrying traffic with `peer`, once connected, for diagnostics.
     pub fn path(&self, peer: Rank) -> Option<runtime::PathInfo> {
-        self.rt.borrow().path(peer).copied()
+        self.rt.borrow().path(peer)
     }
 
     /// Progresses until this rank's connection attempts (further lanes included) are over,
@@ -197,7 +197,7 @@ impl Universe {
 
     /// Every lane to `peer` (the first connection, then one per further interface pair).
     pub fn lanes(&self, peer: Rank) -> Vec<runtime::PathInfo> {
-        self.rt.borrow().lanes(peer).to_vec()
+        self.rt.borrow().lanes(peer)
     }
 
     /// Every connection attempt this rank made to `peer`, for diagnostics.

@@ -1,5 +1,23 @@
 //! What a lane can do, as reported by its transport, and the one scoring function
-//! that turns capabilities into protocol choices.
+//! that turns the lanes' capabilities into protocol choices ([`plan`]).
+
+/// A lane's identity: given by the engine when the lane comes up
+/// ([`crate::Endpoint::handle_lane_up`]), never reused within a rank's life, and the
+/// only name the runtime, its epoll sets and `pontoon doctor` use for the lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaneId(pub u32);
+
+impl LaneId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for LaneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "lane {}", self.0)
+    }
+}
 
 /// Capabilities of one lane (a connected link to one peer).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -14,30 +32,49 @@ pub struct Caps {
     pub max_eager: u32,
     pub reliable: bool,
     pub ordered: bool,
+    /// Both ends are on one node (shared memory): no network in between.
     pub node_local: bool,
 }
 
-impl Caps {
-    /// Score for small messages: lower is better.
-    pub fn latency_score(&self) -> u64 {
-        self.latency_ns
-    }
+/// Which lanes of one peer carry what, decided by [`plan`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LanePlan {
+    /// Index (into the lanes given) of the lane for eager messages and control frames.
+    pub eager: usize,
+    /// Indices of the lanes that pull rendezvous fragments.
+    pub bulk: Vec<usize>,
 }
 
-/// Index of the lane with the lowest latency, the lane for eager messages and control frames.
-pub fn best_latency_lane(lanes: &[Caps]) -> Option<usize> {
-    lanes
+/// The one place where lanes are scored. Eager messages and control frames take the
+/// lowest-latency lane (the first on ties, so the choice is stable). Rendezvous
+/// fragments are striped over the lanes of the best kind only: node-local lanes when
+/// there are any (striping one transfer over shared memory and loopback TCP would only
+/// slow the fast lane down with the slow one's tail), else every network lane, each
+/// pulling in proportion to its bandwidth. Lanes that are not reliable and ordered are
+/// not used until the engine has a reliability layer for them.
+pub fn plan(lanes: &[Caps]) -> Option<LanePlan> {
+    let usable = |c: &Caps| c.reliable && c.ordered;
+    let eager = lanes
         .iter()
         .enumerate()
-        .min_by_key(|(_, c)| c.latency_score())
+        .filter(|(_, c)| usable(c))
+        .min_by_key(|(_, c)| c.latency_ns)
+        .map(|(i, _)| i)?;
+    let local = lanes.iter().any(|c| usable(c) && c.node_local);
+    let bulk = lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| usable(c) && c.node_local == local)
         .map(|(i, _)| i)
+        .collect();
+    Some(LanePlan { eager, bulk })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lane(latency_ns: u64) -> Caps {
+    fn lane(latency_ns: u64, node_local: bool) -> Caps {
         Caps {
             latency_ns,
             bandwidth: 1,
@@ -45,14 +82,43 @@ mod tests {
             max_eager: 1 << 16,
             reliable: true,
             ordered: true,
-            node_local: false,
+            node_local,
         }
     }
 
     #[test]
-    fn best_latency_lane_is_the_fastest_and_the_first_on_ties() {
-        assert_eq!(best_latency_lane(&[]), None);
-        assert_eq!(best_latency_lane(&[lane(30), lane(10), lane(20)]), Some(1));
-        assert_eq!(best_latency_lane(&[lane(10), lane(10)]), Some(0));
+    fn the_eager_lane_is_the_fastest_and_the_first_on_ties() {
+        assert_eq!(plan(&[]), None);
+        let p = plan(&[lane(30, false), lane(10, false), lane(20, false)]).unwrap();
+        assert_eq!(p.eager, 1);
+        assert_eq!(p.bulk, vec![0, 1, 2]);
+        assert_eq!(plan(&[lane(10, false), lane(10, false)]).unwrap().eager, 0);
+    }
+
+    #[test]
+    fn bulk_never_mixes_node_local_and_network_lanes() {
+        let p = plan(&[lane(9000, false), lane(300, true), lane(8000, false)]).unwrap();
+        assert_eq!(
+            p,
+            LanePlan {
+                eager: 1,
+                bulk: vec![1]
+            }
+        );
+    }
+
+    #[test]
+    fn unreliable_lanes_carry_nothing_yet() {
+        let mut raw = lane(1, false);
+        raw.reliable = false;
+        let p = plan(&[raw, lane(50, false)]).unwrap();
+        assert_eq!(
+            p,
+            LanePlan {
+                eager: 1,
+                bulk: vec![1]
+            }
+        );
+        assert_eq!(plan(&[raw]), None);
     }
 }

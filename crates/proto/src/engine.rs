@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::caps::{best_latency_lane, Caps};
+use crate::caps::{plan, Caps, LaneId, LanePlan};
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
 use crate::{Rank, ANY_SOURCE};
@@ -63,7 +63,7 @@ pub enum Output {
     /// set, that send request is complete once the frame is handed to the link.
     Transmit {
         peer: Rank,
-        lane: usize,
+        lane: LaneId,
         header: HeaderBytes,
         payload: Option<SendSlice>,
         completes: Option<SendId>,
@@ -155,9 +155,18 @@ enum PeerState {
     Failed(String),
 }
 
+/// A lane as the engine knows it: its identity and what it can do.
+#[derive(Debug, Clone, Copy)]
+struct Lane {
+    id: LaneId,
+    caps: Caps,
+}
+
 struct Peer {
     state: PeerState,
-    lanes: Vec<Caps>,
+    lanes: Vec<Lane>,
+    /// Which of `lanes` carry what ([`crate::caps::plan`]); valid while the peer is Up.
+    plan: LanePlan,
     next_send_seq: u32,
     next_recv_seq: u32,
     held: BTreeMap<u32, Held>,
@@ -227,6 +236,8 @@ pub struct Endpoint {
     /// Messages taken by a matched probe (mprobe), waiting for their receive, by id.
     claimed: HashMap<u64, (Rank, i32, Incoming)>,
     next_claim: u64,
+    /// The identity of the next lane to come up.
+    next_lane: u32,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -239,6 +250,7 @@ impl Endpoint {
             .map(|_| Peer {
                 state: PeerState::Idle,
                 lanes: Vec::new(),
+                plan: LanePlan::default(),
                 next_send_seq: 0,
                 next_recv_seq: 0,
                 held: BTreeMap::new(),
@@ -262,6 +274,7 @@ impl Endpoint {
             outputs: VecDeque::new(),
             held_max: 0,
             streaming: Vec::new(),
+            next_lane: 0,
         }
     }
 
@@ -366,8 +379,7 @@ impl Endpoint {
         let p = &mut self.peers[peer as usize];
         match p.state {
             PeerState::Up => {
-                // Eager data and control frames take the lowest-latency lane.
-                let lane = best_latency_lane(&p.lanes).unwrap_or(0);
+                let lane = p.lanes[p.plan.eager].id;
                 let header = HeaderBytes::new(&repr);
                 self.outputs.push_back(Output::Transmit {
                     peer,
@@ -398,7 +410,7 @@ impl Endpoint {
         ctx: u32,
         tag: i32,
         len: u64,
-    ) -> Option<(usize, HeaderBytes)> {
+    ) -> Option<(LaneId, HeaderBytes)> {
         if dest == self.me || self.has_output() {
             return None;
         }
@@ -407,8 +419,10 @@ impl Endpoint {
             return None;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
-        let lane = best_latency_lane(&p.lanes).unwrap_or(0);
-        Some((lane, HeaderBytes::new(&DataRepr::Match { env })))
+        Some((
+            p.lanes[p.plan.eager].id,
+            HeaderBytes::new(&DataRepr::Match { env }),
+        ))
     }
 
     // ---- receives ----------------------------------------------------------------
@@ -597,6 +611,13 @@ impl Endpoint {
         match *repr {
             DataRepr::Match { env } | DataRepr::Rts { env, .. } if env.src != peer => {
                 Err(violation(format!("message claims to come from rank {}", env.src)))
+            }
+            DataRepr::Match { env } if env.msg_len > u64::from(self.cfg.eager_limit) => {
+                Err(violation(format!(
+                "eager message of {} bytes, above this rank's eager limit of {} (PONTOON_EAGER_LIMIT must \
+                 be the same on every rank)",
+                env.msg_len, self.cfg.eager_limit
+            )))
             }
             DataRepr::Match { env } => {
                 let next = self.peers[peer as usize].next_recv_seq;
@@ -791,25 +812,26 @@ impl Endpoint {
         !self.streaming.is_empty()
     }
 
-    /// Hands waiting fragments to every lane whose queue is short. `queued(peer, lane)`
-    /// is the number of bytes the runtime still has to write on that lane. A lane
-    /// gets `lane_queue` bytes scaled by its share of the peer's best bandwidth, so a
-    /// fast lane that drains sooner comes back for more sooner: large messages are
-    /// striped in proportion to the bandwidth the lanes actually deliver. Returns
-    /// whether any fragment was handed out.
-    pub fn fill_lanes(&mut self, mut queued: impl FnMut(Rank, usize) -> u64) -> bool {
+    /// Hands waiting fragments to every bulk lane ([`crate::caps::plan`]) whose queue is
+    /// short. `queued(lane)` is the number of bytes the runtime still has to write on
+    /// that lane. A lane gets `lane_queue` bytes scaled by its share of the peer's best
+    /// bandwidth, so a fast lane that drains sooner comes back for more sooner: large
+    /// messages are striped in proportion to the bandwidth the lanes actually deliver.
+    /// Returns whether any fragment was handed out.
+    pub fn fill_lanes(&mut self, mut queued: impl FnMut(LaneId) -> u64) -> bool {
         let mut handed_out = false;
         let mut i = 0;
         while i < self.streaming.len() {
             let peer = self.streaming[i];
             let p = &mut self.peers[peer as usize];
             let frag = u64::from(p.frag_size);
-            let best_bw = p.lanes.iter().map(|c| c.bandwidth).max().unwrap_or(1).max(1);
-            for (lane, caps) in p.lanes.iter().enumerate() {
+            let bulk = || p.plan.bulk.iter().map(|&i| p.lanes[i]);
+            let best_bw = bulk().map(|l| l.caps.bandwidth).max().unwrap_or(1).max(1);
+            for Lane { id: lane, caps } in bulk() {
                 let share =
                     u128::from(self.cfg.lane_queue) * u128::from(caps.bandwidth) / u128::from(best_bw);
                 let limit = (share as u64).max(1);
-                let mut q = queued(peer, lane);
+                let mut q = queued(lane);
                 while q < limit {
                     let Some(s) = p.streams.front_mut() else { break };
                     let (offset, chunk) = (s.next, frag.min(s.end - s.next));
@@ -837,7 +859,7 @@ impl Endpoint {
                     });
                 }
             }
-            if p.streams.is_empty() || p.lanes.is_empty() {
+            if p.streams.is_empty() || p.plan.bulk.is_empty() {
                 p.streams.clear();
                 self.streaming.swap_remove(i);
             } else {
@@ -849,24 +871,21 @@ impl Endpoint {
 
     // ---- lanes and peers ---------------------------------------------------------
 
-    /// A lane to `peer` is connected and authenticated. Returns its index.
-    pub fn handle_lane_up(&mut self, peer: Rank, caps: Caps) -> usize {
-        let cfg = self.cfg;
+    /// A lane to `peer` is connected and authenticated. Returns its identity, by which
+    /// [`Output::Transmit`] and [`Endpoint::fill_lanes`] name it from now on. A lane to a
+    /// failed peer is not taken (the runtime closes it).
+    pub fn handle_lane_up(&mut self, peer: Rank, caps: Caps) -> Option<LaneId> {
         let p = &mut self.peers[peer as usize];
         if matches!(p.state, PeerState::Failed(_)) {
-            return p.lanes.len();
+            return None;
         }
-        p.lanes.push(caps);
-        let best = best_latency_lane(&p.lanes).unwrap_or(0);
-        p.eager_limit = cfg.eager_limit.min(p.lanes[best].max_eager);
-        p.frag_size = p
-            .lanes
-            .iter()
-            .map(|c| c.max_frame)
-            .min()
-            .unwrap_or(cfg.frag_size)
-            .min(cfg.frag_size)
-            .max(1);
+        let id = LaneId(self.next_lane);
+        self.next_lane += 1;
+        p.lanes.push(Lane { id, caps });
+        if !self.replan(peer) {
+            return Some(id); // not a lane the engine can use yet; the peer waits for another
+        }
+        let p = &mut self.peers[peer as usize];
         if p.state != PeerState::Finalized {
             p.state = PeerState::Up;
         }
@@ -874,7 +893,37 @@ impl Endpoint {
         for (repr, payload, completes) in backlog {
             self.emit(peer, repr, payload, completes);
         }
-        self.peers[peer as usize].lanes.len() - 1
+        Some(id)
+    }
+
+    /// Re-scores `peer`'s lanes and derives the eager limit and fragment size from the
+    /// chosen ones; false when no lane is usable.
+    fn replan(&mut self, peer: Rank) -> bool {
+        let cfg = self.cfg;
+        let p = &mut self.peers[peer as usize];
+        let caps: Vec<Caps> = p.lanes.iter().map(|l| l.caps).collect();
+        let Some(plan) = plan(&caps) else {
+            return false;
+        };
+        p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager);
+        p.frag_size = plan
+            .bulk
+            .iter()
+            .map(|&i| caps[i].max_frame)
+            .min()
+            .unwrap_or(cfg.frag_size)
+            .min(cfg.frag_size)
+            .max(1);
+        p.plan = plan;
+        true
+    }
+
+    /// The lanes of `peer` in the order they came up, with their capabilities.
+    pub fn lanes(&self, peer: Rank) -> impl Iterator<Item = (LaneId, Caps)> + '_ {
+        self.peers
+            .get(peer as usize)
+            .into_iter()
+            .flat_map(|p| p.lanes.iter().map(|l| (l.id, l.caps)))
     }
 
     /// Whether messages to `peer` are waiting for a connection.
@@ -884,12 +933,17 @@ impl Endpoint {
             .is_some_and(|p| p.state == PeerState::Connecting)
     }
 
-    /// A lane broke, or no lane could be established. TCP lanes lose their in-flight
-    /// frames when they break, so the peer counts as failed unless it said BYE.
-    pub fn handle_lane_down(&mut self, peer: Rank, cause: &str) {
-        if self.peers[peer as usize].state == PeerState::Finalized {
-            self.peers[peer as usize].lanes.clear();
-            self.peers[peer as usize].streams.clear();
+    /// Lane `lane` of `peer` broke. A lane loses the frames it had in flight when it
+    /// breaks, so the peer counts as failed unless it said BYE.
+    pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str) {
+        let p = &mut self.peers[peer as usize];
+        p.lanes.retain(|l| l.id != lane);
+        if p.state == PeerState::Finalized {
+            if !self.replan(peer) {
+                let p = &mut self.peers[peer as usize];
+                p.plan = LanePlan::default();
+                p.streams.clear();
+            }
             return;
         }
         self.handle_peer_failed(peer, cause);
@@ -906,6 +960,7 @@ impl Endpoint {
         }
         p.state = PeerState::Failed(cause.to_string());
         p.lanes.clear();
+        p.plan = LanePlan::default();
         p.held.clear();
         p.streams.clear();
         let fail = Failure::PeerFailed {

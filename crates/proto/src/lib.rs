@@ -14,7 +14,7 @@ pub mod matching;
 pub mod sim;
 pub mod wire;
 
-pub use caps::Caps;
+pub use caps::{Caps, LaneId};
 pub use engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, SendSlice, Status};
 pub use matching::ReqId;
 

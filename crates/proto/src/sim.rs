@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, Status};
 use crate::wire::data::{DataHeader, DataRepr, HeaderBytes};
-use crate::{Caps, Nanos, Rank, ReqId};
+use crate::{Caps, LaneId, Nanos, Rank, ReqId};
 
 /// Small, seedable, dependency-free PRNG (SplitMix64).
 #[derive(Debug, Clone)]
@@ -48,6 +48,8 @@ pub struct SimConfig {
     /// Sending rate per lane index in bytes per microsecond; a lane's frames queue
     /// behind each other at that rate. Empty: unlimited.
     pub lane_rate: Vec<u64>,
+    /// Whether the lane of each index is node-local (shared memory); missing: not.
+    pub lane_node_local: Vec<bool>,
     pub eager_limit: u32,
     pub seed: u64,
 }
@@ -62,6 +64,7 @@ impl Default for SimConfig {
             jitter_ns: 0,
             mtu: 1500,
             lane_rate: Vec::new(),
+            lane_node_local: Vec::new(),
             eager_limit: 4096,
             seed: 1,
         }
@@ -124,6 +127,8 @@ pub struct Sim {
     lane_busy: HashMap<(Rank, Rank, usize), Nanos>,
     /// Frames sent per (from, to, lane), for statistics.
     pub lane_frames: HashMap<(Rank, Rank, usize), u64>,
+    /// The peer and lane index of each rank's lane identities.
+    lane_ids: HashMap<(Rank, LaneId), (Rank, usize)>,
     next_req: ReqId,
     pairs_up: std::collections::HashSet<(Rank, Rank)>,
     /// Frames delivered, for statistics.
@@ -158,6 +163,7 @@ impl Sim {
             lane_last: HashMap::new(),
             lane_busy: HashMap::new(),
             lane_frames: HashMap::new(),
+            lane_ids: HashMap::new(),
             next_req: 1,
             pairs_up: Default::default(),
             frames: 0,
@@ -197,7 +203,7 @@ impl Sim {
         self.nodes[rank as usize]
             .done
             .insert(req, Completion::Sent(Ok(())));
-        let at = self.lane_delay(rank, dest, lane, len);
+        let at = self.lane_delay(rank, dest, self.lane_ids[&(rank, lane)].1, len);
         self.schedule(
             at,
             Event::Frame(Frame {
@@ -316,13 +322,17 @@ impl Sim {
                 return;
             }
             let (busy, rates, now) = (&self.lane_busy, &self.cfg.lane_rate, self.now);
+            let ids = &self.lane_ids;
             // Bytes a lane still has to send, at its rate.
-            let queued = |peer: Rank, lane: usize| match rates.get(lane) {
-                Some(&rate) => {
-                    let until = busy.get(&(rank, peer, lane)).copied().unwrap_or(0);
-                    until.saturating_sub(now) * rate / 1000
+            let queued = |id: LaneId| {
+                let (peer, lane) = ids[&(rank, id)];
+                match rates.get(lane) {
+                    Some(&rate) => {
+                        let until = busy.get(&(rank, peer, lane)).copied().unwrap_or(0);
+                        until.saturating_sub(now) * rate / 1000
+                    }
+                    None => 0,
                 }
-                None => 0,
             };
             if !self.endpoints[rank as usize].fill_lanes(queued) {
                 return;
@@ -349,6 +359,7 @@ impl Sim {
                     if let Some(req) = completes {
                         node.done.insert(req, Completion::Sent(Ok(())));
                     }
+                    let lane = self.lane_ids[&(rank, lane)].1;
                     let at = self.lane_delay(rank, peer, lane, bytes.len() as u64);
                     self.schedule(
                         at,
@@ -423,11 +434,14 @@ impl Sim {
                 if lane > 0 || self.pairs_up.insert((a.min(b), a.max(b))) {
                     let caps = Caps {
                         latency_ns: self.base_latency(a, b, lane),
+                        node_local: self.cfg.lane_node_local.get(lane).copied().unwrap_or(false),
                         ..self.caps()
                     };
                     for (x, y) in [(a, b), (b, a)] {
                         if !self.nodes[x as usize].dead {
-                            self.endpoints[x as usize].handle_lane_up(y, caps);
+                            if let Some(id) = self.endpoints[x as usize].handle_lane_up(y, caps) {
+                                self.lane_ids.insert((x, id), (y, lane));
+                            }
                             self.drain(x);
                         }
                     }

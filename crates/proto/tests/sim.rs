@@ -83,6 +83,68 @@ fn large_messages_are_striped_by_the_speed_lanes_really_have() {
 }
 
 #[test]
+fn a_peer_with_a_shared_memory_lane_and_a_network_lane_uses_each_for_its_part() {
+    // Lane 0: network, 20 µs. Lane 1: node-local, 0.3 µs, comes up second. Once both are
+    // up, small messages take the node-local lane and no fragment of a large transfer
+    // goes over the network lane (striping the two would tie the fast lane to the slow).
+    let cfg = SimConfig {
+        lanes: 2,
+        lane_latency_ns: Some(vec![20_000, 300]),
+        lane_node_local: vec![false, true],
+        lane_rate: vec![100, 3000],
+        mtu: 1000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    // Bring both lanes up with a first exchange.
+    let r = sim.irecv(1, 0, 0, 0, 8);
+    sim.isend(0, 1, 0, 0, bytes(9, 8), false);
+    sim.run();
+    assert_eq!(received(&sim, 1, r).count, 8);
+    let network_before = sim.lane_frames.get(&(0, 1, 0)).copied().unwrap_or(0);
+    let data = bytes(4, 256 << 10);
+    let r = sim.irecv(1, 0, 0, 1, data.len());
+    let small = sim.irecv(1, 0, 0, 2, 8);
+    sim.isend(0, 1, 0, 1, data.clone(), false);
+    sim.isend(0, 1, 0, 2, bytes(5, 8), false);
+    sim.run();
+    assert!(sim.recv_buf(1, r) == &data[..], "payload intact");
+    assert_eq!(received(&sim, 1, small).count, 8);
+    assert_eq!(
+        sim.lane_frames.get(&(0, 1, 0)).copied().unwrap_or(0),
+        network_before,
+        "nothing more went over the network lane"
+    );
+    assert!(sim.lane_frames[&(0, 1, 1)] > 256, "the fragments went node-local");
+}
+
+#[test]
+fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
+    use pontoon_proto::wire::data::{DataRepr, Envelope};
+    let mut ep = pontoon_proto::Endpoint::new(
+        1,
+        2,
+        pontoon_proto::EngineConfig {
+            eager_limit: 4096,
+            frag_size: 1 << 16,
+            lane_queue: 1 << 17,
+        },
+    );
+    let env = Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 0,
+        seq: 0,
+        msg_len: 1 << 30,
+    };
+    // A peer that claims a 1 GiB eager message is refused before anything is allocated.
+    let err = ep.handle_header(0, &DataRepr::Match { env }).unwrap_err();
+    assert!(err.what.contains("eager limit"), "{err}");
+    let ok = Envelope { msg_len: 4096, ..env };
+    assert!(ep.handle_header(0, &DataRepr::Match { env: ok }).is_ok());
+}
+
+#[test]
 fn a_small_message_overtakes_a_long_transfer_on_the_same_lane() {
     // One slow lane (1 MB takes 10 ms): fragments are handed to it only as it drains,
     // so a small message sent mid-transfer waits behind two fragments, not all of them.

@@ -25,6 +25,13 @@ pub const PARAMS: &[Param] = &[
                   overtake a large transfer on the same lane",
     },
     Param {
+        name: "PONTOON_TRANSPORTS",
+        default: "all",
+        meaning: "the transports lanes may use, a comma list of `shm` (shared memory between ranks of \
+                  one node) and `tcp`, or `all`; e.g. `tcp` makes ranks of one node talk over loopback \
+                  TCP (for tests and comparisons)",
+    },
+    Param {
         name: "PONTOON_SPIN_US",
         default: "200",
         meaning:
@@ -143,6 +150,8 @@ pub enum Yield {
 /// Parsed configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The transports lanes may use (`PONTOON_TRANSPORTS`), never empty.
+    pub transports: Vec<transport::Transport>,
     pub eager_limit: u32,
     pub frag_size: u32,
     pub spin: Duration,
@@ -197,6 +206,33 @@ where
     })
 }
 
+/// Parses `PONTOON_TRANSPORTS`.
+fn transports(value: &str) -> Result<Vec<transport::Transport>, ConfigError> {
+    use transport::Transport;
+    let value = value.trim();
+    if value.is_empty() || value == "all" {
+        return Ok(Transport::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim) {
+        match Transport::from_name(name) {
+            Some(t) if !out.contains(&t) => out.push(t),
+            Some(_) => {}
+            None => {
+                return Err(ConfigError {
+                    name: "PONTOON_TRANSPORTS",
+                    value: value.to_string(),
+                    why: format!(
+                        "`{name}` is not a transport; known: {} (or `all`)",
+                        Transport::list(&Transport::ALL)
+                    ),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Config {
     pub fn from_env() -> Result<Config, ConfigError> {
         Self::from_lookup(&|k| std::env::var(k).ok())
@@ -221,6 +257,7 @@ impl Config {
             });
         }
         Ok(Config {
+            transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
             frag_size,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
@@ -289,6 +326,22 @@ mod tests {
         assert_eq!(c.eager_limit, 65536);
         let e = Config::from_lookup(&|k| (k == "PONTOON_SPIN_US").then(|| "fast".to_string())).unwrap_err();
         assert!(e.to_string().contains("PONTOON_SPIN_US"));
+    }
+
+    #[test]
+    fn transports_are_all_by_default_and_named_ones_otherwise() {
+        use transport::Transport;
+        let t = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_TRANSPORTS").then(|| v.to_string())).map(|c| c.transports)
+        };
+        assert_eq!(
+            Config::from_lookup(&|_| None).unwrap().transports,
+            Transport::ALL.to_vec()
+        );
+        assert_eq!(t("tcp").unwrap(), vec![Transport::Tcp]);
+        assert_eq!(t(" shm , tcp,shm").unwrap(), vec![Transport::Shm, Transport::Tcp]);
+        let e = t("ib").unwrap_err().to_string();
+        assert!(e.contains("PONTOON_TRANSPORTS") && e.contains("tcp,shm"), "{e}");
     }
 
     #[test]

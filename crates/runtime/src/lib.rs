@@ -3,14 +3,18 @@
 pub mod config;
 pub mod control;
 pub mod jobenv;
+mod lanes;
 mod requests;
 pub mod runtime;
+mod shm_wireup;
 mod waiter;
 pub mod wireup;
 
 pub use config::Config;
+pub use lanes::{PathInfo, Route};
 pub use net::EndpointCard;
 pub use proto::{Failure, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
 pub use runtime::{Background, Completion, Error, Runtime};
+pub use transport::Transport;
 pub use transport::{mem, Buffer};
-pub use wireup::{Attempt, PathInfo};
+pub use wireup::Attempt;

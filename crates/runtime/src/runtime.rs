@@ -4,26 +4,30 @@
 
 use std::collections::HashMap;
 use std::net::TcpStream;
+use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
 use proto::handshake::{Contention, Identity};
 use proto::wire::data::DataRepr;
-use proto::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, Rank, ReqId, Status};
-use transport::tcp::{tcp_caps, TcpLink};
-use transport::{Link, LinkError, Placement, Sink};
+use proto::{
+    Endpoint, EngineConfig, Failure, LaneId, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
+};
+use transport::shm::{shm_caps, shm_link};
+use transport::tcp::{tcp_caps, tcp_link};
+use transport::{AnyLink, Link, LinkError, Placement, Sink, Transport};
 
 use crate::config::{Bind, Config, Yield};
 use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
+use crate::lanes::{Lane, Lanes, PathInfo, Route};
 use crate::requests::Requests;
+use crate::shm_wireup::{ShmAccept, ShmDial, ShmProgress};
 use crate::waiter::{ReadySet, Waiter};
-use crate::wireup::{Attempt, Incoming, Listeners, Outgoing, PathInfo, Progress, Timing};
+use crate::wireup::{Attempt, Incoming, Listeners, Outgoing, Progress, Timing};
 use net::EndpointCard;
 
 mod p2p;
 mod sleep;
-
-use sleep::{link_key, peer_lane};
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
 fn init_logging(filter: &str) {
@@ -124,15 +128,20 @@ pub struct Runtime {
     id: Identity,
     ep: Endpoint,
     reqs: Requests,
-    /// The lanes to each peer; the engine numbers them in this order.
-    links: Vec<Vec<TcpLink<PayloadToken>>>,
+    /// Every open lane, by the identity the engine gave it.
+    lanes: Lanes,
     listeners: Option<Listeners>,
     outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
+    /// Where ranks of this node connect shared-memory lanes (`None`: not allowed or
+    /// not possible here; they use TCP).
+    shm_listener: Option<UnixListener>,
+    shm_dials: Vec<ShmDial>,
+    shm_accepts: Vec<ShmAccept>,
+    /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
+    shm_refusals: HashMap<Rank, String>,
     /// Endpoint cards of every rank (this one's too), from the init fence.
     cards: HashMap<Rank, EndpointCard>,
-    /// The connections carrying each connected peer's traffic, one per lane.
-    paths: HashMap<Rank, Vec<PathInfo>>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// The last key-value fence entered (init uses 1).
@@ -141,12 +150,10 @@ pub struct Runtime {
     yielded_at: HashMap<Rank, Instant>,
     control: Option<ControlClient>,
     waiter: Waiter,
-    /// Which links have bytes to read, once there are several (see `progress`).
+    /// Which socket lanes have bytes to read, once there are several (see `progress`).
     ready: ReadySet,
-    /// Whether every link is in `ready`: from the second link on (see `waiter.rs`).
+    /// Whether every socket lane is in `ready`: from the second on (see `waiter.rs`).
     links_watched: bool,
-    /// Links open, over all peers.
-    lanes_open: usize,
     yielded: usize,
     done_tokens: Vec<u64>,
     polls: u32,
@@ -163,6 +170,36 @@ pub struct Runtime {
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
 }
+
+/// What this rank already has going with each other rank, for judging a HELLO: only a
+/// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
+/// towards some address may never get anywhere).
+fn contention<'a>(
+    lanes: &'a Lanes,
+    outgoing: &[Outgoing],
+    dials: &[ShmDial],
+) -> impl Fn(Rank) -> Contention + 'a {
+    let handshaking: Vec<Rank> = outgoing
+        .iter()
+        .filter(|o| o.in_handshake())
+        .map(|o| o.peer)
+        .chain(dials.iter().filter(|d| d.in_handshake()).map(|d| d.peer))
+        .collect();
+    move |r: Rank| {
+        if lanes.connected(r) {
+            Contention::Connected
+        } else if handshaking.contains(&r) {
+            Contention::Connecting
+        } else {
+            Contention::None
+        }
+    }
+}
+
+/// Bytes of shared-memory receive rings one rank may hold, over all its node-local peers.
+const SHM_BUDGET: usize = 8 << 20;
+/// Largest ring of one shared-memory lane (per direction).
+const SHM_MAX_RING: usize = 1 << 20;
 
 /// See [`Runtime::set_background`]; returns whether it did anything.
 pub type Background = Box<dyn FnMut(&mut Runtime) -> bool>;
@@ -211,6 +248,19 @@ impl Runtime {
         })?;
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
+        // Bound before the fence, so that it exists once any rank of this node looks.
+        let shm_listener = if cfg.transports.contains(&Transport::Shm) {
+            transport::shm::listen(&transport::shm::socket_name(&env.job_id, env.rank))
+                .map_err(|e| {
+                    tracing::warn!(
+                        "rank {}: no shared-memory socket ({e}); ranks of this node will use TCP",
+                        env.rank
+                    )
+                })
+                .ok()
+        } else {
+            None
+        };
         let mut card = EndpointCard::new(
             &ifaces,
             &cfg.policy,
@@ -246,6 +296,10 @@ impl Runtime {
         let ep = Endpoint::new(env.rank, env.size, ecfg);
         let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
         rt.yield_when_idle = yield_when_idle;
+        if let Some(l) = shm_listener {
+            rt.waiter.watch(&l);
+            rt.shm_listener = Some(l);
+        }
         Ok(rt)
     }
 
@@ -272,12 +326,15 @@ impl Runtime {
             id,
             ep,
             reqs: Requests::default(),
-            links: (0..size).map(|_| Vec::new()).collect(),
+            lanes: Lanes::new(size),
             listeners,
             outgoing: Vec::new(),
             incoming: Vec::new(),
+            shm_listener: None,
+            shm_dials: Vec::new(),
+            shm_accepts: Vec::new(),
+            shm_refusals: HashMap::new(),
             cards,
-            paths: HashMap::new(),
             attempt_log: HashMap::new(),
             fence_epoch: 1,
             yielded_at: HashMap::new(),
@@ -290,7 +347,6 @@ impl Runtime {
             waiter,
             ready,
             links_watched: false,
-            lanes_open: 0,
             yielded: 0,
             background: None,
             background_armed: false,
@@ -307,7 +363,7 @@ impl Runtime {
     /// Wire-up statistics: (connected peers, attempts given up because the peer's
     /// simultaneous connection won).
     pub fn wireup_stats(&self) -> (usize, usize) {
-        (self.links.iter().filter(|l| !l.is_empty()).count(), self.yielded)
+        (self.lanes.peers_connected(), self.yielded)
     }
 
     /// Addresses `rank` listens on, from its endpoint card.
@@ -328,21 +384,30 @@ impl Runtime {
         self.cards.get(&rank)
     }
 
-    /// The first connection with `peer`, once connected.
-    pub fn path(&self, peer: Rank) -> Option<&PathInfo> {
-        self.lanes(peer).first()
+    /// The first lane with `peer`, once connected.
+    pub fn path(&self, peer: Rank) -> Option<PathInfo> {
+        self.lanes(peer).first().copied()
     }
 
-    /// Every lane to `peer`: the first connection, then one per further interface pair.
-    pub fn lanes(&self, peer: Rank) -> &[PathInfo] {
-        self.paths.get(&peer).map_or(&[], Vec::as_slice)
+    /// Every lane to `peer`, in the order they came up: the first connection (shared
+    /// memory within a node), then one per further interface pair.
+    pub fn lanes(&self, peer: Rank) -> Vec<PathInfo> {
+        let info = |id: &LaneId| self.lanes.get(*id).map(|l| l.info);
+        self.lanes.of_peer(peer).iter().filter_map(info).collect()
+    }
+
+    /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
+    pub fn shm_refusal(&self, peer: Rank) -> Option<&str> {
+        self.shm_refusals.get(&peer).map(String::as_str)
     }
 
     /// Progresses until this rank's connection attempts are over (further lanes are set
     /// up in the background once a peer is connected), or `limit` passes.
     pub fn settle_wireup(&mut self, limit: Duration) {
         let end = Instant::now() + limit;
-        while !(self.outgoing.is_empty() && self.incoming.is_empty()) && Instant::now() < end {
+        while !(self.outgoing.is_empty() && self.incoming.is_empty() && self.shm_dials.is_empty())
+            && Instant::now() < end
+        {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }
@@ -380,10 +445,17 @@ impl Runtime {
     /// One pass over everything; returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let mut any = self.drive_outputs();
-        // One link: `recv()` on it is the cheapest way to look. Several: one epoll_wait
-        // says which to read, instead of a `recv()` per link that mostly returns EAGAIN
-        // (with 7 peers, an idle pass was 7 system calls; ranks sharing CPUs spend
-        // their neighbours' time on them).
+        // Shared-memory lanes: frames arrive in memory, so look at each on every pass
+        // (a load of the ring's tail; no system call).
+        let mut i = 0;
+        while let Some(&lane) = self.lanes.polled().get(i) {
+            any |= self.service_link(lane, true);
+            i += 1;
+        }
+        // One socket lane: `recv()` on it is the cheapest way to look. Several: one
+        // epoll_wait says which to read, instead of a `recv()` per lane that mostly
+        // returns EAGAIN (with 7 peers, an idle pass was 7 system calls; ranks sharing
+        // CPUs spend their neighbours' time on them).
         let read_all = !self.links_watched;
         let mut rarely_busy_ready = false;
         if !read_all {
@@ -393,24 +465,23 @@ impl Runtime {
                 if key == ReadySet::WAITER {
                     rarely_busy_ready = true;
                 } else {
-                    let (peer, lane) = peer_lane(key);
-                    any |= self.service_link(peer, lane, true);
+                    any |= self.service_link(LaneId(key as u32), true);
                 }
             }
         }
-        for peer in 0..self.links.len() {
-            let mut lane = 0;
-            while lane < self.links[peer].len() {
-                if read_all || self.links[peer][lane].tx_queued() > 0 {
-                    any |= self.service_link(peer, lane, read_all);
+        if self.lanes.sockets() > 0 {
+            for id in 0..self.lanes.slots() {
+                let lane = LaneId(id as u32);
+                let Some(l) = self.lanes.get(lane) else { continue };
+                if !l.link.polled() && (read_all || l.link.tx_queued() > 0) {
+                    any |= self.service_link(lane, read_all);
                 }
-                lane += 1;
             }
         }
         if self.ep.is_streaming() {
-            let links = &self.links;
+            let lanes = &self.lanes;
             self.ep
-                .fill_lanes(|peer, lane| links[peer as usize].get(lane).map_or(u64::MAX, |l| l.tx_queued()));
+                .fill_lanes(|lane| lanes.get(lane).map_or(u64::MAX, |l| l.link.tx_queued()));
         }
         // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
@@ -421,8 +492,11 @@ impl Runtime {
             || self.polls.is_multiple_of(1024)
             || !self.outgoing.is_empty()
             || !self.incoming.is_empty()
+            || !self.shm_dials.is_empty()
+            || !self.shm_accepts.is_empty()
         {
             self.waiter.drain();
+            self.service_wakeups();
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
@@ -487,17 +561,18 @@ impl Runtime {
         }
     }
 
-    /// Reads a link (with `read`) and writes what it has queued. A failed link takes its
-    /// peer's lanes down. Returns whether anything happened.
+    /// Reads a link (with `read`) and writes what it has queued. A failed link goes
+    /// down ([`Runtime::lane_down`]). Returns whether anything happened.
     #[inline]
-    fn service_link(&mut self, peer: usize, lane: usize, read: bool) -> bool {
-        let Some(link) = self.links.get_mut(peer).and_then(|l| l.get_mut(lane)) else {
+    fn service_link(&mut self, lane: LaneId, read: bool) -> bool {
+        let Some(Lane { peer, link, .. }) = self.lanes.get_mut(lane) else {
             return false; // closed since epoll reported it
         };
+        let peer = *peer;
         let mut res = Ok(false);
         if read {
             let mut sink = LinkSink {
-                peer: peer as Rank,
+                peer,
                 ep: &mut self.ep,
                 reqs: &self.reqs,
             };
@@ -509,27 +584,63 @@ impl Runtime {
         match res {
             Ok(p) => p,
             Err(e) => {
-                self.lane_down(peer as Rank, e);
+                self.lane_down(lane, e);
                 true
             }
         }
     }
 
-    /// Closes every lane to `peer`; frames queued on them are dropped.
-    fn drop_lanes(&mut self, peer: usize) {
-        self.lanes_open -= self.links[peer].len();
-        self.links[peer].clear();
+    /// Takes what woke the rank on the polled lanes' fds (doorbells), and notices a
+    /// peer whose end closed (its process ended).
+    fn service_wakeups(&mut self) {
+        let mut i = 0;
+        while let Some(&lane) = self.lanes.polled().get(i) {
+            i += 1;
+            let Some(l) = self.lanes.get_mut(lane) else {
+                continue;
+            };
+            if let Err(e) = l.link.service_wakeup() {
+                self.lane_down(lane, e);
+                i = 0; // the list changed
+            }
+        }
     }
 
-    /// A lane broke: TCP lanes lose what they had in flight, so the peer is lost with all
-    /// its lanes (the engine fails its operations).
-    fn lane_down(&mut self, peer: Rank, e: LinkError) {
-        self.drop_lanes(peer as usize);
+    /// Closes one lane; frames queued on it are dropped.
+    fn close_lane(&mut self, lane: LaneId) {
+        if let Some(l) = self.lanes.remove(lane) {
+            if let Some(fd) = l.link.fd() {
+                if l.link.polled() {
+                    self.waiter.unwatch(fd);
+                } else if self.links_watched {
+                    self.ready.unwatch(fd);
+                }
+            }
+        }
+    }
+
+    /// Closes every lane to `peer`; frames queued on them are dropped.
+    fn drop_lanes(&mut self, peer: Rank) {
+        for lane in self.lanes.of_peer(peer).to_vec() {
+            self.close_lane(lane);
+        }
+    }
+
+    /// A lane broke. It lost what it had in flight, so the engine fails the peer, and
+    /// with it go its other lanes.
+    fn lane_down(&mut self, lane: LaneId, e: LinkError) {
+        let Some(peer) = self.lanes.get(lane).map(|l| l.peer) else {
+            return;
+        };
+        self.close_lane(lane);
         let cause = match e {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
         };
-        self.ep.handle_lane_down(peer, &cause);
+        self.ep.handle_lane_down(peer, lane, &cause);
+        if self.ep.peer_failure(peer).is_some() {
+            self.drop_lanes(peer);
+        }
     }
 
     /// Carries out the engine's instructions. Returns whether there were any.
@@ -563,14 +674,15 @@ impl Runtime {
                         },
                         None => None,
                     };
-                    let Some(link) = self.links[peer as usize].get_mut(lane) else {
+                    let Some(l) = self.lanes.get_mut(lane) else {
                         continue;
                     };
+                    debug_assert_eq!(l.peer, peer);
                     let token = completes.unwrap_or(0);
-                    match link.send(&header, payload, token) {
+                    match l.link.send(&header, payload, token) {
                         Ok(true) if token != 0 => self.finish(token, Ok(self.sent_status())),
                         Ok(_) => {}
-                        Err(e) => self.lane_down(peer, e),
+                        Err(e) => self.lane_down(lane, e),
                     }
                 }
                 Output::CopyOut { req, len } => {
@@ -600,48 +712,105 @@ impl Runtime {
     }
 
     fn start_connect(&mut self, peer: Rank) {
-        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer));
+        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer))
+            || self.shm_accepts.iter().any(|c| c.verified_peer() == Some(peer));
         self.connect_deadline
             .entry(peer)
             .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
-        if completing || self.connecting(peer) || !self.links[peer as usize].is_empty() {
+        if completing || self.connecting(peer) || self.lanes.connected(peer) {
             // The peer's own connection is about to complete; it will carry our messages.
             return;
         }
-        let candidates = self.candidates_for(peer);
         self.connect_deadline
             .insert(peer, Instant::now() + self.cfg.connect_timeout);
+        self.dial(peer, self.cfg.connect_timeout);
+        self.wireup();
+    }
+
+    /// Starts setting up the first lane to `peer`: shared memory with a rank of this
+    /// node (where allowed and possible), else TCP to the best of its addresses.
+    fn dial(&mut self, peer: Rank, total: Duration) {
+        if let Some(ring) = self.shm_ring_for(peer) {
+            match ShmDial::start(&self.id, peer, ring, nonce()) {
+                Ok(d) => {
+                    self.shm_dials.push(d);
+                    return;
+                }
+                Err(why) => self.refuse_shm(peer, why),
+            }
+        }
+        if !self.cfg.transports.contains(&Transport::Tcp) {
+            let why = format!(
+                "rank {peer} cannot be reached by the transports allowed (PONTOON_TRANSPORTS={}){}",
+                Transport::list(&self.cfg.transports),
+                self.shm_refusal(peer)
+                    .map(|w| format!("; shared memory: {w}"))
+                    .unwrap_or_default()
+            );
+            self.connect_reports.insert(peer, why);
+            return;
+        }
         self.outgoing.push(Outgoing::new(
             peer,
-            candidates,
+            self.candidates_for(peer),
             self.cfg.sockbuf,
-            self.cfg.connect_timeout,
+            total,
         ));
-        self.wireup();
+    }
+
+    /// The ring size of a shared-memory lane to `peer`, if it is a rank of this node
+    /// and shared memory may be tried. Each rank's receive rings together stay within
+    /// [`SHM_BUDGET`]: a node of many ranks gets smaller rings, not more memory.
+    fn shm_ring_for(&self, peer: Rank) -> Option<usize> {
+        self.shm_listener.as_ref()?;
+        if self.shm_refusals.contains_key(&peer) {
+            return None;
+        }
+        let node = self.cards.get(&self.id.rank)?.node;
+        if self.cards.get(&peer)?.node != node {
+            return None;
+        }
+        let local_peers = self.cards.values().filter(|c| c.node == node).count().max(2) - 1;
+        let ring = (SHM_BUDGET / local_peers).next_power_of_two() / 2;
+        Some(ring.clamp(transport::shm::MIN_RING, SHM_MAX_RING))
+    }
+
+    /// No shared memory with `peer`: say why once, and use TCP from now on.
+    fn refuse_shm(&mut self, peer: Rank, why: String) {
+        tracing::warn!(
+            "rank {}: no shared memory with rank {peer}, using TCP: {why}",
+            self.id.rank
+        );
+        self.shm_refusals.insert(peer, why);
     }
 
     /// Whether a first connection to `peer` is being set up by us.
     fn connecting(&self, peer: Rank) -> bool {
         self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
+            || self.shm_dials.iter().any(|d| d.peer == peer)
     }
 
+    /// The first lane to `peer` is up: what we were setting up ourselves is abandoned.
+    fn first_lane_up(&mut self, peer: Rank) {
+        if let Some(pos) = self
+            .outgoing
+            .iter()
+            .position(|o| o.peer == peer && o.first_lane())
+        {
+            let mut o = self.outgoing.swap_remove(pos);
+            o.abandon("abandoned: the peer's own connection came first");
+            self.attempt_log.entry(peer).or_default().extend(o.attempts);
+        }
+        self.shm_dials.retain(|d| d.peer != peer);
+        self.yielded_at.remove(&peer);
+        self.connect_deadline.remove(&peer);
+    }
+
+    /// A TCP connection with `peer` passed its handshake: a lane.
     fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool, extra_lane: bool) {
-        let p = peer as usize;
-        if !extra_lane && !self.links[p].is_empty() {
+        if !extra_lane && self.lanes.connected(peer) {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
-        }
-        if !extra_lane {
-            if let Some(pos) = self
-                .outgoing
-                .iter()
-                .position(|o| o.peer == peer && o.first_lane())
-            {
-                let mut o = self.outgoing.swap_remove(pos);
-                o.abandon("abandoned: the peer's own connection came first");
-                self.attempt_log.entry(peer).or_default().extend(o.attempts);
-            }
-            self.yielded_at.remove(&peer);
         }
         let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) else {
             return;
@@ -649,23 +818,70 @@ impl Runtime {
         // An accepted socket was watched for its handshake; as a link it is read by
         // polling or through the ready set.
         self.waiter.unwatch(&sock);
-        let key = link_key(p, self.links[p].len());
-        let link = match TcpLink::new(sock, tcp_caps(self.cfg.eager_limit)).and_then(|link| {
-            if self.links_watched {
-                self.ready.watch(link.fd(), key, false)?;
-            }
-            Ok(link)
-        }) {
+        let link = match tcp_link(sock, tcp_caps(self.cfg.eager_limit)) {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
                 return;
             }
         };
-        let caps = link.caps();
-        self.links[p].push(link);
-        self.lanes_open += 1;
-        if self.lanes_open == 2 && !self.links_watched {
+        let route = Route::Ip {
+            local,
+            remote,
+            class: net::classify(remote.ip()),
+        };
+        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated) {
+            return;
+        }
+        // The lower rank of a pair opens the further lanes, so that there is one set.
+        if !extra_lane && self.id.rank < peer {
+            self.open_extra_lanes(peer, local.ip(), remote.ip());
+        }
+    }
+
+    /// A shared-memory lane with `peer` is set up.
+    fn shm_established(&mut self, peer: Rank, pipe: transport::shm::ShmPipe, initiated: bool) {
+        if self.lanes.connected(peer) {
+            tracing::debug!(peer, "dropping a second connection to a peer already connected");
+            return;
+        }
+        let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
+        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated);
+    }
+
+    /// Hands a new lane to the engine, which names it, and watches it. Returns whether
+    /// the lane was taken.
+    fn add_lane(&mut self, peer: Rank, link: AnyLink<PayloadToken>, route: Route, initiated: bool) -> bool {
+        let first = !self.lanes.connected(peer);
+        let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
+            return false; // the peer failed meanwhile
+        };
+        let watched = match (link.fd(), link.polled()) {
+            // A polled lane's fd only wakes a sleeping rank: with the rarely busy sockets.
+            (Some(fd), true) => {
+                self.waiter.watch(fd);
+                Ok(())
+            }
+            (Some(fd), false) if self.links_watched => self.ready.watch(fd, u64::from(lane.0), false),
+            _ => Ok(()),
+        };
+        if let Err(e) = watched {
+            tracing::warn!(peer, "cannot watch the lane with epoll ({e}); closing it");
+            self.ep
+                .handle_lane_down(peer, lane, &format!("its lane could not be watched: {e}"));
+            return false;
+        }
+        let info = PathInfo {
+            lane,
+            transport: link.transport(),
+            route,
+            initiated,
+        };
+        self.lanes.insert(Lane { peer, link, info });
+        if first {
+            self.first_lane_up(peer);
+        }
+        if self.lanes.sockets() == 2 && !self.links_watched {
             match self.watch_links() {
                 Ok(()) => self.links_watched = true,
                 Err(e) => {
@@ -673,18 +889,7 @@ impl Runtime {
                 }
             }
         }
-        self.paths.entry(peer).or_default().push(PathInfo {
-            local,
-            remote,
-            class: net::classify(remote.ip()),
-            initiated,
-        });
-        self.connect_deadline.remove(&peer);
-        self.ep.handle_lane_up(peer, caps);
-        // The lower rank of a pair opens the further lanes, so that there is one set.
-        if !extra_lane && self.id.rank < peer {
-            self.open_extra_lanes(peer, local.ip(), remote.ip());
-        }
+        true
     }
 
     /// One more lane per further interface pair with `peer` (`net::paths::extra_lanes`).
@@ -712,6 +917,7 @@ impl Runtime {
                 any = true;
             }
         }
+        any |= self.shm_wireup();
         let timeout = self.cfg.attempt_timeout;
         let timing = Timing {
             attempt: timeout,
@@ -758,22 +964,7 @@ impl Runtime {
         while i < self.incoming.len() {
             // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
             // still racing towards some address may never get anywhere.
-            let handshaking: Vec<Rank> = self
-                .outgoing
-                .iter()
-                .filter(|o| o.in_handshake())
-                .map(|o| o.peer)
-                .collect();
-            let links = &self.links;
-            let contention = |r: Rank| {
-                if links.get(r as usize).is_some_and(|l| !l.is_empty()) {
-                    Contention::Connected
-                } else if handshaking.contains(&r) {
-                    Contention::Connecting
-                } else {
-                    Contention::None
-                }
-            };
+            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
             match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
                 Progress::Pending => i += 1,
                 Progress::Established {
@@ -807,7 +998,7 @@ impl Runtime {
         let late: Vec<Rank> = self
             .connect_deadline
             .iter()
-            .filter(|(p, d)| now > **d && self.links[**p as usize].is_empty() && !self.connecting(**p))
+            .filter(|(p, d)| now > **d && !self.lanes.connected(**p) && !self.connecting(**p))
             .map(|(p, _)| *p)
             .collect();
         for p in late {
@@ -822,6 +1013,66 @@ impl Runtime {
             );
             self.ep.handle_peer_failed(p, &cause);
             any = true;
+        }
+        any
+    }
+
+    /// Accepts shared-memory connections and drives their handshakes and ours. A
+    /// shared-memory set-up that fails falls back to TCP. Returns whether anything happened.
+    fn shm_wireup(&mut self) -> bool {
+        let mut any = false;
+        if let Some(l) = &self.shm_listener {
+            for a in crate::shm_wireup::accept_all(l) {
+                self.waiter.watch(a.socket());
+                self.shm_accepts.push(a);
+                any = true;
+            }
+        }
+        let timeout = self.cfg.attempt_timeout;
+        let mut i = 0;
+        while i < self.shm_dials.len() {
+            let progress = self.shm_dials[i].poll(timeout);
+            if matches!(progress, ShmProgress::Pending) {
+                i += 1;
+                continue;
+            }
+            let peer = self.shm_dials.swap_remove(i).peer;
+            any = true;
+            match progress {
+                ShmProgress::Pending => unreachable!("handled above"),
+                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, true),
+                ShmProgress::Yielded => {
+                    self.yielded += 1;
+                    self.yielded_at.insert(peer, Instant::now());
+                }
+                ShmProgress::Failed(why) => {
+                    self.refuse_shm(peer, why);
+                    let left = self
+                        .connect_deadline
+                        .get(&peer)
+                        .map_or(self.cfg.connect_timeout, |d| {
+                            d.saturating_duration_since(Instant::now())
+                        });
+                    self.dial(peer, left);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.shm_accepts.len() {
+            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            let progress = self.shm_accepts[i].poll(&self.id, timeout, nonce(), contention);
+            if matches!(progress, ShmProgress::Pending) {
+                i += 1;
+                continue;
+            }
+            let a = self.shm_accepts.swap_remove(i);
+            self.waiter.unwatch(a.socket());
+            any = true;
+            match progress {
+                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, false),
+                ShmProgress::Failed(why) => tracing::warn!("rank {}: {why}", self.id.rank),
+                ShmProgress::Pending | ShmProgress::Yielded => {}
+            }
         }
         any
     }
@@ -870,7 +1121,7 @@ impl Runtime {
             .iter()
             .filter(|(p, t)| {
                 now.duration_since(**t) > self.cfg.attempt_timeout
-                    && self.links[**p as usize].is_empty()
+                    && !self.lanes.connected(**p)
                     && !self.connecting(**p)
                     && !self.incoming.iter().any(|c| c.verified_peer() == Some(**p))
             })
@@ -881,12 +1132,7 @@ impl Runtime {
             let Some(deadline) = self.connect_deadline.get(&peer).copied().filter(|d| *d > now) else {
                 continue;
             };
-            self.outgoing.push(Outgoing::new(
-                peer,
-                self.candidates_for(peer),
-                self.cfg.sockbuf,
-                deadline - now,
-            ));
+            self.dial(peer, deadline - now);
         }
     }
 
@@ -903,10 +1149,8 @@ impl Runtime {
             match ctl.poll_event() {
                 Ok(None) => return,
                 Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
-                    if (rank as usize) < self.links.len() {
-                        // Frames queued for the dead rank are dropped with its link.
-                        self.drop_lanes(rank as usize);
-                    }
+                    // Frames queued for the dead rank are dropped with its lanes.
+                    self.drop_lanes(rank);
                     self.ep.handle_peer_failed(rank, &cause);
                 }
                 Ok(Some(proto::control::FromCoordinator::Shutdown { reason })) => {
@@ -929,7 +1173,7 @@ impl Runtime {
         self.ep.finalize();
         self.drive_outputs();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.links.iter().flatten().any(|l| l.tx_queued() > 0) && Instant::now() < deadline {
+        while self.lanes.any_queued() && Instant::now() < deadline {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }
@@ -938,8 +1182,7 @@ impl Runtime {
             ctl.finalize()
                 .map_err(|e| Error::Setup(format!("finalize: {e}")))?;
         }
-        self.links.iter_mut().for_each(Vec::clear);
-        self.lanes_open = 0;
+        self.lanes.clear();
         Ok(())
     }
 

@@ -25,17 +25,6 @@ pub struct Attempt {
     pub result: Result<(), String>,
 }
 
-/// The connection that carries a peer's traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PathInfo {
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
-    /// Class of the remote address.
-    pub class: AddrClass,
-    /// This rank connected (rather than accepted).
-    pub initiated: bool,
-}
-
 /// Listening sockets of this rank (one per address family) and its endpoint card.
 pub struct Listeners {
     pub sockets: Vec<TcpListener>,

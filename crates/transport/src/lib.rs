@@ -1,10 +1,12 @@
-//! Transports of pontoon: the `Link` trait, one file per transport, and the
-//! buffer type through which user memory reaches a link without copies.
+//! Transports of pontoon: the `Link` trait, one file per transport (`stream.rs` frames
+//! the byte-stream ones), the enum the runtime dispatches through, and the buffer type through which user memory reaches a link without copies.
 //!
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
 pub mod mem;
 pub mod packet;
+pub mod shm;
+pub mod stream;
 pub mod tcp;
 
 pub use mem::Buffer;
@@ -74,6 +76,125 @@ pub trait Link {
     /// Reads what has arrived and hands complete headers and payloads to `sink`.
     /// Returns whether anything was read.
     fn recv<S: Sink<Token = Self::Token>>(&mut self, sink: &mut S) -> Result<bool, LinkError>;
-    /// File descriptor to wait on in epoll.
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_>;
+    /// What to wait on in epoll: readable when something arrived (or, for a
+    /// [`Link::polled`] link, after [`Link::arm_wakeup`]), or when the link closed.
+    fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
+    /// Frames arrive without making [`Link::fd`] readable (shared memory): the runtime
+    /// looks at the link on every progress pass, and its fd only wakes a sleeping rank.
+    fn polled(&self) -> bool;
+    /// Before the rank sleeps on [`Link::fd`]: make the next frame wake it. `false` when
+    /// something is already waiting (do not sleep).
+    fn arm_wakeup(&mut self) -> bool;
+    /// [`Link::fd`] of a polled link was readable: take what woke the rank, and report a
+    /// peer that is gone.
+    fn service_wakeup(&mut self) -> Result<(), LinkError>;
+}
+
+/// The transports a lane can be of (`PONTOON_TRANSPORTS` names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    Tcp,
+    Shm,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::Shm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Shm => "shm",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Transport> {
+        Transport::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// `tcp,shm`: the names, comma-separated, as `PONTOON_TRANSPORTS` takes them.
+    pub fn list(transports: &[Transport]) -> String {
+        let names: Vec<&str> = transports.iter().map(|t| t.name()).collect();
+        names.join(",")
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A lane of any transport: the one dispatch point of the runtime (a `match`, inlined,
+/// so a message pays no indirect call).
+pub enum AnyLink<T> {
+    Tcp(tcp::TcpLink<T>),
+    Shm(shm::ShmLink<T>),
+}
+
+macro_rules! each {
+    ($self:expr, $l:ident => $e:expr) => {
+        match $self {
+            AnyLink::Tcp($l) => $e,
+            AnyLink::Shm($l) => $e,
+        }
+    };
+}
+
+impl<T> AnyLink<T> {
+    pub fn transport(&self) -> Transport {
+        match self {
+            AnyLink::Tcp(_) => Transport::Tcp,
+            AnyLink::Shm(_) => Transport::Shm,
+        }
+    }
+
+    pub fn set_caps(&mut self, caps: Caps) {
+        each!(self, l => l.set_caps(caps))
+    }
+}
+
+impl<T> Link for AnyLink<T> {
+    type Token = T;
+    #[inline]
+    fn caps(&self) -> Caps {
+        each!(self, l => l.caps())
+    }
+    #[inline]
+    fn send(
+        &mut self,
+        header: &HeaderBytes,
+        payload: Option<(&Buffer, u64, u64)>,
+        token: u64,
+    ) -> Result<bool, LinkError> {
+        each!(self, l => l.send(header, payload, token))
+    }
+    #[inline]
+    fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError> {
+        each!(self, l => l.send_copy(header, payload))
+    }
+    #[inline]
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+        each!(self, l => l.flush(done))
+    }
+    #[inline]
+    fn tx_queued(&self) -> u64 {
+        each!(self, l => l.tx_queued())
+    }
+    #[inline]
+    fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
+        each!(self, l => l.recv(sink))
+    }
+    fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        each!(self, l => l.fd())
+    }
+    #[inline]
+    fn polled(&self) -> bool {
+        each!(self, l => l.polled())
+    }
+    fn arm_wakeup(&mut self) -> bool {
+        each!(self, l => l.arm_wakeup())
+    }
+    fn service_wakeup(&mut self) -> Result<(), LinkError> {
+        each!(self, l => l.service_wakeup())
+    }
 }

@@ -36,12 +36,12 @@ impl Runtime {
             return None;
         }
         let (lane, header) = self.ep.send_eager_now(dest, ctx, tag, data.len() as u64)?;
-        let result = match self.links[dest as usize].get_mut(lane) {
-            Some(link) => link.send_copy(&header, data),
+        let result = match self.lanes.get_mut(lane) {
+            Some(l) => l.link.send_copy(&header, data),
             None => Err(LinkError::Closed),
         };
         Some(result.map_err(|e| {
-            self.lane_down(dest, e);
+            self.lane_down(lane, e);
             let cause = self.ep.peer_failure(dest).unwrap_or("its connection failed");
             Error::Failed(Failure::PeerFailed {
                 rank: dest,

@@ -1,44 +1,47 @@
-//! Where a rank's links are watched with epoll, and how it sleeps (see `waiter.rs` for why a
-//! link is in one epoll set at most, and a rank's only link in none while it busy-polls).
+//! Where a rank's lanes are watched with epoll, and how it sleeps (see `waiter.rs` for why
+//! a socket lane is in one epoll set at most, and a rank's only one in none while it
+//! busy-polls). A shared-memory lane's doorbell socket is with the rarely busy sockets
+//! and rings only while the rank sleeps.
 
 use std::time::Duration;
 
-use proto::PayloadToken;
-use transport::tcp::TcpLink;
+use proto::LaneId;
 use transport::Link;
 
 use super::Runtime;
 
-/// A link's name in the ready set, and back.
-pub(super) fn link_key(peer: usize, lane: usize) -> u64 {
-    (peer as u64) << 16 | lane as u64
-}
-pub(super) fn peer_lane(key: u64) -> (usize, usize) {
-    ((key >> 16) as usize, (key & 0xffff) as usize)
-}
-
 impl Runtime {
-    /// Sleeps until a socket is ready or `max` passed.
+    /// Sleeps until a lane or socket is ready, or `max` passed.
     pub(super) fn sleep(&mut self, max: Duration) {
         // Outgoing connects are short-lived: wake up often while they run.
-        let max = if self.outgoing.is_empty() {
+        let max = if self.outgoing.is_empty() && self.shm_dials.is_empty() {
             max
         } else {
             Duration::from_millis(1)
         };
-        // A link blocked on a full send buffer wakes the rank when there is room again
-        // (`watch_links` registers those for writing itself).
+        // Shared-memory lanes ring their doorbell from now on; one with a frame already
+        // waiting means there is no sleep to take.
+        let polled: Vec<LaneId> = self.lanes.polled().to_vec();
+        for &lane in &polled {
+            if let Some(l) = self.lanes.get_mut(lane) {
+                if !l.link.arm_wakeup() {
+                    return;
+                }
+            }
+        }
+        // A socket lane blocked on a full send buffer wakes the rank when there is room
+        // again (`watch_links` registers those for writing itself).
         let temporary = !self.links_watched;
         let mut blocked = Vec::new();
         let watched = if temporary {
             self.watch_links()
         } else {
-            blocked.extend(self.link_keys().filter(|&k| self.link(k).tx_queued() > 0));
+            blocked.extend(self.socket_lanes().filter(|&k| self.queued(k)));
             blocked
                 .iter()
-                .try_for_each(|&k| self.ready.set_writable(self.link(k).fd(), k, true))
+                .try_for_each(|&k| self.ready.set_writable(self.fd(k), key(k), true))
         };
-        // Without every link in the set, sleep briefly: a message would not wake us.
+        // Without every lane in the set, sleep briefly: a message would not wake us.
         let max = if watched.is_ok() {
             max
         } else {
@@ -46,39 +49,48 @@ impl Runtime {
         };
         self.ready.wait(max, &mut [0; 1]);
         if temporary {
-            self.link_keys()
-                .for_each(|k| self.ready.unwatch(self.link(k).fd()));
+            self.socket_lanes().for_each(|k| self.ready.unwatch(self.fd(k)));
         } else {
             for &k in &blocked {
-                let _ = self.ready.set_writable(self.link(k).fd(), k, false);
+                let _ = self.ready.set_writable(self.fd(k), key(k), false);
             }
         }
-        self.polls = 1023; // look at wire-up and the coordinator on the next pass
+        self.polls = 1023; // look at wire-up, doorbells and the coordinator on the next pass
     }
 
-    /// Adds every link to the ready set (all or none; blocked ones also for writing).
+    /// Adds every socket lane to the ready set (all or none; blocked ones also for writing).
     pub(super) fn watch_links(&self) -> std::io::Result<()> {
-        let keys: Vec<u64> = self.link_keys().collect();
-        for (i, &k) in keys.iter().enumerate() {
-            let link = self.link(k);
-            if let Err(e) = self.ready.watch(link.fd(), k, link.tx_queued() > 0) {
-                keys[..i]
-                    .iter()
-                    .for_each(|&k| self.ready.unwatch(self.link(k).fd()));
+        let lanes: Vec<LaneId> = self.socket_lanes().collect();
+        for (i, &k) in lanes.iter().enumerate() {
+            if let Err(e) = self.ready.watch(self.fd(k), key(k), self.queued(k)) {
+                lanes[..i].iter().for_each(|&k| self.ready.unwatch(self.fd(k)));
                 return Err(e);
             }
         }
         Ok(())
     }
 
-    fn link_keys(&self) -> impl Iterator<Item = u64> + '_ {
-        let lanes =
-            |(p, l): (usize, &Vec<TcpLink<PayloadToken>>)| (0..l.len()).map(move |lane| link_key(p, lane));
-        self.links.iter().enumerate().flat_map(lanes)
+    /// The lanes that say with their fd when to read them (sockets).
+    fn socket_lanes(&self) -> impl Iterator<Item = LaneId> + '_ {
+        self.lanes
+            .iter()
+            .filter(|l| !l.link.polled() && l.link.fd().is_some())
+            .map(|l| l.info.lane)
     }
 
-    fn link(&self, key: u64) -> &TcpLink<PayloadToken> {
-        let (peer, lane) = peer_lane(key);
-        &self.links[peer][lane]
+    fn fd(&self, lane: LaneId) -> std::os::fd::BorrowedFd<'_> {
+        self.lanes
+            .get(lane)
+            .and_then(|l| l.link.fd())
+            .expect("a socket lane has an fd")
     }
+
+    fn queued(&self, lane: LaneId) -> bool {
+        self.lanes.get(lane).is_some_and(|l| l.link.tx_queued() > 0)
+    }
+}
+
+/// A lane's name in the ready set.
+fn key(lane: LaneId) -> u64 {
+    u64::from(lane.0)
 }

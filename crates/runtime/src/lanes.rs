@@ -1,0 +1,140 @@
+//! The lanes of a rank: each one's link, route and peer, under the identity the engine
+//! gave it ([`LaneId`]). The one table the runtime, its epoll sets and `pontoon doctor`
+//! look lanes up in.
+
+use std::net::SocketAddr;
+
+use net::AddrClass;
+use proto::{LaneId, PayloadToken, Rank};
+use transport::{AnyLink, Link, Transport};
+
+/// Where a lane runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A network lane between two socket addresses; `class` is the remote address's.
+    Ip {
+        local: SocketAddr,
+        remote: SocketAddr,
+        class: AddrClass,
+    },
+    /// Within one node (shared memory).
+    Node,
+}
+
+/// A lane as `pontoon doctor` and error messages describe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathInfo {
+    pub lane: LaneId,
+    pub transport: Transport,
+    pub route: Route,
+    /// This rank set the lane up (rather than accepted it).
+    pub initiated: bool,
+}
+
+pub(crate) struct Lane {
+    pub peer: Rank,
+    pub link: AnyLink<PayloadToken>,
+    pub info: PathInfo,
+}
+
+/// Every open lane, by identity, with an index by peer.
+pub(crate) struct Lanes {
+    /// Indexed by `LaneId` (identities are small and never reused: a closed lane leaves
+    /// a `None`).
+    slots: Vec<Option<Lane>>,
+    by_peer: Vec<Vec<LaneId>>,
+    /// The lanes whose frames arrive without waking their fd (shared memory).
+    polled: Vec<LaneId>,
+    /// The lanes that are not polled (their fd says when to read).
+    sockets: usize,
+}
+
+impl Lanes {
+    pub fn new(peers: usize) -> Lanes {
+        Lanes {
+            slots: Vec::new(),
+            by_peer: vec![Vec::new(); peers],
+            polled: Vec::new(),
+            sockets: 0,
+        }
+    }
+
+    pub fn insert(&mut self, lane: Lane) {
+        let id = lane.info.lane;
+        if self.slots.len() <= id.index() {
+            self.slots.resize_with(id.index() + 1, || None);
+        }
+        self.by_peer[lane.peer as usize].push(id);
+        if lane.link.polled() {
+            self.polled.push(id);
+        } else {
+            self.sockets += 1;
+        }
+        self.slots[id.index()] = Some(lane);
+    }
+
+    pub fn remove(&mut self, id: LaneId) -> Option<Lane> {
+        let lane = self.slots.get_mut(id.index())?.take()?;
+        self.by_peer[lane.peer as usize].retain(|l| *l != id);
+        if lane.link.polled() {
+            self.polled.retain(|l| *l != id);
+        } else {
+            self.sockets -= 1;
+        }
+        Some(lane)
+    }
+
+    #[inline]
+    pub fn get(&self, id: LaneId) -> Option<&Lane> {
+        self.slots.get(id.index())?.as_ref()
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: LaneId) -> Option<&mut Lane> {
+        self.slots.get_mut(id.index())?.as_mut()
+    }
+
+    /// The lanes to `peer`, in the order they came up.
+    pub fn of_peer(&self, peer: Rank) -> &[LaneId] {
+        self.by_peer.get(peer as usize).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn connected(&self, peer: Rank) -> bool {
+        !self.of_peer(peer).is_empty()
+    }
+
+    /// Peers with at least one lane.
+    pub fn peers_connected(&self) -> usize {
+        self.by_peer.iter().filter(|l| !l.is_empty()).count()
+    }
+
+    /// One past the largest lane identity given so far (for walks by identity).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn polled(&self) -> &[LaneId] {
+        &self.polled
+    }
+
+    /// Lanes read when their fd says so (sockets).
+    pub fn sockets(&self) -> usize {
+        self.sockets
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Lane> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    /// Bytes queued for writing on every lane.
+    pub fn any_queued(&self) -> bool {
+        self.iter().any(|l| l.link.tx_queued() > 0)
+    }
+
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.by_peer.iter_mut().for_each(Vec::clear);
+        self.polled.clear();
+        self.sockets = 0;
+    }
+}

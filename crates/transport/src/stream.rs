@@ -1,0 +1,424 @@
+//! Framing of byte-stream lanes, whatever carries the bytes (a TCP socket, a ring in
+//! shared memory): frames (data header, then payload) written straight from user
+//! buffers, payloads read straight into receive buffers, partial reads and writes carried
+//! over between calls, and no allocation per message on the hot path. A transport gives
+//! a [`Pipe`]; [`StreamLink`] does the rest.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::os::fd::BorrowedFd;
+
+use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
+
+use crate::{Buffer, Caps, Link, LinkError, Placement, Sink};
+
+/// Payload bytes still to come above which a read goes straight into user memory.
+const DIRECT_READ: u64 = 16 << 10;
+/// Frames up to this size are copied into one buffer and sent with one send().
+const SMALL_FRAME: usize = 256;
+/// Frames gathered into one sendmsg() call.
+const MAX_IOV_FRAMES: usize = 32;
+
+struct TxFrame {
+    header: HeaderBytes,
+    payload: Option<(Buffer, u64, u64)>,
+    /// Bytes of header + payload already written.
+    written: usize,
+    token: u64,
+}
+
+impl TxFrame {
+    fn total(&self) -> usize {
+        self.header.as_slice().len() + self.payload.as_ref().map_or(0, |p| p.2 as usize)
+    }
+    /// Puts the unwritten parts of the frame into `out` (room for two); returns how many.
+    fn pending<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        let h = self.header.as_slice();
+        if self.written < h.len() {
+            out[n] = IoSlice::new(&h[self.written..]);
+            n += 1;
+        }
+        if let Some((buf, off, len)) = &self.payload {
+            let done = self.written.saturating_sub(h.len()) as u64;
+            if done < *len {
+                out[n] = IoSlice::new(buf.slice(off + done, len - done));
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+enum RxState<T> {
+    Header,
+    Payload {
+        placement: Placement,
+        token: T,
+        placed: u64,
+        total: u64,
+    },
+}
+
+/// What carries a stream lane's bytes: a connected socket, a ring in shared memory.
+pub trait Pipe {
+    /// Writes as much of `iov` as the pipe takes now; `Ok(0)` when it is full.
+    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError>;
+    /// Reads up to `dst.len()` bytes: `Some(n)` (never 0), `None` when nothing is there
+    /// now, `Err(LinkError::Closed)` once the other end is gone.
+    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError>;
+    /// See [`Link::fd`].
+    fn fd(&self) -> Option<BorrowedFd<'_>>;
+    /// See [`Link::polled`].
+    fn polled(&self) -> bool;
+    /// See [`Link::arm_wakeup`].
+    fn arm_wakeup(&mut self) -> bool;
+    /// See [`Link::service_wakeup`].
+    fn service_wakeup(&mut self) -> Result<(), LinkError> {
+        Ok(())
+    }
+}
+
+/// A lane over a byte stream: frames are a data header followed by its payload.
+pub struct StreamLink<P, T> {
+    pipe: P,
+    caps: Caps,
+    tx: VecDeque<TxFrame>,
+    /// Unwritten bytes of the frames in `tx`.
+    tx_bytes: u64,
+    rx_buf: Box<[u8]>,
+    rx_start: usize,
+    rx_end: usize,
+    rx: RxState<T>,
+    /// The last read of this receive pass came back short.
+    drained: bool,
+}
+
+impl<P: Pipe, T> StreamLink<P, T> {
+    /// A lane over `pipe` that stages up to `staging` bytes per read (many small frames
+    /// per read; at least a header's worth).
+    pub fn new(pipe: P, caps: Caps, staging: usize) -> StreamLink<P, T> {
+        StreamLink {
+            pipe,
+            caps,
+            tx: VecDeque::new(),
+            tx_bytes: 0,
+            rx_buf: vec![0u8; staging.max(2 * MAX_HEADER_LEN)].into_boxed_slice(),
+            rx_start: 0,
+            rx_end: 0,
+            rx: RxState::Header,
+            drained: false,
+        }
+    }
+
+    pub fn pipe(&self) -> &P {
+        &self.pipe
+    }
+
+    /// Replaces the capabilities (with figures measured on the live lane).
+    pub fn set_caps(&mut self, caps: Caps) {
+        self.caps = caps;
+    }
+
+    /// Writes queued frames until the pipe is full; calls `done` with the token of
+    /// every frame completely written. No allocation: the iovec lives on the stack.
+    fn write_some(&mut self, mut done: impl FnMut(u64)) -> Result<(), LinkError> {
+        while !self.tx.is_empty() {
+            let mut iov = [IoSlice::new(&[]); 2 * MAX_IOV_FRAMES];
+            let mut used = 0;
+            for f in self.tx.iter().take(MAX_IOV_FRAMES) {
+                used += f.pending(&mut iov[used..]);
+            }
+            let n = self.pipe.write(&iov[..used])?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.tx_bytes -= n as u64;
+            let mut n = n;
+            while n > 0 {
+                let f = self
+                    .tx
+                    .front_mut()
+                    .expect("bytes written belong to queued frames");
+                let left = f.total() - f.written;
+                if n >= left {
+                    n -= left;
+                    done(f.token);
+                    self.tx.pop_front();
+                } else {
+                    f.written += n;
+                    n = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A small frame with nothing queued before it (the latency-critical case) goes out
+    /// as one contiguous copy: for a socket one send(), cheaper in the kernel than a
+    /// two-segment sendmsg(); nothing is queued or reference-counted. Returns the bytes
+    /// written (0 when the pipe is full), or `None` when the frame is too large for this path.
+    fn send_small_now(&mut self, header: &[u8], payload: &[u8]) -> Result<Option<usize>, LinkError> {
+        let total = header.len() + payload.len();
+        if total > SMALL_FRAME {
+            return Ok(None);
+        }
+        let mut buf = [0u8; SMALL_FRAME];
+        buf[..header.len()].copy_from_slice(header);
+        buf[header.len()..total].copy_from_slice(payload);
+        self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some)
+    }
+
+    /// Writes a small frame at once when nothing is queued before it; otherwise, or for
+    /// what the socket did not take, queues it with the payload `keep` makes. Returns
+    /// whether the frame is completely written.
+    fn write_or_queue(
+        &mut self,
+        header: &HeaderBytes,
+        bytes: &[u8],
+        keep: impl FnOnce() -> Option<(Buffer, u64, u64)>,
+        token: u64,
+    ) -> Result<bool, LinkError> {
+        let mut written = 0;
+        if self.tx.is_empty() {
+            if let Some(n) = self.send_small_now(header.as_slice(), bytes)? {
+                if n == header.as_slice().len() + bytes.len() {
+                    return Ok(true);
+                }
+                written = n;
+            }
+        }
+        self.queue(TxFrame {
+            header: *header,
+            payload: keep(),
+            written,
+            token,
+        })
+    }
+
+    /// Queues a frame of which `written` bytes are already on the socket, then writes
+    /// on if it is the only one. Returns whether it is now completely written.
+    fn queue(&mut self, frame: TxFrame) -> Result<bool, LinkError> {
+        self.tx_bytes += (frame.total() - frame.written) as u64;
+        self.tx.push_back(frame);
+        if self.tx.len() > 1 {
+            return Ok(false); // keep frame order: the earlier frames go first
+        }
+        let mut completed = false;
+        self.write_some(|_| completed = true)?;
+        Ok(completed)
+    }
+
+    /// Moves payload bytes from the staging buffer (or the socket) to their place.
+    /// Returns `Ok(false)` when the socket has no more bytes for now.
+    fn fill_payload<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
+        let RxState::Payload {
+            placement,
+            placed,
+            total,
+            ..
+        } = &mut self.rx
+        else {
+            return Ok(true);
+        };
+        // Staged bytes first.
+        let avail = (self.rx_end - self.rx_start) as u64;
+        let take = avail.min(*total - *placed);
+        if take > 0 {
+            let src = &self.rx_buf[self.rx_start..self.rx_start + take as usize];
+            place(placement, *placed, src);
+            *placed += take;
+            self.rx_start += take as usize;
+        }
+        // Large remainder into user memory directly: no staging copy.
+        while *total - *placed >= DIRECT_READ {
+            let Placement::User { buf, offset, len, .. } = placement else {
+                break;
+            };
+            if *placed >= *len {
+                break;
+            }
+            let want = (*len - *placed).min(*total - *placed);
+            let dst = buf.slice_mut(*offset + *placed, want);
+            if dst.is_empty() {
+                break;
+            }
+            match self.pipe.read(dst)? {
+                Some(n) => *placed += n as u64,
+                None => return Ok(false),
+            }
+        }
+        if *placed < *total {
+            return Ok(true); // more to stage
+        }
+        let RxState::Payload { placement, token, .. } = std::mem::replace(&mut self.rx, RxState::Header)
+        else {
+            unreachable!("state checked above")
+        };
+        let engine_buf = match placement {
+            Placement::Engine(v) => Some(v),
+            _ => None,
+        };
+        sink.on_payload(token, engine_buf);
+        Ok(true)
+    }
+
+    /// Refills the staging buffer from the pipe. `Ok(false)`: nothing available.
+    /// Sets `self.drained` when the read came back short: the socket is empty for now,
+    /// so the next refill in this pass would only cost a system call returning EAGAIN.
+    fn stage(&mut self) -> Result<bool, LinkError> {
+        if self.drained {
+            return Ok(false);
+        }
+        if self.rx_start == self.rx_end {
+            self.rx_start = 0;
+            self.rx_end = 0;
+        } else if self.rx_start > 0 && self.rx_buf.len() - self.rx_end < MAX_HEADER_LEN {
+            self.rx_buf.copy_within(self.rx_start..self.rx_end, 0);
+            self.rx_end -= self.rx_start;
+            self.rx_start = 0;
+        }
+        // The tail of a large payload: read it and at most the next header, not a
+        // staging buffer's worth of the next fragment's payload, which would then be
+        // copied instead of read straight into place.
+        let want = match self.rx {
+            RxState::Payload { placed, total, .. } if total >= DIRECT_READ => {
+                (total - placed) as usize + MAX_HEADER_LEN
+            }
+            _ => usize::MAX,
+        };
+        let room = &mut self.rx_buf[self.rx_end..];
+        let room_len = room.len().min(want);
+        match self.pipe.read(&mut room[..room_len])? {
+            Some(n) => {
+                self.drained = n < room_len;
+                self.rx_end += n;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+fn place(placement: &mut Placement, at: u64, src: &[u8]) {
+    match placement {
+        Placement::None => {}
+        Placement::User { buf, offset, len, .. } => {
+            // Bytes past `len` are the truncated tail: dropped.
+            if at < *len {
+                let n = (*len - at).min(src.len() as u64) as usize;
+                buf.write_at(*offset + at, &src[..n]);
+            }
+        }
+        Placement::Engine(v) => v[at as usize..at as usize + src.len()].copy_from_slice(src),
+    }
+}
+
+impl<P: Pipe, T> Link for StreamLink<P, T> {
+    type Token = T;
+
+    fn caps(&self) -> Caps {
+        self.caps
+    }
+
+    fn send(
+        &mut self,
+        header: &HeaderBytes,
+        payload: Option<(&Buffer, u64, u64)>,
+        token: u64,
+    ) -> Result<bool, LinkError> {
+        let bytes = payload.map_or(&[][..], |(b, off, len)| b.slice(off, len));
+        self.write_or_queue(
+            header,
+            bytes,
+            || payload.map(|(b, off, len)| (b.clone(), off, len)),
+            token,
+        )
+    }
+
+    fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError> {
+        let len = payload.len() as u64;
+        let keep = || (len > 0).then(|| (Buffer::owned(payload.to_vec()), 0, len));
+        self.write_or_queue(header, payload, keep, 0).map(|_| ())
+    }
+
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+        self.write_some(|t| done.push(t))
+    }
+
+    fn tx_queued(&self) -> u64 {
+        self.tx_bytes
+    }
+
+    fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
+        let mut progressed = false;
+        self.drained = false;
+        loop {
+            if let RxState::Payload { .. } = self.rx {
+                if !self.fill_payload(sink)? {
+                    return Ok(true);
+                }
+                if let RxState::Payload { .. } = self.rx {
+                    // Staging buffer drained, payload incomplete: read more.
+                    if !self.stage()? {
+                        return Ok(progressed);
+                    }
+                    progressed = true;
+                }
+                continue;
+            }
+            let avail = &self.rx_buf[self.rx_start..self.rx_end];
+            let need = if avail.is_empty() {
+                PREFIX_LEN
+            } else {
+                Kind::from_u8(avail[0])
+                    .map(|k| k.header_len())
+                    .map_err(LinkError::Wire)?
+            };
+            if avail.len() < need {
+                if !self.stage()? {
+                    return Ok(progressed);
+                }
+                progressed = true;
+                continue;
+            }
+            let view = DataHeader::new_checked(&avail[..need])?;
+            let repr = DataRepr::parse(&view);
+            self.rx_start += need;
+            let total = u64::from(repr.payload_len());
+            let (placement, token) = sink.on_header(&repr).map_err(LinkError::Protocol)?;
+            if total == 0 {
+                let engine_buf = match placement {
+                    Placement::Engine(v) => Some(v),
+                    _ => None,
+                };
+                sink.on_payload(token, engine_buf);
+            } else {
+                self.rx = RxState::Payload {
+                    placement,
+                    token,
+                    placed: 0,
+                    total,
+                };
+            }
+            progressed = true;
+        }
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.pipe.fd()
+    }
+
+    fn polled(&self) -> bool {
+        self.pipe.polled()
+    }
+
+    fn arm_wakeup(&mut self) -> bool {
+        // Bytes already staged, or a frame half read, are as good as waiting in the pipe.
+        self.rx_start == self.rx_end && self.pipe.arm_wakeup()
+    }
+
+    fn service_wakeup(&mut self) -> Result<(), LinkError> {
+        self.pipe.service_wakeup()
+    }
+}
