@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO        ?= cargo
 # Seconds each fuzz target runs in `make test` and `make fuzz-smoke` (the script alone: 20).
 FUZZ_SECONDS ?= 10
-# Ranks started by `make demo` when it cannot build a testbed (not root).
+# Ranks `make demo` starts on this host (shared memory between them).
 NP           ?= 4
 
 step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
@@ -17,7 +17,7 @@ step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
 .PHONY: help test demo deps fmt fmt-check clippy build test-rust bench fuzz-smoke fuzz-smoke-if-available clean
 
 help:
-	@echo "make demo        build (release); as root run 8 ranks across the two-clusters testbed, else $(NP) local ranks"
+	@echo "make demo        build (release); as root 8 ranks across the two-clusters testbed; then $(NP) local ranks over shared memory"
 	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
 	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
 	@echo "make fmt         format the workspace"

@@ -2,7 +2,8 @@
 # The README's main command (`make demo`), after the release build: as root, one job of 8
 # ranks across the `two-clusters` testbed — two NAT'd clusters whose compute nodes share
 # the private subnet 10.0.0.0/24, every host with a docker-style bridge of the same
-# address — torn down afterwards; otherwise N local ranks, saying why.
+# address — torn down afterwards — then N ranks on this host over shared memory; as
+# another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
 set -euo pipefail
@@ -11,9 +12,17 @@ pontoon=target/release/pontoon
 examples=target/release/examples
 np=${1:-4}
 
+# Ranks of one host talk over shared memory; doctor shows which lane each pair took.
+local_ranks() {
+    echo "demo: $np ranks on this host: shared-memory lanes between them (pontoon doctor)"
+    "$pontoon" run -n "$np" "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
+    "$pontoon" run -n "$np" "$examples/ring"
+}
+
 if [[ "$(id -u)" -ne 0 ]]; then
     echo "demo: not root, so no testbed (it needs network namespaces); running $np local ranks"
-    exec "$pontoon" run -n "$np" "$examples/ring"
+    local_ranks
+    exit 0
 fi
 
 name="demo-$$"
@@ -28,3 +37,5 @@ echo "demo: pontoon run --testbed $name -n 8 ring   (one rank per host, launcher
 echo
 echo "demo: every rank connects to every other one, never to a same-address stranger:"
 "$pontoon" run --testbed "$name" -n 8 "$examples/all_connect"
+echo
+local_ranks

@@ -230,7 +230,10 @@ fn info() -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "pontoon {}", env!("CARGO_PKG_VERSION"));
-    let _ = writeln!(s, "transports: tcp");
+    let _ = writeln!(
+        s,
+        "transports: shm (shared memory between ranks of one node), tcp (PONTOON_TRANSPORTS chooses)"
+    );
     match abi_paths::AbiPaths::find() {
         Ok(p) => {
             let _ = writeln!(

@@ -399,7 +399,7 @@ fn a_missing_program_is_reported() {
 fn info_lists_transports_parameters_and_launcher_variables() {
     let d = run(&["info"]);
     assert_eq!(d.code, Some(0));
-    assert!(d.stdout.contains("transports: tcp"), "{}", d.stdout);
+    assert!(d.stdout.contains("transports: shm"), "{}", d.stdout);
     for name in [
         "PONTOON_EAGER_LIMIT",
         "PONTOON_LOG",

@@ -1,0 +1,484 @@
+//! Wire-up as the event loop drives it: which transport a first lane to a peer takes
+//! (shared memory within a node, else TCP), the TCP and shared-memory state machines
+//! polled, lanes handed to the engine and watched, further lanes per NIC pair, and the
+//! deadline after which a peer that could not be reached fails.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use proto::handshake::Contention;
+use proto::{PayloadToken, Rank};
+use transport::shm::{shm_caps, shm_link};
+use transport::tcp::{tcp_caps, tcp_link};
+use transport::{AnyLink, Link, Transport};
+
+use super::{nonce, Runtime};
+use crate::lanes::{Lane, Lanes, PathInfo, Route};
+use crate::shm_wireup::{ShmDial, ShmProgress};
+use crate::wireup::{Incoming, Outgoing, Progress, Timing};
+use net::EndpointCard;
+
+/// What this rank already has going with each other rank, for judging a HELLO: only a
+/// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
+/// towards some address may never get anywhere).
+fn contention<'a>(
+    lanes: &'a Lanes,
+    outgoing: &[Outgoing],
+    dials: &[ShmDial],
+) -> impl Fn(Rank) -> Contention + 'a {
+    let handshaking: Vec<Rank> = outgoing
+        .iter()
+        .filter(|o| o.in_handshake())
+        .map(|o| o.peer)
+        .chain(dials.iter().filter(|d| d.in_handshake()).map(|d| d.peer))
+        .collect();
+    move |r: Rank| {
+        if lanes.connected(r) {
+            Contention::Connected
+        } else if handshaking.contains(&r) {
+            Contention::Connecting
+        } else {
+            Contention::None
+        }
+    }
+}
+
+/// Bytes of shared-memory receive rings one rank may hold, over all its node-local peers.
+const SHM_BUDGET: usize = 8 << 20;
+/// Largest ring of one shared-memory lane (per direction).
+const SHM_MAX_RING: usize = 1 << 20;
+
+impl Runtime {
+    pub(super) fn start_connect(&mut self, peer: Rank) {
+        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer))
+            || self.shm_accepts.iter().any(|c| c.verified_peer() == Some(peer));
+        self.connect_deadline
+            .entry(peer)
+            .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
+        if completing || self.connecting(peer) || self.lanes.connected(peer) {
+            // The peer's own connection is about to complete; it will carry our messages.
+            return;
+        }
+        self.connect_deadline
+            .insert(peer, Instant::now() + self.cfg.connect_timeout);
+        self.dial(peer, self.cfg.connect_timeout);
+        self.wireup();
+    }
+
+    /// Starts setting up the first lane to `peer`: shared memory with a rank of this
+    /// node (where allowed and possible), else TCP to the best of its addresses.
+    fn dial(&mut self, peer: Rank, total: Duration) {
+        if let Some(ring) = self.shm_ring_for(peer) {
+            match ShmDial::start(&self.id, peer, ring, nonce()) {
+                Ok(d) => {
+                    self.shm_dials.push(d);
+                    return;
+                }
+                Err(why) => self.refuse_shm(peer, why),
+            }
+        }
+        if !self.cfg.transports.contains(&Transport::Tcp) {
+            let why = format!(
+                "rank {peer} cannot be reached by the transports allowed (PONTOON_TRANSPORTS={}){}",
+                Transport::list(&self.cfg.transports),
+                self.shm_refusal(peer)
+                    .map(|w| format!("; shared memory: {w}"))
+                    .unwrap_or_default()
+            );
+            self.connect_reports.insert(peer, why);
+            return;
+        }
+        self.outgoing.push(Outgoing::new(
+            peer,
+            self.candidates_for(peer),
+            self.cfg.sockbuf,
+            total,
+        ));
+    }
+
+    /// The ring size of a shared-memory lane to `peer`, if it is a rank of this node
+    /// and shared memory may be tried. Each rank's receive rings together stay within
+    /// [`SHM_BUDGET`]: a node of many ranks gets smaller rings, not more memory.
+    fn shm_ring_for(&self, peer: Rank) -> Option<usize> {
+        self.shm_listener.as_ref()?;
+        if self.shm_refusals.contains_key(&peer) {
+            return None;
+        }
+        let node = self.cards.get(&self.id.rank)?.node;
+        if self.cards.get(&peer)?.node != node {
+            return None;
+        }
+        let local_peers = self.cards.values().filter(|c| c.node == node).count().max(2) - 1;
+        let ring = (SHM_BUDGET / local_peers).next_power_of_two() / 2;
+        Some(ring.clamp(transport::shm::MIN_RING, SHM_MAX_RING))
+    }
+
+    /// No shared memory with `peer`: say why once, and use TCP from now on.
+    fn refuse_shm(&mut self, peer: Rank, why: String) {
+        tracing::warn!(
+            "rank {}: no shared memory with rank {peer}, using TCP: {why}",
+            self.id.rank
+        );
+        self.shm_refusals.insert(peer, why);
+    }
+
+    /// Whether a first connection to `peer` is being set up by us.
+    fn connecting(&self, peer: Rank) -> bool {
+        self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
+            || self.shm_dials.iter().any(|d| d.peer == peer)
+    }
+
+    /// The first lane to `peer` is up: what we were setting up ourselves is abandoned.
+    fn first_lane_up(&mut self, peer: Rank) {
+        if let Some(pos) = self
+            .outgoing
+            .iter()
+            .position(|o| o.peer == peer && o.first_lane())
+        {
+            let mut o = self.outgoing.swap_remove(pos);
+            o.abandon("abandoned: the peer's own connection came first");
+            self.attempt_log.entry(peer).or_default().extend(o.attempts);
+        }
+        self.shm_dials.retain(|d| d.peer != peer);
+        self.yielded_at.remove(&peer);
+        self.connect_deadline.remove(&peer);
+    }
+
+    /// A TCP connection with `peer` passed its handshake: a lane.
+    pub(super) fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool, extra_lane: bool) {
+        if !extra_lane && self.lanes.connected(peer) {
+            tracing::debug!(peer, "dropping a second connection to a peer already connected");
+            return;
+        }
+        let (Ok(local), Ok(remote)) = (sock.local_addr(), sock.peer_addr()) else {
+            return;
+        };
+        // An accepted socket was watched for its handshake; as a link it is read by
+        // polling or through the ready set.
+        self.waiter.unwatch(&sock);
+        let link = match tcp_link(sock, tcp_caps(self.cfg.eager_limit)) {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::warn!(peer, "cannot configure the connection: {e}");
+                return;
+            }
+        };
+        let route = Route::Ip {
+            local,
+            remote,
+            class: net::classify(remote.ip()),
+        };
+        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated) {
+            return;
+        }
+        // The lower rank of a pair opens the further lanes, so that there is one set.
+        if !extra_lane && self.id.rank < peer {
+            self.open_extra_lanes(peer, local.ip(), remote.ip());
+        }
+    }
+
+    /// A shared-memory lane with `peer` is set up.
+    fn shm_established(&mut self, peer: Rank, pipe: transport::shm::ShmPipe, initiated: bool) {
+        if self.lanes.connected(peer) {
+            tracing::debug!(peer, "dropping a second connection to a peer already connected");
+            return;
+        }
+        let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
+        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated);
+    }
+
+    /// Hands a new lane to the engine, which names it, and watches it. Returns whether
+    /// the lane was taken.
+    fn add_lane(&mut self, peer: Rank, link: AnyLink<PayloadToken>, route: Route, initiated: bool) -> bool {
+        let first = !self.lanes.connected(peer);
+        let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
+            return false; // the peer failed meanwhile
+        };
+        let watched = match (link.fd(), link.polled()) {
+            // A polled lane's fd only wakes a sleeping rank: with the rarely busy sockets.
+            (Some(fd), true) => {
+                self.waiter.watch(fd);
+                Ok(())
+            }
+            (Some(fd), false) if self.links_watched => self.ready.watch(fd, u64::from(lane.0), false),
+            _ => Ok(()),
+        };
+        if let Err(e) = watched {
+            tracing::warn!(peer, "cannot watch the lane with epoll ({e}); closing it");
+            self.ep
+                .handle_lane_down(peer, lane, &format!("its lane could not be watched: {e}"));
+            return false;
+        }
+        let info = PathInfo {
+            lane,
+            transport: link.transport(),
+            route,
+            initiated,
+        };
+        self.lanes.insert(Lane { peer, link, info });
+        if first {
+            self.first_lane_up(peer);
+        }
+        if self.lanes.sockets() == 2 && !self.links_watched {
+            match self.watch_links() {
+                Ok(()) => self.links_watched = true,
+                Err(e) => {
+                    tracing::warn!("cannot watch links with epoll ({e}); every progress pass reads all")
+                }
+            }
+        }
+        true
+    }
+
+    /// One more lane per further interface pair with `peer` (`net::paths::extra_lanes`).
+    fn open_extra_lanes(&mut self, peer: Rank, local: std::net::IpAddr, remote: std::net::IpAddr) {
+        let (Some(mine), Some(theirs)) = (self.cards.get(&self.id.rank), self.cards.get(&peer)) else {
+            return;
+        };
+        for plan in net::paths::extra_lanes(mine, theirs, local, remote) {
+            self.outgoing.push(Outgoing::lane(
+                peer,
+                plan,
+                self.cfg.sockbuf,
+                self.cfg.connect_timeout,
+            ));
+        }
+    }
+
+    /// Accepts connections and drives handshakes. Returns whether anything happened.
+    pub(super) fn wireup(&mut self) -> bool {
+        let mut any = false;
+        if let Some(l) = &self.listeners {
+            for s in l.accept() {
+                self.waiter.watch(&s);
+                self.incoming.push(Incoming::new(s));
+                any = true;
+            }
+        }
+        any |= self.shm_wireup();
+        let timeout = self.cfg.attempt_timeout;
+        let timing = Timing {
+            attempt: timeout,
+            stagger: self.cfg.stagger,
+            total: self.cfg.connect_timeout,
+        };
+        let mut i = 0;
+        while i < self.outgoing.len() {
+            let progress = self.outgoing[i].poll(&self.id, timing, nonce);
+            if matches!(progress, Progress::Pending) {
+                i += 1;
+                continue;
+            }
+            let o = self.outgoing.swap_remove(i);
+            self.attempt_log
+                .entry(o.peer)
+                .or_default()
+                .extend(o.attempts.iter().cloned());
+            any = true;
+            match progress {
+                Progress::Pending | Progress::Dropped(_) => unreachable!("not an outgoing outcome"),
+                Progress::Established {
+                    peer,
+                    sock,
+                    extra_lane,
+                } => self.established(peer, sock, true, extra_lane),
+                // A further lane that cannot be made leaves the peer on the lanes it has.
+                Progress::Failed(report) if !o.first_lane() => {
+                    tracing::debug!(peer = o.peer, "no additional lane: {report}");
+                }
+                Progress::Yielded => {
+                    self.yielded += 1;
+                    self.yielded_at.insert(o.peer, Instant::now());
+                    self.connect_reports.insert(o.peer, o.report());
+                }
+                // Not failed yet: the peer may still reach us (a NAT'd node can connect
+                // out but not be connected to). The deadline below decides.
+                Progress::Failed(report) => {
+                    self.connect_reports.insert(o.peer, report);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.incoming.len() {
+            // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
+            // still racing towards some address may never get anywhere.
+            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
+                Progress::Pending => i += 1,
+                Progress::Established {
+                    peer,
+                    sock,
+                    extra_lane,
+                } => {
+                    self.incoming.swap_remove(i);
+                    self.established(peer, sock, false, extra_lane);
+                    any = true;
+                }
+                Progress::Failed(why) => {
+                    // Strangers, wrong jobs and garbage are refused and logged; the job goes on.
+                    tracing::warn!("rank {}: {why}", self.id.rank);
+                    self.incoming.swap_remove(i);
+                    any = true;
+                }
+                Progress::Yielded => {
+                    self.incoming.swap_remove(i);
+                }
+                Progress::Dropped(why) => {
+                    tracing::debug!("rank {}: {why}", self.id.rank);
+                    self.incoming.swap_remove(i);
+                }
+            }
+        }
+        self.drop_stale_incoming();
+        self.retry_yielded();
+        // A peer we yielded to must show up in time, or operations with it fail.
+        let now = Instant::now();
+        let late: Vec<Rank> = self
+            .connect_deadline
+            .iter()
+            .filter(|(p, d)| now > **d && !self.lanes.connected(**p) && !self.connecting(**p))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in late {
+            self.connect_deadline.remove(&p);
+            let report = self.connect_reports.remove(&p).unwrap_or_default();
+            let cause = format!(
+                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}{}. \
+                 Between different private networks, IPv6 on both sites would help (a relay on a head \
+                 node will, once pontoon has one)",
+                self.cfg.connect_timeout.as_millis(),
+                self.nat_note(p)
+            );
+            self.ep.handle_peer_failed(p, &cause);
+            any = true;
+        }
+        any
+    }
+
+    /// Accepts shared-memory connections and drives their handshakes and ours. A
+    /// shared-memory set-up that fails falls back to TCP. Returns whether anything happened.
+    fn shm_wireup(&mut self) -> bool {
+        let mut any = false;
+        if let Some(l) = &self.shm_listener {
+            for a in crate::shm_wireup::accept_all(l) {
+                self.waiter.watch(a.socket());
+                self.shm_accepts.push(a);
+                any = true;
+            }
+        }
+        let timeout = self.cfg.attempt_timeout;
+        let mut i = 0;
+        while i < self.shm_dials.len() {
+            let progress = self.shm_dials[i].poll(timeout);
+            if matches!(progress, ShmProgress::Pending) {
+                i += 1;
+                continue;
+            }
+            let peer = self.shm_dials.swap_remove(i).peer;
+            any = true;
+            match progress {
+                ShmProgress::Pending => unreachable!("handled above"),
+                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, true),
+                ShmProgress::Yielded => {
+                    self.yielded += 1;
+                    self.yielded_at.insert(peer, Instant::now());
+                }
+                ShmProgress::Failed(why) => {
+                    self.refuse_shm(peer, why);
+                    let left = self
+                        .connect_deadline
+                        .get(&peer)
+                        .map_or(self.cfg.connect_timeout, |d| {
+                            d.saturating_duration_since(Instant::now())
+                        });
+                    self.dial(peer, left);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.shm_accepts.len() {
+            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            let progress = self.shm_accepts[i].poll(&self.id, timeout, nonce(), contention);
+            if matches!(progress, ShmProgress::Pending) {
+                i += 1;
+                continue;
+            }
+            let a = self.shm_accepts.swap_remove(i);
+            self.waiter.unwatch(a.socket());
+            any = true;
+            match progress {
+                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, false),
+                ShmProgress::Failed(why) => tracing::warn!("rank {}: {why}", self.id.rank),
+                ShmProgress::Pending | ShmProgress::Yielded => {}
+            }
+        }
+        any
+    }
+
+    /// What the coordinator saw of the NATs between it and the two ranks, when they differ:
+    /// the likely reason why private addresses led nowhere.
+    fn nat_note(&self, peer: Rank) -> String {
+        let nat = |r: Rank| self.cards.get(&r).and_then(EndpointCard::nat);
+        let seen = |n: Option<std::net::IpAddr>| match n {
+            Some(ip) => format!("behind NAT {ip}"),
+            None => "directly".to_string(),
+        };
+        let (mine, theirs) = (nat(self.id.rank), nat(peer));
+        if mine == theirs {
+            return String::new();
+        }
+        format!(
+            "; the launcher's coordinator sees this rank {} and rank {peer} {}: probably \
+             different private networks",
+            seen(mine),
+            seen(theirs)
+        )
+    }
+
+    /// A rank sends one first-lane HELLO at a time, so of two accepted first connections
+    /// from one peer the older is an attempt the peer gave up: keep only the newest.
+    fn drop_stale_incoming(&mut self) {
+        let first = |c: &Incoming| c.verified_peer().filter(|_| !c.extra_lane());
+        let mut newest: HashMap<Rank, Instant> = HashMap::new();
+        for c in &self.incoming {
+            if let Some(r) = first(c) {
+                let t = newest.entry(r).or_insert(c.started());
+                *t = (*t).max(c.started());
+            }
+        }
+        self.incoming
+            .retain(|c| first(c).is_none_or(|r| newest.get(&r) == Some(&c.started())));
+    }
+
+    /// A peer we yielded to whose connection did not arrive within an attempt's time
+    /// (its handshake failed, or it gave up): try again ourselves, within the deadline.
+    fn retry_yielded(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Rank> = self
+            .yielded_at
+            .iter()
+            .filter(|(p, t)| {
+                now.duration_since(**t) > self.cfg.attempt_timeout
+                    && !self.lanes.connected(**p)
+                    && !self.connecting(**p)
+                    && !self.incoming.iter().any(|c| c.verified_peer() == Some(**p))
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in due {
+            self.yielded_at.remove(&peer);
+            let Some(deadline) = self.connect_deadline.get(&peer).copied().filter(|d| *d > now) else {
+                continue;
+            };
+            self.dial(peer, deadline - now);
+        }
+    }
+
+    fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
+        match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
+            (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
+            _ => Vec::new(),
+        }
+    }
+}
