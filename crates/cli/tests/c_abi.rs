@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{pontoon, text};
+use common::{is_root, pontoon, small_two_clusters, text, Bed};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -115,6 +115,36 @@ fn c_programs_pass_under_pontoon_run() {
                 "{name} -n {n}: {out}"
             );
         }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Two ranks on each of two testbed hosts behind NAT: each pair of one host talks over
+/// shared memory, pairs across hosts over TCP, and the C programs pass on that mix.
+#[test]
+fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
+    if !is_root() {
+        eprintln!("skipped: testbed tests need root (network namespaces)");
+        return;
+    }
+    let cc = pontoon_cc();
+    let dir = scratch("two-hosts");
+    let bed = Bed::up(&small_two_clusters());
+    for name in ["p2p", "coll", "comm", "nbc", "types"] {
+        let exe = dir.join(name);
+        compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
+        let out = bed
+            .run_inside("a-head", "a-c1 slots=2\nb-c1 slots=2\n")
+            .args(["--map-by", "slot", "-n", "4"])
+            .arg(&exe)
+            .output()
+            .expect("pontoon runs");
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("{name} OK on 4 ranks")),
+            "{name}: {stdout}\n{}",
+            text(&out.stderr)
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }
