@@ -9,7 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
-use proto::wire::handshake::{FRAME_LEN, MAGIC};
+use proto::wire::handshake::FRAME_LEN;
 use proto::wire::HandshakeStatus;
 use proto::Rank;
 use transport::shm::{self, ShmPipe};
@@ -39,11 +39,7 @@ fn read_frame(sock: &UnixStream, buf: &mut Vec<u8>, fd: &mut Option<OwnedFd>) ->
                 *fd = passed;
             }
             buf.extend_from_slice(&tmp[..n]);
-            let seen = buf.len().min(MAGIC.len());
-            if buf[..seen] != MAGIC[..seen] {
-                return Err(format!("not a pontoon peer (first bytes {:02x?})", &buf[..seen]));
-            }
-            Ok(buf.len() == FRAME_LEN)
+            crate::wireup::frame_complete(buf)
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
         Err(e) => Err(e.to_string()),
@@ -78,18 +74,18 @@ impl ShmDial {
     /// cannot be had with this peer (no one listens: another network namespace).
     pub fn start(id: &Identity, peer: Rank, ring: usize, nonce: [u8; 16]) -> Result<ShmDial, String> {
         let name = shm::socket_name(&id.job_id, peer);
-        let sock = shm::connect(&name).map_err(|e| match e {
-            _ if matches!(
+        let sock = shm::connect(&name).map_err(|e| {
+            if matches!(
                 e.kind(),
                 io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
-            ) =>
-            {
+            ) {
                 format!(
-                    "rank {peer} has no shared-memory socket in this network namespace ({e}): same host \
-                 name and boot, but another container or namespace"
+                    "rank {peer} has no shared-memory socket in this network namespace ({e}): same \
+                     host name and boot, but another container or namespace"
                 )
+            } else {
+                format!("connecting to rank {peer}'s shared-memory socket: {e}")
             }
-            _ => format!("connecting to rank {peer}'s shared-memory socket: {e}"),
         })?;
         let (ini, hello) = Initiator::new(id.clone(), peer, nonce);
         write_frame(&sock, &hello)?;

@@ -87,16 +87,21 @@ fn read_frame(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<bool, String> {
         Ok(0) => Err("connection closed during the handshake".into()),
         Ok(n) => {
             buf.extend_from_slice(&tmp[..n]);
-            // Refuse a stranger as soon as its first bytes show it, not at the timeout.
-            let seen = buf.len().min(MAGIC.len());
-            if buf[..seen] != MAGIC[..seen] {
-                return Err(format!("not a pontoon peer (first bytes {:02x?})", &buf[..seen]));
-            }
-            Ok(buf.len() == FRAME_LEN)
+            frame_complete(buf)
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Whether `buf`, the bytes of a handshake frame read so far, holds all of it. A stranger
+/// is refused as soon as its first bytes show it, not at the timeout.
+pub(crate) fn frame_complete(buf: &[u8]) -> Result<bool, String> {
+    let seen = buf.len().min(MAGIC.len());
+    if buf[..seen] != MAGIC[..seen] {
+        return Err(format!("not a pontoon peer (first bytes {:02x?})", &buf[..seen]));
+    }
+    Ok(buf.len() == FRAME_LEN)
 }
 
 fn write_frame(sock: &mut TcpStream, frame: &[u8]) -> Result<(), String> {

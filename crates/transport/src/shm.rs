@@ -74,15 +74,21 @@ pub fn socket_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
     format!("pontoon-{hex}-{rank}").into_bytes()
 }
 
-/// Listens for shared-memory lanes under [`socket_name`] (non-blocking).
-pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
+/// A non-blocking Unix stream socket and the abstract address `name`.
+fn unix_socket(name: &[u8]) -> io::Result<(OwnedFd, SocketAddrUnix)> {
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
     )?;
-    rustix::net::bind(&fd, &SocketAddrUnix::new_abstract_name(name)?)?;
+    Ok((fd, SocketAddrUnix::new_abstract_name(name)?))
+}
+
+/// Listens for shared-memory lanes under [`socket_name`] (non-blocking).
+pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
+    let (fd, addr) = unix_socket(name)?;
+    rustix::net::bind(&fd, &addr)?;
     rustix::net::listen(&fd, 128)?;
     Ok(UnixListener::from(fd))
 }
@@ -90,13 +96,8 @@ pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
 /// Connects to a rank's shared-memory socket (non-blocking; a Unix connect completes at
 /// once or fails at once: nobody listens there, or its backlog is full).
 pub fn connect(name: &[u8]) -> io::Result<UnixStream> {
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::connect(&fd, &SocketAddrUnix::new_abstract_name(name)?)?;
+    let (fd, addr) = unix_socket(name)?;
+    rustix::net::connect(&fd, &addr)?;
     Ok(UnixStream::from(fd))
 }
 
