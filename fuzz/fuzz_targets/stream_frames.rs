@@ -1,0 +1,118 @@
+//! Arbitrary bytes from a peer as a stream lane receives them (a TCP socket or a
+//! shared-memory ring: `transport::stream` frames both), cut into pieces anywhere.
+//!
+//! The reader never panics; it hands out no more payload bytes than arrived; and the
+//! frames it delivers do not depend on how the bytes were cut: reading them in pieces
+//! gives the same headers and payloads, and the same verdict, as reading them at once.
+#![no_main]
+
+use std::io::IoSlice;
+use std::os::fd::BorrowedFd;
+
+use libfuzzer_sys::fuzz_target;
+use proto::wire::data::DataRepr;
+use proto::Caps;
+use transport::stream::{Pipe, StreamLink};
+use transport::{Link, LinkError, Placement, Sink};
+
+/// Bytes handed out in the given piece sizes, then "nothing now".
+struct Feed {
+    bytes: Vec<u8>,
+    at: usize,
+    pieces: Vec<usize>,
+    next: usize,
+}
+
+impl Pipe for Feed {
+    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
+        Ok(iov.iter().map(|s| s.len()).sum())
+    }
+    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+        if self.at == self.bytes.len() {
+            return Ok(None);
+        }
+        let piece = self.pieces.get(self.next).copied().unwrap_or(usize::MAX).max(1);
+        self.next += 1;
+        let n = piece.min(dst.len()).min(self.bytes.len() - self.at);
+        dst[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+        self.at += n;
+        Ok(Some(n))
+    }
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+    fn polled(&self) -> bool {
+        true
+    }
+    fn arm_wakeup(&mut self) -> bool {
+        true
+    }
+}
+
+/// Takes payloads up to 64 KiB, as an engine with that eager limit would; refuses larger.
+#[derive(Default)]
+struct Collect {
+    frames: Vec<(DataRepr, Vec<u8>)>,
+}
+
+impl Sink for Collect {
+    type Token = DataRepr;
+    fn on_header(&mut self, repr: &DataRepr) -> Result<(Placement, DataRepr), String> {
+        let len = repr.payload_len() as usize;
+        if len > 64 << 10 {
+            return Err(format!("payload of {len} bytes"));
+        }
+        Ok((Placement::Engine(vec![0; len]), *repr))
+    }
+    fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) {
+        self.frames.push((token, buf.unwrap_or_default()));
+    }
+}
+
+fn caps() -> Caps {
+    Caps {
+        latency_ns: 1,
+        bandwidth: 1,
+        max_frame: 1 << 20,
+        max_eager: 1 << 16,
+        reliable: true,
+        ordered: true,
+        node_local: true,
+    }
+}
+
+/// Reads everything; the frames delivered and whether the stream was refused.
+fn read_all(bytes: &[u8], pieces: Vec<usize>) -> (Vec<(DataRepr, Vec<u8>)>, bool) {
+    let feed = Feed {
+        bytes: bytes.to_vec(),
+        at: 0,
+        pieces,
+        next: 0,
+    };
+    let mut link: StreamLink<Feed, DataRepr> = StreamLink::new(feed, caps(), 4096);
+    let mut sink = Collect::default();
+    let mut refused = false;
+    for _ in 0..=bytes.len() + 1 {
+        match link.recv(&mut sink) {
+            Ok(true) => continue,
+            Ok(false) => break,
+            Err(_) => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    (sink.frames, refused)
+}
+
+fuzz_target!(|data: &[u8]| {
+    // The first bytes choose the piece sizes; the rest is the stream.
+    let (cut, bytes) = data.split_at(data.len().min(16));
+    let pieces: Vec<usize> = cut.iter().map(|b| usize::from(*b) + 1).collect();
+    let (whole, whole_refused) = read_all(bytes, Vec::new());
+    let (cut_up, cut_refused) = read_all(bytes, pieces);
+    let delivered: usize = whole.iter().map(|(_, p)| p.len()).sum();
+    assert!(delivered <= bytes.len());
+    assert_eq!(whole, cut_up, "frames depend on how the bytes were cut");
+    assert_eq!(whole_refused, cut_refused);
+});
