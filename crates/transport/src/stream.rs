@@ -414,8 +414,9 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
     }
 
     fn arm_wakeup(&mut self) -> bool {
-        // Bytes already staged, or a frame half read, are as good as waiting in the pipe.
-        self.rx_start == self.rx_end && self.pipe.arm_wakeup()
+        // What is staged is never a whole frame (`recv` hands those out before it returns),
+        // so only the pipe can have something the rank should wake for.
+        self.pipe.arm_wakeup()
     }
 
     fn service_wakeup(&mut self) -> Result<(), LinkError> {
