@@ -10,6 +10,8 @@
 //! Blocking calls borrow their buffers; non-blocking calls take ownership of a
 //! `Vec` and give it back when the request completes.
 
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::rc::Rc;
 

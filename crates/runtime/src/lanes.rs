@@ -46,7 +46,7 @@ pub(crate) struct Lanes {
     /// The lanes whose frames arrive without waking their fd (shared memory).
     polled: Vec<LaneId>,
     /// The lanes that are not polled (their fd says when to read).
-    sockets: usize,
+    sockets: Vec<LaneId>,
 }
 
 impl Lanes {
@@ -55,7 +55,7 @@ impl Lanes {
             slots: Vec::new(),
             by_peer: vec![Vec::new(); peers],
             polled: Vec::new(),
-            sockets: 0,
+            sockets: Vec::new(),
         }
     }
 
@@ -68,7 +68,7 @@ impl Lanes {
         if lane.link.polled() {
             self.polled.push(id);
         } else {
-            self.sockets += 1;
+            self.sockets.push(id);
         }
         self.slots[id.index()] = Some(lane);
     }
@@ -76,11 +76,8 @@ impl Lanes {
     pub fn remove(&mut self, id: LaneId) -> Option<Lane> {
         let lane = self.slots.get_mut(id.index())?.take()?;
         self.by_peer[lane.peer as usize].retain(|l| *l != id);
-        if lane.link.polled() {
-            self.polled.retain(|l| *l != id);
-        } else {
-            self.sockets -= 1;
-        }
+        self.polled.retain(|l| *l != id);
+        self.sockets.retain(|l| *l != id);
         Some(lane)
     }
 
@@ -108,25 +105,20 @@ impl Lanes {
         self.by_peer.iter().filter(|l| !l.is_empty()).count()
     }
 
-    /// One past the largest lane identity given so far (for walks by identity).
-    pub fn slots(&self) -> usize {
-        self.slots.len()
-    }
-
     pub fn polled(&self) -> &[LaneId] {
         &self.polled
     }
 
-    /// Lanes read when their fd says so (sockets).
-    pub fn sockets(&self) -> usize {
-        self.sockets
+    /// The lanes read when their fd says so (sockets).
+    pub fn sockets(&self) -> &[LaneId] {
+        &self.sockets
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Lane> + '_ {
         self.slots.iter().flatten()
     }
 
-    /// Bytes queued for writing on every lane.
+    /// Whether any lane has bytes queued for writing.
     pub fn any_queued(&self) -> bool {
         self.iter().any(|l| l.link.tx_queued() > 0)
     }
@@ -135,6 +127,6 @@ impl Lanes {
         self.slots.clear();
         self.by_peer.iter_mut().for_each(Vec::clear);
         self.polled.clear();
-        self.sockets = 0;
+        self.sockets.clear();
     }
 }

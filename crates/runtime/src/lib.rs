@@ -1,5 +1,7 @@
 //! Event loop, connection set-up and progress engine of pontoon.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod control;
 pub mod jobenv;

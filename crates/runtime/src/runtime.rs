@@ -437,13 +437,11 @@ impl Runtime {
                 }
             }
         }
-        if self.lanes.sockets() > 0 {
-            for id in 0..self.lanes.slots() {
-                let lane = LaneId(id as u32);
-                let Some(l) = self.lanes.get(lane) else { continue };
-                if !l.link.polled() && (read_all || l.link.tx_queued() > 0) {
-                    any |= self.service_link(lane, read_all);
-                }
+        let mut i = 0;
+        while let Some(&lane) = self.lanes.sockets().get(i) {
+            i += 1;
+            if read_all || self.lanes.get(lane).is_some_and(|l| l.link.tx_queued() > 0) {
+                any |= self.service_link(lane, read_all);
             }
         }
         if self.ep.is_streaming() {

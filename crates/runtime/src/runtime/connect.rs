@@ -98,8 +98,9 @@ impl Runtime {
     }
 
     /// The ring size of a shared-memory lane to `peer`, if it is a rank of this node
-    /// and shared memory may be tried. Each rank's receive rings together stay within
-    /// [`SHM_BUDGET`]: a node of many ranks gets smaller rings, not more memory.
+    /// and shared memory may be tried: the largest power of two below [`SHM_BUDGET`] /
+    /// (node-local peers), so a node of many ranks gets smaller rings, not more memory
+    /// (within the budget up to 128 ranks; beyond, `MIN_RING` wins).
     fn shm_ring_for(&self, peer: Rank) -> Option<usize> {
         self.shm_listener.as_ref()?;
         if self.shm_refusals.contains_key(&peer) {
@@ -220,7 +221,7 @@ impl Runtime {
         if first {
             self.first_lane_up(peer);
         }
-        if self.lanes.sockets() == 2 && !self.links_watched {
+        if self.lanes.sockets().len() == 2 && !self.links_watched {
             match self.watch_links() {
                 Ok(()) => self.links_watched = true,
                 Err(e) => {

@@ -21,8 +21,8 @@ impl Runtime {
         };
         // Shared-memory lanes ring their doorbell from now on; one with a frame already
         // waiting means there is no sleep to take.
-        let polled: Vec<LaneId> = self.lanes.polled().to_vec();
-        for &lane in &polled {
+        for i in 0..self.lanes.polled().len() {
+            let lane = self.lanes.polled()[i];
             if let Some(l) = self.lanes.get_mut(lane) {
                 if !l.link.arm_wakeup() {
                     return;
@@ -72,10 +72,7 @@ impl Runtime {
 
     /// The lanes that say with their fd when to read them (sockets).
     fn socket_lanes(&self) -> impl Iterator<Item = LaneId> + '_ {
-        self.lanes
-            .iter()
-            .filter(|l| !l.link.polled() && l.link.fd().is_some())
-            .map(|l| l.info.lane)
+        self.lanes.sockets().iter().copied()
     }
 
     fn fd(&self, lane: LaneId) -> std::os::fd::BorrowedFd<'_> {
