@@ -86,6 +86,38 @@ fn a_rank_sleeping_on_its_only_link_wakes_for_each_message() {
     }
 }
 
+/// 16 ranks flood rank 0 with 16 MiB of eager-sized messages while it wants the last
+/// one first: it holds at most its 4 MiB cap of them (it held all 16 MiB before flow
+/// control), over shared memory and over TCP, and every byte arrives.
+#[test]
+fn a_sixteen_to_one_flood_stays_under_the_unexpected_cap() {
+    let cap: u64 = 4 << 20;
+    for transport in ["shm", "tcp"] {
+        let out = Command::new(pontoon())
+            .args(["run", "-n", "17", "--timeout", "120"])
+            .args(["-x", "PONTOON_UNEXPECTED_CAP", "-x", "PONTOON_TRANSPORTS"])
+            .env("PONTOON_UNEXPECTED_CAP", cap.to_string())
+            .env("PONTOON_TRANSPORTS", transport)
+            .arg(example("flood"))
+            .args(["--count", "64", "--size", "16384"])
+            .output()
+            .expect("pontoon runs");
+        let stdout = succeeded(&out);
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("flood of 1024 messages"))
+            .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
+        assert!(line.contains(": 0 corrupt;"), "{transport}: {line}");
+        let held: u64 = line
+            .split("held at most ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next()?.parse().ok())
+            .expect("held bytes");
+        assert!(held <= cap, "{transport}: held {held} > cap {cap}: {line}");
+        assert!(held > 0, "{transport}: some went eagerly: {line}");
+    }
+}
+
 #[test]
 fn a_killed_rank_ends_the_job_and_a_receive_from_it_fails() {
     let (out, took) = run(&["-n", "3", "--timeout", "60"], "peer_dies", &[]);

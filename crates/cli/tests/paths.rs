@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use testbed::{PresetOptions, Topology};
 
 mod common;
-use common::{is_root, pontoon, preset, text, Bed};
+use common::{example, is_root, pontoon, preset, text, Bed};
 
 /// Runs `pontoon doctor --json` on every host of the testbed, one rank each.
 fn doctor(bed: &Bed, env: &[(&str, &str)]) -> (Option<i32>, Value, String, Duration) {
@@ -363,4 +363,72 @@ fn one_nic_with_several_addresses_gives_one_lane_per_pair() {
             "{from} -> {to}: one NIC each, one lane: {p:#}"
         );
     }
+}
+
+/// Runs `lane_failover` (with `args`) on a two-host `multinic` testbed: two NICs give two
+/// TCP lanes, and rank 0 breaks the second (which carries only rendezvous fragments)
+/// during a 256 MiB transfer. Checks that it completed over the first lane, every byte
+/// intact, with one lane left; returns (stdout, stderr).
+fn break_the_second_lane(args: &[&str]) -> (String, String) {
+    let topo = preset(
+        "multinic",
+        PresetOptions {
+            nodes: Some(2),
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let out = bed
+        .pontoon()
+        .args(["run", "--testbed", &bed.name, "-n", "2", "--timeout", "60"])
+        .args(["-x", "PONTOON_LANE_TIMEOUT_MS=1000"])
+        .arg(example("lane_failover"))
+        .args(args)
+        .output()
+        .expect("pontoon runs");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("sent 268435456 bytes; receiver says intact; 1 lane(s) left to rank 1"),
+        "{stdout}\n{stderr}"
+    );
+    // The rank that saw the lane fail says which and that the transfers went on (rank 1
+    // may be finalizing by the time anything reaches it).
+    assert!(
+        stderr.contains("rank 0: lane ") && stderr.contains("its transfers go on over the 1 other lane(s)"),
+        "{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// The second lane's connection is destroyed (`ss -K`: both ends see it reset).
+#[test]
+fn a_lane_reset_during_a_transfer_fails_over_to_the_other_nic() {
+    if !is_root() {
+        return;
+    }
+    let (stdout, _) = break_the_second_lane(&[]);
+    assert!(
+        stdout.contains("during the transfer: ss exit exit status: 0"),
+        "{stdout}"
+    );
+}
+
+/// The second lane's NIC is taken down (`ip link set … down`): no reset reaches either
+/// end and TCP would retry for a quarter of an hour. The stall detector sees that
+/// nothing is acknowledged (PONTOON_LANE_TIMEOUT_MS, 1 s here) and closes the lane.
+#[test]
+fn a_nic_taken_down_during_a_transfer_fails_over_to_the_other_nic() {
+    if !is_root() {
+        return;
+    }
+    let (stdout, stderr) = break_the_second_lane(&["--down"]);
+    assert!(
+        stdout.contains("down (lane 2 of 2") && stdout.contains("ip exit exit status: 0"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the path is dead: no acknowledgement for"),
+        "{stderr}"
+    );
 }

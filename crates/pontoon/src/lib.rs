@@ -176,6 +176,12 @@ impl Universe {
         self.rt.borrow().wireup_stats()
     }
 
+    /// Most payload bytes of unmatched eager messages this rank ever held at once
+    /// (bounded by `PONTOON_UNEXPECTED_CAP`), for diagnostics.
+    pub fn unexpected_peak(&self) -> u64 {
+        self.rt.borrow().unexpected_peak()
+    }
+
     /// Addresses rank `rank` listens on (its endpoint card), for diagnostics.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.rt.borrow().peer_addresses(rank)

@@ -46,20 +46,27 @@ pub struct LanePlan {
 }
 
 /// The one place where lanes are scored. Eager messages and control frames take the
-/// lowest-latency lane (the first on ties, so the choice is stable). Rendezvous
+/// lowest-latency lane (the first on ties); `current`, the lane that carries them now,
+/// keeps them unless another is more than twice as fast: measured figures wobble, and
+/// lanes of one kind (two NICs on one network) should not trade places over noise,
+/// while a LAN lane beats a WAN or relayed one by far more. Rendezvous
 /// fragments are striped over the lanes of the best kind only: node-local lanes when
 /// there are any (striping one transfer over shared memory and loopback TCP would only
 /// slow the fast lane down with the slow one's tail), else every network lane, each
 /// pulling in proportion to its bandwidth. Lanes that are not reliable and ordered are
 /// not used until the engine has a reliability layer for them.
-pub fn plan(lanes: &[Caps]) -> Option<LanePlan> {
+pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
     let usable = |c: &Caps| c.reliable && c.ordered;
-    let eager = lanes
+    let best = lanes
         .iter()
         .enumerate()
         .filter(|(_, c)| usable(c))
         .min_by_key(|(_, c)| c.latency_ns)
         .map(|(i, _)| i)?;
+    let eager = match current.filter(|&i| lanes.get(i).is_some_and(usable)) {
+        Some(i) if u128::from(lanes[best].latency_ns) * 2 >= u128::from(lanes[i].latency_ns) => i,
+        _ => best,
+    };
     let local = lanes.iter().any(|c| usable(c) && c.node_local);
     let bulk = lanes
         .iter()
@@ -88,16 +95,16 @@ mod tests {
 
     #[test]
     fn the_eager_lane_is_the_fastest_and_the_first_on_ties() {
-        assert_eq!(plan(&[]), None);
-        let p = plan(&[lane(30, false), lane(10, false), lane(20, false)]).unwrap();
+        assert_eq!(plan(&[], None), None);
+        let p = plan(&[lane(30, false), lane(10, false), lane(20, false)], None).unwrap();
         assert_eq!(p.eager, 1);
         assert_eq!(p.bulk, vec![0, 1, 2]);
-        assert_eq!(plan(&[lane(10, false), lane(10, false)]).unwrap().eager, 0);
+        assert_eq!(plan(&[lane(10, false), lane(10, false)], None).unwrap().eager, 0);
     }
 
     #[test]
     fn bulk_never_mixes_node_local_and_network_lanes() {
-        let p = plan(&[lane(9000, false), lane(300, true), lane(8000, false)]).unwrap();
+        let p = plan(&[lane(9000, false), lane(300, true), lane(8000, false)], None).unwrap();
         assert_eq!(
             p,
             LanePlan {
@@ -105,13 +112,27 @@ mod tests {
                 bulk: vec![1]
             }
         );
+    }
+
+    #[test]
+    fn the_eager_lane_moves_only_for_a_clearly_faster_one() {
+        let lanes = [lane(100, false), lane(60, false)];
+        assert_eq!(plan(&lanes, Some(0)).unwrap().eager, 0, "40% faster: stays");
+        assert_eq!(plan(&lanes, None).unwrap().eager, 1);
+        let lanes = [lane(100, false), lane(45, false)];
+        assert_eq!(
+            plan(&lanes, Some(0)).unwrap().eager,
+            1,
+            "more than twice as fast: moves"
+        );
+        assert_eq!(plan(&lanes, Some(5)).unwrap().eager, 1, "a lane that is gone");
     }
 
     #[test]
     fn unreliable_lanes_carry_nothing_yet() {
         let mut raw = lane(1, false);
         raw.reliable = false;
-        let p = plan(&[raw, lane(50, false)]).unwrap();
+        let p = plan(&[raw, lane(50, false)], None).unwrap();
         assert_eq!(
             p,
             LanePlan {
@@ -119,6 +140,6 @@ mod tests {
                 bulk: vec![1]
             }
         );
-        assert_eq!(plan(&[raw]), None);
+        assert_eq!(plan(&[raw], None), None);
     }
 }

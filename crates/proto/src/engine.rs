@@ -13,10 +13,16 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::caps::{Caps, LaneId, LanePlan};
 
+mod credit;
+mod failover;
 mod lanes;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
 use crate::{Rank, ANY_SOURCE};
+use credit::Credit;
+pub use credit::{cost as eager_cost, grant as eager_grant};
+use failover::{Ranges, Recent};
+pub use lanes::LaneLoss;
 
 pub type SendId = ReqId;
 pub type RecvId = ReqId;
@@ -29,6 +35,9 @@ pub struct EngineConfig {
     /// Fragment bytes a lane may have queued in the runtime before it gets more (for
     /// the lane with the most bandwidth; slower lanes get proportionally less).
     pub lane_queue: u64,
+    /// Bytes this rank holds at most for eager messages that no receive has matched
+    /// yet, shared equally among the peers (flow control: `engine/credit.rs`).
+    pub unexpected_cap: u64,
 }
 
 /// Completion information of a receive.
@@ -89,6 +98,10 @@ pub enum Output {
     },
     /// Messages wait for a connection to `peer`: establish one and report `handle_lane_up`.
     Connect { peer: Rank },
+    /// The rendezvous receive `req` from `peer` has every byte, but another lane of the
+    /// peer may be part-way through a fragment sent again: drop the rest of it rather
+    /// than write into the buffer (comes before the receive's `RecvDone`).
+    Abandon { peer: Rank, req: RecvId },
 }
 
 /// Where the payload following a header must be placed.
@@ -115,7 +128,7 @@ enum TokenKind {
     None,
     EagerMatched { req: RecvId, status: Status },
     EagerBuffered { env: Envelope },
-    Frag { req: RecvId, len: u64 },
+    Frag { req: RecvId, offset: u64, len: u64 },
 }
 
 /// A peer broke the protocol: the runtime closes the lane and fails the peer.
@@ -169,6 +182,8 @@ struct Peer {
     lanes: Vec<Lane>,
     /// Which of `lanes` carry what ([`crate::caps::plan`]); valid while the peer is Up.
     plan: LanePlan,
+    /// The lane of eager messages and control frames, once planned.
+    control: Option<LaneId>,
     next_send_seq: u32,
     next_recv_seq: u32,
     held: BTreeMap<u32, Held>,
@@ -180,6 +195,8 @@ struct Peer {
     frag_size: u32,
     /// Rendezvous payloads being handed out to lanes, oldest first.
     streams: VecDeque<Stream>,
+    /// Eager flow control in both directions.
+    credit: Credit,
 }
 
 impl Peer {
@@ -211,13 +228,18 @@ struct RdvSend {
     peer: Rank,
     len: u64,
     cts_seen: bool,
+    /// The receive named by the CTS.
+    recv_id: RecvId,
+    /// Fragments handed to lanes (lane, offset, length): those of a lane that breaks go again.
+    handed: Vec<(LaneId, u64, u64)>,
 }
 
 struct RdvRecv {
     peer: Rank,
     send_id: u64,
     expected: u64,
-    received: u64,
+    /// What has arrived (a fragment sent again after a lane broke counts once).
+    received: Ranges,
     status: Status,
 }
 
@@ -240,6 +262,13 @@ pub struct Endpoint {
     next_claim: u64,
     /// The identity of the next lane to come up.
     next_lane: u32,
+    /// Rendezvous receives completed lately (fragments sent again may still come).
+    recent_recvs: Recent,
+    /// Each peer's share of `unexpected_cap`.
+    grant: u64,
+    /// Payload bytes of eager messages from peers held in engine buffers, and the most ever.
+    buffered: u64,
+    buffered_peak: u64,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -248,11 +277,13 @@ fn seq_before(a: u32, b: u32) -> bool {
 
 impl Endpoint {
     pub fn new(me: Rank, size: u32, cfg: EngineConfig) -> Endpoint {
+        let grant = credit::grant(cfg.unexpected_cap, size);
         let peers = (0..size)
             .map(|_| Peer {
                 state: PeerState::Idle,
                 lanes: Vec::new(),
                 plan: LanePlan::default(),
+                control: None,
                 next_send_seq: 0,
                 next_recv_seq: 0,
                 held: BTreeMap::new(),
@@ -260,6 +291,7 @@ impl Endpoint {
                 eager_limit: cfg.eager_limit,
                 frag_size: cfg.frag_size,
                 streams: VecDeque::new(),
+                credit: Credit::new(grant),
             })
             .collect();
         Endpoint {
@@ -277,6 +309,10 @@ impl Endpoint {
             held_max: 0,
             streaming: Vec::new(),
             next_lane: 0,
+            recent_recvs: Recent::default(),
+            grant,
+            buffered: 0,
+            buffered_peak: 0,
         }
     }
 
@@ -307,6 +343,15 @@ impl Endpoint {
     }
     pub fn unexpected_len(&self) -> usize {
         self.matcher.unexpected_len()
+    }
+    /// Most payload bytes of eager messages from peers ever held at once in engine
+    /// buffers (unexpected or early): never above `unexpected_cap`.
+    pub fn buffered_peak(&self) -> u64 {
+        self.buffered_peak
+    }
+    /// Credit left for eager messages to `peer` (flow control).
+    pub fn eager_credit(&self, peer: Rank) -> u64 {
+        self.peers.get(peer as usize).map_or(0, |p| p.credit.available())
     }
 
     // ---- sends -------------------------------------------------------------------
@@ -352,7 +397,7 @@ impl Endpoint {
             return;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
-        if !sync && len <= u64::from(p.eager_limit) {
+        if !sync && len <= u64::from(p.eager_limit) && p.credit.spend(len) {
             let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
             self.emit(dest, DataRepr::Match { env }, payload, Some(req));
         } else {
@@ -362,6 +407,8 @@ impl Endpoint {
                     peer: dest,
                     len,
                     cts_seen: false,
+                    recv_id: 0,
+                    handed: Vec::new(),
                 },
             );
             self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
@@ -417,7 +464,7 @@ impl Endpoint {
             return None;
         }
         let p = self.peers.get_mut(dest as usize)?;
-        if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) {
+        if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) || !p.credit.spend(len) {
             return None;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
@@ -519,6 +566,10 @@ impl Endpoint {
         };
         match incoming {
             Incoming::Eager { mut data } => {
+                if src != self.me {
+                    self.buffered -= msg_len;
+                    self.consumed(src, msg_len);
+                }
                 data.truncate(count as usize);
                 if count > 0 {
                     self.outputs.push_back(Output::Deliver { req, data });
@@ -549,7 +600,7 @@ impl Endpoint {
                             peer,
                             send_id,
                             expected: count,
-                            received: 0,
+                            received: Ranges::default(),
                             status,
                         },
                     );
@@ -622,15 +673,19 @@ impl Endpoint {
             )))
             }
             DataRepr::Match { env } => {
-                let next = self.peers[peer as usize].next_recv_seq;
+                let grant = self.grant;
+                let p = &mut self.peers[peer as usize];
+                let next = p.next_recv_seq;
                 if seq_before(env.seq, next) {
                     return Err(violation(format!("sequence {} already received", env.seq)));
                 }
                 let len = env.msg_len;
+                p.credit.charge(len, grant).map_err(violation)?;
                 if env.seq == next {
                     if let Some((req, capacity)) = self.matcher.match_posted(env.ctx, env.src, env.tag) {
                         // Fast path: in order and expected, the payload goes straight to the user.
                         self.peers[peer as usize].next_recv_seq = next.wrapping_add(1);
+                        self.consumed(peer, len);
                         let count = len.min(capacity);
                         let status = Status {
                             source: peer,
@@ -649,6 +704,8 @@ impl Endpoint {
                     }
                 }
                 // Unexpected or early: buffered; its sequence number advances once it is complete.
+                self.buffered += len;
+                self.buffered_peak = self.buffered_peak.max(self.buffered);
                 Ok((
                     PayloadDest::Engine(vec![0; len as usize]),
                     PayloadToken(TokenKind::EagerBuffered { env }),
@@ -688,6 +745,7 @@ impl Endpoint {
                 }
                 if let Some(s) = self.rdv_sends.get_mut(&send_id) {
                     s.cts_seen = true;
+                    s.recv_id = recv_id;
                 }
                 self.queue_fragments(peer, send_id, recv_id, accept_len);
                 Ok(none)
@@ -695,6 +753,14 @@ impl Endpoint {
             DataRepr::Frag { recv_id, offset, len } => {
                 let ok = matches!(self.rdv_recvs.get(&recv_id),
                     Some(r) if r.peer == peer && offset.checked_add(u64::from(len)).is_some_and(|end| end <= r.expected));
+                if !ok && len <= self.cfg.frag_size && self.recent_recvs.contains(peer, recv_id) {
+                    // Sent again after a lane broke, but the first copy made it: dropped
+                    // (no larger than a fragment, so a peer cannot make this allocate much).
+                    return Ok((
+                        PayloadDest::Engine(vec![0; len as usize]),
+                        PayloadToken(TokenKind::None),
+                    ));
+                }
                 if !ok {
                     return Err(violation(format!(
                         "fragment [{offset}, +{len}) for unknown receive {recv_id}"
@@ -707,7 +773,14 @@ impl Endpoint {
                     len,
                     skip: 0,
                 };
-                Ok((dest, PayloadToken(TokenKind::Frag { req: recv_id, len })))
+                Ok((
+                    dest,
+                    PayloadToken(TokenKind::Frag {
+                        req: recv_id,
+                        offset,
+                        len,
+                    }),
+                ))
             }
             DataRepr::Fin { send_id } => {
                 match self.rdv_sends.get(&send_id) {
@@ -726,6 +799,14 @@ impl Endpoint {
                 if p.state == PeerState::Up {
                     p.state = PeerState::Finalized;
                 }
+                Ok(none)
+            }
+            DataRepr::Credit { returned } => {
+                let grant = self.grant;
+                self.peers[peer as usize]
+                    .credit
+                    .handle_returned(returned, grant)
+                    .map_err(violation)?;
                 Ok(none)
             }
         }
@@ -754,13 +835,17 @@ impl Endpoint {
                     self.held_max = self.held_max.max(p.held.len());
                 }
             }
-            TokenKind::Frag { req, len } => {
+            TokenKind::Frag { req, offset, len } => {
                 let Some(r) = self.rdv_recvs.get_mut(&req) else {
                     return;
                 };
-                r.received += len;
-                if r.received >= r.expected {
+                r.received.insert(offset, offset + len);
+                if r.received.covered() >= r.expected {
                     let r = self.rdv_recvs.remove(&req).expect("present");
+                    self.recent_recvs.push(peer, req);
+                    if self.peers[peer as usize].lanes.len() > 1 {
+                        self.outputs.push_back(Output::Abandon { peer, req });
+                    }
                     self.emit(r.peer, DataRepr::Fin { send_id: r.send_id }, None, None);
                     self.outputs.push_back(Output::RecvDone {
                         req,
@@ -768,6 +853,15 @@ impl Endpoint {
                     });
                 }
             }
+        }
+    }
+
+    /// An eager message of `len` bytes from `peer` left this rank's buffers: its credit
+    /// goes back to the sender once a batch is due.
+    fn consumed(&mut self, peer: Rank, len: u64) {
+        let grant = self.grant;
+        if let Some(returned) = self.peers[peer as usize].credit.consumed(len, grant) {
+            self.emit(peer, DataRepr::Credit { returned }, None, None);
         }
     }
 
@@ -806,7 +900,12 @@ impl Endpoint {
         p.state = PeerState::Failed(cause.to_string());
         p.lanes.clear();
         p.plan = LanePlan::default();
-        p.held.clear();
+        p.control = None;
+        for held in std::mem::take(&mut p.held).into_values() {
+            if let Held::Match { data, .. } = held {
+                self.buffered -= data.len() as u64;
+            }
+        }
         p.streams.clear();
         let fail = Failure::PeerFailed {
             rank: peer,

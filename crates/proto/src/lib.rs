@@ -15,7 +15,10 @@ pub mod sim;
 pub mod wire;
 
 pub use caps::{Caps, LaneId};
-pub use engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, PayloadToken, SendSlice, Status};
+pub use engine::{
+    eager_cost, eager_grant, Endpoint, EngineConfig, Failure, LaneLoss, Output, PayloadDest, PayloadToken,
+    SendSlice, Status,
+};
 pub use matching::ReqId;
 
 /// Rank of a process in the job (`COMM_WORLD` numbering).

@@ -51,6 +51,8 @@ pub struct SimConfig {
     /// Whether the lane of each index is node-local (shared memory); missing: not.
     pub lane_node_local: Vec<bool>,
     pub eager_limit: u32,
+    /// Each rank's cap on bytes held for unmatched eager messages (flow control).
+    pub unexpected_cap: u64,
     pub seed: u64,
 }
 
@@ -66,6 +68,7 @@ impl Default for SimConfig {
             lane_rate: Vec::new(),
             lane_node_local: Vec::new(),
             eager_limit: 4096,
+            unexpected_cap: 1 << 40,
             seed: 1,
         }
     }
@@ -81,6 +84,8 @@ pub enum Completion {
 struct Frame {
     from: Rank,
     to: Rank,
+    /// Index of the pair's lane that carries it.
+    lane: usize,
     header: HeaderBytes,
     payload: Vec<u8>,
 }
@@ -141,6 +146,7 @@ impl Sim {
             eager_limit: cfg.eager_limit,
             frag_size: cfg.mtu,
             lane_queue: 2 * u64::from(cfg.mtu),
+            unexpected_cap: cfg.unexpected_cap,
         };
         let endpoints = (0..cfg.ranks)
             .map(|r| Endpoint::new(r, cfg.ranks, ecfg))
@@ -203,12 +209,14 @@ impl Sim {
         self.nodes[rank as usize]
             .done
             .insert(req, Completion::Sent(Ok(())));
-        let at = self.lane_delay(rank, dest, self.lane_ids[&(rank, lane)].1, len);
+        let lane = self.lane_ids[&(rank, lane)].1;
+        let at = self.lane_delay(rank, dest, lane, len);
         self.schedule(
             at,
             Event::Frame(Frame {
                 from: rank,
                 to: dest,
+                lane,
                 header,
                 payload: data,
             }),
@@ -262,6 +270,26 @@ impl Sim {
             if r != rank && !self.nodes[r as usize].dead {
                 self.endpoints[r as usize].handle_peer_failed(rank, "killed by the simulator");
                 self.drain(r);
+            }
+        }
+    }
+
+    /// Breaks lane `lane` between `a` and `b` now: every frame still in flight on it,
+    /// in either direction, is lost, and both ranks learn that the lane went down (as a
+    /// connection error tells the runtime).
+    pub fn break_lane(&mut self, a: Rank, b: Rank, lane: usize) {
+        self.events.retain(|_, ev| {
+            !matches!(ev, Event::Frame(f) if f.lane == lane && [(a, b), (b, a)].contains(&(f.from, f.to)))
+        });
+        for (x, y) in [(a, b), (b, a)] {
+            let id = self
+                .lane_ids
+                .iter()
+                .find(|(&(r, _), &(peer, idx))| r == x && peer == y && idx == lane)
+                .map(|(&(_, id), _)| id);
+            if let (Some(id), false) = (id, self.nodes[x as usize].dead) {
+                self.endpoints[x as usize].handle_lane_down(y, id, "its lane was broken by the simulator");
+                self.drain(x);
             }
         }
     }
@@ -366,6 +394,7 @@ impl Sim {
                         Event::Frame(Frame {
                             from: rank,
                             to: peer,
+                            lane,
                             header,
                             payload: bytes,
                         }),
@@ -391,6 +420,8 @@ impl Sim {
                 Output::SendDone { req, result } => {
                     node.done.insert(req, Completion::Sent(result));
                 }
+                // A frame's payload is placed at once here: never part-way.
+                Output::Abandon { .. } => {}
                 Output::Connect { peer } => {
                     if !node.connecting[peer as usize] {
                         node.connecting[peer as usize] = true;
@@ -458,7 +489,10 @@ impl Sim {
             }
             Event::Frame(f) => {
                 self.frames += 1;
-                if self.nodes[f.to as usize].dead {
+                // A rank drops every frame from a peer it holds failed (the runtime closes its lanes).
+                if self.nodes[f.to as usize].dead
+                    || self.endpoints[f.to as usize].peer_failure(f.from).is_some()
+                {
                     return true;
                 }
                 self.deliver(f);

@@ -128,6 +128,7 @@ fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
             eager_limit: 4096,
             frag_size: 1 << 16,
             lane_queue: 1 << 17,
+            unexpected_cap: 1 << 30,
         },
     );
     let env = Envelope {
@@ -464,10 +465,13 @@ proptest! {
         seed in any::<u64>(),
         lanes in 1usize..4,
         rated in any::<bool>(),
+        capped in any::<bool>(),
     ) {
         // Rated lanes queue frames behind each other, so fragments are pulled by speed.
         let lane_rate = if rated { vec![50, 400, 3] } else { Vec::new() };
-        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, seed, ..Default::default() };
+        // A tight cap sends most messages as rendezvous once a few eager ones are out.
+        let unexpected_cap = if capped { 600 } else { 1 << 40 };
+        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, unexpected_cap, seed, ..Default::default() };
         let mut sim = Sim::new(cfg);
         // Reference: per (dst, src) the messages in send order, and per rank the
         // receives in post order; each receive takes the earliest fitting message.

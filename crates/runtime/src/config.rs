@@ -25,6 +25,14 @@ pub const PARAMS: &[Param] = &[
                   overtake a large transfer on the same lane",
     },
     Param {
+        name: "PONTOON_UNEXPECTED_CAP",
+        default: "67108864",
+        meaning: "bytes a rank holds at most for eager messages no receive has matched yet, shared equally \
+                  among its peers: a sender whose share is spent sends rendezvous until the receiver \
+                  catches up, so a flood of sends at a busy rank cannot exhaust its memory (must be the \
+                  same on every rank)",
+    },
+    Param {
         name: "PONTOON_TRANSPORTS",
         default: "all",
         meaning: "the transports lanes may use, a comma list of `shm` (shared memory between ranks of \
@@ -61,6 +69,13 @@ pub const PARAMS: &[Param] = &[
         default: "1000",
         meaning: "how long the TCP connect of one candidate address may take, and again its handshake \
                   once its turn comes",
+    },
+    Param {
+        name: "PONTOON_LANE_TIMEOUT_MS",
+        default: "10000",
+        meaning: "a network lane whose path has acknowledged nothing for this long while data waited (a \
+                  NIC or route gone) is closed: its transfers go on over the peer's other lanes, or the \
+                  peer fails with the reason; a peer that is only busy still acknowledges",
     },
     Param {
         name: "PONTOON_STAGGER_MS",
@@ -154,11 +169,13 @@ pub struct Config {
     pub transports: Vec<transport::Transport>,
     pub eager_limit: u32,
     pub frag_size: u32,
+    pub unexpected_cap: u64,
     pub spin: Duration,
     pub yield_when_idle: Yield,
     pub sockbuf: usize,
     pub connect_timeout: Duration,
     pub attempt_timeout: Duration,
+    pub lane_timeout: Duration,
     pub log: String,
     /// Pin each rank to one CPU.
     pub bind: Bind,
@@ -260,6 +277,7 @@ impl Config {
             transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
             frag_size,
+            unexpected_cap: num(env, "PONTOON_UNEXPECTED_CAP")?,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
             yield_when_idle: match get(env, "PONTOON_YIELD").trim() {
                 "auto" | "" => Yield::Auto,
@@ -276,6 +294,7 @@ impl Config {
             sockbuf: num(env, "PONTOON_SOCKBUF")?,
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
+            lane_timeout: Duration::from_millis(num(env, "PONTOON_LANE_TIMEOUT_MS")?),
             log: get(env, "PONTOON_LOG"),
             coll_bcast_long: num(env, "PONTOON_COLL_BCAST_LONG")?,
             coll_allreduce_long: num(env, "PONTOON_COLL_ALLREDUCE_LONG")?,

@@ -21,6 +21,15 @@ pub enum Route {
     Node,
 }
 
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Route::Ip { local, remote, .. } => write!(f, "{local} -> {remote}"),
+            Route::Node => write!(f, "within the node"),
+        }
+    }
+}
+
 /// A lane as `pontoon doctor` and error messages describe it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathInfo {

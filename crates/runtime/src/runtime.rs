@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use proto::handshake::Identity;
 use proto::wire::data::DataRepr;
 use proto::{
-    Endpoint, EngineConfig, Failure, LaneId, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
+    Endpoint, EngineConfig, Failure, LaneId, LaneLoss, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
 };
 use transport::{Link, LinkError, Placement, Sink, Transport};
 
@@ -24,6 +24,7 @@ use crate::wireup::{Attempt, Incoming, Listeners, Outgoing};
 use net::EndpointCard;
 
 mod connect;
+mod health;
 mod p2p;
 mod sleep;
 
@@ -155,6 +156,8 @@ pub struct Runtime {
     yielded: usize,
     done_tokens: Vec<u64>,
     polls: u32,
+    /// When the socket lanes are looked at next (`health.rs`).
+    next_lane_check: Instant,
     start: Instant,
     /// Deadline per peer that we are connecting to, for the error if none appears.
     connect_deadline: HashMap<Rank, Instant>,
@@ -184,6 +187,7 @@ impl Runtime {
             // Two fragments: one being written while the next waits, so a lane never
             // idles between fills, yet control frames queue behind little.
             lane_queue: 2 * u64::from(cfg.frag_size),
+            unexpected_cap: cfg.unexpected_cap,
         };
         let Some(env) = env else {
             let id = Identity {
@@ -309,6 +313,7 @@ impl Runtime {
             control,
             done_tokens: Vec::new(),
             polls: 0,
+            next_lane_check: Instant::now() + health::CHECK_EVERY,
             start: Instant::now(),
             connect_deadline: HashMap::new(),
             connect_reports: HashMap::new(),
@@ -362,6 +367,12 @@ impl Runtime {
     pub fn lanes(&self, peer: Rank) -> Vec<PathInfo> {
         let info = |id: &LaneId| self.lanes.get(*id).map(|l| l.info);
         self.lanes.of_peer(peer).iter().filter_map(info).collect()
+    }
+
+    /// Most payload bytes of unmatched eager messages this rank ever held at once
+    /// (bounded by `PONTOON_UNEXPECTED_CAP`).
+    pub fn unexpected_peak(&self) -> u64 {
+        self.ep.buffered_peak()
     }
 
     /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
@@ -463,6 +474,7 @@ impl Runtime {
         {
             self.waiter.drain();
             self.service_wakeups();
+            self.check_lanes();
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
@@ -592,10 +604,11 @@ impl Runtime {
         }
     }
 
-    /// A lane broke. It lost what it had in flight, so the engine fails the peer, and
-    /// with it go its other lanes.
+    /// A lane broke, losing what it had in flight. The engine sends its rendezvous
+    /// fragments again on the peer's other lanes; if it carried more than fragments, or
+    /// was the last, the engine fails the peer, and with it go its other lanes.
     fn lane_down(&mut self, lane: LaneId, e: LinkError) {
-        let Some(peer) = self.lanes.get(lane).map(|l| l.peer) else {
+        let Some((peer, info)) = self.lanes.get(lane).map(|l| (l.peer, l.info)) else {
             return;
         };
         self.close_lane(lane);
@@ -603,9 +616,17 @@ impl Runtime {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
         };
-        self.ep.handle_lane_down(peer, lane, &cause);
-        if self.ep.peer_failure(peer).is_some() {
-            self.drop_lanes(peer);
+        match self.ep.handle_lane_down(peer, lane, &cause) {
+            LaneLoss::PeerFailed => self.drop_lanes(peer),
+            LaneLoss::Closing => {}
+            LaneLoss::FailedOver => tracing::warn!(
+                "rank {}: {lane} to rank {peer} ({} {}) failed: {cause}; its transfers go on over the {} \
+                 other lane(s)",
+                self.id.rank,
+                info.transport.name(),
+                info.route,
+                self.lanes.of_peer(peer).len()
+            ),
         }
     }
 
@@ -672,6 +693,16 @@ impl Runtime {
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::Connect { peer } => self.start_connect(peer),
+                Output::Abandon { peer, req } => {
+                    if let Some(r) = self.reqs.get(req) {
+                        for i in 0..self.lanes.of_peer(peer).len() {
+                            let lane = self.lanes.of_peer(peer)[i];
+                            if let Some(l) = self.lanes.get_mut(lane) {
+                                l.link.abandon_payload(&r.buf);
+                            }
+                        }
+                    }
+                }
             }
         }
         self.complete_tokens() || any

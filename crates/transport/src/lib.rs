@@ -48,6 +48,8 @@ pub enum LinkError {
     Wire(#[from] proto::wire::WireError),
     #[error("{0}")]
     Protocol(String),
+    #[error("the path is dead: {0}")]
+    Stalled(String),
 }
 
 /// A connected, authenticated lane to one peer.
@@ -88,6 +90,24 @@ pub trait Link {
     /// [`Link::fd`] of a polled link was readable: take what woke the rank, and report a
     /// peer that is gone.
     fn service_wakeup(&mut self) -> Result<(), LinkError>;
+    /// Asks the kernel how the lane's path is doing (TCP: `TCP_INFO`): an error when it
+    /// is dead, i.e. data or window probes have gone unacknowledged for `stall_ms` (a
+    /// NIC that went down, a path that vanished), which TCP itself notices only after
+    /// many minutes; otherwise what was measured, if the transport measures anything.
+    fn check_path(&self, stall_ms: u32) -> Result<Option<PathFigures>, LinkError>;
+    /// The receive that owns `buf` completed through another lane: a payload this link
+    /// is still placing into `buf` (a fragment sent again after a lane broke) is read
+    /// on but dropped, and the link lets go of `buf`.
+    fn abandon_payload(&mut self, buf: &Buffer);
+}
+
+/// A lane's path as measured by the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathFigures {
+    /// Smallest round trip seen on the connection, in nanoseconds.
+    pub min_rtt_ns: u64,
+    /// Recent delivery rate in bytes per second (0 before data has flowed).
+    pub delivery_rate: u64,
 }
 
 /// The transports a lane can be of (`PONTOON_TRANSPORTS` names them).
@@ -196,5 +216,11 @@ impl<T> Link for AnyLink<T> {
     }
     fn service_wakeup(&mut self) -> Result<(), LinkError> {
         each!(self, l => l.service_wakeup())
+    }
+    fn check_path(&self, stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        each!(self, l => l.check_path(stall_ms))
+    }
+    fn abandon_payload(&mut self, buf: &Buffer) {
+        each!(self, l => l.abandon_payload(buf))
     }
 }

@@ -197,6 +197,11 @@ impl Buffer {
         n
     }
 
+    /// Whether `other` is a handle of the same memory (a clone of this buffer).
+    pub fn same_memory(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     fn clamp(&self, offset: u64, len: u64) -> (usize, usize) {
         let start = (offset.min(self.0.len as u64)) as usize;
         let n = (len.min((self.0.len - start) as u64)) as usize;

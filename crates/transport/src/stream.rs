@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 
 use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
 
-use crate::{Buffer, Caps, Link, LinkError, Placement, Sink};
+use crate::{Buffer, Caps, Link, LinkError, PathFigures, Placement, Sink};
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
@@ -76,6 +76,10 @@ pub trait Pipe {
     /// See [`Link::service_wakeup`].
     fn service_wakeup(&mut self) -> Result<(), LinkError> {
         Ok(())
+    }
+    /// See [`Link::check_path`].
+    fn check_path(&self, _stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        Ok(None)
     }
 }
 
@@ -421,5 +425,17 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
 
     fn service_wakeup(&mut self) -> Result<(), LinkError> {
         self.pipe.service_wakeup()
+    }
+
+    fn check_path(&self, stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        self.pipe.check_path(stall_ms)
+    }
+
+    fn abandon_payload(&mut self, buf: &Buffer) {
+        if let RxState::Payload { placement, .. } = &mut self.rx {
+            if matches!(placement, Placement::User { buf: b, .. } if b.same_memory(buf)) {
+                *placement = Placement::None;
+            }
+        }
     }
 }

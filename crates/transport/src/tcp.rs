@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 
 use crate::stream::{Pipe, StreamLink};
-use crate::{Caps, LinkError};
+use crate::{Caps, LinkError, PathFigures};
 
 /// Size of the receive staging buffer: many small frames per read() call.
 const RX_BUF: usize = 256 << 10;
@@ -90,6 +90,59 @@ impl Pipe for TcpPipe {
     fn arm_wakeup(&mut self) -> bool {
         true // the socket becomes readable by itself
     }
+
+    fn check_path(&self, stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        let info = tcp_info(&self.0).map_err(LinkError::Io)?;
+        if let Some(why) = stalled(&info, stall_ms) {
+            return Err(LinkError::Stalled(why));
+        }
+        Ok(Some(PathFigures {
+            min_rtt_ns: u64::from(info.tcpi_min_rtt) * 1000,
+            delivery_rate: info.tcpi_delivery_rate,
+        }))
+    }
+}
+
+/// Consecutive retransmissions (or unanswered window probes) of one segment before a
+/// path that has acknowledged nothing for the stall time counts as dead: one lost
+/// segment after an idle spell must not.
+const DEAD_AFTER_RETRIES: u8 = 3;
+
+/// Why the path of a connection is dead, if it is: the peer's kernel has acknowledged
+/// nothing for `stall_ms` although data or window probes went out again and again. A
+/// peer that is merely busy still acknowledges (its kernel answers window probes).
+fn stalled(info: &libc::tcp_info, stall_ms: u32) -> Option<String> {
+    let retries = info.tcpi_retransmits.max(info.tcpi_probes);
+    (info.tcpi_last_ack_recv >= stall_ms && retries >= DEAD_AFTER_RETRIES).then(|| {
+        format!(
+            "no acknowledgement for {} ms; {} segment(s) unacknowledged, sent {} times over (a NIC or route \
+             on the way is gone; PONTOON_LANE_TIMEOUT_MS sets how long a lane may stall)",
+            info.tcpi_last_ack_recv, info.tcpi_unacked, retries
+        )
+    })
+}
+
+/// The kernel's view of a TCP connection.
+fn tcp_info(sock: &TcpStream) -> io::Result<libc::tcp_info> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data (integers only), so all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a writable tcp_info of `len` bytes that outlives the call; the
+    // kernel writes at most `len` bytes and reports how many in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info)
 }
 
 #[cfg(test)]

@@ -6,6 +6,17 @@ use crate::caps::{plan, Caps, LaneId, LanePlan};
 use crate::wire::data::{DataRepr, HeaderBytes};
 use crate::Rank;
 
+/// What the loss of a lane meant ([`Endpoint::handle_lane_down`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneLoss {
+    /// The peer's other lanes carry on (its fragments in flight go again on them).
+    FailedOver,
+    /// The peer said BYE: its lanes are closing.
+    Closing,
+    /// The peer is failed: every operation with it ends with an error.
+    PeerFailed,
+}
+
 impl Endpoint {
     /// A CTS accepted `len` bytes: the fragments wait for lanes with room (`fill_lanes`).
     pub(super) fn queue_fragments(&mut self, peer: Rank, send_id: SendId, recv_id: RecvId, len: u64) {
@@ -59,6 +70,9 @@ impl Endpoint {
                     }
                     q += chunk;
                     handed_out = true;
+                    if let Some(s) = self.rdv_sends.get_mut(&send_id) {
+                        s.handed.push((lane, offset, chunk));
+                    }
                     self.outputs.push_back(Output::Transmit {
                         peer,
                         lane,
@@ -117,9 +131,11 @@ impl Endpoint {
         let cfg = self.cfg;
         let p = &mut self.peers[peer as usize];
         let caps: Vec<Caps> = p.lanes.iter().map(|l| l.caps).collect();
-        let Some(plan) = plan(&caps) else {
+        let current = p.lanes.iter().position(|l| Some(l.id) == p.control);
+        let Some(plan) = plan(&caps, current) else {
             return false;
         };
+        p.control = Some(p.lanes[plan.eager].id);
         p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager);
         p.frag_size = plan
             .bulk
@@ -131,6 +147,20 @@ impl Endpoint {
             .max(1);
         p.plan = plan;
         true
+    }
+
+    /// The capabilities of a lane were measured anew: the lanes are planned again.
+    pub fn handle_lane_caps(&mut self, peer: Rank, lane: LaneId, caps: Caps) {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        let Some(l) = p.lanes.iter_mut().find(|l| l.id == lane) else {
+            return;
+        };
+        l.caps = caps;
+        if p.state == PeerState::Up {
+            self.replan(peer);
+        }
     }
 
     /// The lanes of `peer` in the order they came up, with their capabilities.
@@ -148,19 +178,30 @@ impl Endpoint {
             .is_some_and(|p| p.state == PeerState::Connecting)
     }
 
-    /// Lane `lane` of `peer` broke. A lane loses the frames it had in flight when it
-    /// breaks, so the peer counts as failed unless it said BYE.
-    pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str) {
+    /// Lane `lane` of `peer` broke, losing the frames it had in flight. If the peer
+    /// has other usable lanes and the broken one carried only rendezvous fragments, the
+    /// fragments go again on the others ([`Endpoint::requeue_fragments`]) and the peer
+    /// lives on. The lane of eager messages and control frames cannot fail over yet (a
+    /// frame lost on it is not sent again), so losing it, or the last lane, fails the
+    /// peer, unless it said BYE.
+    pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str) -> LaneLoss {
         let p = &mut self.peers[peer as usize];
+        let carried_control = p.control == Some(lane);
         p.lanes.retain(|l| l.id != lane);
+        if p.state == PeerState::Up && !carried_control && self.replan(peer) {
+            self.requeue_fragments(peer, lane);
+            return LaneLoss::FailedOver;
+        }
+        let p = &mut self.peers[peer as usize];
         if p.state == PeerState::Finalized {
             if !self.replan(peer) {
                 let p = &mut self.peers[peer as usize];
                 p.plan = LanePlan::default();
                 p.streams.clear();
             }
-            return;
+            return LaneLoss::Closing;
         }
         self.handle_peer_failed(peer, cause);
+        LaneLoss::PeerFailed
     }
 }

@@ -13,6 +13,7 @@
 //!   FRAG  16: recv_id u64, offset u64                                   payload = a chunk
 //!   FIN    8: send_id u64                                               no payload
 //!   BYE    0:                                                           no payload
+//!   CREDIT 8: returned u64 (running total of eager bytes given back)    no payload
 //! ```
 //! The stream reader learns the header size from the kind byte, then the payload
 //! size from the prefix, so the payload can be read straight into its destination.
@@ -34,6 +35,7 @@ pub enum Kind {
     Frag = 4,
     Fin = 5,
     Bye = 6,
+    Credit = 7,
 }
 
 impl Kind {
@@ -45,6 +47,7 @@ impl Kind {
             4 => Kind::Frag,
             5 => Kind::Fin,
             6 => Kind::Bye,
+            7 => Kind::Credit,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -56,6 +59,7 @@ impl Kind {
             Kind::Frag => 16,
             Kind::Fin => 8,
             Kind::Bye => 0,
+            Kind::Credit => 8,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -154,6 +158,12 @@ pub enum DataRepr {
         send_id: u64,
     },
     Bye,
+    /// The receiver has consumed eager messages of this sender: `returned` is the
+    /// running total of eager bytes it has given back (a total, so a repeated frame
+    /// changes nothing).
+    Credit {
+        returned: u64,
+    },
 }
 
 impl DataRepr {
@@ -185,6 +195,9 @@ impl DataRepr {
                 send_id: h.body_u64(0),
             },
             Kind::Bye => DataRepr::Bye,
+            Kind::Credit => DataRepr::Credit {
+                returned: h.body_u64(0),
+            },
         }
     }
 
@@ -196,6 +209,7 @@ impl DataRepr {
             DataRepr::Frag { .. } => Kind::Frag,
             DataRepr::Fin { .. } => Kind::Fin,
             DataRepr::Bye => Kind::Bye,
+            DataRepr::Credit { .. } => Kind::Credit,
         }
     }
 
@@ -251,6 +265,7 @@ impl DataRepr {
             }
             DataRepr::Fin { send_id } => put_u64(body, 0, *send_id),
             DataRepr::Bye => {}
+            DataRepr::Credit { returned } => put_u64(body, 0, *returned),
         }
         n
     }
@@ -320,6 +335,7 @@ mod tests {
                 .prop_map(|(recv_id, offset, len)| DataRepr::Frag { recv_id, offset, len }),
             any::<u64>().prop_map(|send_id| DataRepr::Fin { send_id }),
             Just(DataRepr::Bye),
+            any::<u64>().prop_map(|returned| DataRepr::Credit { returned }),
         ]
     }
 

@@ -207,8 +207,10 @@ impl Runtime {
         };
         if let Err(e) = watched {
             tracing::warn!(peer, "cannot watch the lane with epoll ({e}); closing it");
-            self.ep
-                .handle_lane_down(peer, lane, &format!("its lane could not be watched: {e}"));
+            let cause = format!("its lane could not be watched: {e}");
+            if self.ep.handle_lane_down(peer, lane, &cause) == proto::LaneLoss::PeerFailed {
+                self.drop_lanes(peer);
+            }
             return false;
         }
         let info = PathInfo {

@@ -1,0 +1,123 @@
+//! Flow control of eager messages in the simulator: the memory a rank holds for
+//! messages nobody has asked for yet stays under its cap, and everything completes.
+
+use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
+use pontoon_proto::wire::data::{DataRepr, Envelope};
+use pontoon_proto::{eager_cost, Endpoint, EngineConfig};
+
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng::new(seed);
+    (0..len).map(|_| r.next_u64() as u8).collect()
+}
+
+/// 16 ranks each flood rank 0 with eager-sized messages while it has posted nothing.
+/// Without flow control it would buffer all 16 × 40 KiB; with it, the senders switch
+/// to rendezvous once their share is spent, and rank 0 never holds more than its cap.
+#[test]
+fn a_sixteen_to_one_eager_flood_stays_under_the_cap_and_completes() {
+    let (senders, per_sender, len) = (16u32, 40usize, 1024usize);
+    let cap = 64 * 1024;
+    let cfg = SimConfig {
+        ranks: senders + 1,
+        eager_limit: 4096,
+        mtu: 1500,
+        unexpected_cap: cap,
+        latency_ns: (500, 5_000),
+        jitter_ns: 2_000,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let mut sends = Vec::new();
+    for i in 0..per_sender {
+        for s in 1..=senders {
+            let data = bytes(u64::from(s) * 1000 + i as u64, len);
+            let req = sim.isend(s, 0, 0, i as i32, data.clone(), false);
+            sends.push((s, i, data, req));
+        }
+    }
+    sim.run();
+    let held = sim.endpoint(0).buffered_peak();
+    let total = u64::from(senders) * (per_sender * len) as u64;
+    assert!(held <= cap, "rank 0 held {held} bytes, over its cap of {cap}");
+    assert!(held > 0, "some messages went eagerly");
+    assert!(total > 4 * cap, "the flood is well above the cap ({total} bytes)");
+
+    // Now rank 0 receives everything, in an order unlike the arrival order.
+    let recvs: Vec<_> = sends
+        .iter()
+        .rev()
+        .map(|(s, i, _, _)| sim.irecv(0, *s as i32, 0, *i as i32, len))
+        .collect();
+    sim.run();
+    for ((s, i, data, send), recv) in sends.iter().rev().zip(&recvs) {
+        match sim.completion(0, *recv) {
+            Some(Completion::Received(Ok(st))) => assert_eq!(st.count as usize, len),
+            other => panic!("message {i} from rank {s}: {other:?}"),
+        }
+        assert_eq!(sim.recv_buf(0, *recv), &data[..], "message {i} from rank {s}");
+        assert_eq!(sim.completion(*s, *send), Some(&Completion::Sent(Ok(()))));
+    }
+    assert!(sim.endpoint(0).buffered_peak() <= cap);
+    // Credit came back: every sender can send eagerly again.
+    let grant = cap / u64::from(senders);
+    for s in 1..=senders {
+        let credit = sim.endpoint(s).eager_credit(0);
+        assert!(
+            credit >= grant * 3 / 4,
+            "rank {s} has {credit} of {grant} bytes of credit"
+        );
+    }
+}
+
+/// Ping-pong of small messages never runs out of credit: it is given back in batches.
+#[test]
+fn credit_comes_back_while_messages_are_received() {
+    let cfg = SimConfig {
+        unexpected_cap: 16 * eager_cost(100),
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    for i in 0..1000 {
+        let r = sim.irecv(1, 0, 0, 0, 100);
+        sim.send_now(0, 1, 0, 0, bytes(i, 100));
+        sim.run();
+        assert!(matches!(sim.completion(1, r), Some(Completion::Received(Ok(_)))));
+    }
+    assert!(sim.endpoint(0).eager_credit(1) >= 12 * eager_cost(100));
+    // Every one of them went eagerly: the fast path never fell back to a rendezvous.
+    assert_eq!(
+        sim.frames,
+        1000 + 1000 / 4,
+        "1000 MATCH frames and a CREDIT per 4 messages"
+    );
+}
+
+#[test]
+fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
+    let mut ep = Endpoint::new(
+        1,
+        2,
+        EngineConfig {
+            eager_limit: 4096,
+            frag_size: 1 << 16,
+            lane_queue: 1 << 17,
+            unexpected_cap: 2 * eager_cost(4096),
+        },
+    );
+    let env = |seq| Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 0,
+        seq,
+        msg_len: 4096,
+    };
+    assert!(ep.handle_header(0, &DataRepr::Match { env: env(0) }).is_ok());
+    assert!(ep.handle_header(0, &DataRepr::Match { env: env(1) }).is_ok());
+    let err = ep.handle_header(0, &DataRepr::Match { env: env(2) }).unwrap_err();
+    assert!(err.what.contains("beyond its credit"), "{err}");
+    // A peer cannot hand itself credit either.
+    let err = ep
+        .handle_header(0, &DataRepr::Credit { returned: 1 })
+        .unwrap_err();
+    assert!(err.what.contains("never given"), "{err}");
+}

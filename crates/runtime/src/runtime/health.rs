@@ -1,0 +1,86 @@
+//! The health of network lanes, from the kernel's view of each connection: a lane
+//! whose path has acknowledged nothing for `PONTOON_LANE_TIMEOUT_MS` while data waited
+//! (a NIC taken down, a route gone) is closed like a broken connection, so its
+//! fragments fail over to the peer's other lanes, or the peer fails with the reason,
+//! instead of TCP retrying for a quarter of an hour. The same look measures each
+//! lane's round trip and delivery rate for the engine's lane plan.
+
+use std::time::{Duration, Instant};
+
+use transport::{Link, PathFigures};
+
+use super::Runtime;
+
+/// How often the lanes are looked at (on the rarely busy passes).
+pub(super) const CHECK_EVERY: Duration = Duration::from_millis(200);
+
+impl Runtime {
+    /// Looks at every socket lane once `CHECK_EVERY` has passed since the last look.
+    pub(super) fn check_lanes(&mut self) {
+        let now = Instant::now();
+        if now < self.next_lane_check {
+            return;
+        }
+        self.next_lane_check = now + CHECK_EVERY;
+        let stall_ms = self.cfg.lane_timeout.as_millis().min(u128::from(u32::MAX)) as u32;
+        let mut i = 0;
+        while let Some(&lane) = self.lanes.sockets().get(i) {
+            i += 1;
+            let Some(l) = self.lanes.get(lane) else { continue };
+            match l.link.check_path(stall_ms) {
+                Ok(Some(figures)) => {
+                    let (peer, caps) = (l.peer, measured(l.link.caps(), figures));
+                    if caps != l.link.caps() {
+                        if let Some(l) = self.lanes.get_mut(lane) {
+                            l.link.set_caps(caps);
+                        }
+                        self.ep.handle_lane_caps(peer, lane, caps);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.lane_down(lane, e);
+                    i = 0; // the list changed
+                }
+            }
+        }
+    }
+}
+
+/// `caps` with what the kernel measured: one-way latency is half the smallest round
+/// trip, bandwidth the delivery rate once data has flowed (rounded to 1/16 of a power
+/// of two, so that small wobbles do not re-plan the lanes).
+fn measured(caps: proto::Caps, f: PathFigures) -> proto::Caps {
+    let mut c = caps;
+    if f.min_rtt_ns > 0 {
+        c.latency_ns = coarse(f.min_rtt_ns / 2);
+    }
+    if f.delivery_rate > 0 {
+        c.bandwidth = coarse(f.delivery_rate);
+    }
+    c
+}
+
+fn coarse(v: u64) -> u64 {
+    let shift = (63 - v.max(1).leading_zeros()).saturating_sub(4);
+    (v >> shift) << shift
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_rounded_so_wobbles_do_not_replan() {
+        assert_eq!(coarse(1000), coarse(1010));
+        assert_eq!(coarse(17), 17);
+        assert_ne!(coarse(1000), coarse(1200));
+        let caps = transport::tcp::tcp_caps(65536);
+        let f = PathFigures {
+            min_rtt_ns: 40_000,
+            delivery_rate: 0,
+        };
+        let m = measured(caps, f);
+        assert_eq!((m.latency_ns, m.bandwidth), (coarse(20_000), caps.bandwidth));
+    }
+}
