@@ -2,8 +2,9 @@
 # The README's main command (`make demo`), after the release build: as root, one job of 8
 # ranks across the `two-clusters` testbed — two NAT'd clusters whose compute nodes share
 # the private subnet 10.0.0.0/24, every host with a docker-style bridge of the same
-# address — torn down afterwards — then N ranks on this host over shared memory; as
-# another user only the local ranks, saying why.
+# address — torn down afterwards; then two hosts with two NICs each, where one NIC goes
+# down in the middle of a transfer and the lane on the other carries it through; then N
+# ranks on this host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
 set -euo pipefail
@@ -26,7 +27,8 @@ if [[ "$(id -u)" -ne 0 ]]; then
 fi
 
 name="demo-$$"
-trap '"$pontoon" testbed down "$name" >/dev/null' EXIT
+nics="demo-nics-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$nics" >/dev/null 2>&1' EXIT
 "$pontoon" testbed up two-clusters --name "$name" --docker
 echo
 echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more):"
@@ -37,5 +39,12 @@ echo "demo: pontoon run --testbed $name -n 8 ring   (one rank per host, launcher
 echo
 echo "demo: every rank connects to every other one, never to a same-address stranger:"
 "$pontoon" run --testbed "$name" -n 8 "$examples/all_connect"
+echo
+"$pontoon" testbed up multinic --nodes 2 --name "$nics" >/dev/null
+echo "demo: two hosts, two NICs each: two lanes per pair; 256 MiB goes over both, and rank 0"
+echo "      takes its second NIC down mid-way (nothing tells either end: the stall detector"
+echo "      notices within PONTOON_LANE_TIMEOUT_MS, 1 s here, and the first NIC carries the rest)"
+"$pontoon" run --testbed "$nics" -n 2 -x PONTOON_LANE_TIMEOUT_MS=1000 "$examples/lane_failover" --down 2>&1
+"$pontoon" testbed down "$nics" >/dev/null
 echo
 local_ranks

@@ -424,7 +424,7 @@ fn a_nic_taken_down_during_a_transfer_fails_over_to_the_other_nic() {
     }
     let (stdout, stderr) = break_the_second_lane(&["--down"]);
     assert!(
-        stdout.contains("down (lane 2 of 2") && stdout.contains("ip exit exit status: 0"),
+        stdout.contains("down (the second lane") && stdout.contains("ip exit exit status: 0"),
         "{stdout}"
     );
     assert!(

@@ -57,7 +57,7 @@ fn main() -> Result<(), pontoon::Error> {
             let how = if std::env::args().any(|a| a == "--down") {
                 let nic = interface_of(local.ip());
                 let status = run("ip", &["link", "set", "dev", &nic, "down"]);
-                format!("took {nic} down (lane 2 of 2, {local} -> {remote}) during the transfer: ip exit {status}")
+                format!("took {nic} down (the second lane, {local} -> {remote}) during the transfer: ip exit {status}")
             } else {
                 let (src, dst) = (local.ip().to_string(), remote.ip().to_string());
                 let (sport, dport) = (format!(":{}", local.port()), format!(":{}", remote.port()));
@@ -66,7 +66,7 @@ fn main() -> Result<(), pontoon::Error> {
                 ];
                 let status = run("ss", &args);
                 format!(
-                    "destroyed the connection of lane 2 of 2 ({local} -> {remote}) during the transfer: ss exit \
+                    "destroyed the connection of the second lane ({local} -> {remote}) during the transfer: ss exit \
                      {status}"
                 )
             };
