@@ -27,6 +27,11 @@ struct PathReport {
     class: String,
     family: &'static str,
     initiated: bool,
+    /// One-way latency in nanoseconds: half the smallest round trip on TCP lanes, once
+    /// measured (every 200 ms); the transport's starting figure before.
+    latency_ns: Option<u64>,
+    /// Bytes per second: the kernel's delivery rate on TCP lanes once data has flowed.
+    bandwidth: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -78,7 +83,8 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
         .collect()
 }
 
-fn path_report(p: runtime::PathInfo) -> PathReport {
+fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport {
+    let caps = universe.lane_caps(p.lane);
     let (local, remote, class, family) = match p.route {
         runtime::Route::Ip { local, remote, class } => (
             Some(local.to_string()),
@@ -95,6 +101,8 @@ fn path_report(p: runtime::PathInfo) -> PathReport {
         class,
         family,
         initiated: p.initiated,
+        latency_ns: caps.map(|c| c.latency_ns),
+        bandwidth: caps.map(|c| c.bandwidth),
     }
 }
 
@@ -107,8 +115,12 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             peer,
             ok: result.is_ok(),
             error: result.err(),
-            path: universe.path(peer).map(path_report),
-            lanes: universe.lanes(peer).into_iter().map(path_report).collect(),
+            path: universe.path(peer).map(|p| path_report(universe, p)),
+            lanes: universe
+                .lanes(peer)
+                .into_iter()
+                .map(|p| path_report(universe, p))
+                .collect(),
             attempts: universe
                 .attempts(peer)
                 .iter()
@@ -271,6 +283,11 @@ pub fn main(json: bool) -> ExitCode {
     // exchange again, so that every rank progresses while its peers finish theirs.
     let first = ping_all(&world);
     universe.settle_wireup(std::time::Duration::from_secs(10));
+    // Network lanes are measured every 200 ms: progress long enough for one look.
+    let measured = std::time::Instant::now() + std::time::Duration::from_millis(250);
+    while std::time::Instant::now() < measured {
+        universe.progress();
+    }
     let second = ping_all(&world);
     let results: Vec<(u32, Result<(), String>)> = first
         .into_iter()

@@ -235,3 +235,30 @@ fn bind_to_core_pins_each_rank_to_one_cpu() {
         "{unpinned}"
     );
 }
+
+/// A TCP lane's caps are measured (TCP_INFO), not the transport's starting figures:
+/// doctor reports half the smallest round trip and the delivery rate.
+#[test]
+fn doctor_reports_measured_latency_and_bandwidth_of_tcp_lanes() {
+    let out = Command::new(pontoon())
+        .args(["run", "-n", "2", "--timeout", "60", "-x", "PONTOON_TRANSPORTS"])
+        .env("PONTOON_TRANSPORTS", "tcp")
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("pontoon runs");
+    let stdout = succeeded(&out);
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("doctor --json");
+    // `transport::tcp::tcp_caps` before any measurement (measured figures are rounded
+    // to 1/16 of a power of two, which this is not).
+    let starting = 10_000;
+    for r in report["ranks"].as_array().unwrap() {
+        for p in r["peers"].as_array().unwrap() {
+            let lane = &p["lanes"][0];
+            assert_eq!(lane["transport"], "tcp", "{lane}");
+            let latency = lane["latency_ns"].as_u64().unwrap();
+            assert!(latency > 0 && latency != starting, "not measured: {lane}");
+            assert!(latency < 1_000_000, "a loopback round trip of over 2 ms: {lane}");
+        }
+    }
+}

@@ -208,6 +208,11 @@ impl Universe {
         self.rt.borrow().lanes(peer)
     }
 
+    /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
+    pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
+        self.rt.borrow().lane_caps(lane)
+    }
+
     /// Every connection attempt this rank made to `peer`, for diagnostics.
     pub fn attempts(&self, peer: Rank) -> Vec<runtime::Attempt> {
         self.rt.borrow().attempts(peer).to_vec()

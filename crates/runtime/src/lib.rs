@@ -15,7 +15,7 @@ pub mod wireup;
 pub use config::Config;
 pub use lanes::{PathInfo, Route};
 pub use net::EndpointCard;
-pub use proto::{Failure, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
+pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
 pub use runtime::{Background, Completion, Error, Runtime};
 pub use transport::Transport;
 pub use transport::{mem, Buffer};

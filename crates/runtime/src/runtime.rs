@@ -375,6 +375,11 @@ impl Runtime {
         self.ep.buffered_peak()
     }
 
+    /// What a lane can do, as last measured (`health.rs`), while it is open.
+    pub fn lane_caps(&self, lane: LaneId) -> Option<proto::Caps> {
+        self.lanes.get(lane).map(|l| l.link.caps())
+    }
+
     /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
     pub fn shm_refusal(&self, peer: Rank) -> Option<&str> {
         self.shm_refusals.get(&peer).map(String::as_str)
