@@ -148,6 +148,48 @@ fn tcp_info(sock: &TcpStream) -> io::Result<libc::tcp_info> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(last_ack_recv: u32, retransmits: u8, probes: u8) -> libc::tcp_info {
+        // SAFETY: tcp_info is plain old data (integers only).
+        let mut i: libc::tcp_info = unsafe { std::mem::zeroed() };
+        i.tcpi_last_ack_recv = last_ack_recv;
+        i.tcpi_retransmits = retransmits;
+        i.tcpi_probes = probes;
+        i
+    }
+
+    #[test]
+    fn a_path_is_dead_only_after_repeated_unanswered_sends_for_the_stall_time() {
+        assert!(
+            stalled(&info(1500, 3, 0), 1000).is_some(),
+            "a NIC gone: retransmissions unanswered"
+        );
+        assert!(
+            stalled(&info(1500, 0, 3), 1000).is_some(),
+            "window probes unanswered"
+        );
+        assert!(
+            stalled(&info(900, 5, 0), 1000).is_none(),
+            "not for the stall time yet"
+        );
+        // An idle lane that sends again and loses one segment: the last ACK is old, but
+        // one retransmission is no proof of a dead path.
+        assert!(stalled(&info(60_000, 1, 0), 1000).is_none());
+        // A busy peer whose kernel answers window probes: the answers reset the count.
+        assert!(stalled(&info(60_000, 0, 0), 1000).is_none());
+    }
+
+    #[test]
+    fn a_live_connection_is_measured_not_stalled() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_b, _) = listener.accept().unwrap();
+        let figures = TcpPipe(a).check_path(1).unwrap().expect("TCP measures");
+        assert!(
+            figures.min_rtt_ns > 0,
+            "the handshake gave a round trip: {figures:?}"
+        );
+    }
     use crate::{Buffer, Link};
     use proto::wire::data::DataRepr;
     use proto::wire::data::HeaderBytes;
