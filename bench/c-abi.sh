@@ -22,6 +22,8 @@
 # scripts/install-deps.sh --anchors).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 RUNS=${RUNS:-3}
 ITERS=${ITERS:-10000}
@@ -34,9 +36,7 @@ programs=(pingpong bibw allreduce)
 [[ -x $pontoon ]] || { echo "missing $pontoon: make build" >&2; exit 1; }
 make -s -C bench >/dev/null
 for p in "${programs[@]}"; do
-    for f in "$b/$p-pontoon" "$b/$p-abi" "$b/$p-openmpi" "$MPICH_ABI/bin/mpiexec"; do
-        [[ -x $f ]] || { echo "missing $f: make -C bench (anchors: scripts/install-deps.sh --anchors)" >&2; exit 1; }
-    done
+    need_built "$b/$p-pontoon" "$b/$p-abi" "$b/$p-openmpi" "$MPICH_ABI/bin/mpiexec"
 done
 
 tmp=$(mktemp -d)
@@ -119,13 +119,13 @@ for i in $(seq "$RUNS"); do
     echo "run $i/$RUNS done" >&2
 done
 
-stats() { # file -> "median (min-max)"
+spread() { # file -> "median (min-max)"
     [[ -s $1 ]] || { echo "-"; return; }
     sort -g "$1" | awk '{ v[NR] = $1 } END {
         m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
         printf "%s (%s-%s)\n", m, v[1], v[NR] }'
 }
-median() { stats "$1" | cut -d' ' -f1; }
+median() { spread "$1" | cut -d' ' -f1; }
 
 echo "$WHERE, $RUNS runs; $placement; paths: $PATHS"
 echo
@@ -136,7 +136,7 @@ for _ in "${figures[@]}"; do printf -- '---|'; done
 echo
 for system in "${systems[@]}"; do
     printf '| %s |' "$system"
-    for f in "${!figures[@]}"; do printf ' %s |' "$(stats "$tmp/$system.$f")"; done
+    for f in "${!figures[@]}"; do printf ' %s |' "$(spread "$tmp/$system.$f")"; done
     echo
 done
 for system in pontoon abi-on-pontoon; do

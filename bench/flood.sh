@@ -20,9 +20,7 @@ pontoon=target/release/pontoon
 b=bench/build
 need "$pontoon"
 make -s -C bench >/dev/null
-for f in "$b/flood-abi" "$b/flood-openmpi" "$MPICH_ABI/bin/mpiexec"; do
-    [[ -x $f ]] || { echo "missing $f: make -C bench (anchors: scripts/install-deps.sh --anchors)" >&2; exit 1; }
-done
+need_built "$b/flood-abi" "$b/flood-openmpi" "$MPICH_ABI/bin/mpiexec"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -23,3 +23,12 @@ need() {
 
 # need_root: testbeds are network namespaces.
 need_root() { [[ "$(id -u)" -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }; }
+
+# need_built FILE...: stop with a hint unless every FILE (a bench program or an MPI
+# anchor's launcher) is an executable.
+need_built() {
+    local f
+    for f in "$@"; do
+        [[ -x $f ]] || { echo "missing $f: make -C bench (anchors: scripts/install-deps.sh --anchors)" >&2; exit 1; }
+    done
+}

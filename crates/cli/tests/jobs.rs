@@ -69,15 +69,21 @@ fn a_rank_sleeping_on_its_only_link_wakes_for_each_message() {
     // TCP: the socket joins the ready set for the sleep. Shared memory: the doorbell rings
     // (without it every message would wait for the 50 ms sleep to end: over the timeout).
     for transport in ["tcp", "shm"] {
-        let out = Command::new(pontoon())
-            .args(["run", "-n", "2", "--timeout", "60"])
-            .args(["-x", "PONTOON_SPIN_US", "-x", "PONTOON_TRANSPORTS"])
-            .env("PONTOON_SPIN_US", "0")
-            .env("PONTOON_TRANSPORTS", transport)
-            .arg(example("pingpong"))
-            .args(["--max", "8", "--iters", "10000"])
-            .output()
-            .expect("pontoon runs");
+        let transports = format!("PONTOON_TRANSPORTS={transport}");
+        let (out, _) = run(
+            &[
+                "-n",
+                "2",
+                "--timeout",
+                "60",
+                "-x",
+                "PONTOON_SPIN_US=0",
+                "-x",
+                &transports,
+            ],
+            "pingpong",
+            &["--max", "8", "--iters", "10000"],
+        );
         let stdout = succeeded(&out);
         assert!(
             stdout.lines().any(|l| l.split_whitespace().next() == Some("8")),
@@ -93,15 +99,15 @@ fn a_rank_sleeping_on_its_only_link_wakes_for_each_message() {
 fn a_sixteen_to_one_flood_stays_under_the_unexpected_cap() {
     let cap: u64 = 4 << 20;
     for transport in ["shm", "tcp"] {
-        let out = Command::new(pontoon())
-            .args(["run", "-n", "17", "--timeout", "120"])
-            .args(["-x", "PONTOON_UNEXPECTED_CAP", "-x", "PONTOON_TRANSPORTS"])
-            .env("PONTOON_UNEXPECTED_CAP", cap.to_string())
-            .env("PONTOON_TRANSPORTS", transport)
-            .arg(example("flood"))
-            .args(["--count", "64", "--size", "16384"])
-            .output()
-            .expect("pontoon runs");
+        let (cap_var, transports) = (
+            format!("PONTOON_UNEXPECTED_CAP={cap}"),
+            format!("PONTOON_TRANSPORTS={transport}"),
+        );
+        let (out, _) = run(
+            &["-n", "17", "--timeout", "120", "-x", &cap_var, "-x", &transports],
+            "flood",
+            &["--count", "64", "--size", "16384"],
+        );
         let stdout = succeeded(&out);
         let line = stdout
             .lines()

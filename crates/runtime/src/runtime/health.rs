@@ -29,8 +29,9 @@ impl Runtime {
             let Some(l) = self.lanes.get(lane) else { continue };
             match l.link.check_path(stall_ms) {
                 Ok(Some(figures)) => {
-                    let (peer, caps) = (l.peer, measured(l.link.caps(), figures));
-                    if caps != l.link.caps() {
+                    let (peer, before) = (l.peer, l.link.caps());
+                    let caps = measured(before, figures);
+                    if caps != before {
                         if let Some(l) = self.lanes.get_mut(lane) {
                             l.link.set_caps(caps);
                         }
