@@ -59,6 +59,34 @@ fn pingpong_prints_the_table() {
     }
 }
 
+/// A busy-polling rank looks at its listeners, doorbells and the coordinator when epoll
+/// says one is ready or every few milliseconds, not every 1024th pass: each look was
+/// several system calls (an `accept()` that finds nobody allocates and frees a socket and
+/// a file), a fifth of a rank's time in an 8 B ping-pong over shared memory. Before, 100,000
+/// round trips took a look every ~50 µs; now at most one per 5 ms, and one after each sleep.
+#[test]
+fn a_busy_rank_looks_at_its_rarely_busy_sockets_only_when_they_are_ready() {
+    for transport in ["shm", "tcp"] {
+        let transports = format!("PONTOON_TRANSPORTS={transport}");
+        let (out, _) = run(
+            &["-n", "2", "--timeout", "60", "-x", &transports],
+            "pingpong",
+            &["--max", "8", "--iters", "20000"],
+        );
+        let stdout = succeeded(&out);
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("# housekeeping:"))
+            .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
+        let numbers: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        let [passes, ms] = numbers[..] else {
+            panic!("{transport}: {line}")
+        };
+        // Generous: one per 2.5 ms (twice the rate) and 50 after sleeps or connections.
+        assert!(passes <= ms / 2.5 + 50.0, "{transport}: {line}");
+    }
+}
+
 /// With no spin budget every wait sleeps in epoll. A rank's only link joins the epoll
 /// set just for its sleeps (a registered socket slows every message): a message must
 /// still wake it, or a good part of these 55,000 round trips wait out a sleep of up to

@@ -36,6 +36,7 @@ fn main() -> Result<(), pontoon::Error> {
             "size_bytes", "latency_us", "bandwidth_MBps"
         );
     }
+    let began = universe.wtime();
     let mut size = 0usize;
     loop {
         // Fewer iterations for large messages, as osu_latency does.
@@ -73,6 +74,11 @@ fn main() -> Result<(), pontoon::Error> {
             break;
         }
         size = if size == 0 { 1 } else { size * 2 };
+    }
+    if rank == 0 {
+        let ms = (universe.wtime() - began) * 1e3;
+        let passes = universe.housekeeping_passes();
+        println!("# housekeeping: {passes} passes in {ms:.0} ms");
     }
     universe.finalize()
 }

@@ -182,6 +182,12 @@ impl Universe {
         self.rt.borrow().unexpected_peak()
     }
 
+    /// How many progress passes looked at wire-up and the coordinator, for diagnostics
+    /// (they do on readiness and every few milliseconds: each look costs system calls).
+    pub fn housekeeping_passes(&self) -> u64 {
+        self.rt.borrow().housekeeping_passes()
+    }
+
     /// Addresses rank `rank` listens on (its endpoint card), for diagnostics.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.rt.borrow().peer_addresses(rank)

@@ -23,6 +23,11 @@ use crate::waiter::{ReadySet, Waiter};
 use crate::wireup::{Attempt, Incoming, Listeners, Outgoing};
 use net::EndpointCard;
 
+/// How often the rarely busy sockets are looked at though epoll reported nothing: a
+/// safety net for an event missed (they are edge-triggered), and the clock of wire-up's
+/// and the coordinator's own timeouts when nothing else happens.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(5);
+
 mod connect;
 mod health;
 mod p2p;
@@ -156,6 +161,10 @@ pub struct Runtime {
     yielded: usize,
     done_tokens: Vec<u64>,
     polls: u32,
+    /// When the rarely busy sockets are looked at next even if epoll reported nothing
+    /// (see `progress`).
+    next_housekeeping: Instant,
+    housekeeping_passes: u64,
     /// When the socket lanes are looked at next (`health.rs`).
     next_lane_check: Instant,
     start: Instant,
@@ -313,6 +322,8 @@ impl Runtime {
             control,
             done_tokens: Vec::new(),
             polls: 0,
+            next_housekeeping: Instant::now(),
+            housekeeping_passes: 0,
             next_lane_check: Instant::now() + health::CHECK_EVERY,
             start: Instant::now(),
             connect_deadline: HashMap::new(),
@@ -373,6 +384,12 @@ impl Runtime {
     /// (bounded by `PONTOON_UNEXPECTED_CAP`).
     pub fn unexpected_peak(&self) -> u64 {
         self.ep.buffered_peak()
+    }
+
+    /// How many progress passes looked at the rarely busy sockets (wire-up, the
+    /// coordinator, doorbells): on readiness and every few milliseconds, not per pass.
+    pub fn housekeeping_passes(&self) -> u64 {
+        self.housekeeping_passes
     }
 
     /// What a lane can do, as last measured (`health.rs`), while it is open.
@@ -468,21 +485,15 @@ impl Runtime {
         // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
         self.polls = self.polls.wrapping_add(1);
-        // Wire-up and the coordinator are rarely busy: look at them every 1024th pass
-        // (well under a millisecond), or every pass while a connection is being set up.
-        if rarely_busy_ready
-            || self.polls.is_multiple_of(1024)
-            || !self.outgoing.is_empty()
-            || !self.incoming.is_empty()
-            || !self.shm_dials.is_empty()
-            || !self.shm_accepts.is_empty()
-        {
+        if rarely_busy_ready || self.setting_up_lanes() || self.housekeeping_due() {
             self.waiter.drain();
             self.service_wakeups();
             self.check_lanes();
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
+            self.next_housekeeping = Instant::now() + HOUSEKEEPING_EVERY;
+            self.housekeeping_passes += 1;
         }
         // Taken out while it runs: it may call back into the runtime (and so into
         // `progress`) without running itself again.
@@ -493,6 +504,25 @@ impl Runtime {
             }
         }
         any
+    }
+
+    /// Whether wire-up and the coordinator need looking at: every pass while a connection
+    /// is being set up.
+    fn setting_up_lanes(&self) -> bool {
+        !self.outgoing.is_empty()
+            || !self.incoming.is_empty()
+            || !self.shm_dials.is_empty()
+            || !self.shm_accepts.is_empty()
+    }
+
+    /// Every 1024th pass (well under a millisecond), one `epoll_wait` on the rarely busy
+    /// sockets (listeners, the coordinator, doorbells) says whether any is ready, and the
+    /// clock whether the periodic checks are due. Looking at them all instead costs a
+    /// system call each, and an `accept()` that finds nobody allocates and frees a socket
+    /// and a file in the kernel: on a busy-polling rank that was a fifth of its time.
+    fn housekeeping_due(&mut self) -> bool {
+        self.polls.is_multiple_of(1024)
+            && (self.waiter.drain() > 0 || Instant::now() >= self.next_housekeeping)
     }
 
     /// Installs work that runs at the end of every progress pass, so that operations

@@ -44,8 +44,10 @@ impl Waiter {
 
     /// Forgets the events that woke the rank: the caller is about to look at every
     /// socket here anyway, and until then the ready set would report this set again.
-    pub fn drain(&mut self) {
+    /// Returns how many sockets were ready.
+    pub fn drain(&mut self) -> usize {
         wait_events(&self.epoll, &mut self.events, Duration::ZERO);
+        self.events.len()
     }
 }
 

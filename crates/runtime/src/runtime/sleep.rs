@@ -55,7 +55,9 @@ impl Runtime {
                 let _ = self.ready.set_writable(self.fd(k), key(k), false);
             }
         }
-        self.polls = 1023; // look at wire-up, doorbells and the coordinator on the next pass
+        // Look at wire-up, doorbells and the coordinator on the next pass.
+        self.polls = 1023;
+        self.next_housekeeping = std::time::Instant::now();
     }
 
     /// Adds every socket lane to the ready set (all or none; blocked ones also for writing).
