@@ -70,6 +70,8 @@ pub(crate) struct CommData {
     pub(crate) attrs: RefCell<BTreeMap<u32, Attr>>,
     /// COMM_WORLD and COMM_SELF live as long as the universe.
     predefined: bool,
+    /// Schedules of recent blocking collectives, most recently used last.
+    pub(crate) schedules: RefCell<Vec<(crate::coll::SchedKey, Rc<crate::coll::schedule::Schedule>)>>,
 }
 
 /// A communicator. Cloning gives another handle to the same communicator; it is
@@ -101,6 +103,7 @@ pub(crate) fn new_comm_data(
         name: RefCell::new(name.to_string()),
         attrs: RefCell::new(BTreeMap::new()),
         predefined,
+        schedules: RefCell::new(Vec::new()),
     }
 }
 

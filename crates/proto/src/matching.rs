@@ -185,6 +185,9 @@ impl<T> Matcher<T> {
     /// A message arrived (in per-sender order): the posted receive it matches, if any,
     /// removed from the posted queue, with its capacity. Stores nothing; see [`Matcher::store`].
     pub fn match_posted(&mut self, ctx: u32, src: Rank, tag: i32) -> Option<(ReqId, u64)> {
+        if self.posted == 0 {
+            return None;
+        }
         let key = Key { src, tag };
         let c = self.contexts.get_mut(&ctx)?;
         let wild = if c.posted_wild.is_empty() {
@@ -259,6 +262,9 @@ impl<T> Matcher<T> {
 
     /// Removes and returns the earliest unexpected message fitting the pattern (mprobe).
     pub fn take(&mut self, ctx: u32, src: i32, tag: i32) -> Option<(MatchInfo, T)> {
+        if self.unexpected == 0 {
+            return None; // the common case of a receive posted before its message: no lookup
+        }
         let c = self.contexts.get_mut(&ctx)?;
         let order = c.find_unexpected(src, tag)?;
         let u = c.remove_unexpected(order)?;
@@ -328,7 +334,13 @@ impl<T> Matcher<T> {
     /// Drops the tables of a context (its communicator was freed). Returns whether it
     /// still held posted receives or unexpected messages (an erroneous program).
     pub fn forget_context(&mut self, ctx: u32) -> bool {
-        self.contexts.remove(&ctx).is_some_and(|c| !c.is_empty())
+        let Some(c) = self.contexts.remove(&ctx) else {
+            return false;
+        };
+        // The counts stay exact: `take` and `match_posted` skip all lookups at zero.
+        self.posted -= c.posted_wild.len() + c.posted_exact.values().map(VecDeque::len).sum::<usize>();
+        self.unexpected -= c.unexpected.len();
+        !c.is_empty()
     }
 
     pub fn posted_len(&self) -> usize {
@@ -342,6 +354,22 @@ impl<T> Matcher<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forgetting_a_context_takes_its_entries_out_of_the_counts() {
+        let mut m: Matcher<&str> = Matcher::default();
+        assert!(m.post(3, 1, 7, 1, 0).is_none());
+        assert!(m.post(3, ANY_SOURCE, 7, 2, 0).is_none());
+        assert_eq!(m.arrive(4, 1, 7, "x"), None);
+        assert!(m.forget_context(3), "it held receives");
+        assert!(m.forget_context(4), "it held a message");
+        assert_eq!((m.posted_len(), m.unexpected_len()), (0, 0));
+        // With both counts at zero the lookups are skipped; a new pair still matches.
+        assert!(m.post(5, 1, 7, 3, 0).is_none());
+        assert_eq!(m.arrive(5, 1, 7, "y"), Some((3, 0, "y")));
+        assert_eq!(m.arrive(5, 1, 8, "z"), None);
+        assert_eq!(m.take(5, 1, 8).map(|(_, t)| t), Some("z"));
+    }
 
     #[test]
     fn exact_and_wildcard_keep_post_order() {

@@ -3,11 +3,14 @@
 //! non-blocking ones own their vectors and advance whenever the job progresses.
 
 pub mod algos;
+mod direct;
 mod nonblocking;
 mod plans;
 pub mod schedule;
 #[cfg(test)]
 mod sim_tests;
+
+use std::rc::Rc;
 
 use runtime::{Buffer, Runtime};
 
@@ -20,6 +23,20 @@ pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};
 pub use plans::{CollPending, Plan};
 use schedule::{region, P2p, Running, Schedule, INPUT, OUTPUT};
+
+/// What a cached schedule was built for: the collective and its arguments that shape
+/// it (the communicator's shape and tuning are fixed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SchedKey {
+    what: &'static str,
+    args: [usize; 4],
+}
+
+impl SchedKey {
+    fn new(what: &'static str, args: [usize; 4]) -> SchedKey {
+        SchedKey { what, args }
+    }
+}
 
 /// Point-to-point in one collective: communicator ranks, its collective context and tag.
 pub(crate) struct RtP2p<'a> {
@@ -136,13 +153,22 @@ impl<'u> Comm<'u> {
     /// Runs `sched` to the end on lent memory.
     pub(crate) fn run_blocking(
         &self,
-        sched: Schedule,
+        sched: impl Into<Rc<Schedule>>,
         input: &[u8],
         output: &mut [u8],
         op: Option<(Op, Datatype)>,
     ) -> Result<()> {
+        let sched = sched.into();
         let tag = self.next_coll_tag();
         let mut rt = self.u.rt.borrow_mut();
+        if direct::fits(&sched) {
+            let peers = direct::Peers {
+                members: self.d.group.members(),
+                ctx: self.coll_ctx(),
+                tag,
+            };
+            return direct::run(&mut rt, &peers, &sched, input, output, op.as_ref());
+        }
         let mut p2p = RtP2p {
             rt: &mut rt,
             members: self.d.group.members(),
@@ -159,6 +185,27 @@ impl<'u> Comm<'u> {
         })
     }
 
+    /// The schedule of the collective `key` describes, built on its first use and kept
+    /// with the communicator for the next calls alike (applications call the same few
+    /// collectives with the same sizes over and over; building one is as costly as
+    /// running a small one).
+    fn schedule(&self, key: SchedKey, build: impl FnOnce() -> Schedule) -> Rc<Schedule> {
+        const KEEP: usize = 8;
+        let mut cache = self.d.schedules.borrow_mut();
+        if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+            let hit = cache.remove(i);
+            let sched = hit.1.clone();
+            cache.push(hit); // the most recently used last
+            return sched;
+        }
+        let sched = Rc::new(build());
+        if cache.len() == KEEP {
+            cache.remove(0);
+        }
+        cache.push((key, sched.clone()));
+        sched
+    }
+
     fn reduction<T: Equivalence>(&self, op: &Op) -> Result<Option<(Op, Datatype)>> {
         let dt = T::datatype();
         op.check(&dt)?;
@@ -167,14 +214,18 @@ impl<'u> Comm<'u> {
 
     /// Waits until every member got here (MPI_Barrier).
     pub fn barrier(&self) -> Result<()> {
-        self.run_blocking(algos::barrier(self.shape()), &[], &mut [], None)
+        let s = self.schedule(SchedKey::new("barrier", [0; 4]), || algos::barrier(self.shape()));
+        self.run_blocking(s, &[], &mut [], None)
     }
 
     /// Copies `buf` at `root` to every member's `buf` (MPI_Bcast).
     pub fn bcast<T: bytemuck::Pod>(&self, buf: &mut [T], root: Rank) -> Result<()> {
         self.check_root(root)?;
         let n = std::mem::size_of_val(buf);
-        let s = algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning());
+        let key = SchedKey::new("bcast", [root as usize, n, 0, 0]);
+        let s = self.schedule(key, || {
+            algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning())
+        });
         self.run_blocking(s, &[], bytes_mut(buf), None)
     }
 
@@ -204,7 +255,11 @@ impl<'u> Comm<'u> {
             None if self.rank() == root => (OUTPUT, out.len()),
             None => return Err(Error::Arg("reduce: IN_PLACE is only for the root".into())),
         };
-        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
+        let commutative = op.is_commutative();
+        let key = SchedKey::new("reduce", [root as usize, src as usize, n, commutative as usize]);
+        let s = self.schedule(key, || {
+            algos::reduce(self.shape(), root, src, OUTPUT, n, commutative)
+        });
         self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
     }
 
@@ -236,16 +291,11 @@ impl<'u> Comm<'u> {
             ));
         }
         let src = if input.is_some() { INPUT } else { OUTPUT };
-        let elem = dt.size() as usize;
-        let s = algos::allreduce(
-            self.shape(),
-            src,
-            OUTPUT,
-            n,
-            elem,
-            op.is_commutative(),
-            &self.tuning(),
-        );
+        let (elem, commutative) = (dt.size() as usize, op.is_commutative());
+        let key = SchedKey::new("allreduce", [src as usize, n, elem, commutative as usize]);
+        let s = self.schedule(key, || {
+            algos::allreduce(self.shape(), src, OUTPUT, n, elem, commutative, &self.tuning())
+        });
         self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
     }
 

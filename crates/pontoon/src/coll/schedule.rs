@@ -8,6 +8,7 @@
 //! the next step begins once all of them completed.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use runtime::Buffer;
 
@@ -126,7 +127,7 @@ pub trait P2p {
 
 /// A schedule being executed.
 pub struct Running<R> {
-    sched: Schedule,
+    sched: Rc<Schedule>,
     bufs: Vec<Buffer>,
     step: usize,
     pending: Vec<R>,
@@ -135,7 +136,13 @@ pub struct Running<R> {
 
 impl<R> Running<R> {
     /// `input` may be empty when the schedule never reads it (in place).
-    pub fn new(sched: Schedule, input: Buffer, output: Buffer, op: Option<(Op, Datatype)>) -> Self {
+    pub fn new(
+        sched: impl Into<Rc<Schedule>>,
+        input: Buffer,
+        output: Buffer,
+        op: Option<(Op, Datatype)>,
+    ) -> Self {
+        let sched = sched.into();
         let mut bufs = vec![input, output];
         bufs.extend(sched.temps.iter().map(|n| Buffer::owned(scratch::take(*n))));
         Running {

@@ -9,11 +9,11 @@ use transport::{Buffer, Link, LinkError};
 use super::{Completion, Error, Runtime};
 use crate::requests::Req;
 
-/// Largest message of [`Runtime::send_small_now`]: a copy this small costs less than the
-/// request it saves, should the socket not take it at once.
-const SMALL_SEND: usize = 192;
-
 impl Runtime {
+    /// Largest message of [`Runtime::send_small_now`]: a copy this small costs less than
+    /// the request it saves, should the lane not take it at once.
+    pub const SMALL_SEND: usize = 192;
+
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
         let id = self.reqs.insert(Req { buf, result: None });
@@ -32,7 +32,7 @@ impl Runtime {
         ctx: u32,
         tag: i32,
     ) -> Option<Result<(), Error>> {
-        if data.len() > SMALL_SEND {
+        if data.len() > Self::SMALL_SEND {
             return None;
         }
         let (lane, header) = self.ep.send_eager_now(dest, ctx, tag, data.len() as u64)?;
