@@ -63,13 +63,24 @@ fn pingpong_prints_the_table() {
 /// says one is ready or every few milliseconds, not every 1024th pass: each look was
 /// several system calls (an `accept()` that finds nobody allocates and frees a socket and
 /// a file), a fifth of a rank's time in an 8 B ping-pong over shared memory. Before, 100,000
-/// round trips took a look every ~50 µs; now at most one per 5 ms, and one after each sleep.
+/// round trips took a look every ~50 µs; now at most one per 5 ms (and one after each sleep).
 #[test]
 fn a_busy_rank_looks_at_its_rarely_busy_sockets_only_when_they_are_ready() {
     for transport in ["shm", "tcp"] {
         let transports = format!("PONTOON_TRANSPORTS={transport}");
+        // Spinning for up to a minute, the ranks never sleep (each wake-up takes a look,
+        // and on a loaded machine a waiting rank may run out of a short spin often).
         let (out, _) = run(
-            &["-n", "2", "--timeout", "60", "-x", &transports],
+            &[
+                "-n",
+                "2",
+                "--timeout",
+                "60",
+                "-x",
+                &transports,
+                "-x",
+                "PONTOON_SPIN_US=60000000",
+            ],
             "pingpong",
             &["--max", "8", "--iters", "20000"],
         );
