@@ -4,6 +4,7 @@
 
 pub mod data;
 pub mod handshake;
+pub mod relay;
 
 pub use data::{DataHeader, DataRepr, Kind};
 pub use handshake::{HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus};

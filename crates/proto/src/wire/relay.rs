@@ -1,0 +1,458 @@
+//! The relay frame: what a rank and a relay (`pontoon relay`, on a cluster's front-end
+//! node) say before the relay joins two TCP streams and only moves bytes.
+//!
+//! ```text
+//!  0 [4]  magic "PNRL"
+//!  4 u16  protocol version
+//!  6 u8   kind: 1 CHALLENGE, 2 REGISTER, 3 CONNECT, 4 VERDICT
+//!  7 u8   VERDICT: status (0 = accepted, see `RelayStatus`); else 0
+//!  8 [16] job tag (`job_tag`: derived from the job secret); zero in CHALLENGE and VERDICT
+//! 24 u32  REGISTER: the registering rank; CONNECT: the rank wanted; else 0
+//! 28 u16  REGISTER: the port that rank accepts relayed streams on; else 0
+//! 30 u16  reserved, 0
+//! 32 [32] CHALLENGE: the relay's fresh nonce; REGISTER: the job's relay key
+//!         (`relay_key`); CONNECT: the proof (`connect_proof`); VERDICT: 0
+//! 64 [64] VERDICT: why, in words (UTF-8, zero padded); else 0
+//! ```
+//!
+//! A relay speaks first (CHALLENGE) on every connection. A rank of the relay's cluster
+//! then REGISTERs: the relay will forward to the address the registration came from and
+//! the port in it, for as long as that connection stays open. A requester anywhere
+//! CONNECTs instead, proving with the challenge that it holds the job's relay key; the
+//! relay answers with a VERDICT and, if accepted, from then on moves bytes both ways.
+//!
+//! The relay key and the job tag are one-way functions of the job secret: a relay learns
+//! neither the secret nor anything that passes the job's end-to-end handshake, which
+//! runs through the joined streams as over a direct connection. So a relay that forwards
+//! to the wrong rank is caught there, and one that is compromised can at most connect
+//! strangers to ranks that will refuse them. A registration carries the relay key in the
+//! clear (the relay must learn it from someone); the key proves membership only to
+//! relays.
+
+use super::{get_u16, get_u32, put_u16, put_u32, WireError};
+
+pub const MAGIC: [u8; 4] = *b"PNRL";
+pub const VERSION: u16 = 1;
+pub const FRAME_LEN: usize = 128;
+/// Bytes of a VERDICT's reason.
+pub const REASON_LEN: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RelayKind {
+    Challenge = 1,
+    Register = 2,
+    Connect = 3,
+    Verdict = 4,
+}
+
+impl RelayKind {
+    fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            1 => Self::Challenge,
+            2 => Self::Register,
+            3 => Self::Connect,
+            4 => Self::Verdict,
+            k => return Err(WireError::UnknownKind(k)),
+        })
+    }
+}
+
+/// A relay's verdict on a registration or a connection request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RelayStatus {
+    Accepted = 0,
+    /// No rank of this job registered here.
+    UnknownJob = 1,
+    /// The job is known, the rank is not registered here.
+    UnknownRank = 2,
+    /// The proof (CONNECT) or the relay key (REGISTER) does not match the job's.
+    BadProof = 3,
+    /// A limit of the relay (jobs, registrations or connections per job) is reached.
+    Busy = 4,
+    /// The registered rank did not accept the forwarded stream.
+    Unreachable = 5,
+    /// The relay does not speak this protocol version.
+    Version = 6,
+    /// The rank is registered already, over another live connection.
+    Conflict = 7,
+}
+
+impl RelayStatus {
+    fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            0 => Self::Accepted,
+            1 => Self::UnknownJob,
+            2 => Self::UnknownRank,
+            3 => Self::BadProof,
+            4 => Self::Busy,
+            5 => Self::Unreachable,
+            6 => Self::Version,
+            7 => Self::Conflict,
+            _ => return Err(WireError::Field("relay status")),
+        })
+    }
+}
+
+/// A checked view of one relay frame.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayFrame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> RelayFrame<T> {
+    /// Checks length, magic, kind, status and the fields each kind must leave zero.
+    /// The version is returned in the repr and judged by the relay (it answers an unknown
+    /// one with `Version`).
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let b = buffer.as_ref();
+        if b.len() < FRAME_LEN {
+            return Err(WireError::Truncated {
+                need: FRAME_LEN,
+                have: b.len(),
+            });
+        }
+        if b[0..4] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        let kind = RelayKind::from_u8(b[6])?;
+        let zero = |r: std::ops::Range<usize>| b[r].iter().all(|&x| x == 0);
+        match kind {
+            RelayKind::Verdict => {
+                RelayStatus::from_u8(b[7])?;
+            }
+            _ if b[7] != 0 => return Err(WireError::Reserved),
+            _ => {}
+        }
+        let fields_ok = match kind {
+            RelayKind::Challenge => zero(8..32) && zero(64..128),
+            RelayKind::Register => zero(30..32) && zero(64..128),
+            RelayKind::Connect => zero(28..32) && zero(64..128),
+            RelayKind::Verdict => zero(8..64),
+        };
+        if !fields_ok {
+            return Err(WireError::Reserved);
+        }
+        if kind == RelayKind::Verdict {
+            // One way to write a reason: UTF-8 up to the first zero, zeros after it.
+            let text = &b[64..64 + REASON_LEN];
+            let end = text.iter().position(|&c| c == 0).unwrap_or(REASON_LEN);
+            if std::str::from_utf8(&text[..end]).is_err() || !zero(64 + end..128) {
+                return Err(WireError::Field("relay reason"));
+            }
+        }
+        Ok(RelayFrame { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+}
+
+/// One relay frame, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayRepr {
+    Challenge {
+        version: u16,
+        nonce: [u8; 32],
+    },
+    Register {
+        version: u16,
+        job_tag: [u8; 16],
+        rank: u32,
+        port: u16,
+        relay_key: [u8; 32],
+    },
+    Connect {
+        version: u16,
+        job_tag: [u8; 16],
+        rank: u32,
+        proof: [u8; 32],
+    },
+    Verdict {
+        version: u16,
+        status: RelayStatus,
+        /// At most [`REASON_LEN`] bytes; a reason cut inside a character loses that character.
+        reason: String,
+    },
+}
+
+impl RelayRepr {
+    pub fn parse<T: AsRef<[u8]>>(f: &RelayFrame<T>) -> RelayRepr {
+        let b = f.b();
+        let version = get_u16(b, 4);
+        let arr32 = |at: usize| -> [u8; 32] { b[at..at + 32].try_into().expect("32 bytes") };
+        let tag = || -> [u8; 16] { b[8..24].try_into().expect("16 bytes") };
+        match RelayKind::from_u8(b[6]).expect("checked") {
+            RelayKind::Challenge => RelayRepr::Challenge {
+                version,
+                nonce: arr32(32),
+            },
+            RelayKind::Register => RelayRepr::Register {
+                version,
+                job_tag: tag(),
+                rank: get_u32(b, 24),
+                port: get_u16(b, 28),
+                relay_key: arr32(32),
+            },
+            RelayKind::Connect => RelayRepr::Connect {
+                version,
+                job_tag: tag(),
+                rank: get_u32(b, 24),
+                proof: arr32(32),
+            },
+            RelayKind::Verdict => {
+                let text = &b[64..64 + REASON_LEN];
+                let end = text.iter().position(|&c| c == 0).unwrap_or(REASON_LEN);
+                RelayRepr::Verdict {
+                    version,
+                    status: RelayStatus::from_u8(b[7]).expect("checked"),
+                    reason: std::str::from_utf8(&text[..end]).expect("checked").to_string(),
+                }
+            }
+        }
+    }
+
+    pub fn emit(&self) -> [u8; FRAME_LEN] {
+        let mut b = [0u8; FRAME_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        let (version, kind) = match self {
+            RelayRepr::Challenge { version, nonce } => {
+                b[32..64].copy_from_slice(nonce);
+                (*version, RelayKind::Challenge)
+            }
+            RelayRepr::Register {
+                version,
+                job_tag,
+                rank,
+                port,
+                relay_key,
+            } => {
+                b[8..24].copy_from_slice(job_tag);
+                put_u32(&mut b, 24, *rank);
+                put_u16(&mut b, 28, *port);
+                b[32..64].copy_from_slice(relay_key);
+                (*version, RelayKind::Register)
+            }
+            RelayRepr::Connect {
+                version,
+                job_tag,
+                rank,
+                proof,
+            } => {
+                b[8..24].copy_from_slice(job_tag);
+                put_u32(&mut b, 24, *rank);
+                b[32..64].copy_from_slice(proof);
+                (*version, RelayKind::Connect)
+            }
+            RelayRepr::Verdict {
+                version,
+                status,
+                reason,
+            } => {
+                b[7] = *status as u8;
+                let text = reason.as_bytes();
+                // Whole characters only, and no NUL (it ends the text).
+                let mut n = text.len().min(REASON_LEN);
+                while !reason.is_char_boundary(n) {
+                    n -= 1;
+                }
+                let text = &text[..n];
+                let n = text.iter().position(|&c| c == 0).unwrap_or(n);
+                b[64..64 + n].copy_from_slice(&text[..n]);
+                (*version, RelayKind::Verdict)
+            }
+        };
+        put_u16(&mut b, 4, version);
+        b[6] = kind as u8;
+        b
+    }
+}
+
+/// The job's tag at relays: names the job without revealing its id or secret.
+pub fn job_tag(secret: &[u8; 32]) -> [u8; 16] {
+    let k = blake3::derive_key("pontoon relay job tag v1", secret);
+    k[..16].try_into().expect("16 bytes")
+}
+
+/// The key a relay checks connection requests of the job with.
+pub fn relay_key(secret: &[u8; 32]) -> [u8; 32] {
+    blake3::derive_key("pontoon relay key v1", secret)
+}
+
+/// A requester's proof that it may reach `rank` of the job through a relay that sent
+/// `nonce`: bound to this challenge, this job and this rank, so it cannot be replayed
+/// on another connection or turned to another rank.
+pub fn connect_proof(relay_key: &[u8; 32], nonce: &[u8; 32], job_tag: &[u8; 16], rank: u32) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_keyed(relay_key);
+    h.update(b"pontoon relay connect v1");
+    h.update(nonce);
+    h.update(job_tag);
+    h.update(&rank.to_le_bytes());
+    *h.finalize().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::handshake::mac_eq;
+    use proptest::prelude::*;
+
+    fn round_trip(r: &RelayRepr) -> RelayRepr {
+        let bytes = r.emit();
+        RelayRepr::parse(&RelayFrame::new_checked(&bytes[..]).expect("an emitted frame is accepted"))
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let frames = [
+            RelayRepr::Challenge {
+                version: VERSION,
+                nonce: [7; 32],
+            },
+            RelayRepr::Register {
+                version: VERSION,
+                job_tag: [1; 16],
+                rank: 12,
+                port: 40123,
+                relay_key: [2; 32],
+            },
+            RelayRepr::Connect {
+                version: VERSION,
+                job_tag: [1; 16],
+                rank: 3,
+                proof: [9; 32],
+            },
+            RelayRepr::Verdict {
+                version: VERSION,
+                status: RelayStatus::UnknownRank,
+                reason: "rank 3 of this job is not registered here".into(),
+            },
+        ];
+        for f in &frames {
+            assert_eq!(&round_trip(f), f);
+        }
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_character_boundary() {
+        let reason = "é".repeat(40); // 80 bytes
+        let RelayRepr::Verdict { reason: got, .. } = round_trip(&RelayRepr::Verdict {
+            version: VERSION,
+            status: RelayStatus::Busy,
+            reason,
+        }) else {
+            panic!("a verdict")
+        };
+        assert_eq!(got, "é".repeat(32));
+    }
+
+    #[test]
+    fn bad_frames_are_refused() {
+        let good = RelayRepr::Connect {
+            version: VERSION,
+            job_tag: [1; 16],
+            rank: 3,
+            proof: [9; 32],
+        }
+        .emit();
+        assert!(matches!(
+            RelayFrame::new_checked(&good[..FRAME_LEN - 1]),
+            Err(WireError::Truncated { need: 128, have: 127 })
+        ));
+        let mut b = good;
+        b[0] = b'X';
+        assert_eq!(RelayFrame::new_checked(&b[..]).err(), Some(WireError::BadMagic));
+        let mut b = good;
+        b[6] = 9;
+        assert_eq!(
+            RelayFrame::new_checked(&b[..]).err(),
+            Some(WireError::UnknownKind(9))
+        );
+        let mut b = good;
+        b[100] = 1; // text in a CONNECT
+        assert_eq!(RelayFrame::new_checked(&b[..]).err(), Some(WireError::Reserved));
+        let mut b = RelayRepr::Verdict {
+            version: VERSION,
+            status: RelayStatus::Accepted,
+            reason: String::new(),
+        }
+        .emit();
+        b[7] = 200;
+        assert_eq!(
+            RelayFrame::new_checked(&b[..]).err(),
+            Some(WireError::Field("relay status"))
+        );
+    }
+
+    #[test]
+    fn a_proof_binds_nonce_job_and_rank() {
+        let secret = [5u8; 32];
+        let (key, tag) = (relay_key(&secret), job_tag(&secret));
+        assert_ne!(&key[..16], &tag[..], "independent derivations");
+        assert_ne!(key, secret);
+        let p = connect_proof(&key, &[1; 32], &tag, 4);
+        assert!(mac_eq(&p, &connect_proof(&key, &[1; 32], &tag, 4)));
+        assert_ne!(p, connect_proof(&key, &[2; 32], &tag, 4), "another challenge");
+        assert_ne!(p, connect_proof(&key, &[1; 32], &tag, 5), "another rank");
+        assert_ne!(p, connect_proof(&key, &[1; 32], &[0; 16], 4), "another job");
+        assert_ne!(
+            p,
+            connect_proof(&relay_key(&[6; 32]), &[1; 32], &tag, 4),
+            "another secret"
+        );
+    }
+
+    /// Frames with the magic and a known kind, the rest arbitrary (random bytes would
+    /// almost never get past the magic).
+    fn framed() -> impl Strategy<Value = Vec<u8>> {
+        (
+            1u8..=4,
+            0u8..=8,
+            proptest::collection::vec(any::<u8>(), FRAME_LEN),
+            any::<u64>(),
+        )
+            .prop_map(|(kind, status, mut b, zeros)| {
+                b[0..4].copy_from_slice(&MAGIC);
+                b[6] = kind;
+                b[7] = if kind == 4 { status } else { 0 };
+                // Clear most reserved bytes so that many frames pass the checks.
+                for (i, byte) in b.iter_mut().enumerate().skip(8) {
+                    if zeros >> (i % 64) & 1 == 1 || i >= 64 {
+                        *byte = if i >= 64 && kind == 4 && i < 70 { b'a' } else { 0 };
+                    }
+                }
+                b
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..160)) {
+            if let Ok(f) = RelayFrame::new_checked(&bytes[..]) {
+                let _ = RelayRepr::parse(&f);
+            }
+        }
+
+        #[test]
+        fn accepted_frames_re_emit_exactly(bytes in framed()) {
+            if let Ok(f) = RelayFrame::new_checked(&bytes[..]) {
+                let repr = RelayRepr::parse(&f);
+                prop_assert_eq!(&repr.emit()[..], &bytes[..]);
+            }
+        }
+
+        #[test]
+        fn every_verdict_reason_round_trips_cut_to_whole_characters(reason in "\\PC{0,40}") {
+            let r = RelayRepr::Verdict { version: VERSION, status: RelayStatus::Busy, reason: reason.clone() };
+            let RelayRepr::Verdict { reason: got, .. } = round_trip(&r) else { panic!("a verdict") };
+            prop_assert!(reason.starts_with(&got));
+            if reason.len() <= REASON_LEN {
+                prop_assert_eq!(got, reason);
+            } else {
+                prop_assert!(got.len() <= REASON_LEN && got.len() > REASON_LEN - 4);
+            }
+        }
+    }
+}
