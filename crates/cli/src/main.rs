@@ -46,6 +46,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Forward incoming streams to the registered ranks of this cluster: run on a
+    /// front-end node whose compute nodes are behind NAT (docs/relay.md)
+    Relay {
+        /// Address to listen on, repeatable (default: [::]:7426 and 0.0.0.0:7426)
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: Vec<std::net::SocketAddr>,
+        /// Print a status line to stderr every SECONDS
+        #[arg(long, value_name = "SECONDS")]
+        status_every: Option<u64>,
+    },
 }
 
 #[derive(Args)]
@@ -248,6 +258,13 @@ fn info() -> String {
             let _ = writeln!(s, "C ABI: not found: {e}");
         }
     }
+    let _ = writeln!(
+        s,
+        "relay: `pontoon relay` (protocol v{}, default port {}) forwards streams to registered ranks; \
+         wire-up does not use relays yet (docs/relay.md)",
+        relay::PROTOCOL_VERSION,
+        relay::DEFAULT_PORT
+    );
     let presets: Vec<&str> = ::testbed::PRESETS.iter().map(|p| p.0).collect();
     let _ = writeln!(
         s,
@@ -279,7 +296,28 @@ fn main() -> ExitCode {
         }
         Cmd::Testbed(cmd) => testbed::main(cmd),
         Cmd::Doctor { json } => doctor::main(json),
+        Cmd::Relay { listen, status_every } => relay_main(listen, status_every),
     }
+}
+
+fn relay_main(mut listen: Vec<std::net::SocketAddr>, status_every: Option<u64>) -> ExitCode {
+    if listen.is_empty() {
+        let port = relay::DEFAULT_PORT;
+        listen = vec![
+            (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+            (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+        ];
+    }
+    let r = match relay::Relay::bind(&listen, relay::Limits::default()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pontoon relay: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let addrs: Vec<String> = r.local_addrs().iter().map(|a| a.to_string()).collect();
+    println!("pontoon relay: listening on {}", addrs.join(", "));
+    r.run(status_every.map(std::time::Duration::from_secs))
 }
 
 #[cfg(test)]

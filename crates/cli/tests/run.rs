@@ -453,3 +453,35 @@ fn hosts_with_a_single_address_family_work() {
         assert!(d.stdout.contains("rank 2 saw 3 keys"), "{}", d.stdout);
     }
 }
+
+/// `pontoon relay` listens where it is told, says so, and speaks first: a challenge.
+#[test]
+fn pontoon_relay_listens_and_challenges_whoever_connects() {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pontoon"))
+        .args(["relay", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("pontoon relay starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("pontoon relay: listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut frame = [0u8; proto::wire::relay::FRAME_LEN];
+    s.read_exact(&mut frame).unwrap();
+    let f = proto::wire::relay::RelayFrame::new_checked(&frame[..]).unwrap();
+    assert!(matches!(
+        proto::wire::relay::RelayRepr::parse(&f),
+        proto::wire::relay::RelayRepr::Challenge { .. }
+    ));
+    let _ = child.kill();
+    let _ = child.wait();
+}
