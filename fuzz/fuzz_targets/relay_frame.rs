@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
         Ok(f) => {
             let repr = RelayRepr::parse(&f);
             let bytes = repr.emit();
-            assert_eq!(&bytes[..], &data[..FRAME_LEN], "an accepted frame re-emits differently");
+            assert_eq!(
+                &bytes[..],
+                &data[..FRAME_LEN],
+                "an accepted frame re-emits differently"
+            );
             let g = RelayFrame::new_checked(&bytes[..]).expect("an emitted frame is accepted");
             assert_eq!(RelayRepr::parse(&g), repr);
         }

@@ -50,18 +50,10 @@ fn connect_from(relay: SocketAddr, from: [u8; 4]) -> TcpStream {
     s
 }
 
-/// Registers `rank` (accepting on `port`); the returned socket keeps it registered.
-fn register(relay: SocketAddr, secret: &[u8; 32], rank: u32, port: u16) -> (TcpStream, RelayStatus) {
-    let mut s = connect_from(relay, [127, 0, 0, 1]);
-    challenge(&mut s);
-    let reg = RelayRepr::Register {
-        version: VERSION,
-        job_tag: job_tag(secret),
-        rank,
-        port,
-        relay_key: relay_key(secret),
-    };
-    s.write_all(&reg.emit()).unwrap();
+/// Registers `rank` of our job (accepting on `port`); the returned socket keeps it
+/// registered.
+fn register(relay: SocketAddr, rank: u32, port: u16) -> (TcpStream, RelayStatus) {
+    let mut s = register_raw(relay, rank, relay_key(&SECRET), port);
     let (status, _) = verdict(&mut s);
     (s, status)
 }
@@ -92,7 +84,7 @@ fn a_registered_rank_is_reached_through_the_relay_and_bytes_flow_both_ways() {
     let relay = relay();
     let at = relay.addrs()[0];
     let rank = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (_reg, status) = register(at, &SECRET, 3, rank.local_addr().unwrap().port());
+    let (_reg, status) = register(at, 3, rank.local_addr().unwrap().port());
     assert_eq!(status, RelayStatus::Accepted);
 
     let (mut requester, status, reason) = request(at, [127, 0, 0, 1], &SECRET, 3);
@@ -140,7 +132,7 @@ fn every_refusal_says_why_and_a_registration_ends_with_its_connection() {
 
     let rank = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = rank.local_addr().unwrap().port();
-    let (reg, status) = register(at, &SECRET, 0, port);
+    let (reg, status) = register(at, 0, port);
     assert_eq!(status, RelayStatus::Accepted);
     // Someone without the secret: refused, and told nothing about the job's ranks.
     let (_, status, reason) = request(at, [127, 0, 0, 1], &[1; 32], 0);
@@ -149,7 +141,7 @@ fn every_refusal_says_why_and_a_registration_ends_with_its_connection() {
     assert_eq!(status, RelayStatus::UnknownRank);
     assert!(reason.contains("rank 9"), "{reason}");
     // Rank 0 again, from another connection while the first lives; another relay key.
-    assert_eq!(register(at, &SECRET, 0, port).1, RelayStatus::Conflict);
+    assert_eq!(register(at, 0, port).1, RelayStatus::Conflict);
     let mut wrong_key = register_raw(at, 1, [9; 32], port);
     assert_eq!(verdict(&mut wrong_key).0, RelayStatus::BadProof);
     // A registered rank that does not accept: the requester hears so.
@@ -191,7 +183,7 @@ fn a_flood_of_bogus_connections_leaves_the_relay_serving_the_job() {
     let relay = relay();
     let at = relay.addrs()[0];
     let rank = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (_reg, status) = register(at, &SECRET, 5, rank.local_addr().unwrap().port());
+    let (_reg, status) = register(at, 5, rank.local_addr().unwrap().port());
     assert_eq!(status, RelayStatus::Accepted);
     // 1,000 connections from one host: half send garbage, half say nothing and stay.
     let mut silent = Vec::new();
