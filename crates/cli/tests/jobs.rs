@@ -64,6 +64,7 @@ fn pingpong_prints_the_table() {
 /// several system calls (an `accept()` that finds nobody allocates and frees a socket and
 /// a file), a fifth of a rank's time in an 8 B ping-pong over shared memory. Before, 100,000
 /// round trips took a look every ~50 µs; now at most one per 5 ms (and one after each sleep).
+/// (Counted once the connection is up: while it is set up, every pass looks.)
 #[test]
 fn a_busy_rank_looks_at_its_rarely_busy_sockets_only_when_they_are_ready() {
     for transport in ["shm", "tcp"] {

@@ -311,8 +311,9 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
             drop(pending);
             if r.is_ok() {
                 // Registered while this connection lives; a rank says nothing more on it.
-                sock.set_read_timeout(None)?;
-                let _ = sock.read(&mut [0u8; 1]);
+                if sock.set_read_timeout(None).is_ok() {
+                    let _ = sock.read(&mut [0u8; 1]);
+                }
             }
             shared.registry().unregister(&job_tag, rank, token);
             r
