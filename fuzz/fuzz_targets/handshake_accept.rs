@@ -63,6 +63,7 @@ fn structured_hello(u: &mut Unstructured) -> Result<Sender> {
         nonce: u.arbitrary()?,
         peer_nonce: u.arbitrary()?,
         extra_lane: u.arbitrary()?,
+        relayed: u.arbitrary()?,
     };
     let mut hello = repr.emit(&secret).to_vec();
     if u.ratio(1, 8)? {

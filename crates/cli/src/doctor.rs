@@ -9,15 +9,28 @@ use std::process::ExitCode;
 
 #[derive(Serialize)]
 struct AttemptReport {
+    /// The peer's address, or the relay's on a relayed path (`via`).
     addr: String,
+    /// `direct` or `nat-proxy`.
+    via: &'static str,
     class: String,
     bridge: bool,
     ms: f64,
     result: String,
 }
 
+/// How a lane reaches its peer.
+#[derive(Serialize)]
+struct Via {
+    /// `direct`, `nat-proxy`.
+    kind: &'static str,
+    /// The relays on the path, in order (the lane's remote end on a relayed path).
+    relays: Vec<String>,
+}
+
 #[derive(Serialize)]
 struct PathReport {
+    via: Via,
     /// `tcp` or `shm`.
     transport: &'static str,
     /// The socket addresses of a network lane; `null` for shared memory.
@@ -53,6 +66,8 @@ struct RankReport {
     site: Option<String>,
     /// The NAT the coordinator saw this rank's connection come through, if any.
     nat: Option<String>,
+    /// The relays this rank is registered with (their addresses on its card).
+    relays: Vec<String>,
     interfaces: Vec<String>,
     peers: Vec<PeerReport>,
 }
@@ -94,7 +109,15 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         ),
         runtime::Route::Node => (None, None, "node-local".to_string(), "local"),
     };
+    let relays = match (p.kind, &remote) {
+        (runtime::PathKind::Direct, _) | (_, None) => Vec::new(),
+        (_, Some(r)) => vec![r.clone()],
+    };
     PathReport {
+        via: Via {
+            kind: p.kind.name(),
+            relays,
+        },
         transport: p.transport.name(),
         local,
         remote,
@@ -126,6 +149,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
                 .iter()
                 .map(|a| AttemptReport {
                     addr: a.addr.to_string(),
+                    via: a.kind.name(),
                     class: a.class.name().to_string(),
                     bridge: a.bridge,
                     ms: (a.elapsed.as_secs_f64() * 1e4).round() / 10.0,
@@ -148,6 +172,14 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             .unwrap_or_default(),
         site: card.as_ref().and_then(|c| c.site.clone()),
         nat: card.as_ref().and_then(|c| c.nat()).map(|ip| ip.to_string()),
+        relays: card
+            .iter()
+            .flat_map(|c| &c.relays)
+            .map(|r| {
+                let addrs: Vec<String> = r.addrs.iter().map(|a| a.to_string()).collect();
+                addrs.join(" ")
+            })
+            .collect(),
         interfaces: card
             .iter()
             .flat_map(|c| &c.ifaces)
@@ -168,6 +200,9 @@ fn cell(peer: &serde_json::Value) -> String {
     }
     if peer["path"]["transport"].as_str() == Some("shm") {
         return "shm".into();
+    }
+    if let Some(kind) = peer["path"]["via"]["kind"].as_str().filter(|k| *k != "direct") {
+        return kind.to_string();
     }
     let class = match peer["path"]["class"].as_str() {
         Some("ipv6-global") => "v6-global",
@@ -203,11 +238,14 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
         for i in r["interfaces"].as_array().into_iter().flatten() {
             let _ = writeln!(out, "      {}", i.as_str().unwrap_or(""));
         }
+        for relay in r["relays"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "      relay {}", relay.as_str().unwrap_or(""));
+        }
     }
     let _ = writeln!(
         out,
-        "\npaths (row: from, column: to; shm for shared memory, else the class of the first lane's \
-         address, xN for N lanes):"
+        "\npaths (row: from, column: to; shm for shared memory, nat-proxy through a relay at the \
+         target's site, else the class of the first lane's address, xN for N lanes):"
     );
     let _ = write!(out, "{:>6}", "");
     for c in 0..size {
@@ -235,9 +273,13 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
                 } else {
                     ""
                 };
+                let via = match a["via"].as_str() {
+                    Some("direct") | None => "",
+                    Some(_) => "relay ",
+                };
                 let _ = writeln!(
                     out,
-                    "  {} -> {}: {} ({}{bridge}) {} after {} ms",
+                    "  {} -> {}: {via}{} ({}{bridge}) {} after {} ms",
                     r["rank"],
                     p["peer"],
                     a["addr"].as_str().unwrap_or(""),

@@ -55,6 +55,9 @@ enum Cmd {
         /// Print a status line to stderr every SECONDS
         #[arg(long, value_name = "SECONDS")]
         status_every: Option<u64>,
+        /// Exit when standard input closes (how `pontoon run` ends the relays it starts)
+        #[arg(long)]
+        exit_with_stdin: bool,
     },
 }
 
@@ -90,6 +93,13 @@ struct RunArgs {
     /// Command that runs a shell command on another host as `AGENT HOST COMMAND`
     #[arg(long, value_name = "CMD", default_value = "ssh")]
     agent: String,
+    /// Run `pontoon relay` on HOST for the job (a NAT'd cluster's front-end node); repeatable.
+    /// With --testbed, every forwarding host runs one without this flag
+    #[arg(long, value_name = "HOST")]
+    relay: Vec<String>,
+    /// Start no relay (not even on a testbed's forwarding hosts); PONTOON_RELAYS still counts
+    #[arg(long, conflicts_with = "relay")]
+    no_relays: bool,
     /// The program and its arguments, passed verbatim (even those starting with `-`)
     #[arg(
         required = true,
@@ -135,18 +145,37 @@ fn init_logging() {
     }
 }
 
-/// The host of every rank and the agent that reaches them, from `--testbed`,
-/// `--host` or `--hostfile`. With `--testbed` from outside it, this does not return:
-/// it starts the same `pontoon run` again on the testbed's first host.
-fn placement(a: &RunArgs) -> Result<(Vec<launch::hosts::Host>, Vec<OsString>), String> {
+/// Where a job runs: the host of every rank, the agent that reaches them, the hosts that
+/// run relays.
+struct Placement {
+    ranks: Vec<launch::hosts::Host>,
+    agent: Vec<OsString>,
+    relays: Vec<String>,
+}
+
+/// The placement from `--testbed`, `--host` or `--hostfile` (and `--relay`). With
+/// `--testbed` from outside it, this does not return: it starts the same `pontoon run`
+/// again on the testbed's first host.
+fn placement(a: &RunArgs) -> Result<Placement, String> {
     use launch::hosts::{map_ranks, parse_hostfile, Host, MapBy};
     let by = if a.map_by == "slot" {
         MapBy::Slot
     } else {
         MapBy::Node
     };
+    let mut relays = a.relay.clone();
     let (hosts, agent) = if let Some(name) = &a.testbed {
         let tb = ::testbed::Testbed::open(Some(name))?;
+        // A testbed's forwarding hosts are its NAT heads and routers: each runs a relay.
+        if !a.no_relays {
+            relays.extend(
+                tb.topology
+                    .hosts
+                    .iter()
+                    .filter(|h| h.forward && !a.relay.contains(&h.name))
+                    .map(|h| h.name.clone()),
+            );
+        }
         let names = tb.host_names();
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         if !tb.is_inside(&names[0])? {
@@ -172,16 +201,31 @@ fn placement(a: &RunArgs) -> Result<(Vec<launch::hosts::Host>, Vec<OsString>), S
             (None, Some(file)) => {
                 std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
             }
-            (None, None) => return Ok((Vec::new(), Vec::new())),
+            // All ranks here; relays (`--relay`) may still run elsewhere.
+            (None, None) => {
+                return Ok(Placement {
+                    ranks: Vec::new(),
+                    agent: a.agent.split_whitespace().map(OsString::from).collect(),
+                    relays,
+                })
+            }
         };
         let hosts = parse_hostfile(&text).map_err(|e| e.to_string())?;
         (hosts, a.agent.split_whitespace().map(OsString::from).collect())
     };
-    Ok((map_ranks(&hosts, a.n, by), agent))
+    Ok(Placement {
+        ranks: map_ranks(&hosts, a.n, by),
+        agent,
+        relays,
+    })
 }
 
 fn run(a: RunArgs) -> ExitCode {
-    let (placement, agent) = match placement(&a) {
+    let Placement {
+        ranks: placement,
+        agent,
+        relays,
+    } = match placement(&a) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("pontoon run: {e}");
@@ -222,6 +266,8 @@ fn run(a: RunArgs) -> ExitCode {
         timeout: a.timeout,
         placement,
         agent,
+        relays,
+        relay_command: relay_command(),
     };
     match launch::run(plan) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
@@ -234,6 +280,25 @@ fn run(a: RunArgs) -> ExitCode {
             })
         }
     }
+}
+
+/// `pontoon relay` as the launcher starts it for a job: any free port (the same in
+/// both families), ending with the job.
+fn relay_command() -> Vec<OsString> {
+    let exe = std::env::current_exe().map_or_else(|_| "pontoon".into(), |p| p.into_os_string());
+    [
+        "relay",
+        "--listen",
+        "0.0.0.0:0",
+        "--listen",
+        "[::]:0",
+        "--exit-with-stdin",
+    ]
+    .into_iter()
+    .fold(vec![exe], |mut v, w| {
+        v.push(w.into());
+        v
+    })
 }
 
 fn info() -> String {
@@ -296,11 +361,19 @@ fn main() -> ExitCode {
         }
         Cmd::Testbed(cmd) => testbed::main(cmd),
         Cmd::Doctor { json } => doctor::main(json),
-        Cmd::Relay { listen, status_every } => relay_main(listen, status_every),
+        Cmd::Relay {
+            listen,
+            status_every,
+            exit_with_stdin,
+        } => relay_main(listen, status_every, exit_with_stdin),
     }
 }
 
-fn relay_main(mut listen: Vec<std::net::SocketAddr>, status_every: Option<u64>) -> ExitCode {
+fn relay_main(
+    mut listen: Vec<std::net::SocketAddr>,
+    status_every: Option<u64>,
+    exit_with_stdin: bool,
+) -> ExitCode {
     if listen.is_empty() {
         let port = relay::DEFAULT_PORT;
         listen = vec![
@@ -315,8 +388,20 @@ fn relay_main(mut listen: Vec<std::net::SocketAddr>, status_every: Option<u64>) 
             return ExitCode::FAILURE;
         }
     };
-    let addrs: Vec<String> = r.local_addrs().iter().map(|a| a.to_string()).collect();
-    println!("pontoon relay: listening on {}", addrs.join(", "));
+    let words = |v: Vec<std::net::SocketAddr>| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    // One line, flushed at once: the launcher waits for it (launch::relays).
+    println!(
+        "pontoon relay: listening on {}; {}{}",
+        words(r.local_addrs()).join(", "),
+        launch::relays::ANNOUNCE_MARK,
+        words(r.reachable_addrs()).join(" ")
+    );
+    if exit_with_stdin {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+    }
     r.run(status_every.map(std::time::Duration::from_secs))
 }
 

@@ -149,6 +149,42 @@ fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The C programs on all 8 hosts of two NAT'd clusters without IPv6: pairs across the
+/// NAT go through the relays that `pontoon run --testbed` starts on the heads.
+#[test]
+fn c_programs_pass_across_two_clusters_through_relays() {
+    if !is_root() {
+        return;
+    }
+    let cc = pontoon_cc();
+    let dir = scratch("relayed");
+    let bed = Bed::up(&common::preset(
+        "two-clusters",
+        testbed::PresetOptions {
+            docker: true,
+            no_ipv6: vec!["a".into(), "b".into()],
+            ..testbed::PresetOptions::default()
+        },
+    ));
+    for name in ["p2p", "coll", "comm", "nbc", "types"] {
+        let exe = dir.join(name);
+        compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
+        let out = bed
+            .pontoon()
+            .args(["run", "--testbed", &bed.name, "-n", "8", "--timeout", "60"])
+            .arg(&exe)
+            .output()
+            .expect("pontoon runs");
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("{name} OK on 8 ranks")),
+            "{name}: {stdout}\n{}",
+            text(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn pontoon_cc_shows_its_command_and_links_only_when_asked() {
     let cc = pontoon_cc();

@@ -9,13 +9,20 @@ use testbed::{PresetOptions, Topology};
 mod common;
 use common::{example, is_root, pontoon, preset, text, Bed};
 
-/// Runs `pontoon doctor --json` on every host of the testbed, one rank each.
+/// Runs `pontoon doctor --json` on every host of the testbed, one rank each (the
+/// testbed's forwarding hosts run relays).
 fn doctor(bed: &Bed, env: &[(&str, &str)]) -> (Option<i32>, Value, String, Duration) {
+    doctor_with(bed, &[], env)
+}
+
+/// [`doctor`] with further `pontoon run` options.
+fn doctor_with(bed: &Bed, opts: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String, Duration) {
     let n = bed.open().host_names().len().to_string();
     let start = Instant::now();
     let out = bed
         .pontoon()
         .args(["run", "--testbed", &bed.name, "-n", &n, "--timeout", "60"])
+        .args(opts)
         .args(
             env.iter()
                 .flat_map(|(k, v)| ["-x".to_string(), format!("{k}={v}")]),
@@ -128,7 +135,7 @@ fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
 }
 
 #[test]
-fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_work() {
+fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and_clusters_still_work() {
     if !is_root() {
         return;
     }
@@ -142,7 +149,8 @@ fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_wor
     );
     let bed = Bed::up(&topo);
     let hosts = bed.open().host_names();
-    let (code, report, stderr, elapsed) = doctor(&bed, &[("PONTOON_CONNECT_TIMEOUT_MS", "3000")]);
+    let (code, report, stderr, elapsed) =
+        doctor_with(&bed, &["--no-relays"], &[("PONTOON_CONNECT_TIMEOUT_MS", "3000")]);
     assert_eq!(code, Some(2), "doctor reports failed pairs: {report:#}\n{stderr}");
     assert!(elapsed < Duration::from_secs(20), "the job hung: {elapsed:?}");
     for (from, to, p) in pairs(&report, &hosts) {
@@ -155,7 +163,9 @@ fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_wor
             );
             let error = p["error"].as_str().unwrap();
             assert!(
-                error.contains("within 3000 ms") && error.contains("relay"),
+                error.contains("within 3000 ms")
+                    && error.contains("registered with no relay")
+                    && error.contains("pontoon run --relay HOST"),
                 "{error}"
             );
             // The coordinator's view explains it: one of the two is behind its head's NAT.
@@ -193,6 +203,93 @@ fn without_ipv6_across_nat_pairs_fail_within_the_deadline_and_clusters_still_wor
             assert_eq!(nat, None, "{host} reaches the coordinator directly: {r:#}");
         }
     }
+}
+
+/// The addresses of `host` in the topology.
+fn addrs_of(topo: &Topology, host: &str) -> Vec<IpAddr> {
+    let h = topo.host(host).expect("a host of the topology");
+    topo.nics(h)
+        .into_iter()
+        .flat_map(|n| n.addrs)
+        .map(|(a, _)| a)
+        .collect()
+}
+
+#[test]
+fn without_ipv6_relays_on_the_heads_carry_every_pair_across_nat() {
+    if !is_root() {
+        return;
+    }
+    let topo = preset(
+        "two-clusters",
+        PresetOptions {
+            docker: true,
+            no_ipv6: vec!["a".into(), "b".into()],
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    // Every rank is registered with the relay of its own cluster's head; a compute node
+    // with no other (the other head sees it through its NAT).
+    for r in report["ranks"].as_array().unwrap() {
+        let host = &hosts[r["rank"].as_u64().unwrap() as usize];
+        let relays: Vec<&str> = r["relays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let head = addrs_of(&topo, &format!("{}-head", cluster(host)));
+        assert!(
+            relays
+                .iter()
+                .any(|r| r.split(' ').any(|a| head.contains(&ip_of(a)))),
+            "{host} is not registered with its head's relay: {relays:?}"
+        );
+        if !host.ends_with("head") {
+            assert_eq!(relays.len(), 1, "{host}: {relays:?}");
+        }
+    }
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        let computes_apart =
+            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        let via = &p["path"]["via"];
+        if !computes_apart {
+            continue;
+        }
+        // Seed 001's nat-proxy: out through the own NAT, in through the relay on the
+        // head of the side that accepted the stream; never a wrong node.
+        assert_eq!(via["kind"], "nat-proxy", "{from} -> {to}: {p:#}");
+        let relay = ip_of(via["relays"][0].as_str().expect("the relay"));
+        let accepting = if p["path"]["initiated"] == true {
+            &to
+        } else {
+            &from
+        };
+        let head = addrs_of(&topo, &format!("{}-head", cluster(accepting)));
+        assert!(head.contains(&relay), "{from} -> {to} through {relay}: {p:#}");
+        for a in p["attempts"].as_array().unwrap() {
+            if a["result"] == "connected" {
+                assert_eq!(a["via"], "nat-proxy", "{from} -> {to}: {p:#}");
+            }
+        }
+    }
+    let out = bed
+        .pontoon()
+        .args(["run", "--testbed", &bed.name, "-n", "8", "--timeout", "60"])
+        .arg(example("ring"))
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("token came back to rank 0 with value 28"),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

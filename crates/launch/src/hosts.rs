@@ -172,6 +172,20 @@ pub fn remote_command(
     words
 }
 
+/// The words `AGENT HOST SCRIPT` that run `command` on `host` as it is (no secret, no
+/// environment): how the launcher starts a relay.
+pub fn remote_exec(agent: &[OsString], host: &str, command: &[OsString]) -> Vec<OsString> {
+    let mut script = String::from("exec");
+    for w in command {
+        script.push(' ');
+        script.push_str(&shell_quote(&w.to_string_lossy()));
+    }
+    let mut words = agent.to_vec();
+    words.push(host.into());
+    words.push(script.into());
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,8 @@ pub(crate) struct Job {
     ending: Option<(Stage, Instant)>,
     interrupts: u32,
     output_broken: bool,
+    /// Relays started for this job; they end with it.
+    _relays: Option<crate::relays::JobRelays>,
 }
 
 fn open_stream(fd: impl Into<OwnedFd>, rank: u32, tag: bool) -> io::Result<Stream> {
@@ -115,6 +117,23 @@ impl Job {
         let node = spawn::hostname();
         let conn = coord.conn_string();
         tracing::info!(coordinator = %conn, "coordinator listening");
+        let mut export = plan.export.clone();
+        let relays = if plan.relays.is_empty() {
+            None
+        } else {
+            let r = crate::relays::start(&plan.relays, &plan.relay_command, &plan.agent, &node)?;
+            // Relays the user named (standalone daemons) stay, the job's come after them.
+            let mine = export
+                .iter()
+                .find(|(k, _)| k == "PONTOON_RELAYS")
+                .and_then(|(_, v)| v.clone())
+                .or_else(|| std::env::var("PONTOON_RELAYS").ok())
+                .filter(|v| !v.trim().is_empty());
+            let value = mine.map_or_else(|| r.value.clone(), |m| format!("{m};{}", r.value));
+            export.retain(|(k, _)| k != "PONTOON_RELAYS");
+            export.push(("PONTOON_RELAYS".into(), Some(value)));
+            Some(r)
+        };
         let common = SpawnCommon {
             program,
             args: &plan.args,
@@ -123,7 +142,7 @@ impl Job {
             job_id: &job_id,
             secret: &secret,
             node: &node,
-            export: &plan.export,
+            export: &export,
             placement: &plan.placement,
             local: &hosts::local_ranks(&plan.placement),
             agent: &plan.agent,
@@ -144,6 +163,7 @@ impl Job {
             ending: None,
             interrupts: 0,
             output_broken: false,
+            _relays: relays,
         };
         for rank in 0..plan.n {
             if let Err(source) = job.spawn(&common, rank) {

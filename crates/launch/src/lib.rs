@@ -15,6 +15,7 @@ mod job;
 mod kvs;
 mod poller;
 mod procs;
+pub mod relays;
 mod signals;
 pub mod spawn;
 pub mod status;
@@ -53,6 +54,11 @@ pub struct LaunchPlan {
     /// The command that runs a shell command on another host, as `AGENT HOST COMMAND`:
     /// `ssh`, or `pontoon testbed agent`.
     pub agent: Vec<OsString>,
+    /// Hosts to run a relay on for the job's lifetime (`pontoon run --relay`).
+    pub relays: Vec<String>,
+    /// The command that runs a relay: `pontoon relay …`, exiting when its standard input
+    /// closes (see [`relays`]).
+    pub relay_command: Vec<OsString>,
 }
 
 /// Why a job could not be started (failures of a started job are exit statuses).

@@ -9,13 +9,29 @@ use crate::class::{classify, AddrClass};
 use crate::iface::Interface;
 use crate::policy::IfPolicy;
 use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Limits checked on decoding: far above any real host, small enough that a hostile
 /// card cannot make a rank allocate much.
 pub const MAX_IFACES: usize = 256;
 pub const MAX_ADDRS_PER_IFACE: usize = 64;
 pub const MAX_NAME: usize = 64;
+pub const MAX_RELAYS: usize = 16;
+
+/// A relay that forwards streams to this rank (`pontoon relay` on its cluster's
+/// front-end node; `docs/relay.md`): where others reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardRelay {
+    /// The relay's globally unique addresses (IPv4 public, IPv6 global): a private
+    /// address of a relay could name another host at the requester's site.
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// Whether a relay address is worth putting on a card: one that names the same host
+/// wherever the requester is.
+pub fn globally_unique(addr: IpAddr) -> bool {
+    matches!(classify(addr), AddrClass::Ipv4Public | AddrClass::Ipv6Global)
+}
 
 /// One interface on a card.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +63,9 @@ pub struct EndpointCard {
     pub port4: u16,
     pub port6: u16,
     pub ifaces: Vec<CardIface>,
+    /// Relays this rank is registered with: a requester that cannot reach it directly
+    /// asks one of them to forward a stream.
+    pub relays: Vec<CardRelay>,
 }
 
 /// Names of the virtual bridges that container and VM managers create on every host.
@@ -102,6 +121,7 @@ impl EndpointCard {
             port4: ports.0,
             port6: ports.1,
             ifaces,
+            relays: Vec::new(),
         }
     }
 
@@ -138,6 +158,9 @@ impl EndpointCard {
                     i.name
                 ));
             }
+        }
+        if card.relays.len() > MAX_RELAYS || card.relays.iter().any(|r| r.addrs.len() > MAX_ADDRS_PER_IFACE) {
+            return Err("endpoint card: too many relays or relay addresses".into());
         }
         if card.site.as_ref().is_some_and(|s| s.len() > MAX_NAME) {
             return Err("endpoint card: site name too long".into());
@@ -257,6 +280,16 @@ mod tests {
         assert!(EndpointCard::decode(&card.encode())
             .unwrap_err()
             .contains("interfaces"));
+        card.ifaces.clear();
+        let relay = CardRelay {
+            addrs: vec!["198.51.100.1:7426".parse().unwrap()],
+        };
+        card.relays = vec![relay; MAX_RELAYS];
+        assert_eq!(EndpointCard::decode(&card.encode()).unwrap(), card);
+        card.relays.push(card.relays[0].clone());
+        assert!(EndpointCard::decode(&card.encode())
+            .unwrap_err()
+            .contains("relays"));
     }
 
     #[test]

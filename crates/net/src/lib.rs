@@ -13,9 +13,9 @@ pub mod listen;
 pub mod paths;
 pub mod policy;
 
-pub use card::{node_id, EndpointCard};
+pub use card::{node_id, CardRelay, EndpointCard};
 pub use class::{classify, AddrClass};
 pub use connstr::{client_order, ConnEntry, ParseError};
 pub use iface::{interfaces, local_addresses, Interface};
-pub use paths::{candidates, Candidate};
+pub use paths::{candidates, Candidate, PathKind};
 pub use policy::IfPolicy;

@@ -10,17 +10,42 @@
 //! - Addresses on virtual bridges (docker0 …) last: on most hosts they are the same.
 //! - Loopback first between ranks of one node, and never across nodes.
 //!
+//! - After every direct address, the peer's relays (seed 001's nat-proxy: out through
+//!   our own NAT, in through one relay at the peer's site).
+//!
 //! Whatever the order, the authenticated handshake decides who answered: a duplicated
-//! private address that reaches another node is refused and the next candidate is tried.
+//! private address that reaches another node is refused and the next candidate is tried;
+//! a relay that forwards to the wrong rank is caught the same way.
 
 use crate::card::EndpointCard;
 use crate::class::{classify, AddrClass};
 use std::net::SocketAddr;
 
+/// How a lane reaches its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathKind {
+    /// Straight to one of the peer's addresses (through any NAT on our side).
+    Direct,
+    /// Through our NAT to a relay at the peer's site, which forwards the stream to it:
+    /// one user-level hop (seed 001).
+    NatProxy,
+}
+
+impl PathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Direct => "direct",
+            PathKind::NatProxy => "nat-proxy",
+        }
+    }
+}
+
 /// One address of a peer worth trying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
+    /// The peer's address, or for a relayed path the relay's.
     pub addr: SocketAddr,
+    pub kind: PathKind,
     pub class: AddrClass,
     /// The peer's interface index of this address.
     pub remote_iface: u32,
@@ -73,6 +98,7 @@ pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate>
         if out.iter().all(|c| c.addr != addr) {
             out.push(Candidate {
                 addr,
+                kind: PathKind::Direct,
                 class,
                 remote_iface: iface.index,
                 bridge: iface.bridge,
@@ -81,6 +107,34 @@ pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate>
     }
     // Stable: within a rank of the key, the peer's interface order is kept.
     out.sort_by_key(|c| (!(same_node && c.class == AddrClass::Loopback), c.bridge, c.class));
+    if !same_node {
+        out.extend(relayed(&local_classes, remote));
+    }
+    out
+}
+
+/// The peer's relays, each address this host can plausibly reach, best class first.
+fn relayed(local_classes: &[(AddrClass, bool)], remote: &EndpointCard) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = Vec::new();
+    for addr in remote.relays.iter().flat_map(|r| &r.addrs) {
+        let class = classify(addr.ip());
+        let unique = crate::card::globally_unique(addr.ip());
+        if !unique
+            || addr.port() == 0
+            || !worth_trying(local_classes, class, addr.is_ipv4())
+            || out.iter().any(|c| c.addr == *addr)
+        {
+            continue;
+        }
+        out.push(Candidate {
+            addr: *addr,
+            kind: PathKind::NatProxy,
+            class,
+            remote_iface: 0,
+            bridge: false,
+        });
+    }
+    out.sort_by_key(|c| c.class);
     out
 }
 
@@ -129,7 +183,8 @@ pub fn extra_lanes(
         }
         let classes: Vec<(AddrClass, bool)> = l.addrs.iter().map(|a| (classify(*a), a.is_ipv4())).collect();
         let fits = |c: &&Candidate| {
-            !c.bridge
+            c.kind == PathKind::Direct
+                && !c.bridge
                 && !used_remote.contains(&c.remote_iface)
                 && classes.contains(&(c.class, c.addr.is_ipv4()))
         };
@@ -164,6 +219,7 @@ mod tests {
             seen_from: None,
             port4: 4000,
             port6: 6000,
+            relays: Vec::new(),
             ifaces: ifaces
                 .iter()
                 .enumerate()
@@ -267,6 +323,44 @@ mod tests {
             extra_lanes(&a, &card(1, None, MULTINIC_1), first.0, first.0).is_empty(),
             "same node"
         );
+    }
+
+    #[test]
+    fn relays_come_after_every_direct_address_and_only_their_unique_addresses() {
+        let private_v4_only: &[(&str, &[&str])] = &[("eth0", &["10.0.0.11"])];
+        let mut target = card(2, None, private_v4_only);
+        target.relays = vec![crate::card::CardRelay {
+            addrs: [
+                "10.0.0.1:7426",
+                "198.51.100.2:7426",
+                "[2001:db8::2]:7426",
+                "198.51.100.2:7426",
+            ]
+            .map(|a| a.parse().unwrap())
+            .to_vec(),
+        }];
+        let v = candidates(&card(1, None, private_v4_only), &target);
+        assert_eq!(order(&v), ["10.0.0.11:4000", "198.51.100.2:7426"]);
+        assert_eq!(v[1].kind, PathKind::NatProxy);
+        // Another site: no private address of the peer, but its relay all the same.
+        let v = candidates(&card(1, Some("a"), private_v4_only), &{
+            let mut t = target.clone();
+            t.site = Some("b".into());
+            t
+        });
+        assert_eq!(order(&v), ["198.51.100.2:7426"]);
+        // A dual-stack requester may reach the relay over either family, IPv6 first.
+        let dual: &[(&str, &[&str])] = &[("eth0", &["10.0.0.11", "2001:db8:c::11"])];
+        let v = candidates(&card(1, Some("a"), dual), &{
+            let mut t = target.clone();
+            t.site = Some("b".into());
+            t
+        });
+        assert_eq!(order(&v), ["[2001:db8::2]:7426", "198.51.100.2:7426"]);
+        // Ranks of one node never go through a relay; further lanes never do either.
+        assert!(candidates(&target, &target)
+            .iter()
+            .all(|c| c.kind == PathKind::Direct));
     }
 
     #[test]

@@ -66,16 +66,28 @@ pub struct Initiator {
 impl Initiator {
     /// Starts a handshake towards `target`; returns the HELLO to send.
     pub fn new(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, false)
+        Self::start(id, target, nonce, false, false)
+    }
+
+    /// Starts the handshake of a first lane that runs through a relay (the peer then
+    /// knows the connection's address is the relay's, not ours).
+    pub fn through_relay(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
+        Self::start(id, target, nonce, false, true)
     }
 
     /// Starts the handshake of an additional lane to `target`, already connected: the
     /// peer accepts it next to the first instead of taking it for a duplicate.
     pub fn extra_lane(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, true)
+        Self::start(id, target, nonce, true, false)
     }
 
-    fn start(id: Identity, target: Rank, nonce: [u8; 16], extra_lane: bool) -> (Initiator, [u8; FRAME_LEN]) {
+    fn start(
+        id: Identity,
+        target: Rank,
+        nonce: [u8; 16],
+        extra_lane: bool,
+        relayed: bool,
+    ) -> (Initiator, [u8; FRAME_LEN]) {
         let hello = HandshakeRepr {
             version: VERSION,
             kind: HandshakeKind::Hello,
@@ -86,6 +98,7 @@ impl Initiator {
             nonce,
             peer_nonce: [0; 16],
             extra_lane,
+            relayed,
         }
         .emit(&id.secret);
         (Initiator { id, target, nonce }, hello)
@@ -140,6 +153,7 @@ impl Initiator {
             nonce: self.nonce,
             peer_nonce: r.nonce,
             extra_lane: false,
+            relayed: false,
         }
         .emit(&self.id.secret))
     }
@@ -162,6 +176,7 @@ pub struct Acceptor {
     my_rank: Rank,
     nonce: [u8; 16],
     extra_lane: bool,
+    relayed: bool,
 }
 
 /// What this process already has going with the sender of a HELLO.
@@ -194,6 +209,7 @@ pub fn accept_hello(
             nonce,
             peer_nonce,
             extra_lane: false,
+            relayed: false,
         }
         .emit(&id.secret);
         HelloVerdict {
@@ -269,12 +285,14 @@ pub fn accept_hello(
         nonce,
         peer_nonce: r.nonce,
         extra_lane: false,
+        relayed: false,
     }
     .emit(&id.secret);
     HelloVerdict {
         ack,
         result: Ok(Acceptor {
             extra_lane: r.extra_lane,
+            relayed: r.relayed,
             peer: r.src,
             secret: id.secret,
             job_id: id.job_id,
@@ -292,6 +310,11 @@ impl Acceptor {
     /// The peer opens this connection as an additional lane.
     pub fn extra_lane(&self) -> bool {
         self.extra_lane
+    }
+
+    /// The peer reaches us through a relay.
+    pub fn relayed(&self) -> bool {
+        self.relayed
     }
 
     /// Judges the CONFIRM; on success the connection is established with `peer()`.

@@ -94,32 +94,57 @@ pub struct RelayHandle {
 
 impl Relay {
     /// Listens on every address in `addrs` (one socket per address family is enough:
-    /// `[::]:PORT` with `IPV6_V6ONLY` and `0.0.0.0:PORT`).
+    /// `[::]:PORT` with `IPV6_V6ONLY` and `0.0.0.0:PORT`). Port 0 picks a free port, the
+    /// same for every address (the launcher starts relays so; one port is simpler to
+    /// announce and to open in a firewall).
     pub fn bind(addrs: &[SocketAddr], limits: Limits) -> io::Result<Relay> {
-        let mut listeners = Vec::new();
+        let mut last = None;
+        for _ in 0..16 {
+            match Self::bind_once(addrs) {
+                Ok(listeners) => {
+                    return Ok(Relay {
+                        listeners,
+                        shared: Arc::new(Shared {
+                            registry: Mutex::new(Registry::default()),
+                            limits,
+                            handshakes: AtomicUsize::new(0),
+                            per_host: Mutex::new(HashMap::new()),
+                            counters: Counters::default(),
+                            stop: AtomicBool::new(false),
+                        }),
+                    })
+                }
+                // The port picked for the first address was taken in another family.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && addrs.iter().all(|a| a.port() == 0) => {
+                    last = Some(e)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free port")))
+    }
+
+    fn bind_once(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
+        let mut listeners: Vec<TcpListener> = Vec::new();
         for a in addrs {
-            let domain = socket2::Domain::for_address(*a);
+            let mut a = *a;
+            if a.port() == 0 {
+                if let Some(first) = listeners.first() {
+                    a.set_port(first.local_addr()?.port());
+                }
+            }
+            let domain = socket2::Domain::for_address(a);
             let s = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
             s.set_reuse_address(true)?;
             if a.is_ipv6() {
                 s.set_only_v6(true)?;
             }
-            s.bind(&(*a).into())
+            s.bind(&a.into())
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {a}: {e}")))?;
             s.listen(1024)?;
             listeners.push(TcpListener::from(s));
         }
-        Ok(Relay {
-            listeners,
-            shared: Arc::new(Shared {
-                registry: Mutex::new(Registry::default()),
-                limits,
-                handshakes: AtomicUsize::new(0),
-                per_host: Mutex::new(HashMap::new()),
-                counters: Counters::default(),
-                stop: AtomicBool::new(false),
-            }),
-        })
+        Ok(listeners)
     }
 
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
@@ -127,6 +152,26 @@ impl Relay {
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect()
+    }
+
+    /// Where others can reach this relay: a concrete listening address as it is; for a
+    /// wildcard one, every usable address of this host's interfaces in its family (no
+    /// loopback, no link-local), best class first. What the launcher hands the ranks.
+    pub fn reachable_addrs(&self) -> Vec<SocketAddr> {
+        let host = net::iface::usable_addresses(&net::interfaces());
+        let mut out = Vec::new();
+        for l in self.local_addrs() {
+            if !l.ip().is_unspecified() {
+                out.push(l);
+                continue;
+            }
+            for (ip, class, _) in &host {
+                if ip.is_ipv4() == l.is_ipv4() && *class != net::AddrClass::Loopback {
+                    out.push(SocketAddr::new(*ip, l.port()));
+                }
+            }
+        }
+        out
     }
 
     /// Serves in background threads.
@@ -285,6 +330,7 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
         RelayRepr::Register { version, .. } | RelayRepr::Connect { version, .. } if version != VERSION => {
             refuse(
                 &mut sock,
+                peer,
                 shared,
                 (
                     RelayStatus::Version,
@@ -304,10 +350,10 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
             let at = SocketAddr::new(peer.ip(), port);
             let token = match shared.registry().register(job_tag, rank, relay_key, at, limits) {
                 Ok(t) => t,
-                Err(r) => return refuse(&mut sock, shared, r),
+                Err(r) => return refuse(&mut sock, peer, shared, r),
             };
             shared.counters.registrations.fetch_add(1, Ordering::Relaxed);
-            let r = accept(&mut sock);
+            let r = accept(&mut sock, peer);
             drop(pending);
             if r.is_ok() {
                 // Registered while this connection lives; a rank says nothing more on it.
@@ -326,16 +372,17 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
                 .open_stream(&job_tag, rank, &nonce, &proof, limits)
             {
                 Ok(a) => a,
-                Err(r) => return refuse(&mut sock, shared, r),
+                Err(r) => return refuse(&mut sock, peer, shared, r),
             };
             let joined = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT);
             let r = match joined {
                 Err(e) => refuse(
                     &mut sock,
+                    peer,
                     shared,
                     (RelayStatus::Unreachable, format!("rank {rank} at {target}: {e}")),
                 ),
-                Ok(to) => accept(&mut sock).and_then(|_| {
+                Ok(to) => accept(&mut sock, peer).and_then(|_| {
                     drop(pending);
                     shared.counters.streams.fetch_add(1, Ordering::Relaxed);
                     join(sock, to, &shared.counters.bytes)
@@ -351,20 +398,27 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
     }
 }
 
-fn accept(sock: &mut TcpStream) -> io::Result<()> {
+fn accept(sock: &mut TcpStream, peer: SocketAddr) -> io::Result<()> {
     let verdict = RelayRepr::Verdict {
         version: VERSION,
         status: RelayStatus::Accepted,
+        observed: Some(peer),
         reason: String::new(),
     };
     sock.write_all(&verdict.emit())
 }
 
-fn refuse(sock: &mut TcpStream, shared: &Shared, (status, reason): Refusal) -> io::Result<()> {
+fn refuse(
+    sock: &mut TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    (status, reason): Refusal,
+) -> io::Result<()> {
     shared.counters.refused.fetch_add(1, Ordering::Relaxed);
     let verdict = RelayRepr::Verdict {
         version: VERSION,
         status,
+        observed: Some(peer),
         reason,
     };
     sock.write_all(&verdict.emit())?;

@@ -179,6 +179,28 @@ fn register_raw(relay: SocketAddr, rank: u32, key: [u8; 32], port: u16) -> TcpSt
 }
 
 #[test]
+fn every_verdict_says_where_the_relay_saw_the_connection_come_from() {
+    let relay = relay();
+    let at = relay.addrs()[0];
+    let mut s = register_raw(at, 2, relay_key(&SECRET), 1);
+    let mut b = [0u8; FRAME_LEN];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(proto::wire::relay::verdict(&b), Ok(Some(s.local_addr().unwrap())));
+    // A refusal says it too (a requester behind NAT learns its mapped address).
+    let mut r = connect_from(at, [127, 0, 0, 3]);
+    let nonce = challenge(&mut r);
+    r.write_all(&proto::wire::relay::connect_request(&SECRET, &nonce, 7))
+        .unwrap();
+    match read_frame(&mut r) {
+        RelayRepr::Verdict { status, observed, .. } => {
+            assert_eq!(status, RelayStatus::UnknownRank);
+            assert_eq!(observed, Some(r.local_addr().unwrap()));
+        }
+        other => panic!("expected a verdict, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_flood_of_bogus_connections_leaves_the_relay_serving_the_job() {
     let relay = relay();
     let at = relay.addrs()[0];

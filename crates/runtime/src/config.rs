@@ -102,6 +102,15 @@ pub const PARAMS: &[Param] = &[
                   addresses of ranks in another known site are never tried",
     },
     Param {
+        name: "PONTOON_RELAYS",
+        default: "",
+        meaning: "relays (`pontoon relay` on front-end nodes) this job may use: relays separated by `;`, \
+                  each as a comma list of its ADDR:PORT (e.g. `198.51.100.1:7426,[2001:db8::1]:7426`); \
+                  `pontoon run --relay HOST` and `--testbed` add the relays they start. A rank \
+                  registers with every relay that sees its own address, and ranks that cannot reach \
+                  it directly come in through one of them",
+    },
+    Param {
         name: "PONTOON_BIND",
         default: "none",
         meaning: "`core`: each rank pins itself to one CPU (local rank modulo the CPUs it may use); \
@@ -182,6 +191,8 @@ pub struct Config {
     pub stagger: Duration,
     pub policy: net::IfPolicy,
     pub site: Option<String>,
+    /// Relays this job may use, each with its addresses (`PONTOON_RELAYS`).
+    pub relays: Vec<Vec<std::net::SocketAddr>>,
     /// Collective algorithm switch points (bytes).
     pub coll_bcast_long: usize,
     pub coll_allreduce_long: usize,
@@ -221,6 +232,41 @@ where
         value: v.clone(),
         why: e.to_string(),
     })
+}
+
+/// Most relays one job may name: a card lists a rank's relays, and cards are bounded.
+pub const MAX_RELAYS: usize = net::card::MAX_RELAYS;
+
+/// Parses `PONTOON_RELAYS`.
+fn relays(value: &str) -> Result<Vec<Vec<std::net::SocketAddr>>, ConfigError> {
+    let bad = |why: String| ConfigError {
+        name: "PONTOON_RELAYS",
+        value: value.to_string(),
+        why,
+    };
+    let mut out = Vec::new();
+    for relay in value.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+        let addrs = relay
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.parse::<std::net::SocketAddr>()
+                    .map_err(|e| bad(format!("`{a}` is not ADDR:PORT ({e}); IPv6 as [ADDR]:PORT")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if addrs.len() > net::card::MAX_ADDRS_PER_IFACE {
+            return Err(bad(format!(
+                "a relay with more than {} addresses",
+                net::card::MAX_ADDRS_PER_IFACE
+            )));
+        }
+        out.push(addrs);
+    }
+    if out.len() > MAX_RELAYS {
+        return Err(bad(format!("more than {MAX_RELAYS} relays")));
+    }
+    Ok(out)
 }
 
 /// Parses `PONTOON_TRANSPORTS`.
@@ -319,6 +365,7 @@ impl Config {
                 }
                 s => Some(s.to_string()),
             },
+            relays: relays(&get(env, "PONTOON_RELAYS"))?,
             bind: match get(env, "PONTOON_BIND").trim() {
                 "core" => Bind::ByLocalRank,
                 "core-by-rank" => Bind::ByRank,
@@ -375,6 +422,20 @@ mod tests {
         assert_eq!(y("always").unwrap(), Yield::Always);
         assert_eq!(y("never").unwrap(), Yield::Never);
         assert!(y("sometimes").unwrap_err().to_string().contains("PONTOON_YIELD"));
+    }
+
+    #[test]
+    fn relays_are_lists_of_addresses() {
+        let r = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_RELAYS").then(|| v.to_string())).map(|c| c.relays)
+        };
+        assert!(r("").unwrap().is_empty());
+        let two = r("198.51.100.1:7426,[2001:db8::1]:7426; 198.51.100.2:9 ;").unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0][1].to_string(), "[2001:db8::1]:7426");
+        let e = r("198.51.100.1").unwrap_err().to_string();
+        assert!(e.contains("PONTOON_RELAYS") && e.contains("ADDR:PORT"), "{e}");
+        assert!(r(&"198.51.100.1:1;".repeat(MAX_RELAYS + 1)).is_err());
     }
 
     #[test]

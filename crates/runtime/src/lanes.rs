@@ -38,6 +38,8 @@ pub struct PathInfo {
     pub route: Route,
     /// This rank set the lane up (rather than accepted it).
     pub initiated: bool,
+    /// Direct, or through a relay (then the route's remote end is the relay).
+    pub kind: net::PathKind,
 }
 
 pub(crate) struct Lane {

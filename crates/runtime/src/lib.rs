@@ -6,6 +6,7 @@ pub mod config;
 pub mod control;
 pub mod jobenv;
 mod lanes;
+pub mod relays;
 mod requests;
 pub mod runtime;
 mod shm_wireup;
@@ -14,7 +15,7 @@ pub mod wireup;
 
 pub use config::Config;
 pub use lanes::{PathInfo, Route};
-pub use net::EndpointCard;
+pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
 pub use runtime::{Background, Completion, Error, Runtime};
 pub use transport::Transport;

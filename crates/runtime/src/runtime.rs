@@ -177,6 +177,9 @@ pub struct Runtime {
     background: Option<Background>,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     yield_when_idle: bool,
+    /// Relays that forward streams to this rank, registered at start-up; held open
+    /// (a registration lives as long as its connection).
+    registrations: Vec<crate::relays::Registration>,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
 }
@@ -249,6 +252,22 @@ impl Runtime {
             cfg.site.clone(),
             listeners.ports(),
         );
+        let own: Vec<std::net::IpAddr> = local.iter().map(|(ip, _, _)| *ip).collect();
+        let (registrations, unregistered) = crate::relays::register_all(
+            &cfg.relays,
+            &env.secret,
+            env.rank,
+            listeners.ports(),
+            &own,
+            cfg.attempt_timeout,
+        );
+        for why in &unregistered {
+            tracing::info!("rank {}: not registered with {why}", env.rank);
+        }
+        for r in &registrations {
+            tracing::info!("rank {}: registered with the relay at {}", env.rank, r.via);
+        }
+        card.relays = registrations.iter().map(|r| r.card_entry()).collect();
         let setup = |e: &dyn std::fmt::Display| {
             Error::Setup(format!(
                 "rank {}: wire-up through the launcher failed: {e}",
@@ -277,6 +296,7 @@ impl Runtime {
         let ep = Endpoint::new(env.rank, env.size, ecfg);
         let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
         rt.yield_when_idle = yield_when_idle;
+        rt.registrations = registrations;
         if let Some(l) = shm_listener {
             rt.waiter.watch(&l);
             rt.shm_listener = Some(l);
@@ -335,6 +355,7 @@ impl Runtime {
             background: None,
             background_armed: false,
             yield_when_idle: false,
+            registrations: Vec::new(),
         })
     }
 

@@ -7,7 +7,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use net::{AddrClass, Candidate, ConnEntry};
+use crate::relays::{RelayDial, RelayStep};
+use net::{AddrClass, Candidate, ConnEntry, PathKind};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::wire::handshake::{FRAME_LEN, MAGIC};
 use proto::Rank;
@@ -17,7 +18,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// One connection attempt and how it ended.
 #[derive(Debug, Clone)]
 pub struct Attempt {
+    /// The peer's address, or the relay's on a relayed path.
     pub addr: SocketAddr,
+    pub kind: PathKind,
     pub class: AddrClass,
     /// The address is on the peer's virtual bridge (docker0 …).
     pub bridge: bool,
@@ -128,6 +131,8 @@ pub enum Progress {
         sock: TcpStream,
         /// An additional lane to a peer already connected (not its first connection).
         extra_lane: bool,
+        /// How it reached the peer (for an accepted one, as its HELLO says).
+        kind: PathKind,
     },
     /// The attempt is over without a connection (`Some(reason)` if the peer is unreachable).
     Failed(String),
@@ -146,7 +151,10 @@ struct Racer {
     cand: usize,
     sock: TcpStream,
     started: Instant,
+    /// Connected (and, through a relay, joined to the peer): ready for the handshake.
     connected: bool,
+    /// The exchange with a relay, once the TCP connect to it completed.
+    relay: Option<RelayDial>,
 }
 
 /// The one handshake in progress: a peer sees HELLOs one at a time, so a won race
@@ -238,6 +246,7 @@ impl Outgoing {
         let c = self.candidates[cand];
         self.attempts.push(Attempt {
             addr: c.addr,
+            kind: c.kind,
             class: c.class,
             bridge: c.bridge,
             elapsed: since.elapsed(),
@@ -259,6 +268,7 @@ impl Outgoing {
                 sock,
                 started: now,
                 connected: false,
+                relay: None,
             }),
             Err(e) => self.record(cand, now, Err(e.to_string())),
         }
@@ -276,7 +286,7 @@ impl Outgoing {
         if self.next < self.candidates.len() && (busy == 0 || (stagger_over && busy < MAX_RACING)) {
             self.start_next(now);
         }
-        self.poll_connects(timing.attempt);
+        self.poll_connects(timing.attempt, id);
         if self.handshake.is_none() {
             self.begin_handshake(id, &nonce);
         }
@@ -289,18 +299,37 @@ impl Outgoing {
         Progress::Pending
     }
 
-    fn poll_connects(&mut self, limit: Duration) {
+    /// Drives the TCP connects, and the relay exchange of those that reached a relay.
+    fn poll_connects(&mut self, limit: Duration, id: &Identity) {
         let mut i = 0;
         while i < self.racing.len() {
+            let relayed = self.candidates[self.racing[i].cand].kind != PathKind::Direct;
             let r = &mut self.racing[i];
             if r.connected {
                 i += 1;
                 continue;
             }
             let outcome = if r.started.elapsed() > limit {
-                Some(format!("no answer within {} ms", limit.as_millis()))
+                Some(match r.relay {
+                    Some(_) => format!("the relay did not answer within {} ms", limit.as_millis()),
+                    None => format!("no answer within {} ms", limit.as_millis()),
+                })
+            } else if let Some(dial) = r.relay.as_mut() {
+                match dial.poll(&mut r.sock, &id.secret, self.peer) {
+                    RelayStep::Pending => None,
+                    RelayStep::Joined => {
+                        r.connected = true;
+                        None
+                    }
+                    RelayStep::Failed(why) => Some(format!("relay: {why}")),
+                }
             } else if ready(&r.sock, PollFlags::OUT) {
                 match r.sock.take_error() {
+                    Ok(None) if relayed => {
+                        // The relay speaks first; its challenge may be here already.
+                        r.relay = Some(RelayDial::default());
+                        continue;
+                    }
                     Ok(None) => {
                         r.connected = true;
                         None
@@ -331,10 +360,12 @@ impl Outgoing {
             .map(|(i, _)| i)
         {
             let mut r = self.racing.remove(pos);
-            let (ini, hello) = if self.first_lane() {
-                Initiator::new(id.clone(), self.peer, nonce())
-            } else {
+            let (ini, hello) = if !self.first_lane() {
                 Initiator::extra_lane(id.clone(), self.peer, nonce())
+            } else if self.candidates[r.cand].kind != PathKind::Direct {
+                Initiator::through_relay(id.clone(), self.peer, nonce())
+            } else {
+                Initiator::new(id.clone(), self.peer, nonce())
             };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
@@ -389,6 +420,7 @@ impl Outgoing {
                     peer: self.peer,
                     sock: h.sock,
                     extra_lane: !self.first_lane(),
+                    kind: self.candidates[h.cand].kind,
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
@@ -435,11 +467,15 @@ impl Outgoing {
 impl std::fmt::Display for Attempt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bridge = if self.bridge { ", virtual bridge" } else { "" };
+        let via = match self.kind {
+            PathKind::Direct => "",
+            PathKind::NatProxy => "relay ",
+        };
         match &self.result {
-            Ok(()) => write!(f, "{} ({}{bridge}): connected", self.addr, self.class),
+            Ok(()) => write!(f, "{via}{} ({}{bridge}): connected", self.addr, self.class),
             Err(e) => write!(
                 f,
-                "{} ({}{bridge}): {e} after {:.1} ms",
+                "{via}{} ({}{bridge}): {e} after {:.1} ms",
                 self.addr,
                 self.class,
                 self.elapsed.as_secs_f64() * 1e3
@@ -545,6 +581,11 @@ impl Incoming {
                                 peer,
                                 sock: self.sock.take().expect("present"),
                                 extra_lane: acc.extra_lane(),
+                                kind: if acc.relayed() {
+                                    PathKind::NatProxy
+                                } else {
+                                    PathKind::Direct
+                                },
                             },
                             Err(e) => Progress::Failed(format!("refused connection from {who}: {e}")),
                         };
@@ -598,6 +639,7 @@ mod tests {
     fn candidate(addr: SocketAddr) -> Candidate {
         Candidate {
             addr,
+            kind: PathKind::Direct,
             class: net::classify(addr.ip()),
             remote_iface: 0,
             bridge: false,
@@ -606,6 +648,12 @@ mod tests {
 
     /// A rank `rank` answering handshakes on a loopback port, until the test ends.
     fn acceptor(rank: Rank) -> SocketAddr {
+        acceptor_telling(rank).0
+    }
+
+    /// [`acceptor`], also saying how each connection it took reached it.
+    fn acceptor_telling(rank: Rank) -> (SocketAddr, std::sync::mpsc::Receiver<PathKind>) {
+        let (tx, rx) = std::sync::mpsc::channel();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         thread::spawn(move || {
@@ -618,9 +666,10 @@ mod tests {
                         Contention::None
                     }) {
                         Progress::Pending => thread::sleep(Duration::from_millis(1)),
-                        Progress::Established { sock, .. } => {
+                        Progress::Established { sock, kind, .. } => {
                             // Keep it open until the test is over.
                             std::mem::forget(sock);
+                            let _ = tx.send(kind);
                             break;
                         }
                         _ => break,
@@ -628,7 +677,96 @@ mod tests {
                 }
             }
         });
+        (addr, rx)
+    }
+
+    fn relayed(addr: SocketAddr) -> Candidate {
+        Candidate {
+            kind: PathKind::NatProxy,
+            ..candidate(addr)
+        }
+    }
+
+    /// A relay that lies: it accepts any request and joins the stream to `to`.
+    fn lying_relay(to: SocketAddr) -> SocketAddr {
+        use proto::wire::relay::{RelayRepr, RelayStatus, VERSION};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            for mut sock in listener.incoming().flatten() {
+                let challenge = RelayRepr::Challenge {
+                    version: VERSION,
+                    nonce: [5; 32],
+                };
+                sock.write_all(&challenge.emit()).unwrap();
+                let mut request = [0u8; proto::wire::relay::FRAME_LEN];
+                sock.read_exact(&mut request).unwrap();
+                let yes = RelayRepr::Verdict {
+                    version: VERSION,
+                    status: RelayStatus::Accepted,
+                    observed: None,
+                    reason: String::new(),
+                };
+                sock.write_all(&yes.emit()).unwrap();
+                let inner = TcpStream::connect(to).unwrap();
+                let (mut a, mut b) = (sock.try_clone().unwrap(), inner.try_clone().unwrap());
+                thread::spawn(move || io::copy(&mut a, &mut b));
+                let (mut a, mut b) = (inner, sock);
+                thread::spawn(move || io::copy(&mut a, &mut b));
+            }
+        });
         addr
+    }
+
+    #[test]
+    fn a_registered_rank_is_reached_through_a_relay_and_knows_it() {
+        let relay = relay::Relay::bind(&["127.0.0.1:0".parse().unwrap()], relay::Limits::default())
+            .unwrap()
+            .spawn();
+        let (rank1, how) = acceptor_telling(1);
+        let id = identity(1);
+        let (_registered, _) =
+            crate::relays::tests::register_at_for_tests(relay.addrs()[0], &id.secret, 1, rank1.port());
+        let mut out = Outgoing::new(1, vec![relayed(relay.addrs()[0])], 0, TIMING.total);
+        let (done, _) = drive(&mut out, TIMING);
+        assert!(
+            matches!(
+                done,
+                Progress::Established {
+                    peer: 1,
+                    kind: PathKind::NatProxy,
+                    ..
+                }
+            ),
+            "{}",
+            out.report()
+        );
+        assert_eq!(how.recv_timeout(Duration::from_secs(5)), Ok(PathKind::NatProxy));
+        assert!(out.report().contains("relay 127.0.0.1"), "{}", out.report());
+    }
+
+    #[test]
+    fn a_relay_that_joins_the_wrong_rank_is_caught_and_the_next_path_taken() {
+        let (wrong, right) = (acceptor(2), acceptor(1));
+        let liar = lying_relay(wrong);
+        let mut out = Outgoing::new(1, vec![relayed(liar), candidate(right)], 0, TIMING.total);
+        let (done, _) = drive(&mut out, TIMING);
+        assert!(
+            matches!(
+                done,
+                Progress::Established {
+                    peer: 1,
+                    kind: PathKind::Direct,
+                    ..
+                }
+            ),
+            "{}",
+            out.report()
+        );
+        let caught = &out.attempts[0];
+        assert_eq!((caught.addr, caught.kind), (liar, PathKind::NatProxy));
+        let why = caught.result.as_ref().unwrap_err();
+        assert!(why.contains("rank 2"), "{why}");
     }
 
     /// An address whose SYNs go unanswered: a listener that never accepts, its backlog full.

@@ -4,8 +4,9 @@
 //!  0 [4]  magic "PNTN"
 //!  4 u16  protocol version
 //!  6 u8   kind: 1 HELLO, 2 ACK, 3 CONFIRM
-//!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: 1 if the connection
-//!         is an additional lane to a peer already connected, else 0; CONFIRM: 0
+//!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: flags, bit 0 set if
+//!         the connection is an additional lane to a peer already connected, bit 1 if it
+//!         runs through a relay; CONFIRM: 0
 //!  8 [16] job id
 //! 24 u32  sender's rank
 //! 28 u32  rank the sender believes is at the other end
@@ -20,6 +21,10 @@ pub const MAGIC: [u8; 4] = *b"PNTN";
 pub const VERSION: u16 = 1;
 pub const FRAME_LEN: usize = 96;
 const MAC_AT: usize = 64;
+/// HELLO flag bits.
+const EXTRA_LANE: u8 = 1;
+const RELAYED: u8 = 2;
+const HELLO_FLAGS: u8 = EXTRA_LANE | RELAYED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -79,7 +84,8 @@ impl<T: AsRef<[u8]>> HandshakeFrame<T> {
             2 => {
                 HandshakeStatus::from_u8(b[7])?;
             }
-            1 | 3 if b[7] <= u8::from(b[6] == 1) => {}
+            1 if b[7] <= HELLO_FLAGS => {}
+            3 if b[7] == 0 => {}
             1 | 3 => return Err(WireError::Field("lane flag")),
             kind => return Err(WireError::UnknownKind(kind)),
         }
@@ -108,6 +114,9 @@ pub struct HandshakeRepr {
     pub peer_nonce: [u8; 16],
     /// HELLO only: this connection is an additional lane, not the first one.
     pub extra_lane: bool,
+    /// HELLO only: the initiator reaches us through a relay (so the address the
+    /// connection comes from is the relay's).
+    pub relayed: bool,
 }
 
 impl HandshakeRepr {
@@ -130,7 +139,8 @@ impl HandshakeRepr {
                 2 => HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),
                 _ => HandshakeStatus::Accepted,
             },
-            extra_lane: b[6] == 1 && b[7] == 1,
+            extra_lane: b[6] == 1 && b[7] & EXTRA_LANE != 0,
+            relayed: b[6] == 1 && b[7] & RELAYED != 0,
             job_id: arr16(8),
             src: get_u32(b, 24),
             dst: get_u32(b, 28),
@@ -147,7 +157,9 @@ impl HandshakeRepr {
         b[6] = self.kind as u8;
         b[7] = match self.kind {
             HandshakeKind::Ack => self.status as u8,
-            HandshakeKind::Hello => u8::from(self.extra_lane),
+            HandshakeKind::Hello => {
+                (u8::from(self.extra_lane) * EXTRA_LANE) | (u8::from(self.relayed) * RELAYED)
+            }
             HandshakeKind::Confirm => 0,
         };
         b[8..24].copy_from_slice(&self.job_id);
@@ -179,7 +191,7 @@ mod tests {
         #[test]
         fn round_trip(src in any::<u32>(), dst in any::<u32>(), nonce in any::<[u8;16]>(), job in any::<[u8;16]>()) {
             let r = HandshakeRepr { version: VERSION, kind: HandshakeKind::Ack, status: HandshakeStatus::WrongRank,
-                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false };
+                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false, relayed: false };
             let bytes = r.emit(&[1; 32]);
             let f = HandshakeFrame::new_checked(&bytes[..]).unwrap();
             prop_assert_eq!(HandshakeRepr::parse(&f), r);
@@ -206,6 +218,7 @@ mod tests {
             nonce: [2; 16],
             peer_nonce: [0; 16],
             extra_lane: true,
+            relayed: true,
         };
         let bytes = hello.emit(&[1; 32]);
         assert_eq!(
@@ -213,7 +226,7 @@ mod tests {
             hello
         );
         let mut bad = bytes;
-        bad[7] = 2;
+        bad[7] = 4;
         assert_eq!(
             HandshakeFrame::new_checked(&bad[..]).unwrap_err(),
             WireError::Field("lane flag")
@@ -221,6 +234,7 @@ mod tests {
         let confirm = HandshakeRepr {
             kind: HandshakeKind::Confirm,
             extra_lane: false,
+            relayed: false,
             ..hello
         };
         let mut bad = confirm.emit(&[1; 32]);

@@ -6,8 +6,11 @@
 //!  4 u16  protocol version
 //!  6 u8   kind: 1 CHALLENGE, 2 REGISTER, 3 CONNECT, 4 VERDICT
 //!  7 u8   VERDICT: status (0 = accepted, see `RelayStatus`); else 0
-//!  8 [16] job tag (`job_tag`: derived from the job secret); zero in CHALLENGE and VERDICT
-//! 24 u32  REGISTER: the registering rank; CONNECT: the rank wanted; else 0
+//!  8 [16] job tag (`job_tag`: derived from the job secret); zero in CHALLENGE;
+//!         VERDICT: the address the relay saw the connection come from (IPv6, IPv4 as
+//!         IPv4-mapped; all zero with a zero port: not given)
+//! 24 u32  REGISTER: the registering rank; CONNECT: the rank wanted; VERDICT: the
+//!         seen address's port in the first two bytes; else 0
 //! 28 u16  REGISTER: the port that rank accepts relayed streams on; else 0
 //! 30 u16  reserved, 0
 //! 32 [32] CHALLENGE: the relay's fresh nonce; REGISTER: the job's relay key
@@ -20,6 +23,10 @@
 //! the port in it, for as long as that connection stays open. A requester anywhere
 //! CONNECTs instead, proving with the challenge that it holds the job's relay key; the
 //! relay answers with a VERDICT and, if accepted, from then on moves bytes both ways.
+//! Every VERDICT tells the other side where the relay saw it come from, as STUN does: a
+//! rank keeps a registration only where the relay sees the rank's own address (nothing
+//! translates between them, so the relay can reach it back), and a requester learns the
+//! address its NAT gave it.
 //!
 //! The relay key and the job tag are one-way functions of the job secret: a relay learns
 //! neither the secret nor anything that passes the job's end-to-end handshake, which
@@ -29,10 +36,13 @@
 //! clear (the relay must learn it from someone); the key proves membership only to
 //! relays.
 
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+
 use super::{get_u16, get_u32, put_u16, put_u32, WireError};
 
 pub const MAGIC: [u8; 4] = *b"PNRL";
-pub const VERSION: u16 = 1;
+/// 2: VERDICT carries the address the relay saw.
+pub const VERSION: u16 = 2;
 pub const FRAME_LEN: usize = 128;
 /// Bytes of a VERDICT's reason.
 pub const REASON_LEN: usize = 64;
@@ -129,7 +139,7 @@ impl<T: AsRef<[u8]>> RelayFrame<T> {
             RelayKind::Challenge => zero(8..32) && zero(64..128),
             RelayKind::Register => zero(30..32) && zero(64..128),
             RelayKind::Connect => zero(28..32) && zero(64..128),
-            RelayKind::Verdict => zero(8..64),
+            RelayKind::Verdict => zero(26..64),
         };
         if !fields_ok {
             return Err(WireError::Reserved);
@@ -173,9 +183,32 @@ pub enum RelayRepr {
     Verdict {
         version: u16,
         status: RelayStatus,
+        /// Where the relay saw this connection come from.
+        observed: Option<SocketAddr>,
         /// At most [`REASON_LEN`] bytes; a reason cut inside a character loses that character.
         reason: String,
     },
+}
+
+fn get_addr(b: &[u8]) -> Option<SocketAddr> {
+    let ip: [u8; 16] = b[8..24].try_into().expect("16 bytes");
+    let port = get_u16(b, 24);
+    if ip == [0; 16] && port == 0 {
+        return None;
+    }
+    let ip = Ipv6Addr::from(ip);
+    let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+    Some(SocketAddr::new(ip, port))
+}
+
+fn put_addr(b: &mut [u8], addr: Option<SocketAddr>) {
+    let Some(addr) = addr else { return };
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    b[8..24].copy_from_slice(&ip.octets());
+    put_u16(b, 24, addr.port());
 }
 
 impl RelayRepr {
@@ -208,6 +241,7 @@ impl RelayRepr {
                 RelayRepr::Verdict {
                     version,
                     status: RelayStatus::from_u8(b[7]).expect("checked"),
+                    observed: get_addr(b),
                     reason: std::str::from_utf8(&text[..end]).expect("checked").to_string(),
                 }
             }
@@ -249,9 +283,11 @@ impl RelayRepr {
             RelayRepr::Verdict {
                 version,
                 status,
+                observed,
                 reason,
             } => {
                 b[7] = *status as u8;
+                put_addr(&mut b, *observed);
                 let text = reason.as_bytes();
                 // Whole characters only, and no NUL (it ends the text).
                 let mut n = text.len().min(REASON_LEN);
@@ -293,6 +329,56 @@ pub fn connect_proof(relay_key: &[u8; 32], nonce: &[u8; 32], job_tag: &[u8; 16],
     *h.finalize().as_bytes()
 }
 
+/// The nonce of a relay's CHALLENGE, checked (what a rank reads first from a relay).
+pub fn challenge_nonce(frame: &[u8]) -> Result<[u8; 32], String> {
+    let f = RelayFrame::new_checked(frame).map_err(|e| format!("not a pontoon relay: {e}"))?;
+    match RelayRepr::parse(&f) {
+        RelayRepr::Challenge { version, nonce } if version == VERSION => Ok(nonce),
+        RelayRepr::Challenge { version, .. } => Err(format!(
+            "the relay speaks protocol version {version}, this rank {VERSION}"
+        )),
+        _ => Err("the relay did not begin with a challenge".into()),
+    }
+}
+
+/// A requester's CONNECT for `rank` of the job with `secret`, answering `nonce`.
+pub fn connect_request(secret: &[u8; 32], nonce: &[u8; 32], rank: u32) -> [u8; FRAME_LEN] {
+    let tag = job_tag(secret);
+    RelayRepr::Connect {
+        version: VERSION,
+        job_tag: tag,
+        rank,
+        proof: connect_proof(&relay_key(secret), nonce, &tag, rank),
+    }
+    .emit()
+}
+
+/// A rank's REGISTER: relayed streams for `rank` of the job with `secret` go to `port`.
+pub fn register_request(secret: &[u8; 32], rank: u32, port: u16) -> [u8; FRAME_LEN] {
+    RelayRepr::Register {
+        version: VERSION,
+        job_tag: job_tag(secret),
+        rank,
+        port,
+        relay_key: relay_key(secret),
+    }
+    .emit()
+}
+
+/// A relay's VERDICT: accepted, with where the relay saw us come from; or why not.
+pub fn verdict(frame: &[u8]) -> Result<Option<SocketAddr>, String> {
+    let f = RelayFrame::new_checked(frame).map_err(|e| format!("not a pontoon relay: {e}"))?;
+    match RelayRepr::parse(&f) {
+        RelayRepr::Verdict {
+            status: RelayStatus::Accepted,
+            observed,
+            ..
+        } => Ok(observed),
+        RelayRepr::Verdict { status, reason, .. } => Err(format!("refused ({status:?}): {reason}")),
+        _ => Err("the relay sent something other than a verdict".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,7 +413,20 @@ mod tests {
             RelayRepr::Verdict {
                 version: VERSION,
                 status: RelayStatus::UnknownRank,
+                observed: Some("198.51.100.1:40000".parse().unwrap()),
                 reason: "rank 3 of this job is not registered here".into(),
+            },
+            RelayRepr::Verdict {
+                version: VERSION,
+                status: RelayStatus::Accepted,
+                observed: Some("[2001:db8::1]:7".parse().unwrap()),
+                reason: String::new(),
+            },
+            RelayRepr::Verdict {
+                version: VERSION,
+                status: RelayStatus::Accepted,
+                observed: None,
+                reason: String::new(),
             },
         ];
         for f in &frames {
@@ -341,6 +440,7 @@ mod tests {
         let RelayRepr::Verdict { reason: got, .. } = round_trip(&RelayRepr::Verdict {
             version: VERSION,
             status: RelayStatus::Busy,
+            observed: None,
             reason,
         }) else {
             panic!("a verdict")
@@ -376,6 +476,7 @@ mod tests {
         let mut b = RelayRepr::Verdict {
             version: VERSION,
             status: RelayStatus::Accepted,
+            observed: None,
             reason: String::new(),
         }
         .emit();
@@ -402,6 +503,55 @@ mod tests {
             connect_proof(&relay_key(&[6; 32]), &[1; 32], &tag, 4),
             "another secret"
         );
+    }
+
+    #[test]
+    fn the_client_side_checks_what_the_relay_says() {
+        let secret = [8u8; 32];
+        let challenge = RelayRepr::Challenge {
+            version: VERSION,
+            nonce: [4; 32],
+        }
+        .emit();
+        let nonce = challenge_nonce(&challenge).unwrap();
+        let RelayRepr::Connect {
+            rank,
+            proof,
+            job_tag: tag,
+            ..
+        } = RelayRepr::parse(&RelayFrame::new_checked(&connect_request(&secret, &nonce, 6)[..]).unwrap())
+        else {
+            panic!("a connect")
+        };
+        assert_eq!(rank, 6);
+        assert!(mac_eq(
+            &proof,
+            &connect_proof(&relay_key(&secret), &[4; 32], &tag, 6)
+        ));
+        let old = RelayRepr::Challenge {
+            version: 1,
+            nonce: [4; 32],
+        }
+        .emit();
+        assert!(challenge_nonce(&old).unwrap_err().contains("version 1"));
+        assert!(challenge_nonce(&register_request(&secret, 1, 2)).is_err());
+        assert!(challenge_nonce(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n").is_err());
+        let seen: SocketAddr = "198.51.100.1:4000".parse().unwrap();
+        let yes = RelayRepr::Verdict {
+            version: VERSION,
+            status: RelayStatus::Accepted,
+            observed: Some(seen),
+            reason: String::new(),
+        };
+        assert_eq!(verdict(&yes.emit()), Ok(Some(seen)));
+        let no = RelayRepr::Verdict {
+            version: VERSION,
+            status: RelayStatus::UnknownRank,
+            observed: Some(seen),
+            reason: "rank 6 is not registered here".into(),
+        };
+        let why = verdict(&no.emit()).unwrap_err();
+        assert!(why.contains("UnknownRank") && why.contains("rank 6"), "{why}");
     }
 
     /// Frames with the magic and a known kind, the rest arbitrary (random bytes would
@@ -445,7 +595,7 @@ mod tests {
 
         #[test]
         fn every_verdict_reason_round_trips_cut_to_whole_characters(reason in "\\PC{0,40}") {
-            let r = RelayRepr::Verdict { version: VERSION, status: RelayStatus::Busy, reason: reason.clone() };
+            let r = RelayRepr::Verdict { version: VERSION, status: RelayStatus::Busy, observed: None, reason: reason.clone() };
             let RelayRepr::Verdict { reason: got, .. } = round_trip(&r) else { panic!("a verdict") };
             prop_assert!(reason.starts_with(&got));
             if reason.len() <= REASON_LEN {

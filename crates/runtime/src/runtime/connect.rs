@@ -17,7 +17,7 @@ use super::{nonce, Runtime};
 use crate::lanes::{Lane, Lanes, PathInfo, Route};
 use crate::shm_wireup::{ShmDial, ShmProgress};
 use crate::wireup::{Incoming, Outgoing, Progress, Timing};
-use net::EndpointCard;
+use net::{EndpointCard, PathKind};
 
 /// What this rank already has going with each other rank, for judging a HELLO: only a
 /// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
@@ -147,7 +147,14 @@ impl Runtime {
     }
 
     /// A TCP connection with `peer` passed its handshake: a lane.
-    pub(super) fn established(&mut self, peer: Rank, sock: TcpStream, initiated: bool, extra_lane: bool) {
+    pub(super) fn established(
+        &mut self,
+        peer: Rank,
+        sock: TcpStream,
+        initiated: bool,
+        extra_lane: bool,
+        kind: PathKind,
+    ) {
         if !extra_lane && self.lanes.connected(peer) {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
@@ -170,11 +177,12 @@ impl Runtime {
             remote,
             class: net::classify(remote.ip()),
         };
-        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated) {
+        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, kind) {
             return;
         }
-        // The lower rank of a pair opens the further lanes, so that there is one set.
-        if !extra_lane && self.id.rank < peer {
+        // The lower rank of a pair opens the further lanes, so that there is one set; a
+        // pair that needs a relay has no direct interface pairs to add.
+        if !extra_lane && self.id.rank < peer && kind == PathKind::Direct {
             self.open_extra_lanes(peer, local.ip(), remote.ip());
         }
     }
@@ -186,12 +194,19 @@ impl Runtime {
             return;
         }
         let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
-        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated);
+        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated, PathKind::Direct);
     }
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
     /// the lane was taken.
-    fn add_lane(&mut self, peer: Rank, link: AnyLink<PayloadToken>, route: Route, initiated: bool) -> bool {
+    fn add_lane(
+        &mut self,
+        peer: Rank,
+        link: AnyLink<PayloadToken>,
+        route: Route,
+        initiated: bool,
+        kind: PathKind,
+    ) -> bool {
         let first = !self.lanes.connected(peer);
         let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
             return false; // the peer failed meanwhile
@@ -218,6 +233,7 @@ impl Runtime {
             transport: link.transport(),
             route,
             initiated,
+            kind,
         };
         self.lanes.insert(Lane { peer, link, info });
         if first {
@@ -285,7 +301,8 @@ impl Runtime {
                     peer,
                     sock,
                     extra_lane,
-                } => self.established(peer, sock, true, extra_lane),
+                    kind,
+                } => self.established(peer, sock, true, extra_lane, kind),
                 // A further lane that cannot be made leaves the peer on the lanes it has.
                 Progress::Failed(report) if !o.first_lane() => {
                     tracing::debug!(peer = o.peer, "no additional lane: {report}");
@@ -313,9 +330,10 @@ impl Runtime {
                     peer,
                     sock,
                     extra_lane,
+                    kind,
                 } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock, false, extra_lane);
+                    self.established(peer, sock, false, extra_lane, kind);
                     any = true;
                 }
                 Progress::Failed(why) => {
@@ -347,11 +365,10 @@ impl Runtime {
             self.connect_deadline.remove(&p);
             let report = self.connect_reports.remove(&p).unwrap_or_default();
             let cause = format!(
-                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}{}. \
-                 Between different private networks, IPv6 on both sites would help (a relay on a head \
-                 node will, once pontoon has one)",
+                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}{}{}",
                 self.cfg.connect_timeout.as_millis(),
-                self.nat_note(p)
+                self.nat_note(p),
+                self.relay_note(p)
             );
             self.ep.handle_peer_failed(p, &cause);
             any = true;
@@ -437,6 +454,29 @@ impl Runtime {
             seen(mine),
             seen(theirs)
         )
+    }
+
+    /// What relays could do for `peer`, or why they did not.
+    fn relay_note(&self, peer: Rank) -> String {
+        let theirs = self.cards.get(&peer).map_or(0, |c| c.relays.len());
+        if theirs > 0 {
+            return String::new(); // its relays were tried: the report says how each failed
+        }
+        let mut note = format!(
+            ". Rank {peer} is registered with no relay: between different private networks, run \
+             `pontoon relay` on the front-end node of its cluster (`pontoon run --relay HOST`, or \
+             PONTOON_RELAYS for relays already running), or give both sites IPv6"
+        );
+        if self.cfg.relays.is_empty() {
+            note.push_str(" (this job has no relays)");
+        } else {
+            note.push_str(&format!(
+                " (none of this job's {} relay(s) can reach rank {peer} back; PONTOON_LOG=info \
+                 on it says why)",
+                self.cfg.relays.len()
+            ));
+        }
+        note
     }
 
     /// A rank sends one first-lane HELLO at a time, so of two accepted first connections
