@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command (`make demo`), after the release build: as root, one job of 8
 # ranks across the `two-clusters` testbed — two NAT'd clusters whose compute nodes share
-# the private subnet 10.0.0.0/24, every host with a docker-style bridge of the same
-# address — torn down afterwards; then two hosts with two NICs each, where one NIC goes
+# the private subnet 10.0.0.0/24 and have no IPv6, every host with a docker-style bridge of
+# the same address; pairs across the NAT come in through the relays that `pontoon run`
+# starts on the two heads (seed 001's nat-proxy) — torn down afterwards; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then N
 # ranks on this host over shared memory. As another user only the local ranks, saying why.
 #
@@ -29,13 +30,19 @@ fi
 name="demo-$$"
 nics="demo-nics-$$"
 trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$nics" >/dev/null 2>&1' EXIT
-"$pontoon" testbed up two-clusters --name "$name" --docker
+"$pontoon" testbed up two-clusters --name "$name" --docker --no-ipv6 a --no-ipv6 b
 echo
-echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more):"
+echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more; no IPv6"
+echo "      inside the clusters, so a compute node cannot be reached from the other cluster):"
 "$pontoon" testbed status "$name"
 echo
-echo "demo: pontoon run --testbed $name -n 8 ring   (one rank per host, launcher on a-head)"
+echo "demo: pontoon run --testbed $name -n 8 ring   (one rank per host, launcher on a-head; a relay"
+echo "      runs on each head for the job, and every rank registers with the one that can reach it)"
 "$pontoon" run --testbed "$name" -n 8 --tag-output "$examples/ring"
+echo
+echo "demo: pontoon doctor: nat-proxy = out through the own NAT, in through the relay on the"
+echo "      other cluster's head (one user-level hop, seed 001)"
+"$pontoon" run --testbed "$name" -n 8 "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
 echo
 echo "demo: every rank connects to every other one, never to a same-address stranger:"
 "$pontoon" run --testbed "$name" -n 8 "$examples/all_connect"

@@ -326,7 +326,8 @@ fn info() -> String {
     let _ = writeln!(
         s,
         "relay: `pontoon relay` (protocol v{}, default port {}) forwards streams to registered ranks; \
-         wire-up does not use relays yet (docs/relay.md)",
+         `pontoon run --relay HOST` starts one for a job, PONTOON_RELAYS names running ones; path \
+         kinds: direct, nat-proxy (docs/relay.md)",
         relay::PROTOCOL_VERSION,
         relay::DEFAULT_PORT
     );
