@@ -80,6 +80,10 @@ pub struct PresetArgs {
     /// Rate limit of LAN segments, Mbit/s
     #[arg(long)]
     rate_mbit: Option<u64>,
+    /// What the heads of two-clusters do with their compute nodes' outgoing IPv4:
+    /// masquerade (port-preserving NAT), fully-random (a hard NAT), blocked (no outbound NAT)
+    #[arg(long, default_value = "masquerade", value_parser = ["masquerade", "fully-random", "blocked"])]
+    nat: String,
     #[command(flatten)]
     wan: WanFlags,
 }
@@ -137,6 +141,7 @@ impl PresetArgs {
             mtu: self.mtu,
             rate_mbit: self.rate_mbit,
             wan: self.wan.impairment(),
+            nat: testbed::NatMode::from_name(&self.nat).expect("clap checked the name"),
         }
     }
 }

@@ -70,10 +70,30 @@ fn expected(topo: &Topology, from: &str, addr: IpAddr) -> Option<String> {
     {
         return None;
     }
+    let src_segments: BTreeSet<&str> = src_nics.iter().map(|n| n.segment.as_str()).collect();
+    // Behind a head that lets nothing of its family out: its own segments and the head.
+    let gateway = src.gateway.as_deref().and_then(|g| topo.host(g));
+    let blocked = gateway.is_some_and(|g| {
+        g.masquerades.iter().any(|m| {
+            m.mode == testbed::NatMode::Blocked
+                && src_nics
+                    .iter()
+                    .any(|n| n.addrs.iter().any(|(a, _)| m.source.contains(*a)))
+                && m.source.addr.is_ipv6() == addr.is_ipv6()
+        })
+    });
+    if blocked {
+        let near = |o: &&String| {
+            gateway.is_some_and(|g| &g.name == *o)
+                || topo.nics(topo.host(o).expect("owner")).iter().any(|n| {
+                    src_segments.contains(n.segment.as_str()) && n.addrs.iter().any(|(a, _)| *a == addr)
+                })
+        };
+        return owners.iter().find(near).cloned();
+    }
     if owners.len() == 1 {
         return Some(owners[0].clone());
     }
-    let src_segments: BTreeSet<&str> = src_nics.iter().map(|n| n.segment.as_str()).collect();
     owners
         .iter()
         .find(|o| {
@@ -139,6 +159,21 @@ fn every_preset_builds_reaches_what_it_should_and_leaves_nothing() {
             "two-clusters",
             PresetOptions {
                 no_ipv6: vec!["b".into()],
+                ..small(2)
+            },
+        ),
+        (
+            "two-clusters",
+            PresetOptions {
+                nat: testbed::NatMode::FullyRandom,
+                ..small(1)
+            },
+        ),
+        (
+            "two-clusters",
+            PresetOptions {
+                nat: testbed::NatMode::Blocked,
+                no_ipv6: vec!["a".into()],
                 ..small(2)
             },
         ),

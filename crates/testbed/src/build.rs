@@ -2,7 +2,7 @@
 //! routes, NAT, rate limits and WAN emulators. Any failure tears down what was built.
 
 use crate::netns::{self, in_netns, netns_name, run, run_with_input};
-use crate::topology::{Host, Segment, Topology, DOCKER_BRIDGE, DOCKER_BRIDGE_ADDR, FABRIC};
+use crate::topology::{Host, NatMode, Segment, Topology, DOCKER_BRIDGE, DOCKER_BRIDGE_ADDR, FABRIC};
 use crate::{state_dir, teardown};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -225,18 +225,21 @@ fn configure_host(
     }
     if !host.masquerades.is_empty() {
         let nics = topo.nics(host);
-        let mut rules = String::new();
+        let (mut nat, mut filter) = (String::new(), String::new());
         for m in &host.masquerades {
             let out = nics.iter().find(|n| n.segment == m.out).expect("validated");
             let family = if m.source.addr.is_ipv4() { "ip" } else { "ip6" };
-            let _ = writeln!(
-                rules,
-                "oifname \"{}\" {family} saddr {} masquerade",
-                out.name, m.source
-            );
+            let rule =
+                |action: &str| format!("oifname \"{}\" {family} saddr {} {action}\n", out.name, m.source);
+            match m.mode {
+                NatMode::Masquerade => nat.push_str(&rule("masquerade")),
+                NatMode::FullyRandom => nat.push_str(&rule("masquerade fully-random")),
+                NatMode::Blocked => filter.push_str(&rule("drop")),
+            }
         }
         let ruleset = format!(
-            "table inet pontoon_nat {{\n chain postrouting {{\n  type nat hook postrouting priority srcnat; policy accept;\n{rules} }}\n}}\n"
+            "table inet pontoon_nat {{\n chain postrouting {{\n  type nat hook postrouting priority srcnat; policy accept;\n{nat} }}\n \
+             chain forward {{\n  type filter hook forward priority filter; policy accept;\n{filter} }}\n}}\n"
         );
         run_with_input(
             in_netns(&ns, "nft").args(["-f", "-"]),

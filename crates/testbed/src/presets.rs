@@ -1,14 +1,14 @@
 //! Built-in topologies. `pontoon testbed show PRESET` prints any of them as TOML, the
 //! starting point for a file of one's own.
 
-use crate::topology::{Host, Masquerade, Nic, Route, Segment, Topology, WanImpairment};
+use crate::topology::{Host, Masquerade, NatMode, Nic, Route, Segment, Topology, WanImpairment};
 
 pub const PRESETS: &[(&str, &str)] = &[
     ("lan", "N hosts on one dual-stack L2 segment"),
     ("multinic", "N hosts with two NICs each, on two separate segments"),
     (
         "two-clusters",
-        "clusters a and b: a NAT head and N compute nodes each, both on 10.0.0.0/24; heads on a public segment; compute nodes with global IPv6 routed via their head",
+        "clusters a and b: a NAT head and N compute nodes each, both on 10.0.0.0/24; heads on a public segment; compute nodes with global IPv6 routed via their head (--nat: masquerade, fully-random or blocked)",
     ),
     ("wan", "sites a and b (a router and N hosts each) joined by an emulated WAN link"),
 ];
@@ -27,6 +27,8 @@ pub struct PresetOptions {
     pub rate_mbit: Option<u64>,
     /// The WAN link (`wan`; in `two-clusters` any of it turns the public segment into one).
     pub wan: WanImpairment,
+    /// What the heads of `two-clusters` do with their compute nodes' outgoing IPv4.
+    pub nat: NatMode,
 }
 
 impl Default for PresetOptions {
@@ -38,6 +40,7 @@ impl Default for PresetOptions {
             mtu: 1500,
             rate_mbit: None,
             wan: WanImpairment::default(),
+            nat: NatMode::default(),
         }
     }
 }
@@ -147,6 +150,7 @@ fn sites(opts: &PresetOptions, sites: [Site; 2], uplink: Segment, nat: bool) -> 
             head.masquerades.push(Masquerade {
                 source: site.v4.parse().expect("preset prefixes are valid"),
                 out: uplink.name.clone(),
+                mode: opts.nat,
             });
         } else {
             head.routes.push(Route {
@@ -271,6 +275,25 @@ mod tests {
             a_head.routes.is_empty(),
             "no route to a prefix that does not exist"
         );
+    }
+
+    #[test]
+    fn the_nat_mode_reaches_both_heads_and_round_trips() {
+        let opts = PresetOptions {
+            nat: NatMode::FullyRandom,
+            ..PresetOptions::default()
+        };
+        let topo = preset("two-clusters", &opts).unwrap();
+        for head in ["a-head", "b-head"] {
+            assert_eq!(topo.host(head).unwrap().masquerades[0].mode, NatMode::FullyRandom);
+        }
+        let toml = topo.to_toml();
+        assert!(toml.contains("mode = \"fully-random\""), "{toml}");
+        assert_eq!(Topology::from_toml(&toml).unwrap(), topo);
+        assert!(!preset("two-clusters", &PresetOptions::default())
+            .unwrap()
+            .to_toml()
+            .contains("mode"));
     }
 
     #[test]

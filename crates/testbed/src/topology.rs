@@ -71,7 +71,8 @@ pub struct Host {
     /// Route packets between NICs (IPv4 and IPv6).
     #[serde(default, skip_serializing_if = "is_false")]
     pub forward: bool,
-    /// Source NAT (nftables masquerade) for packets from `source` leaving through `out`.
+    /// What happens to packets from `source` leaving through `out`: source NAT
+    /// (nftables masquerade, port-preserving or fully random) or nothing gets out.
     #[serde(default, rename = "masquerade", skip_serializing_if = "Vec::is_empty")]
     pub masquerades: Vec<Masquerade>,
     /// A docker-style bridge `docker0` with 172.17.0.1/16: the same address on every host.
@@ -110,6 +111,44 @@ pub struct Masquerade {
     pub source: Prefix,
     /// The segment whose NIC the packets leave through.
     pub out: String,
+    #[serde(default, skip_serializing_if = "NatMode::is_default")]
+    pub mode: NatMode,
+}
+
+/// How a head treats outgoing streams of its private hosts.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NatMode {
+    /// Source NAT that keeps the source port where it can (Linux's masquerade): an "easy"
+    /// NAT, where hole punching works.
+    #[default]
+    Masquerade,
+    /// Source NAT with a random port for every connection (`fully-random`): a "hard" NAT,
+    /// where hole punching fails and only a relay carries.
+    FullyRandom,
+    /// Nothing gets out: private hosts reach only their own segments and the head itself
+    /// (compute nodes with no outbound NAT).
+    Blocked,
+}
+
+impl NatMode {
+    fn is_default(&self) -> bool {
+        *self == NatMode::Masquerade
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NatMode::Masquerade => "masquerade",
+            NatMode::FullyRandom => "fully-random",
+            NatMode::Blocked => "blocked",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<NatMode> {
+        [NatMode::Masquerade, NatMode::FullyRandom, NatMode::Blocked]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
 }
 
 /// An IP prefix such as `10.0.0.0/24` or `2001:db8::/64`.
