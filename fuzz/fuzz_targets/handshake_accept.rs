@@ -16,7 +16,7 @@ use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use proto::handshake::{accept_hello, Contention, Identity, Initiator};
 use proto::wire::handshake::{
-    mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, FRAME_LEN, VERSION,
+    mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, PathKind, FRAME_LEN, VERSION,
 };
 
 const JOB: [u8; 16] = [9; 16];
@@ -63,7 +63,12 @@ fn structured_hello(u: &mut Unstructured) -> Result<Sender> {
         nonce: u.arbitrary()?,
         peer_nonce: u.arbitrary()?,
         extra_lane: u.arbitrary()?,
-        relayed: u.arbitrary()?,
+        path: *u.choose(&[
+            PathKind::Direct,
+            PathKind::NatProxy,
+            PathKind::TwoProxy,
+            PathKind::Punched,
+        ])?,
     };
     let mut hello = repr.emit(&secret).to_vec();
     if u.ratio(1, 8)? {

@@ -11,8 +11,10 @@ use std::process::ExitCode;
 struct AttemptReport {
     /// The peer's address, or the relay's on a relayed path (`via`).
     addr: String,
-    /// `direct` or `nat-proxy`.
+    /// `direct`, `nat-proxy` or `two-proxy`.
     via: &'static str,
+    /// On a two-proxy attempt, the relay at the peer's site (`addr` is our own site's).
+    next_relay: Option<String>,
     class: String,
     bridge: bool,
     ms: f64,
@@ -22,7 +24,7 @@ struct AttemptReport {
 /// How a lane reaches its peer.
 #[derive(Serialize)]
 struct Via {
-    /// `direct`, `nat-proxy`.
+    /// `direct`, `nat-proxy`, `two-proxy`.
     kind: &'static str,
     /// The relays on the path, in order (the lane's remote end on a relayed path).
     relays: Vec<String>,
@@ -109,13 +111,17 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         ),
         runtime::Route::Node => (None, None, "node-local".to_string(), "local"),
     };
-    let relays = match (p.kind, &remote) {
-        (runtime::PathKind::Direct, _) | (_, None) => Vec::new(),
-        (_, Some(r)) => vec![r.clone()],
+    // The route's remote end is the relay next to us; a two-proxy lane we set up also
+    // knows the one at the peer's site.
+    let relays = match (p.via.kind.relayed(), &remote) {
+        (true, Some(r)) => std::iter::once(r.clone())
+            .chain(p.via.next.map(|n| n.to_string()))
+            .collect(),
+        _ => Vec::new(),
     };
     PathReport {
         via: Via {
-            kind: p.kind.name(),
+            kind: p.via.kind.name(),
             relays,
         },
         transport: p.transport.name(),
@@ -150,6 +156,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
                 .map(|a| AttemptReport {
                     addr: a.addr.to_string(),
                     via: a.kind.name(),
+                    next_relay: a.next.map(|n| n.to_string()),
                     class: a.class.name().to_string(),
                     bridge: a.bridge,
                     ms: (a.elapsed.as_secs_f64() * 1e4).round() / 10.0,
@@ -245,7 +252,8 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     let _ = writeln!(
         out,
         "\npaths (row: from, column: to; shm for shared memory, nat-proxy through a relay at the \
-         target's site, else the class of the first lane's address, xN for N lanes):"
+         target's site, two-proxy through ours and theirs, else the class of the first lane's \
+         address, xN for N lanes):"
     );
     let _ = write!(out, "{:>6}", "");
     for c in 0..size {
@@ -273,16 +281,17 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
                 } else {
                     ""
                 };
-                let via = match a["via"].as_str() {
-                    Some("direct") | None => "",
-                    Some(_) => "relay ",
+                let addr = a["addr"].as_str().unwrap_or("");
+                let at = match (a["via"].as_str(), a["next_relay"].as_str()) {
+                    (Some("nat-proxy"), _) => format!("relay {addr}"),
+                    (Some("two-proxy"), Some(next)) => format!("relays {addr} then {next}"),
+                    _ => addr.to_string(),
                 };
                 let _ = writeln!(
                     out,
-                    "  {} -> {}: {via}{} ({}{bridge}) {} after {} ms",
+                    "  {} -> {}: {at} ({}{bridge}) {} after {} ms",
                     r["rank"],
                     p["peer"],
-                    a["addr"].as_str().unwrap_or(""),
                     a["class"].as_str().unwrap_or(""),
                     a["result"].as_str().unwrap_or(""),
                     a["ms"]

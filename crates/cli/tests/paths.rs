@@ -302,6 +302,85 @@ fn relays_carry_every_pair(nat: testbed::NatMode) {
 }
 
 #[test]
+fn with_no_outbound_nat_two_relays_carry_every_pair_and_the_coordinator() {
+    if !is_root() {
+        return;
+    }
+    // The heads let nothing of their compute nodes out: a node reaches its own segment
+    // and its head, nothing else — not the coordinator on a-head for cluster b, not the
+    // other head's relay. Its own head's relay passes every stream on (PACX-MPI's scheme).
+    let topo = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(2),
+            no_ipv6: vec!["a".into(), "b".into()],
+            nat: testbed::NatMode::Blocked,
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        let computes_apart =
+            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        if !computes_apart {
+            continue;
+        }
+        let via = &p["path"]["via"];
+        assert_eq!(via["kind"], "two-proxy", "{from} -> {to}: {p:#}");
+        let relays: Vec<IpAddr> = via["relays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| ip_of(r.as_str().unwrap()))
+            .collect();
+        let head_of = |h: &str| addrs_of(&topo, &format!("{}-head", cluster(h)));
+        if p["path"]["initiated"] == true {
+            // Ours first, then the one at the peer's site.
+            assert_eq!(relays.len(), 2, "{from} -> {to}: {p:#}");
+            assert!(head_of(&from).contains(&relays[0]), "{from} -> {to}: {p:#}");
+            assert!(head_of(&to).contains(&relays[1]), "{from} -> {to}: {p:#}");
+        } else {
+            // The relay that connected in is the one on our own head.
+            assert!(head_of(&from).contains(&relays[0]), "{from} -> {to}: {p:#}");
+        }
+    }
+    // Cluster b reached the coordinator (on a-head) only through b-head's relay: the
+    // coordinator saw its connections come from b-head.
+    let b_head = addrs_of(&topo, "b-head");
+    for r in report["ranks"].as_array().unwrap() {
+        let host = &hosts[r["rank"].as_u64().unwrap() as usize];
+        if host.starts_with("b-c") {
+            let nat: IpAddr = r["nat"].as_str().expect("seen through its head").parse().unwrap();
+            assert!(b_head.contains(&nat), "{host}: {r:#}");
+        }
+    }
+    let out = bed
+        .pontoon()
+        .args([
+            "run",
+            "--testbed",
+            &bed.name,
+            "-n",
+            &hosts.len().to_string(),
+            "--timeout",
+            "60",
+        ])
+        .arg(example("ring"))
+        .output()
+        .expect("pontoon runs");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
     if !is_root() {
         return;

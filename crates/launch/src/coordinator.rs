@@ -112,6 +112,18 @@ impl Coordinator {
         net::connstr::format(&self.entries)
     }
 
+    /// The addresses the coordinator listens on, and its IPv4 and IPv6 ports (0: none).
+    pub fn addresses(&self) -> (Vec<std::net::IpAddr>, (u16, u16)) {
+        let port = |v4: bool| {
+            self.entries
+                .iter()
+                .find(|e| e.addr.is_ipv4() == v4)
+                .map_or(0, |e| e.addr.port())
+        };
+        let ips = self.entries.iter().map(|e| e.addr.ip()).collect();
+        (ips, (port(true), port(false)))
+    }
+
     pub(crate) fn register(&self, poller: &Poller) -> io::Result<()> {
         for (i, l) in self.listeners.iter().enumerate() {
             poller.add(l, Token::Listener(i as u32), false)?;

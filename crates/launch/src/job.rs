@@ -76,6 +76,8 @@ pub(crate) struct Job {
     output_broken: bool,
     /// Relays started for this job; they end with it.
     _relays: Option<crate::relays::JobRelays>,
+    /// The coordinator's registrations with the job's relays (they live as long).
+    _registrations: Vec<transport::relay::Registration>,
 }
 
 fn open_stream(fd: impl Into<OwnedFd>, rank: u32, tag: bool) -> io::Result<Stream> {
@@ -134,6 +136,12 @@ impl Job {
             export.push(("PONTOON_RELAYS".into(), Some(value)));
             Some(r)
         };
+        let registrations = match export.iter().find(|(k, _)| k == "PONTOON_RELAYS") {
+            Some((_, Some(value))) => crate::relays::register_coordinator(value, &secret, coord.addresses()),
+            _ => std::env::var("PONTOON_RELAYS")
+                .map(|v| crate::relays::register_coordinator(&v, &secret, coord.addresses()))
+                .unwrap_or_default(),
+        };
         let common = SpawnCommon {
             program,
             args: &plan.args,
@@ -164,6 +172,7 @@ impl Job {
             interrupts: 0,
             output_broken: false,
             _relays: relays,
+            _registrations: registrations,
         };
         for rank in 0..plan.n {
             if let Err(source) = job.spawn(&common, rank) {

@@ -24,6 +24,37 @@ pub(crate) struct JobRelays {
     pub value: String,
 }
 
+/// How long the coordinator's registration with one relay may take.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The coordinator's registrations with the job's relays (`value`: as `PONTOON_RELAYS`),
+/// so that ranks with no way out but their own site's relay reach it through that relay.
+/// Registered where a relay sees one of `own` (the coordinator's addresses); the rest is
+/// logged.
+pub(crate) fn register_coordinator(
+    value: &str,
+    secret: &[u8; 32],
+    (own, ports): (Vec<std::net::IpAddr>, (u16, u16)),
+) -> Vec<transport::relay::Registration> {
+    let relays: Vec<Vec<std::net::SocketAddr>> = value
+        .split(';')
+        .map(|r| r.split(',').filter_map(|a| a.trim().parse().ok()).collect())
+        .filter(|r: &Vec<_>| !r.is_empty())
+        .collect();
+    let (done, not) = transport::relay::register_all(
+        &relays,
+        secret,
+        transport::relay::COORDINATOR,
+        ports,
+        &own,
+        REGISTER_TIMEOUT,
+    );
+    for why in not {
+        tracing::info!("coordinator not registered with {why}");
+    }
+    done
+}
+
 /// The addresses a relay's first line announces.
 pub fn parse_announcement(line: &str) -> Result<Vec<std::net::SocketAddr>, String> {
     let rest = line

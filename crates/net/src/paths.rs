@@ -19,33 +19,18 @@
 
 use crate::card::EndpointCard;
 use crate::class::{classify, AddrClass};
+pub use proto::PathKind;
 use std::net::SocketAddr;
-
-/// How a lane reaches its peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PathKind {
-    /// Straight to one of the peer's addresses (through any NAT on our side).
-    Direct,
-    /// Through our NAT to a relay at the peer's site, which forwards the stream to it:
-    /// one user-level hop (seed 001).
-    NatProxy,
-}
-
-impl PathKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            PathKind::Direct => "direct",
-            PathKind::NatProxy => "nat-proxy",
-        }
-    }
-}
 
 /// One address of a peer worth trying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
-    /// The peer's address, or for a relayed path the relay's.
+    /// The peer's address, or for a relayed path the relay's (on a two-proxy path our
+    /// own site's).
     pub addr: SocketAddr,
     pub kind: PathKind,
+    /// On a two-proxy path, the relay at the peer's site that ours forwards to.
+    pub next: Option<SocketAddr>,
     pub class: AddrClass,
     /// The peer's interface index of this address.
     pub remote_iface: u32,
@@ -99,6 +84,7 @@ pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate>
             out.push(Candidate {
                 addr,
                 kind: PathKind::Direct,
+                next: None,
                 class,
                 remote_iface: iface.index,
                 bridge: iface.bridge,
@@ -108,7 +94,40 @@ pub fn candidates(local: &EndpointCard, remote: &EndpointCard) -> Vec<Candidate>
     // Stable: within a rank of the key, the peer's interface order is kept.
     out.sort_by_key(|c| (!(same_node && c.class == AddrClass::Loopback), c.bridge, c.class));
     if !same_node {
-        out.extend(relayed(&local_classes, remote));
+        let nat_proxy = relayed(&local_classes, remote);
+        let two_proxy = two_proxy(&local_classes, local, &nat_proxy);
+        out.extend(nat_proxy);
+        out.extend(two_proxy);
+    }
+    out
+}
+
+/// Two-proxy candidates: through one of our own relays (the first of its addresses we
+/// can reach), on to each of the peer's relay addresses (`theirs`, the nat-proxy
+/// candidates) that is not that same relay. Last of all: two user-level hops, for hosts
+/// whose only way out is their relay.
+fn two_proxy(
+    local_classes: &[(AddrClass, bool)],
+    local: &EndpointCard,
+    theirs: &[Candidate],
+) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for mine in &local.relays {
+        let Some(first) = mine.addrs.iter().find(|a| {
+            crate::card::globally_unique(a.ip()) && worth_trying(local_classes, classify(a.ip()), a.is_ipv4())
+        }) else {
+            continue;
+        };
+        for next in theirs.iter().filter(|c| !mine.addrs.contains(&c.addr)) {
+            out.push(Candidate {
+                addr: *first,
+                kind: PathKind::TwoProxy,
+                next: Some(next.addr),
+                class: classify(first.ip()),
+                remote_iface: 0,
+                bridge: false,
+            });
+        }
     }
     out
 }
@@ -129,6 +148,7 @@ fn relayed(local_classes: &[(AddrClass, bool)], remote: &EndpointCard) -> Vec<Ca
         out.push(Candidate {
             addr: *addr,
             kind: PathKind::NatProxy,
+            next: None,
             class,
             remote_iface: 0,
             bridge: false,
@@ -361,6 +381,40 @@ mod tests {
         assert!(candidates(&target, &target)
             .iter()
             .all(|c| c.kind == PathKind::Direct));
+    }
+
+    #[test]
+    fn two_proxy_goes_through_our_relay_to_each_other_relay_of_the_peer_last() {
+        let relay = |addrs: &[&str]| crate::card::CardRelay {
+            addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+        };
+        let (ours, theirs) = (
+            relay(&["10.0.0.1:7426", "198.51.100.1:7426"]),
+            relay(&["198.51.100.2:7426", "[2001:db8::2]:7426"]),
+        );
+        let private_v4_only: &[(&str, &[&str])] = &[("eth0", &["10.0.0.11"])];
+        let mut me = card(1, Some("a"), private_v4_only);
+        me.relays = vec![ours.clone()];
+        let mut peer = card(2, Some("b"), private_v4_only);
+        peer.relays = vec![theirs, ours];
+        let v = candidates(&me, &peer);
+        let kinds: Vec<(PathKind, String, Option<String>)> = v
+            .iter()
+            .map(|c| (c.kind, c.addr.to_string(), c.next.map(|n| n.to_string())))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (PathKind::NatProxy, "198.51.100.2:7426".into(), None),
+                (PathKind::NatProxy, "198.51.100.1:7426".into(), None),
+                // Never on to our own relay again.
+                (
+                    PathKind::TwoProxy,
+                    "198.51.100.1:7426".into(),
+                    Some("198.51.100.2:7426".into())
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! directions: the ACK proves freshness to the initiator, the CONFIRM to the acceptor.
 
 use crate::wire::handshake::{
-    mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, FRAME_LEN, VERSION,
+    mac, mac_eq, HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus, PathKind, FRAME_LEN, VERSION,
 };
 use crate::Rank;
 
@@ -66,19 +66,24 @@ pub struct Initiator {
 impl Initiator {
     /// Starts a handshake towards `target`; returns the HELLO to send.
     pub fn new(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, false, false)
+        Self::start(id, target, nonce, false, PathKind::Direct)
     }
 
-    /// Starts the handshake of a first lane that runs through a relay (the peer then
-    /// knows the connection's address is the relay's, not ours).
-    pub fn through_relay(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, false, true)
+    /// Starts the handshake of a first lane that reaches `target` by `path` (the peer
+    /// then knows, for one, that the connection's address is a relay's, not ours).
+    pub fn by_path(
+        id: Identity,
+        target: Rank,
+        nonce: [u8; 16],
+        path: PathKind,
+    ) -> (Initiator, [u8; FRAME_LEN]) {
+        Self::start(id, target, nonce, false, path)
     }
 
     /// Starts the handshake of an additional lane to `target`, already connected: the
     /// peer accepts it next to the first instead of taking it for a duplicate.
     pub fn extra_lane(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, true, false)
+        Self::start(id, target, nonce, true, PathKind::Direct)
     }
 
     fn start(
@@ -86,7 +91,7 @@ impl Initiator {
         target: Rank,
         nonce: [u8; 16],
         extra_lane: bool,
-        relayed: bool,
+        path: PathKind,
     ) -> (Initiator, [u8; FRAME_LEN]) {
         let hello = HandshakeRepr {
             version: VERSION,
@@ -98,7 +103,7 @@ impl Initiator {
             nonce,
             peer_nonce: [0; 16],
             extra_lane,
-            relayed,
+            path,
         }
         .emit(&id.secret);
         (Initiator { id, target, nonce }, hello)
@@ -153,7 +158,7 @@ impl Initiator {
             nonce: self.nonce,
             peer_nonce: r.nonce,
             extra_lane: false,
-            relayed: false,
+            path: PathKind::Direct,
         }
         .emit(&self.id.secret))
     }
@@ -176,7 +181,7 @@ pub struct Acceptor {
     my_rank: Rank,
     nonce: [u8; 16],
     extra_lane: bool,
-    relayed: bool,
+    path: PathKind,
 }
 
 /// What this process already has going with the sender of a HELLO.
@@ -209,7 +214,7 @@ pub fn accept_hello(
             nonce,
             peer_nonce,
             extra_lane: false,
-            relayed: false,
+            path: PathKind::Direct,
         }
         .emit(&id.secret);
         HelloVerdict {
@@ -285,14 +290,14 @@ pub fn accept_hello(
         nonce,
         peer_nonce: r.nonce,
         extra_lane: false,
-        relayed: false,
+        path: PathKind::Direct,
     }
     .emit(&id.secret);
     HelloVerdict {
         ack,
         result: Ok(Acceptor {
             extra_lane: r.extra_lane,
-            relayed: r.relayed,
+            path: r.path,
             peer: r.src,
             secret: id.secret,
             job_id: id.job_id,
@@ -312,9 +317,9 @@ impl Acceptor {
         self.extra_lane
     }
 
-    /// The peer reaches us through a relay.
-    pub fn relayed(&self) -> bool {
-        self.relayed
+    /// How the peer reaches us.
+    pub fn path(&self) -> PathKind {
+        self.path
     }
 
     /// Judges the CONFIRM; on success the connection is established with `peer()`.

@@ -20,6 +20,7 @@ pub use engine::{
     SendSlice, Status,
 };
 pub use matching::ReqId;
+pub use wire::handshake::PathKind;
 
 /// Rank of a process in the job (`COMM_WORLD` numbering).
 pub type Rank = u32;

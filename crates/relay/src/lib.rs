@@ -391,10 +391,66 @@ fn serve(mut sock: TcpStream, peer: SocketAddr, shared: &Shared, pending: Pendin
             shared.registry().stream_closed(&job_tag);
             r
         }
+        RelayRepr::Forward {
+            job_tag,
+            rank,
+            proof,
+            next,
+            ..
+        } => {
+            let key = match shared
+                .registry()
+                .open_forward(&job_tag, rank, &nonce, &proof, next, limits)
+            {
+                Ok(k) => k,
+                Err(r) => return refuse(&mut sock, peer, shared, r),
+            };
+            let r = match onward(next, &job_tag, rank, &key) {
+                Err(refusal) => refuse(&mut sock, peer, shared, refusal),
+                Ok(to) => accept(&mut sock, peer).and_then(|_| {
+                    drop(pending);
+                    shared.counters.streams.fetch_add(1, Ordering::Relaxed);
+                    join(sock, to, &shared.counters.bytes)
+                }),
+            };
+            shared.registry().stream_closed(&job_tag);
+            r
+        }
         RelayRepr::Challenge { .. } | RelayRepr::Verdict { .. } => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "a relay frame only a relay sends",
         )),
+    }
+}
+
+/// The second hop of a two-proxy path: asks the relay at `next` for `rank`, proving
+/// membership of the job with its relay key (held from the job's registrations here).
+/// A refusal there is passed back with its status.
+fn onward(next: SocketAddr, tag: &[u8; 16], rank: u32, key: &[u8; 32]) -> Result<TcpStream, Refusal> {
+    let unreachable = |e: &dyn std::fmt::Display| (RelayStatus::Unreachable, format!("relay {next}: {e}"));
+    let mut s = TcpStream::connect_timeout(&next, CONNECT_TIMEOUT).map_err(|e| unreachable(&e))?;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .map_err(|e| unreachable(&e))?;
+    let mut frame = [0u8; FRAME_LEN];
+    s.read_exact(&mut frame).map_err(|e| unreachable(&e))?;
+    let nonce = proto::wire::relay::challenge_nonce(&frame).map_err(|e| unreachable(&e))?;
+    let request = RelayRepr::Connect {
+        version: VERSION,
+        job_tag: *tag,
+        rank,
+        proof: proto::wire::relay::connect_proof(key, &nonce, tag, rank),
+    };
+    s.write_all(&request.emit()).map_err(|e| unreachable(&e))?;
+    s.read_exact(&mut frame).map_err(|e| unreachable(&e))?;
+    let verdict = RelayFrame::new_checked(&frame[..]).map_err(|e| unreachable(&e))?;
+    match RelayRepr::parse(&verdict) {
+        RelayRepr::Verdict {
+            status: RelayStatus::Accepted,
+            ..
+        } => Ok(s),
+        RelayRepr::Verdict { status, reason, .. } => Err((status, format!("{next}: {reason}"))),
+        _ => Err(unreachable(&"not a verdict")),
     }
 }
 

@@ -132,6 +132,51 @@ impl Registry {
         proof: &[u8; 32],
         limits: &Limits,
     ) -> Result<SocketAddr, Refusal> {
+        let job = self.admit(tag, rank, nonce, proof)?;
+        let Some((addr, _)) = job.ranks.get(&rank) else {
+            return Err((
+                RelayStatus::UnknownRank,
+                format!("rank {rank} of this job is not registered here"),
+            ));
+        };
+        let addr = *addr;
+        Self::take_slot(job, limits)?;
+        Ok(addr)
+    }
+
+    /// The job's relay key, for passing a request for `rank` on to the relay at `next`
+    /// (two-proxy): only for a requester with a valid proof, only to a globally unique
+    /// address (never into this relay's own private networks); takes a stream slot like
+    /// [`Registry::open_stream`].
+    pub fn open_forward(
+        &mut self,
+        tag: &[u8; 16],
+        rank: u32,
+        nonce: &[u8; 32],
+        proof: &[u8; 32],
+        next: SocketAddr,
+        limits: &Limits,
+    ) -> Result<[u8; 32], Refusal> {
+        let job = self.admit(tag, rank, nonce, proof)?;
+        if !net::card::globally_unique(next.ip()) || next.port() == 0 {
+            return Err((
+                RelayStatus::Forbidden,
+                format!("this relay forwards only to public addresses, not {next}"),
+            ));
+        }
+        let key = job.relay_key;
+        Self::take_slot(job, limits)?;
+        Ok(key)
+    }
+
+    /// The job `tag`, if the proof for `rank` under `nonce` holds.
+    fn admit(
+        &mut self,
+        tag: &[u8; 16],
+        rank: u32,
+        nonce: &[u8; 32],
+        proof: &[u8; 32],
+    ) -> Result<&mut Job, Refusal> {
         let Some(job) = self.jobs.get_mut(tag) else {
             return Err((
                 RelayStatus::UnknownJob,
@@ -144,12 +189,10 @@ impl Registry {
                 "the proof does not match this job's relay key".into(),
             ));
         }
-        let Some((addr, _)) = job.ranks.get(&rank) else {
-            return Err((
-                RelayStatus::UnknownRank,
-                format!("rank {rank} of this job is not registered here"),
-            ));
-        };
+        Ok(job)
+    }
+
+    fn take_slot(job: &mut Job, limits: &Limits) -> Result<(), Refusal> {
         if job.streams >= limits.streams_per_job {
             return Err((
                 RelayStatus::Busy,
@@ -157,7 +200,7 @@ impl Registry {
             ));
         }
         job.streams += 1;
-        Ok(*addr)
+        Ok(())
     }
 
     pub fn stream_closed(&mut self, tag: &[u8; 16]) {
@@ -182,6 +225,42 @@ mod tests {
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([10, 0, 0, 5], port))
+    }
+
+    #[test]
+    fn a_forward_needs_the_proof_and_a_public_next_hop() {
+        let limits = Limits::default();
+        let secret = [7u8; 32];
+        let (tag, key) = (job_tag(&secret), relay_key(&secret));
+        let mut r = Registry::default();
+        let nonce = [1u8; 32];
+        let proof = connect_proof(&key, &nonce, &tag, 9);
+        let public: SocketAddr = "198.51.100.2:7426".parse().unwrap();
+        let status = |res: Result<[u8; 32], Refusal>| res.err().map(|e| e.0);
+        assert_eq!(
+            status(r.open_forward(&tag, 9, &nonce, &proof, public, &limits)),
+            Some(RelayStatus::UnknownJob),
+            "a job with nobody here is nobody's to forward for"
+        );
+        r.register(tag, 3, key, addr(4000), &limits).unwrap();
+        assert_eq!(r.open_forward(&tag, 9, &nonce, &proof, public, &limits), Ok(key));
+        assert_eq!(
+            status(r.open_forward(&tag, 9, &[2; 32], &proof, public, &limits)),
+            Some(RelayStatus::BadProof)
+        );
+        for inside in [
+            "10.0.0.12:22",
+            "127.0.0.1:7426",
+            "[fd00::1]:7426",
+            "198.51.100.2:0",
+        ] {
+            assert_eq!(
+                status(r.open_forward(&tag, 9, &nonce, &proof, inside.parse().unwrap(), &limits)),
+                Some(RelayStatus::Forbidden),
+                "{inside}"
+            );
+        }
+        assert_eq!(r.counts().2, 1, "only the accepted forward holds a slot");
     }
 
     #[test]

@@ -201,6 +201,40 @@ fn every_verdict_says_where_the_relay_saw_the_connection_come_from() {
 }
 
 #[test]
+fn a_forward_goes_only_to_public_addresses_and_only_for_the_job() {
+    let relay = relay();
+    let at = relay.addrs()[0];
+    let rank = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (_reg, status) = register(at, 0, rank.local_addr().unwrap().port());
+    assert_eq!(status, RelayStatus::Accepted);
+    // Our job, the proof made with `secret`'s relay key.
+    let forward = |secret: &[u8; 32], next: &str| {
+        let mut s = connect_from(at, [127, 0, 0, 1]);
+        let nonce = challenge(&mut s);
+        let tag = job_tag(&SECRET);
+        let request = RelayRepr::Forward {
+            version: VERSION,
+            job_tag: tag,
+            rank: 0,
+            proof: connect_proof(&relay_key(secret), &nonce, &tag, 0),
+            next: next.parse().unwrap(),
+        };
+        s.write_all(&request.emit()).unwrap();
+        verdict(&mut s)
+    };
+    // Not into the relay's own networks, not to itself: the relay is no way in for a
+    // job member either.
+    for inside in ["127.0.0.1:22", "10.0.0.12:7426", "[fd00::1]:7426"] {
+        let (status, reason) = forward(&SECRET, inside);
+        assert_eq!(status, RelayStatus::Forbidden, "{inside}: {reason}");
+    }
+    // Without the job's proof nothing is tried at all.
+    assert_eq!(forward(&[1; 32], "198.51.100.2:7426").0, RelayStatus::BadProof);
+    assert_eq!(relay.stats().streams, 0);
+    assert_eq!(relay.counts().2, 0, "refusals hold no stream slot");
+}
+
+#[test]
 fn a_flood_of_bogus_connections_leaves_the_relay_serving_the_job() {
     let relay = relay();
     let at = relay.addrs()[0];

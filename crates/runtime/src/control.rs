@@ -83,22 +83,40 @@ fn describe(e: &io::Error, timeout: Duration) -> String {
 const REFUSED: &str = "closed the connection without a Welcome: it refused this rank (wrong job id or \
                        secret, or this rank is already connected)";
 
-/// Connects to `addr` and authenticates; on success returns the stream and the decoder
-/// (which may already hold messages sent right after `Welcome`), and the address the
-/// coordinator saw the connection come from.
-fn attempt(
-    env: &JobEnv,
-    addr: SocketAddr,
-    timeout: Duration,
-) -> Result<(TcpStream, Decoder, SocketAddr), String> {
+/// An authenticated control connection: the stream, the decoder (which may already hold
+/// messages sent right after `Welcome`), and the address the coordinator saw it come from.
+type Authenticated = (TcpStream, Decoder, SocketAddr);
+
+/// Connects to `addr` and authenticates.
+fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<Authenticated, String> {
     let deadline = Instant::now() + timeout;
+    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| describe(&e, timeout))?;
+    authenticate(env, s, deadline, timeout)
+}
+
+/// Reaches the coordinator through the relay at `relay` (it registered there, as
+/// [`transport::relay::COORDINATOR`]) and authenticates: for ranks with no way out but
+/// their site's relay.
+fn attempt_via_relay(env: &JobEnv, relay: SocketAddr, timeout: Duration) -> Result<Authenticated, String> {
+    let deadline = Instant::now() + timeout;
+    let s = transport::relay::dial(relay, None, &env.secret, transport::relay::COORDINATOR, timeout)
+        .map_err(|e| format!("through this relay: {e}"))?;
+    authenticate(env, s, deadline, timeout)
+}
+
+/// Says Hello on `s` and waits for the coordinator's Welcome until `deadline`.
+fn authenticate(
+    env: &JobEnv,
+    mut s: TcpStream,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Authenticated, String> {
     let remaining = || {
         deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(|| format!("no answer within {timeout:?}"))
     };
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| describe(&e, timeout))?;
     let _ = s.set_nodelay(true);
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| format!("no random numbers for the nonce: {e}"))?;
@@ -149,14 +167,17 @@ impl ControlClient {
     /// this host (`net::paths::worth_trying`), best first, each for at most `attempt_timeout` (TCP connect plus
     /// authentication). The error lists every address tried and why it failed.
     pub fn connect(env: &JobEnv, attempt_timeout: Duration) -> Result<ControlClient, ControlError> {
-        Self::connect_from(env, &net::local_addresses(), attempt_timeout)
+        Self::connect_from(env, &net::local_addresses(), &[], attempt_timeout)
     }
 
     /// As [`ControlClient::connect`], with this host's addresses already discovered
     /// (a rank discovers them once and uses them for its listeners too).
+    /// When no address of the coordinator answers, it is tried through each of `relays`
+    /// (`PONTOON_RELAYS`), where the launcher registered it.
     pub fn connect_from(
         env: &JobEnv,
         local: &[(std::net::IpAddr, AddrClass, String)],
+        relays: &[Vec<SocketAddr>],
         attempt_timeout: Duration,
     ) -> Result<ControlClient, ControlError> {
         let mut order = net::client_order(&env.coord, local);
@@ -171,7 +192,61 @@ impl ControlClient {
             // Interface discovery found nothing (a restricted sandbox?): try everything.
             order = env.coord.clone();
         }
-        Self::connect_to(env, &order, attempt_timeout)
+        match Self::connect_to(env, &order, attempt_timeout) {
+            Err(ControlError::Unreachable(mut failed)) if !relays.is_empty() => {
+                Self::connect_through_relays(env, relays, attempt_timeout, &mut failed)
+                    .unwrap_or(Err(ControlError::Unreachable(failed)))
+            }
+            other => other,
+        }
+    }
+
+    /// Tries the coordinator through every relay's globally unique addresses; `None`
+    /// when none led there (each failure is added to `failed`).
+    fn connect_through_relays(
+        env: &JobEnv,
+        relays: &[Vec<SocketAddr>],
+        attempt_timeout: Duration,
+        failed: &mut Vec<Attempt>,
+    ) -> Option<Result<ControlClient, ControlError>> {
+        let addrs = relays
+            .iter()
+            .flatten()
+            .filter(|a| net::card::globally_unique(a.ip()));
+        for &relay in addrs {
+            match attempt_via_relay(env, relay, attempt_timeout) {
+                Ok(auth) => {
+                    tracing::debug!(rank = env.rank, %relay, "control connection up through a relay");
+                    return Some(Self::established(env, relay, auth).map_err(ControlError::from));
+                }
+                Err(error) => failed.push(Attempt {
+                    addr: relay,
+                    class: net::classify(relay.ip()),
+                    error,
+                }),
+            }
+        }
+        None
+    }
+
+    fn established(
+        env: &JobEnv,
+        peer: SocketAddr,
+        (stream, decoder, seen_from): Authenticated,
+    ) -> io::Result<ControlClient> {
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        stream.set_nonblocking(true)?;
+        Ok(ControlClient {
+            stream,
+            peer,
+            seen_from,
+            rank: env.rank,
+            decoder,
+            queued: VecDeque::new(),
+            eof: false,
+            rx: vec![0; 64 * 1024],
+        })
     }
 
     /// Like [`ControlClient::connect`], but tries exactly `order`.
@@ -183,21 +258,9 @@ impl ControlClient {
         let mut failed = Vec::new();
         for e in order {
             match attempt(env, e.addr, attempt_timeout) {
-                Ok((stream, decoder, seen_from)) => {
-                    stream.set_read_timeout(None)?;
-                    stream.set_write_timeout(None)?;
-                    stream.set_nonblocking(true)?;
+                Ok(auth) => {
                     tracing::debug!(rank = env.rank, coordinator = %e.addr, "control connection up");
-                    return Ok(ControlClient {
-                        stream,
-                        peer: e.addr,
-                        seen_from,
-                        rank: env.rank,
-                        decoder,
-                        queued: VecDeque::new(),
-                        eof: false,
-                        rx: vec![0; 64 * 1024],
-                    });
+                    return Ok(Self::established(env, e.addr, auth)?);
                 }
                 Err(error) => {
                     tracing::debug!(rank = env.rank, addr = %e.addr, %error, "coordinator attempt failed");

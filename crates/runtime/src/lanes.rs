@@ -38,8 +38,17 @@ pub struct PathInfo {
     pub route: Route,
     /// This rank set the lane up (rather than accepted it).
     pub initiated: bool,
-    /// Direct, or through a relay (then the route's remote end is the relay).
+    /// Direct, or through relays (then the route's remote end is a relay).
+    pub via: Via,
+}
+
+/// How a lane reaches its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Via {
     pub kind: net::PathKind,
+    /// On a two-proxy lane this rank set up: the relay at the peer's site, which the one
+    /// at the route's remote end passed the stream on to.
+    pub next: Option<SocketAddr>,
 }
 
 pub(crate) struct Lane {

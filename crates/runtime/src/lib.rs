@@ -6,7 +6,6 @@ pub mod config;
 pub mod control;
 pub mod jobenv;
 mod lanes;
-pub mod relays;
 mod requests;
 pub mod runtime;
 mod shm_wireup;
@@ -14,7 +13,7 @@ mod waiter;
 pub mod wireup;
 
 pub use config::Config;
-pub use lanes::{PathInfo, Route};
+pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
 pub use runtime::{Background, Completion, Error, Runtime};

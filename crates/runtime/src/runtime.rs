@@ -179,7 +179,7 @@ pub struct Runtime {
     yield_when_idle: bool,
     /// Relays that forward streams to this rank, registered at start-up; held open
     /// (a registration lives as long as its connection).
-    registrations: Vec<crate::relays::Registration>,
+    registrations: Vec<transport::relay::Registration>,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
 }
@@ -224,12 +224,13 @@ impl Runtime {
         }
         let ifaces = net::interfaces();
         let local = net::iface::allowed_addresses(&ifaces, &cfg.policy);
-        let mut control = ControlClient::connect_from(&env, &local, cfg.attempt_timeout).map_err(|e| {
-            Error::Setup(format!(
-                "rank {}: cannot reach the launcher's coordinator: {e}",
-                env.rank
-            ))
-        })?;
+        let mut control = ControlClient::connect_from(&env, &local, &cfg.relays, cfg.attempt_timeout)
+            .map_err(|e| {
+                Error::Setup(format!(
+                    "rank {}: cannot reach the launcher's coordinator: {e}",
+                    env.rank
+                ))
+            })?;
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
         // Bound before the fence, so that it exists once any rank of this node looks.
@@ -253,7 +254,7 @@ impl Runtime {
             listeners.ports(),
         );
         let own: Vec<std::net::IpAddr> = local.iter().map(|(ip, _, _)| *ip).collect();
-        let (registrations, unregistered) = crate::relays::register_all(
+        let (registrations, unregistered) = transport::relay::register_all(
             &cfg.relays,
             &env.secret,
             env.rank,

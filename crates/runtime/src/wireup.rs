@@ -7,13 +7,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use crate::relays::{RelayDial, RelayStep};
+use crate::lanes::Via;
 use net::{AddrClass, Candidate, ConnEntry, PathKind};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::wire::handshake::{FRAME_LEN, MAGIC};
 use proto::Rank;
 use rustix::event::{PollFd, PollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
+use transport::relay::{RelayDial, RelayStep};
 
 /// One connection attempt and how it ended.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub struct Attempt {
     /// The peer's address, or the relay's on a relayed path.
     pub addr: SocketAddr,
     pub kind: PathKind,
+    /// On a two-proxy path, the relay at the peer's site (`addr` is our own site's).
+    pub next: Option<SocketAddr>,
     pub class: AddrClass,
     /// The address is on the peer's virtual bridge (docker0 …).
     pub bridge: bool,
@@ -132,7 +135,7 @@ pub enum Progress {
         /// An additional lane to a peer already connected (not its first connection).
         extra_lane: bool,
         /// How it reached the peer (for an accepted one, as its HELLO says).
-        kind: PathKind,
+        via: Via,
     },
     /// The attempt is over without a connection (`Some(reason)` if the peer is unreachable).
     Failed(String),
@@ -247,6 +250,7 @@ impl Outgoing {
         self.attempts.push(Attempt {
             addr: c.addr,
             kind: c.kind,
+            next: c.next,
             class: c.class,
             bridge: c.bridge,
             elapsed: since.elapsed(),
@@ -303,7 +307,7 @@ impl Outgoing {
     fn poll_connects(&mut self, limit: Duration, id: &Identity) {
         let mut i = 0;
         while i < self.racing.len() {
-            let relayed = self.candidates[self.racing[i].cand].kind != PathKind::Direct;
+            let cand = self.candidates[self.racing[i].cand];
             let r = &mut self.racing[i];
             if r.connected {
                 i += 1;
@@ -325,9 +329,9 @@ impl Outgoing {
                 }
             } else if ready(&r.sock, PollFlags::OUT) {
                 match r.sock.take_error() {
-                    Ok(None) if relayed => {
+                    Ok(None) if cand.kind.relayed() => {
                         // The relay speaks first; its challenge may be here already.
-                        r.relay = Some(RelayDial::default());
+                        r.relay = Some(RelayDial::new(cand.next));
                         continue;
                     }
                     Ok(None) => {
@@ -362,10 +366,8 @@ impl Outgoing {
             let mut r = self.racing.remove(pos);
             let (ini, hello) = if !self.first_lane() {
                 Initiator::extra_lane(id.clone(), self.peer, nonce())
-            } else if self.candidates[r.cand].kind != PathKind::Direct {
-                Initiator::through_relay(id.clone(), self.peer, nonce())
             } else {
-                Initiator::new(id.clone(), self.peer, nonce())
+                Initiator::by_path(id.clone(), self.peer, nonce(), self.candidates[r.cand].kind)
             };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
@@ -420,7 +422,10 @@ impl Outgoing {
                     peer: self.peer,
                     sock: h.sock,
                     extra_lane: !self.first_lane(),
-                    kind: self.candidates[h.cand].kind,
+                    via: Via {
+                        kind: self.candidates[h.cand].kind,
+                        next: self.candidates[h.cand].next,
+                    },
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
@@ -467,16 +472,17 @@ impl Outgoing {
 impl std::fmt::Display for Attempt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bridge = if self.bridge { ", virtual bridge" } else { "" };
-        let via = match self.kind {
-            PathKind::Direct => "",
-            PathKind::NatProxy => "relay ",
+        let at = match (self.kind, self.next) {
+            (PathKind::NatProxy, _) => format!("relay {}", self.addr),
+            (PathKind::TwoProxy, Some(next)) => format!("relays {} then {next}", self.addr),
+            (PathKind::Punched, _) => format!("punched {}", self.addr),
+            _ => self.addr.to_string(),
         };
         match &self.result {
-            Ok(()) => write!(f, "{via}{} ({}{bridge}): connected", self.addr, self.class),
+            Ok(()) => write!(f, "{at} ({}{bridge}): connected", self.class),
             Err(e) => write!(
                 f,
-                "{via}{} ({}{bridge}): {e} after {:.1} ms",
-                self.addr,
+                "{at} ({}{bridge}): {e} after {:.1} ms",
                 self.class,
                 self.elapsed.as_secs_f64() * 1e3
             ),
@@ -581,10 +587,9 @@ impl Incoming {
                                 peer,
                                 sock: self.sock.take().expect("present"),
                                 extra_lane: acc.extra_lane(),
-                                kind: if acc.relayed() {
-                                    PathKind::NatProxy
-                                } else {
-                                    PathKind::Direct
+                                via: Via {
+                                    kind: acc.path(),
+                                    next: None,
                                 },
                             },
                             Err(e) => Progress::Failed(format!("refused connection from {who}: {e}")),
@@ -640,6 +645,7 @@ mod tests {
         Candidate {
             addr,
             kind: PathKind::Direct,
+            next: None,
             class: net::classify(addr.ip()),
             remote_iface: 0,
             bridge: false,
@@ -666,10 +672,10 @@ mod tests {
                         Contention::None
                     }) {
                         Progress::Pending => thread::sleep(Duration::from_millis(1)),
-                        Progress::Established { sock, kind, .. } => {
+                        Progress::Established { sock, via, .. } => {
                             // Keep it open until the test is over.
                             std::mem::forget(sock);
-                            let _ = tx.send(kind);
+                            let _ = tx.send(via.kind);
                             break;
                         }
                         _ => break,
@@ -720,13 +726,16 @@ mod tests {
 
     #[test]
     fn a_registered_rank_is_reached_through_a_relay_and_knows_it() {
-        let relay = relay::Relay::bind(&["127.0.0.1:0".parse().unwrap()], relay::Limits::default())
-            .unwrap()
-            .spawn();
+        let relay = pontoon_relay::Relay::bind(
+            &["127.0.0.1:0".parse().unwrap()],
+            pontoon_relay::Limits::default(),
+        )
+        .unwrap()
+        .spawn();
         let (rank1, how) = acceptor_telling(1);
         let id = identity(1);
         let (_registered, _) =
-            crate::relays::tests::register_at_for_tests(relay.addrs()[0], &id.secret, 1, rank1.port());
+            transport::relay::register_unchecked(relay.addrs()[0], &id.secret, 1, rank1.port()).unwrap();
         let mut out = Outgoing::new(1, vec![relayed(relay.addrs()[0])], 0, TIMING.total);
         let (done, _) = drive(&mut out, TIMING);
         assert!(
@@ -734,7 +743,10 @@ mod tests {
                 done,
                 Progress::Established {
                     peer: 1,
-                    kind: PathKind::NatProxy,
+                    via: Via {
+                        kind: PathKind::NatProxy,
+                        ..
+                    },
                     ..
                 }
             ),
@@ -756,7 +768,10 @@ mod tests {
                 done,
                 Progress::Established {
                     peer: 1,
-                    kind: PathKind::Direct,
+                    via: Via {
+                        kind: PathKind::Direct,
+                        ..
+                    },
                     ..
                 }
             ),

@@ -5,6 +5,7 @@
 
 pub mod mem;
 pub mod packet;
+pub mod relay;
 pub mod shm;
 pub mod stream;
 pub mod tcp;

@@ -4,9 +4,9 @@
 //!  0 [4]  magic "PNTN"
 //!  4 u16  protocol version
 //!  6 u8   kind: 1 HELLO, 2 ACK, 3 CONFIRM
-//!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: flags, bit 0 set if
-//!         the connection is an additional lane to a peer already connected, bit 1 if it
-//!         runs through a relay; CONFIRM: 0
+//!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: bit 0 set if the
+//!         connection is an additional lane to a peer already connected, bits 1-2 the
+//!         path kind (`PathKind`: 0 direct, 1 nat-proxy, 2 two-proxy, 3 punched); CONFIRM: 0
 //!  8 [16] job id
 //! 24 u32  sender's rank
 //! 28 u32  rank the sender believes is at the other end
@@ -21,10 +21,52 @@ pub const MAGIC: [u8; 4] = *b"PNTN";
 pub const VERSION: u16 = 1;
 pub const FRAME_LEN: usize = 96;
 const MAC_AT: usize = 64;
-/// HELLO flag bits.
+/// HELLO flag bits: the lane flag, then the path kind.
 const EXTRA_LANE: u8 = 1;
-const RELAYED: u8 = 2;
-const HELLO_FLAGS: u8 = EXTRA_LANE | RELAYED;
+const PATH_SHIFT: u8 = 1;
+const HELLO_FLAGS: u8 = EXTRA_LANE | (3 << PATH_SHIFT);
+
+/// How a connection reaches its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(u8)]
+pub enum PathKind {
+    /// Straight to one of the peer's addresses (through any NAT on our side).
+    #[default]
+    Direct = 0,
+    /// Through our NAT to a relay at the peer's site, which forwards the stream to it:
+    /// one user-level hop (seed 001).
+    NatProxy = 1,
+    /// Through our own site's relay to one at the peer's site: two user-level hops
+    /// (PACX-MPI's scheme), for hosts with no way out but their relay.
+    TwoProxy = 2,
+    /// Direct through both NATs, opened by simultaneous connects.
+    Punched = 3,
+}
+
+impl PathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Direct => "direct",
+            PathKind::NatProxy => "nat-proxy",
+            PathKind::TwoProxy => "two-proxy",
+            PathKind::Punched => "punched",
+        }
+    }
+
+    /// Whether the path runs through a relay.
+    pub fn relayed(self) -> bool {
+        matches!(self, PathKind::NatProxy | PathKind::TwoProxy)
+    }
+
+    fn from_bits(v: u8) -> PathKind {
+        match v & 3 {
+            0 => PathKind::Direct,
+            1 => PathKind::NatProxy,
+            2 => PathKind::TwoProxy,
+            _ => PathKind::Punched,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -114,9 +156,9 @@ pub struct HandshakeRepr {
     pub peer_nonce: [u8; 16],
     /// HELLO only: this connection is an additional lane, not the first one.
     pub extra_lane: bool,
-    /// HELLO only: the initiator reaches us through a relay (so the address the
+    /// HELLO only: how the initiator reaches us (through a relay, the address the
     /// connection comes from is the relay's).
-    pub relayed: bool,
+    pub path: PathKind,
 }
 
 impl HandshakeRepr {
@@ -140,7 +182,11 @@ impl HandshakeRepr {
                 _ => HandshakeStatus::Accepted,
             },
             extra_lane: b[6] == 1 && b[7] & EXTRA_LANE != 0,
-            relayed: b[6] == 1 && b[7] & RELAYED != 0,
+            path: if b[6] == 1 {
+                PathKind::from_bits(b[7] >> PATH_SHIFT)
+            } else {
+                PathKind::Direct
+            },
             job_id: arr16(8),
             src: get_u32(b, 24),
             dst: get_u32(b, 28),
@@ -158,7 +204,7 @@ impl HandshakeRepr {
         b[7] = match self.kind {
             HandshakeKind::Ack => self.status as u8,
             HandshakeKind::Hello => {
-                (u8::from(self.extra_lane) * EXTRA_LANE) | (u8::from(self.relayed) * RELAYED)
+                (u8::from(self.extra_lane) * EXTRA_LANE) | ((self.path as u8) << PATH_SHIFT)
             }
             HandshakeKind::Confirm => 0,
         };
@@ -191,7 +237,7 @@ mod tests {
         #[test]
         fn round_trip(src in any::<u32>(), dst in any::<u32>(), nonce in any::<[u8;16]>(), job in any::<[u8;16]>()) {
             let r = HandshakeRepr { version: VERSION, kind: HandshakeKind::Ack, status: HandshakeStatus::WrongRank,
-                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false, relayed: false };
+                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false, path: PathKind::Direct };
             let bytes = r.emit(&[1; 32]);
             let f = HandshakeFrame::new_checked(&bytes[..]).unwrap();
             prop_assert_eq!(HandshakeRepr::parse(&f), r);
@@ -218,7 +264,7 @@ mod tests {
             nonce: [2; 16],
             peer_nonce: [0; 16],
             extra_lane: true,
-            relayed: true,
+            path: PathKind::TwoProxy,
         };
         let bytes = hello.emit(&[1; 32]);
         assert_eq!(
@@ -226,7 +272,7 @@ mod tests {
             hello
         );
         let mut bad = bytes;
-        bad[7] = 4;
+        bad[7] = 8;
         assert_eq!(
             HandshakeFrame::new_checked(&bad[..]).unwrap_err(),
             WireError::Field("lane flag")
@@ -234,7 +280,7 @@ mod tests {
         let confirm = HandshakeRepr {
             kind: HandshakeKind::Confirm,
             extra_lane: false,
-            relayed: false,
+            path: PathKind::Direct,
             ..hello
         };
         let mut bad = confirm.emit(&[1; 32]);

@@ -4,18 +4,20 @@
 //! ```text
 //!  0 [4]  magic "PNRL"
 //!  4 u16  protocol version
-//!  6 u8   kind: 1 CHALLENGE, 2 REGISTER, 3 CONNECT, 4 VERDICT
+//!  6 u8   kind: 1 CHALLENGE, 2 REGISTER, 3 CONNECT, 4 VERDICT, 5 FORWARD
 //!  7 u8   VERDICT: status (0 = accepted, see `RelayStatus`); else 0
 //!  8 [16] job tag (`job_tag`: derived from the job secret); zero in CHALLENGE;
 //!         VERDICT: the address the relay saw the connection come from (IPv6, IPv4 as
 //!         IPv4-mapped; all zero with a zero port: not given)
-//! 24 u32  REGISTER: the registering rank; CONNECT: the rank wanted; VERDICT: the
+//! 24 u32  REGISTER: the registering rank; CONNECT, FORWARD: the rank wanted; VERDICT: the
 //!         seen address's port in the first two bytes; else 0
 //! 28 u16  REGISTER: the port that rank accepts relayed streams on; else 0
 //! 30 u16  reserved, 0
 //! 32 [32] CHALLENGE: the relay's fresh nonce; REGISTER: the job's relay key
-//!         (`relay_key`); CONNECT: the proof (`connect_proof`); VERDICT: 0
-//! 64 [64] VERDICT: why, in words (UTF-8, zero padded); else 0
+//!         (`relay_key`); CONNECT, FORWARD: the proof (`connect_proof`); VERDICT: 0
+//! 64 [64] VERDICT: why, in words (UTF-8, zero padded); FORWARD: the next relay's
+//!         address (16 bytes, IPv4-mapped for IPv4) and port (u16 at 80), then zeros;
+//!         else 0
 //! ```
 //!
 //! A relay speaks first (CHALLENGE) on every connection. A rank of the relay's cluster
@@ -23,6 +25,11 @@
 //! the port in it, for as long as that connection stays open. A requester anywhere
 //! CONNECTs instead, proving with the challenge that it holds the job's relay key; the
 //! relay answers with a VERDICT and, if accepted, from then on moves bytes both ways.
+//! A requester with no way out but its own site's relay asks it to FORWARD instead: that
+//! relay checks the proof like a CONNECT's, then itself CONNECTs to the next relay (the
+//! one at the target's site) with a proof of its own — it holds the job's relay key from
+//! the registrations of its cluster — and joins the streams only on that relay's
+//! acceptance (two-proxy, PACX-MPI's scheme).
 //! Every VERDICT tells the other side where the relay saw it come from, as STUN does: a
 //! rank keeps a registration only where the relay sees the rank's own address (nothing
 //! translates between them, so the relay can reach it back), and a requester learns the
@@ -54,6 +61,7 @@ pub enum RelayKind {
     Register = 2,
     Connect = 3,
     Verdict = 4,
+    Forward = 5,
 }
 
 impl RelayKind {
@@ -63,6 +71,7 @@ impl RelayKind {
             2 => Self::Register,
             3 => Self::Connect,
             4 => Self::Verdict,
+            5 => Self::Forward,
             k => return Err(WireError::UnknownKind(k)),
         })
     }
@@ -87,6 +96,8 @@ pub enum RelayStatus {
     Version = 6,
     /// The rank is registered already, over another live connection.
     Conflict = 7,
+    /// A FORWARD to where this relay does not forward (a private or local address).
+    Forbidden = 8,
 }
 
 impl RelayStatus {
@@ -100,6 +111,7 @@ impl RelayStatus {
             5 => Self::Unreachable,
             6 => Self::Version,
             7 => Self::Conflict,
+            8 => Self::Forbidden,
             _ => return Err(WireError::Field("relay status")),
         })
     }
@@ -139,6 +151,7 @@ impl<T: AsRef<[u8]>> RelayFrame<T> {
             RelayKind::Challenge => zero(8..32) && zero(64..128),
             RelayKind::Register => zero(30..32) && zero(64..128),
             RelayKind::Connect => zero(28..32) && zero(64..128),
+            RelayKind::Forward => zero(28..32) && zero(82..128),
             RelayKind::Verdict => zero(26..64),
         };
         if !fields_ok {
@@ -180,6 +193,14 @@ pub enum RelayRepr {
         rank: u32,
         proof: [u8; 32],
     },
+    Forward {
+        version: u16,
+        job_tag: [u8; 16],
+        rank: u32,
+        proof: [u8; 32],
+        /// The relay at the target's site.
+        next: SocketAddr,
+    },
     Verdict {
         version: u16,
         status: RelayStatus,
@@ -190,25 +211,26 @@ pub enum RelayRepr {
     },
 }
 
-fn get_addr(b: &[u8]) -> Option<SocketAddr> {
-    let ip: [u8; 16] = b[8..24].try_into().expect("16 bytes");
-    let port = get_u16(b, 24);
-    if ip == [0; 16] && port == 0 {
-        return None;
-    }
+/// The address at `at` (16 bytes) with its port at `port_at`.
+fn get_addr(b: &[u8], at: usize, port_at: usize) -> SocketAddr {
+    let ip: [u8; 16] = b[at..at + 16].try_into().expect("16 bytes");
     let ip = Ipv6Addr::from(ip);
     let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
-    Some(SocketAddr::new(ip, port))
+    SocketAddr::new(ip, get_u16(b, port_at))
 }
 
-fn put_addr(b: &mut [u8], addr: Option<SocketAddr>) {
-    let Some(addr) = addr else { return };
+fn put_addr(b: &mut [u8], at: usize, port_at: usize, addr: SocketAddr) {
     let ip = match addr.ip() {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
     };
-    b[8..24].copy_from_slice(&ip.octets());
-    put_u16(b, 24, addr.port());
+    b[at..at + 16].copy_from_slice(&ip.octets());
+    put_u16(b, port_at, addr.port());
+}
+
+/// A VERDICT's seen address: all zero with a zero port is none.
+fn get_observed(b: &[u8]) -> Option<SocketAddr> {
+    (b[8..26] != [0; 18]).then(|| get_addr(b, 8, 24))
 }
 
 impl RelayRepr {
@@ -235,13 +257,20 @@ impl RelayRepr {
                 rank: get_u32(b, 24),
                 proof: arr32(32),
             },
+            RelayKind::Forward => RelayRepr::Forward {
+                version,
+                job_tag: tag(),
+                rank: get_u32(b, 24),
+                proof: arr32(32),
+                next: get_addr(b, 64, 80),
+            },
             RelayKind::Verdict => {
                 let text = &b[64..64 + REASON_LEN];
                 let end = text.iter().position(|&c| c == 0).unwrap_or(REASON_LEN);
                 RelayRepr::Verdict {
                     version,
                     status: RelayStatus::from_u8(b[7]).expect("checked"),
-                    observed: get_addr(b),
+                    observed: get_observed(b),
                     reason: std::str::from_utf8(&text[..end]).expect("checked").to_string(),
                 }
             }
@@ -280,6 +309,19 @@ impl RelayRepr {
                 b[32..64].copy_from_slice(proof);
                 (*version, RelayKind::Connect)
             }
+            RelayRepr::Forward {
+                version,
+                job_tag,
+                rank,
+                proof,
+                next,
+            } => {
+                b[8..24].copy_from_slice(job_tag);
+                put_u32(&mut b, 24, *rank);
+                b[32..64].copy_from_slice(proof);
+                put_addr(&mut b, 64, 80, *next);
+                (*version, RelayKind::Forward)
+            }
             RelayRepr::Verdict {
                 version,
                 status,
@@ -287,7 +329,9 @@ impl RelayRepr {
                 reason,
             } => {
                 b[7] = *status as u8;
-                put_addr(&mut b, *observed);
+                if let Some(seen) = observed {
+                    put_addr(&mut b, 8, 24, *seen);
+                }
                 let text = reason.as_bytes();
                 // Whole characters only, and no NUL (it ends the text).
                 let mut n = text.len().min(REASON_LEN);
@@ -353,6 +397,24 @@ pub fn connect_request(secret: &[u8; 32], nonce: &[u8; 32], rank: u32) -> [u8; F
     .emit()
 }
 
+/// A requester's FORWARD: its own site's relay is to reach `rank` of the job through
+/// the relay at `next`, answering `nonce` (that of the first relay).
+pub fn forward_request(secret: &[u8; 32], nonce: &[u8; 32], rank: u32, next: SocketAddr) -> [u8; FRAME_LEN] {
+    let tag = job_tag(secret);
+    RelayRepr::Forward {
+        version: VERSION,
+        job_tag: tag,
+        rank,
+        proof: connect_proof(&relay_key(secret), nonce, &tag, rank),
+        next,
+    }
+    .emit()
+}
+
+/// The rank the launcher's coordinator registers as with relays, so that ranks with no
+/// way out but their relay reach it.
+pub const COORDINATOR: u32 = u32::MAX;
+
 /// A rank's REGISTER: relayed streams for `rank` of the job with `secret` go to `port`.
 pub fn register_request(secret: &[u8; 32], rank: u32, port: u16) -> [u8; FRAME_LEN] {
     RelayRepr::Register {
@@ -409,6 +471,20 @@ mod tests {
                 job_tag: [1; 16],
                 rank: 3,
                 proof: [9; 32],
+            },
+            RelayRepr::Forward {
+                version: VERSION,
+                job_tag: [1; 16],
+                rank: 3,
+                proof: [9; 32],
+                next: "[2001:db8::2]:7426".parse().unwrap(),
+            },
+            RelayRepr::Forward {
+                version: VERSION,
+                job_tag: [1; 16],
+                rank: COORDINATOR,
+                proof: [9; 32],
+                next: "198.51.100.2:7426".parse().unwrap(),
             },
             RelayRepr::Verdict {
                 version: VERSION,
@@ -558,8 +634,8 @@ mod tests {
     /// almost never get past the magic).
     fn framed() -> impl Strategy<Value = Vec<u8>> {
         (
-            1u8..=4,
-            0u8..=8,
+            1u8..=5,
+            0u8..=9,
             proptest::collection::vec(any::<u8>(), FRAME_LEN),
             any::<u64>(),
         )

@@ -14,7 +14,7 @@ use transport::tcp::{tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
 
 use super::{nonce, Runtime};
-use crate::lanes::{Lane, Lanes, PathInfo, Route};
+use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
 use crate::shm_wireup::{ShmDial, ShmProgress};
 use crate::wireup::{Incoming, Outgoing, Progress, Timing};
 use net::{EndpointCard, PathKind};
@@ -153,7 +153,7 @@ impl Runtime {
         sock: TcpStream,
         initiated: bool,
         extra_lane: bool,
-        kind: PathKind,
+        via: Via,
     ) {
         if !extra_lane && self.lanes.connected(peer) {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
@@ -177,12 +177,12 @@ impl Runtime {
             remote,
             class: net::classify(remote.ip()),
         };
-        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, kind) {
+        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, via) {
             return;
         }
         // The lower rank of a pair opens the further lanes, so that there is one set; a
         // pair that needs a relay has no direct interface pairs to add.
-        if !extra_lane && self.id.rank < peer && kind == PathKind::Direct {
+        if !extra_lane && self.id.rank < peer && via.kind == PathKind::Direct {
             self.open_extra_lanes(peer, local.ip(), remote.ip());
         }
     }
@@ -194,7 +194,7 @@ impl Runtime {
             return;
         }
         let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
-        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated, PathKind::Direct);
+        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated, Via::default());
     }
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
@@ -205,7 +205,7 @@ impl Runtime {
         link: AnyLink<PayloadToken>,
         route: Route,
         initiated: bool,
-        kind: PathKind,
+        via: Via,
     ) -> bool {
         let first = !self.lanes.connected(peer);
         let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
@@ -233,7 +233,7 @@ impl Runtime {
             transport: link.transport(),
             route,
             initiated,
-            kind,
+            via,
         };
         self.lanes.insert(Lane { peer, link, info });
         if first {
@@ -301,8 +301,8 @@ impl Runtime {
                     peer,
                     sock,
                     extra_lane,
-                    kind,
-                } => self.established(peer, sock, true, extra_lane, kind),
+                    via,
+                } => self.established(peer, sock, true, extra_lane, via),
                 // A further lane that cannot be made leaves the peer on the lanes it has.
                 Progress::Failed(report) if !o.first_lane() => {
                     tracing::debug!(peer = o.peer, "no additional lane: {report}");
@@ -330,10 +330,10 @@ impl Runtime {
                     peer,
                     sock,
                     extra_lane,
-                    kind,
+                    via,
                 } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock, false, extra_lane, kind);
+                    self.established(peer, sock, false, extra_lane, via);
                     any = true;
                 }
                 Progress::Failed(why) => {

@@ -1,11 +1,14 @@
-//! A rank and the job's relays (`PONTOON_RELAYS`; `docs/relay.md`).
+//! The relay client: how ranks and the launcher's coordinator register with relays
+//! (`pontoon relay`; `docs/relay.md`), and how a requester asks one for a stream.
 //!
 //! At start-up, before its endpoint card goes out, a rank registers with every relay
 //! that sees it under one of its own addresses: nothing translates between them, so the
 //! relay can connect back to the rank's listener. A relay that sees another address
 //! (the rank's NAT) could not reach it; that registration is dropped. The card then
 //! lists the relays the rank is registered with, and a requester that cannot reach the
-//! rank directly asks one of them for a stream ([`RelayDial`], driven by wire-up).
+//! rank directly asks one of them for a stream ([`RelayDial`], driven by wire-up), or
+//! asks its own relay to pass the request on (two-proxy). The coordinator registers the
+//! same way, as rank [`COORDINATOR`], for ranks with no way out but their relay.
 //!
 //! Only a relay's globally unique addresses are used: with duplicated private subnets,
 //! a relay's private address at one site is another host at the next.
@@ -16,6 +19,7 @@ use std::thread;
 use std::time::Duration;
 
 use net::card::globally_unique;
+pub use proto::wire::relay::COORDINATOR;
 use proto::wire::relay::{self as wire, FRAME_LEN};
 use proto::Rank;
 
@@ -53,6 +57,30 @@ fn read_frame(sock: &mut TcpStream) -> io::Result<[u8; FRAME_LEN]> {
     let mut b = [0u8; FRAME_LEN];
     sock.read_exact(&mut b)?;
     Ok(b)
+}
+
+/// A stream to `peer` (a rank, or [`COORDINATOR`]) through the relay at `relay` (and on
+/// through `next`), blocking up to `timeout`: for the control connection, before the
+/// event loop exists.
+pub fn dial(
+    relay: SocketAddr,
+    next: Option<SocketAddr>,
+    secret: &[u8; 32],
+    peer: Rank,
+    timeout: Duration,
+) -> Result<TcpStream, String> {
+    let mut sock = TcpStream::connect_timeout(&relay, timeout).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    // On a blocking socket one poll goes through the whole exchange.
+    match RelayDial::new(next).poll(&mut sock, secret, peer) {
+        RelayStep::Joined => {
+            sock.set_read_timeout(None).map_err(|e| e.to_string())?;
+            Ok(sock)
+        }
+        RelayStep::Failed(e) => Err(e),
+        // A blocking socket only says "would block" when its timeout passed.
+        RelayStep::Pending => Err(format!("the relay did not answer within {timeout:?}")),
+    }
 }
 
 /// Registers at `addr`; `Ok(seen)` with the address the relay saw us come from.
@@ -114,8 +142,9 @@ fn register_one(
     Err(why.join("; "))
 }
 
-/// Registers with every relay that can reach this rank back, all relays at once.
-/// Returns the registrations and, for every other relay, why not.
+/// Registers `rank` (or [`COORDINATOR`]) with every relay that can reach it back, all
+/// relays at once: relayed streams come to `ports` (IPv4, IPv6; 0: no listener of that
+/// family). Returns the registrations and, for every other relay, why not.
 pub fn register_all(
     relays: &[Vec<SocketAddr>],
     secret: &[u8; 32],
@@ -149,12 +178,15 @@ pub fn register_all(
 }
 
 /// The requester's side of a relay, after the TCP connect: read the CHALLENGE, send a
-/// CONNECT for the peer, read the VERDICT. Non-blocking, driven by wire-up's polls.
+/// CONNECT for the peer (or a FORWARD through the relay at `next`), read the VERDICT.
+/// Non-blocking, driven by wire-up's polls.
 #[derive(Default)]
 pub struct RelayDial {
     buf: Vec<u8>,
-    /// The CONNECT is out; the next frame is the verdict.
+    /// The request is out; the next frame is the verdict.
     asked: bool,
+    /// Two-proxy: the relay at the peer's site, which ours passes the request on to.
+    next: Option<SocketAddr>,
 }
 
 /// Where a relay exchange stands after a poll.
@@ -166,6 +198,14 @@ pub enum RelayStep {
 }
 
 impl RelayDial {
+    /// A dial for a path through the relay connected to, and on through `next` if given.
+    pub fn new(next: Option<SocketAddr>) -> RelayDial {
+        RelayDial {
+            next,
+            ..RelayDial::default()
+        }
+    }
+
     pub fn poll(&mut self, sock: &mut TcpStream, secret: &[u8; 32], peer: Rank) -> RelayStep {
         loop {
             let mut tmp = [0u8; FRAME_LEN];
@@ -189,8 +229,12 @@ impl RelayDial {
                 Ok(n) => n,
                 Err(e) => return RelayStep::Failed(e),
             };
+            let request = match self.next {
+                None => wire::connect_request(secret, &nonce, peer),
+                Some(next) => wire::forward_request(secret, &nonce, peer, next),
+            };
             // A fresh socket's send buffer always takes one frame.
-            match sock.write(&wire::connect_request(secret, &nonce, peer)) {
+            match sock.write(&request) {
                 Ok(FRAME_LEN) => self.asked = true,
                 Ok(_) => return RelayStep::Failed("short write to the relay".into()),
                 Err(e) => return RelayStep::Failed(e.to_string()),
@@ -199,8 +243,20 @@ impl RelayDial {
     }
 }
 
+/// For tests of other crates: a registration at a relay on loopback, whose address no
+/// rank would register through.
+#[doc(hidden)]
+pub fn register_unchecked(
+    relay: SocketAddr,
+    secret: &[u8; 32],
+    rank: Rank,
+    port: u16,
+) -> Result<(TcpStream, Option<SocketAddr>), String> {
+    register_at(relay, secret, rank, port, Duration::from_secs(5))
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     //! Against a real relay on loopback. Loopback is neither public nor global, so these
     //! drive `register_at` and `RelayDial` directly, not the address filter.
     use super::*;
@@ -208,20 +264,13 @@ pub(crate) mod tests {
 
     const SECRET: [u8; 32] = [3; 32];
 
-    /// Registers `rank` at a relay on loopback (no address filter, no NAT check).
-    pub(crate) fn register_at_for_tests(
-        relay: SocketAddr,
-        secret: &[u8; 32],
-        rank: Rank,
-        port: u16,
-    ) -> (TcpStream, Option<SocketAddr>) {
-        register_at(relay, secret, rank, port, Duration::from_secs(5)).unwrap()
-    }
-
-    fn relay() -> relay::RelayHandle {
-        relay::Relay::bind(&["127.0.0.1:0".parse().unwrap()], relay::Limits::default())
-            .unwrap()
-            .spawn()
+    fn relay() -> pontoon_relay::RelayHandle {
+        pontoon_relay::Relay::bind(
+            &["127.0.0.1:0".parse().unwrap()],
+            pontoon_relay::Limits::default(),
+        )
+        .unwrap()
+        .spawn()
     }
 
     #[test]
@@ -234,7 +283,7 @@ pub(crate) mod tests {
         assert_eq!(seen.map(|s| s.ip()), Some("127.0.0.1".parse().unwrap()));
         let mut sock = TcpStream::connect(at).unwrap();
         sock.set_nonblocking(true).unwrap();
-        let mut dial = RelayDial::default();
+        let mut dial = RelayDial::new(None);
         let joined = (0..5000).find_map(|_| match dial.poll(&mut sock, &SECRET, 5) {
             RelayStep::Pending => {
                 thread::sleep(Duration::from_millis(1));
@@ -257,7 +306,7 @@ pub(crate) mod tests {
         let relay = relay();
         let mut sock = TcpStream::connect(relay.addrs()[0]).unwrap();
         sock.set_nonblocking(true).unwrap();
-        let mut dial = RelayDial::default();
+        let mut dial = RelayDial::new(None);
         let failed = (0..5000).find_map(|_| match dial.poll(&mut sock, &SECRET, 9) {
             RelayStep::Pending => {
                 thread::sleep(Duration::from_millis(1));
