@@ -149,38 +149,55 @@ fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The C programs on all 8 hosts of two NAT'd clusters without IPv6: pairs across the
-/// NAT go through the relays that `pontoon run --testbed` starts on the heads.
+/// The C programs on every host of two NAT'd clusters without IPv6, and of three sites
+/// (IPv4-only behind NAT, IPv6-only, dual-stack; `docs/testbed/three-sites.toml`): pairs
+/// that cannot reach each other directly go through the relays that `pontoon run
+/// --testbed` starts on the heads and gateways.
 #[test]
-fn c_programs_pass_across_two_clusters_through_relays() {
+fn c_programs_pass_across_sites_through_relays() {
     if !is_root() {
         return;
     }
     let cc = pontoon_cc();
     let dir = scratch("relayed");
-    let bed = Bed::up(&common::preset(
-        "two-clusters",
-        testbed::PresetOptions {
-            docker: true,
-            no_ipv6: vec!["a".into(), "b".into()],
-            ..testbed::PresetOptions::default()
-        },
-    ));
-    for name in ["p2p", "coll", "comm", "nbc", "types"] {
-        let exe = dir.join(name);
-        compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
-        let out = bed
-            .pontoon()
-            .args(["run", "--testbed", &bed.name, "-n", "8", "--timeout", "60"])
-            .arg(&exe)
-            .output()
-            .expect("pontoon runs");
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains(&format!("{name} OK on 8 ranks")),
-            "{name}: {stdout}\n{}",
-            text(&out.stderr)
+    let names = ["p2p", "coll", "comm", "nbc", "types"];
+    for name in names {
+        compile(
+            &cc,
+            &repo().join(format!("tests/c/{name}.c")),
+            &dir.join(name),
+            &[],
         );
+    }
+    let three_sites = repo().join("docs/testbed/three-sites.toml");
+    let topologies = [
+        common::preset(
+            "two-clusters",
+            testbed::PresetOptions {
+                docker: true,
+                no_ipv6: vec!["a".into(), "b".into()],
+                ..testbed::PresetOptions::default()
+            },
+        ),
+        testbed::Topology::from_toml(&std::fs::read_to_string(three_sites).unwrap()).unwrap(),
+    ];
+    for topo in &topologies {
+        let bed = Bed::up(topo);
+        let n = topo.hosts.len().to_string();
+        for name in names {
+            let out = bed
+                .pontoon()
+                .args(["run", "--testbed", &bed.name, "-n", &n, "--timeout", "60"])
+                .arg(dir.join(name))
+                .output()
+                .expect("pontoon runs");
+            let stdout = text(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains(&format!("{name} OK on {n} ranks")),
+                "{name}: {stdout}\n{}",
+                text(&out.stderr)
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -381,6 +381,60 @@ fn with_no_outbound_nat_two_relays_carry_every_pair_and_the_coordinator() {
 }
 
 #[test]
+fn an_ipv4_only_site_and_an_ipv6_only_site_meet_through_dual_stack_relays() {
+    if !is_root() {
+        return;
+    }
+    // docs/testbed/three-sites.toml: an IPv4-only cluster behind NAT, an IPv6-only site and
+    // a dual-stack one. Nodes of the first two share no address family at all.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/testbed/three-sites.toml");
+    let topo = Topology::from_toml(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let bed = Bed::up(&topo);
+    let hosts = bed.open().host_names();
+    let (code, report, stderr, _) = doctor(&bed, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    let site = |h: &str| h.split('-').next().unwrap().to_string();
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
+        let (a, b) = (site(&from), site(&to));
+        let nodes = from.contains("-c") && to.contains("-c");
+        if nodes && ((a == "v4" && b == "v6") || (a == "v6" && b == "v4")) {
+            let via = &p["path"]["via"];
+            assert_eq!(via["kind"], "nat-proxy", "{from} -> {to}: {p:#}");
+            // One hop through a dual-stack relay on a gateway: the one at the target's site,
+            // or the requester's own when the target registered there too (an IPv6-only node
+            // reaches v4-head's relay over routed IPv6, without NAT).
+            let relay = ip_of(via["relays"][0].as_str().unwrap());
+            let gateways = ["v4-head", "v6-gw", "ds-gw"].map(|g| addrs_of(&topo, g));
+            assert!(
+                gateways.iter().any(|g| g.contains(&relay)),
+                "{from} -> {to}: {p:#}"
+            );
+        }
+    }
+    let out = bed
+        .pontoon()
+        .args([
+            "run",
+            "--testbed",
+            &bed.name,
+            "-n",
+            &hosts.len().to_string(),
+            "--timeout",
+            "60",
+        ])
+        .arg(example("ring"))
+        .output()
+        .expect("pontoon runs");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
     if !is_root() {
         return;

@@ -111,6 +111,13 @@ pub const PARAMS: &[Param] = &[
                   it directly come in through one of them",
     },
     Param {
+        name: "PONTOON_PATHS",
+        default: "all",
+        meaning: "the path kinds a first lane may take, a comma list of `direct`, `nat-proxy` (through \
+                  the relay at the peer's site) and `two-proxy` (through ours, then theirs), or `all`; \
+                  e.g. `two-proxy` to measure one scheme against another on the same hosts",
+    },
+    Param {
         name: "PONTOON_BIND",
         default: "none",
         meaning: "`core`: each rank pins itself to one CPU (local rank modulo the CPUs it may use); \
@@ -193,6 +200,8 @@ pub struct Config {
     pub site: Option<String>,
     /// Relays this job may use, each with its addresses (`PONTOON_RELAYS`).
     pub relays: Vec<Vec<std::net::SocketAddr>>,
+    /// The path kinds a first lane may take (`PONTOON_PATHS`), never empty.
+    pub paths: Vec<net::PathKind>,
     /// Collective algorithm switch points (bytes).
     pub coll_bcast_long: usize,
     pub coll_allreduce_long: usize,
@@ -265,6 +274,33 @@ fn relays(value: &str) -> Result<Vec<Vec<std::net::SocketAddr>>, ConfigError> {
     }
     if out.len() > MAX_RELAYS {
         return Err(bad(format!("more than {MAX_RELAYS} relays")));
+    }
+    Ok(out)
+}
+
+/// Parses `PONTOON_PATHS`.
+fn paths(value: &str) -> Result<Vec<net::PathKind>, ConfigError> {
+    use net::PathKind;
+    const KINDS: [PathKind; 3] = [PathKind::Direct, PathKind::NatProxy, PathKind::TwoProxy];
+    let value = value.trim();
+    if value.is_empty() || value == "all" {
+        return Ok(KINDS.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim) {
+        match KINDS.iter().find(|k| k.name() == name) {
+            Some(k) if !out.contains(k) => out.push(*k),
+            Some(_) => {}
+            None => {
+                return Err(ConfigError {
+                    name: "PONTOON_PATHS",
+                    value: value.to_string(),
+                    why: format!(
+                        "`{name}` is not a path kind; known: direct, nat-proxy, two-proxy (or `all`)"
+                    ),
+                })
+            }
+        }
     }
     Ok(out)
 }
@@ -366,6 +402,7 @@ impl Config {
                 s => Some(s.to_string()),
             },
             relays: relays(&get(env, "PONTOON_RELAYS"))?,
+            paths: paths(&get(env, "PONTOON_PATHS"))?,
             bind: match get(env, "PONTOON_BIND").trim() {
                 "core" => Bind::ByLocalRank,
                 "core-by-rank" => Bind::ByRank,
@@ -436,6 +473,21 @@ mod tests {
         let e = r("198.51.100.1").unwrap_err().to_string();
         assert!(e.contains("PONTOON_RELAYS") && e.contains("ADDR:PORT"), "{e}");
         assert!(r(&"198.51.100.1:1;".repeat(MAX_RELAYS + 1)).is_err());
+    }
+
+    #[test]
+    fn path_kinds_are_all_by_default_and_named_ones_otherwise() {
+        use net::PathKind;
+        let p = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_PATHS").then(|| v.to_string())).map(|c| c.paths)
+        };
+        assert_eq!(p("all").unwrap().len(), 3);
+        assert_eq!(
+            p("two-proxy, nat-proxy").unwrap(),
+            [PathKind::TwoProxy, PathKind::NatProxy]
+        );
+        let e = p("punched").unwrap_err().to_string();
+        assert!(e.contains("PONTOON_PATHS") && e.contains("nat-proxy"), "{e}");
     }
 
     #[test]

@@ -278,8 +278,19 @@ impl Outgoing {
         }
     }
 
-    /// Drives the attempts; `nonce` supplies fresh randomness for a new HELLO.
-    pub fn poll(&mut self, id: &Identity, timing: Timing, nonce: impl Fn() -> [u8; 16]) -> Progress {
+    /// Drives the attempts; `nonce` supplies fresh randomness for a new HELLO. `hold`:
+    /// send no HELLO now — the peer's own connection to us passed its HELLO and is
+    /// completing. A HELLO of ours sent then would reach a peer that has its connection
+    /// established from its side, while we might complete ours first: each side would keep
+    /// a different connection and drop the other's, losing both. Relays widen that window
+    /// (the exchange with a relay delays our HELLO).
+    pub fn poll(
+        &mut self,
+        id: &Identity,
+        timing: Timing,
+        nonce: impl Fn() -> [u8; 16],
+        hold: bool,
+    ) -> Progress {
         let now = Instant::now();
         if now > self.deadline {
             self.abandon(&format!("given up after {} ms in all", timing.total.as_millis()));
@@ -291,7 +302,7 @@ impl Outgoing {
             self.start_next(now);
         }
         self.poll_connects(timing.attempt, id);
-        if self.handshake.is_none() {
+        if self.handshake.is_none() && !hold {
             self.begin_handshake(id, &nonce);
         }
         if let Some(done) = self.poll_handshake(timing.attempt) {
@@ -449,7 +460,8 @@ impl Outgoing {
         if self.attempts.is_empty() {
             return "no address of the peer is worth trying from here: its endpoint card lists no address \
                     this host can reach (different address families, only private addresses of another site \
-                    (PONTOON_SITE), or addresses excluded by PONTOON_IF_INCLUDE/PONTOON_IF_EXCLUDE)"
+                    (PONTOON_SITE), or addresses excluded by PONTOON_IF_INCLUDE/PONTOON_IF_EXCLUDE) and no \
+                    relay of a path kind PONTOON_PATHS allows"
                 .into();
         }
         let tried: Vec<String> = self.attempts.iter().map(Attempt::to_string).collect();
@@ -725,6 +737,27 @@ mod tests {
     }
 
     #[test]
+    fn a_held_outgoing_connects_but_says_no_hello_until_released() {
+        let (rank1, how) = acceptor_telling(1);
+        let mut out = Outgoing::new(1, vec![candidate(rank1)], 0, TIMING.total);
+        for _ in 0..200 {
+            assert!(matches!(
+                out.poll(&identity(0), TIMING, || [1; 16], true),
+                Progress::Pending
+            ));
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!out.in_handshake() && out.racing.iter().all(|r| r.connected));
+        assert!(how.try_recv().is_err(), "the peer heard no HELLO");
+        let (done, _) = drive(&mut out, TIMING);
+        assert!(
+            matches!(done, Progress::Established { peer: 1, .. }),
+            "{}",
+            out.report()
+        );
+    }
+
+    #[test]
     fn a_registered_rank_is_reached_through_a_relay_and_knows_it() {
         let relay = pontoon_relay::Relay::bind(
             &["127.0.0.1:0".parse().unwrap()],
@@ -805,7 +838,7 @@ mod tests {
     fn drive(out: &mut Outgoing, timing: Timing) -> (Progress, Duration) {
         let start = Instant::now();
         loop {
-            match out.poll(&identity(0), timing, || [1; 16]) {
+            match out.poll(&identity(0), timing, || [1; 16], false) {
                 Progress::Pending => thread::sleep(Duration::from_millis(1)),
                 done => return (done, start.elapsed()),
             }
@@ -872,7 +905,7 @@ mod tests {
         let mut most_in_flight = 0;
         let start = Instant::now();
         let done = loop {
-            match out.poll(&identity(0), timing, || [1; 16]) {
+            match out.poll(&identity(0), timing, || [1; 16], false) {
                 Progress::Pending => {
                     most_in_flight = most_in_flight.max(out.racing.len());
                     thread::sleep(Duration::from_millis(1));

@@ -282,9 +282,18 @@ impl Runtime {
             stagger: self.cfg.stagger,
             total: self.cfg.connect_timeout,
         };
+        // Peers whose own first connection to us is completing: our HELLO waits.
+        let completing: Vec<Rank> = self
+            .incoming
+            .iter()
+            .filter(|c| !c.extra_lane())
+            .filter_map(Incoming::verified_peer)
+            .collect();
         let mut i = 0;
         while i < self.outgoing.len() {
-            let progress = self.outgoing[i].poll(&self.id, timing, nonce);
+            let o = &mut self.outgoing[i];
+            let hold = o.first_lane() && completing.contains(&o.peer);
+            let progress = o.poll(&self.id, timing, nonce, hold);
             if matches!(progress, Progress::Pending) {
                 i += 1;
                 continue;
@@ -518,10 +527,13 @@ impl Runtime {
         }
     }
 
+    /// The first lane's candidates, of the path kinds allowed (`PONTOON_PATHS`).
     fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
-        match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
+        let mut all = match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
             (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
             _ => Vec::new(),
-        }
+        };
+        all.retain(|c| self.cfg.paths.contains(&c.kind));
+        all
     }
 }
