@@ -205,6 +205,31 @@ fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and
     }
 }
 
+/// The example ring around one rank on every host of the testbed.
+fn ring_on_every_host(bed: &Bed, n: usize) {
+    let out = bed
+        .pontoon()
+        .args([
+            "run",
+            "--testbed",
+            &bed.name,
+            "-n",
+            &n.to_string(),
+            "--timeout",
+            "60",
+        ])
+        .arg(example("ring"))
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    let sum = n * (n - 1) / 2;
+    assert!(
+        out.status.success() && stdout.contains(&format!("token came back to rank 0 with value {sum}")),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+}
+
 /// The addresses of `host` in the topology.
 fn addrs_of(topo: &Topology, host: &str) -> Vec<IpAddr> {
     let h = topo.host(host).expect("a host of the topology");
@@ -287,18 +312,7 @@ fn relays_carry_every_pair(nat: testbed::NatMode) {
             }
         }
     }
-    let out = bed
-        .pontoon()
-        .args(["run", "--testbed", &bed.name, "-n", "8", "--timeout", "60"])
-        .arg(example("ring"))
-        .output()
-        .expect("pontoon runs");
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("token came back to rank 0 with value 28"),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    ring_on_every_host(&bed, hosts.len());
 }
 
 #[test]
@@ -358,26 +372,7 @@ fn with_no_outbound_nat_two_relays_carry_every_pair_and_the_coordinator() {
             assert!(b_head.contains(&nat), "{host}: {r:#}");
         }
     }
-    let out = bed
-        .pontoon()
-        .args([
-            "run",
-            "--testbed",
-            &bed.name,
-            "-n",
-            &hosts.len().to_string(),
-            "--timeout",
-            "60",
-        ])
-        .arg(example("ring"))
-        .output()
-        .expect("pontoon runs");
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    ring_on_every_host(&bed, hosts.len());
 }
 
 #[test]
@@ -412,26 +407,7 @@ fn an_ipv4_only_site_and_an_ipv6_only_site_meet_through_dual_stack_relays() {
             );
         }
     }
-    let out = bed
-        .pontoon()
-        .args([
-            "run",
-            "--testbed",
-            &bed.name,
-            "-n",
-            &hosts.len().to_string(),
-            "--timeout",
-            "60",
-        ])
-        .arg(example("ring"))
-        .output()
-        .expect("pontoon runs");
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    ring_on_every_host(&bed, hosts.len());
 }
 
 #[test]
