@@ -84,7 +84,8 @@ struct RunArgs {
     /// Hosts to run on: `h1,h2:4,…` (`:N` slots)
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
     host: Option<String>,
-    /// File with one host per line (`HOST [slots=N] [site=NAME]` or `HOST:N`)
+    /// File with one host per line (`HOST [slots=N] [site=NAME] [relay]` or `HOST:N`; `relay`:
+    /// the job runs a relay there, and with `slots=0` no rank)
     #[arg(long, value_name = "FILE")]
     hostfile: Option<std::path::PathBuf>,
     /// How ranks are laid onto hosts: `node` (round-robin) or `slot` (fill each host first)
@@ -192,6 +193,7 @@ fn placement(a: &RunArgs) -> Result<Placement, String> {
                 name,
                 slots: 1,
                 site: None,
+                relay: false,
             })
             .collect();
         (hosts, vec![exe.into(), "testbed".into(), "agent".into()])
@@ -211,6 +213,15 @@ fn placement(a: &RunArgs) -> Result<Placement, String> {
             }
         };
         let hosts = parse_hostfile(&text).map_err(|e| e.to_string())?;
+        if !a.no_relays {
+            relays.extend(
+                hosts
+                    .iter()
+                    .filter(|h| h.relay && !relays.contains(&h.name))
+                    .map(|h| h.name.clone())
+                    .collect::<Vec<_>>(),
+            );
+        }
         (hosts, a.agent.split_whitespace().map(OsString::from).collect())
     };
     Ok(Placement {

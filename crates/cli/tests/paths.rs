@@ -411,6 +411,40 @@ fn an_ipv4_only_site_and_an_ipv6_only_site_meet_through_dual_stack_relays() {
 }
 
 #[test]
+fn a_hostfile_marks_the_relays_and_a_relay_only_head_takes_no_rank() {
+    if !is_root() {
+        return;
+    }
+    let topo = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(1),
+            no_ipv6: vec!["a".into(), "b".into()],
+            ..PresetOptions::default()
+        },
+    );
+    let bed = Bed::up(&topo);
+    let hostfile = "a-head slots=0 relay\na-c1\nb-head slots=0 relay\nb-c1\n";
+    let out = bed
+        .run_inside("a-head", hostfile)
+        .args(["-n", "2"])
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    let hosts = ["a-c1".to_string(), "b-c1".to_string()];
+    for r in report["ranks"].as_array().unwrap() {
+        assert_eq!(r["host"], hosts[r["rank"].as_u64().unwrap() as usize], "{r:#}");
+    }
+    for (from, to, p) in pairs(&report, &hosts) {
+        assert_eq!(p["path"]["via"]["kind"], "nat-proxy", "{from} -> {to}: {p:#}");
+    }
+}
+
+#[test]
 fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
     if !is_root() {
         return;

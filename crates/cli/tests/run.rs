@@ -454,7 +454,8 @@ fn hosts_with_a_single_address_family_work() {
     }
 }
 
-/// `pontoon relay` listens where it is told, says so, and speaks first: a challenge.
+/// `pontoon relay` listens where it is told, says so (with the addresses the launcher hands
+/// the ranks), and speaks first: a challenge.
 #[test]
 fn pontoon_relay_listens_and_challenges_whoever_connects() {
     use std::io::{BufRead, BufReader, Read};
@@ -467,12 +468,16 @@ fn pontoon_relay_listens_and_challenges_whoever_connects() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line
+    // "pontoon relay: listening on ADDR; reachable at ADDR…", what the launcher reads.
+    let listening = line
         .trim()
         .strip_prefix("pontoon relay: listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("{line}"));
+    let addr: std::net::SocketAddr = listening.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+    let reachable = launch::relays::parse_announcement(line.trim()).unwrap_or_else(|e| panic!("{line}: {e}"));
+    assert_eq!(reachable, [addr], "a concrete address is announced as it is");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
     let mut frame = [0u8; proto::wire::relay::FRAME_LEN];

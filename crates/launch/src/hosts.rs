@@ -10,8 +10,11 @@ use std::ffi::OsString;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
     pub name: String,
+    /// 0 only on a relay host that takes no ranks.
     pub slots: u32,
     pub site: Option<String>,
+    /// The job runs a relay here (`relay` in a hostfile): a cluster's front-end node.
+    pub relay: bool,
 }
 
 /// How ranks are laid onto hosts.
@@ -25,7 +28,8 @@ pub enum MapBy {
 }
 
 /// Parses hostfile text: one host per line, optionally `slots=N` (Open MPI) or `:N`
-/// (MPICH), and `site=NAME`; `#` starts a comment.
+/// (MPICH), `site=NAME`, and `relay` (the job runs a relay there; with `slots=0`, a
+/// front-end node that runs only the relay); `#` starts a comment.
 pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
     let mut hosts = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -37,6 +41,7 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
         let mut words = line.split_whitespace();
         let first = words.next().expect("not empty");
         let mut site = None;
+        let mut relay = false;
         // `[2001:db8::1]:4` or a bare IPv6 literal (more than one `:`) is a host too.
         let (first, bracketed) = match first.strip_prefix('[').and_then(|r| r.split_once(']')) {
             Some((v6, rest)) => (rest, Some(v6)),
@@ -61,12 +66,14 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
                     return Err(bad("a site name is at most 64 bytes"));
                 }
                 site = Some(s.to_string()).filter(|s| !s.is_empty());
+            } else if w == "relay" {
+                relay = true;
             } else if !w.starts_with("max_slots=") {
-                return Err(bad("expected HOST [slots=N] [site=NAME] or HOST:N"));
+                return Err(bad("expected HOST [slots=N] [site=NAME] [relay] or HOST:N"));
             }
         }
-        if slots == Some(0) {
-            return Err(bad("a host needs at least one slot"));
+        if slots == Some(0) && !relay {
+            return Err(bad("a host needs at least one slot (slots=0 only with `relay`)"));
         }
         let name = bracketed.unwrap_or(name);
         if name.is_empty() {
@@ -76,10 +83,13 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
             name: name.to_string(),
             slots: slots.unwrap_or(1),
             site,
+            relay,
         });
     }
-    if hosts.is_empty() {
-        return Err(LaunchError::Program("the hostfile lists no hosts".into()));
+    if hosts.iter().all(|h| h.slots == 0) {
+        return Err(LaunchError::Program(
+            "the hostfile lists no hosts that take ranks".into(),
+        ));
     }
     Ok(hosts)
 }
@@ -88,6 +98,11 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
 /// (oversubscribing) rather than failing, as `mpiexec` does.
 pub fn map_ranks(hosts: &[Host], n: u32, by: MapBy) -> Vec<Host> {
     let mut placed = Vec::with_capacity(n as usize);
+    // Relay-only hosts take no ranks.
+    let hosts: Vec<&Host> = hosts.iter().filter(|h| h.slots > 0).collect();
+    if hosts.is_empty() {
+        return placed;
+    }
     match by {
         MapBy::Node => {
             for r in 0..n as usize {
@@ -95,12 +110,12 @@ pub fn map_ranks(hosts: &[Host], n: u32, by: MapBy) -> Vec<Host> {
             }
         }
         MapBy::Slot => 'fill: loop {
-            for h in hosts {
+            for h in &hosts {
                 for _ in 0..h.slots {
                     if placed.len() == n as usize {
                         break 'fill;
                     }
-                    placed.push(h.clone());
+                    placed.push((*h).clone());
                 }
             }
         },
@@ -195,7 +210,30 @@ mod tests {
             name: name.into(),
             slots,
             site: None,
+            relay: false,
         }
+    }
+
+    #[test]
+    fn relay_hosts_in_a_hostfile() {
+        let hosts = parse_hostfile("a-head slots=0 relay\na-c1\nb-head relay site=b\n").unwrap();
+        let relays: Vec<&str> = hosts
+            .iter()
+            .filter(|h| h.relay)
+            .map(|h| h.name.as_str())
+            .collect();
+        assert_eq!(relays, ["a-head", "b-head"]);
+        // A relay-only front end takes no ranks, whatever the mapping.
+        for by in [MapBy::Node, MapBy::Slot] {
+            let placed = map_ranks(&hosts, 4, by);
+            assert_eq!(placed.len(), 4);
+            assert!(placed.iter().all(|h| h.name != "a-head"), "{by:?}: {placed:?}");
+        }
+        assert!(parse_hostfile("a-c1 slots=0\n").is_err(), "slots=0 needs `relay`");
+        assert!(
+            parse_hostfile("a-head slots=0 relay\n").is_err(),
+            "nobody to run ranks"
+        );
     }
 
     fn names(hosts: &[Host]) -> Vec<&str> {
