@@ -44,12 +44,6 @@ impl Registration {
                 .collect(),
         }
     }
-
-    /// Whether a connection from `from` is this relay forwarding a stream (it connects
-    /// from whichever of its addresses routes to us).
-    pub fn is_from(&self, from: IpAddr) -> bool {
-        self.addrs.iter().any(|a| a.ip() == from)
-    }
 }
 
 /// Reads one relay frame within the socket's timeout.
