@@ -55,6 +55,11 @@ fn cluster(host: &str) -> &str {
     &host[..1]
 }
 
+/// Two compute nodes of different clusters (no head among them).
+fn computes_apart(from: &str, to: &str) -> bool {
+    cluster(from) != cluster(to) && !from.ends_with("head") && !to.ends_with("head")
+}
+
 fn ip_of(addr: &str) -> IpAddr {
     addr.parse::<std::net::SocketAddr>().expect("socket address").ip()
 }
@@ -154,8 +159,7 @@ fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and
     assert_eq!(code, Some(2), "doctor reports failed pairs: {report:#}\n{stderr}");
     assert!(elapsed < Duration::from_secs(20), "the job hung: {elapsed:?}");
     for (from, to, p) in pairs(&report, &hosts) {
-        let computes_apart =
-            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        let computes_apart = computes_apart(&from, &to);
         if computes_apart {
             assert_eq!(
                 p["ok"], false,
@@ -289,8 +293,7 @@ fn relays_carry_every_pair(nat: testbed::NatMode) {
     }
     for (from, to, p) in pairs(&report, &hosts) {
         assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
-        let computes_apart =
-            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        let computes_apart = computes_apart(&from, &to);
         let via = &p["path"]["via"];
         if !computes_apart {
             continue;
@@ -338,8 +341,7 @@ fn with_no_outbound_nat_two_relays_carry_every_pair_and_the_coordinator() {
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     for (from, to, p) in pairs(&report, &hosts) {
         assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
-        let computes_apart =
-            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        let computes_apart = computes_apart(&from, &to);
         if !computes_apart {
             continue;
         }
@@ -487,8 +489,7 @@ fn known_sites_skip_foreign_private_addresses_and_the_policy_hides_bridges() {
         );
     }
     for (from, to, p) in pairs(&report, &hosts) {
-        let computes_apart =
-            cluster(&from) != cluster(&to) && !from.ends_with("head") && !to.ends_with("head");
+        let computes_apart = computes_apart(&from, &to);
         if computes_apart {
             // Only the same private address is left, and the sites say it is not theirs.
             let error = p["error"].as_str().unwrap_or_default();

@@ -119,29 +119,37 @@ impl Job {
         let node = spawn::hostname();
         let conn = coord.conn_string();
         tracing::info!(coordinator = %conn, "coordinator listening");
+        // The job's relays: those the user named (standalone daemons, `-x` or the
+        // environment), then those started for the job.
         let mut export = plan.export.clone();
-        let relays = if plan.relays.is_empty() {
+        let named = export
+            .iter()
+            .find(|(k, _)| k == "PONTOON_RELAYS")
+            .and_then(|(_, v)| v.clone())
+            .or_else(|| std::env::var("PONTOON_RELAYS").ok())
+            .filter(|v| !v.trim().is_empty());
+        let started = if plan.relays.is_empty() {
             None
         } else {
-            let r = crate::relays::start(&plan.relays, &plan.relay_command, &plan.agent, &node)?;
-            // Relays the user named (standalone daemons) stay, the job's come after them.
-            let mine = export
-                .iter()
-                .find(|(k, _)| k == "PONTOON_RELAYS")
-                .and_then(|(_, v)| v.clone())
-                .or_else(|| std::env::var("PONTOON_RELAYS").ok())
-                .filter(|v| !v.trim().is_empty());
-            let value = mine.map_or_else(|| r.value.clone(), |m| format!("{m};{}", r.value));
+            Some(crate::relays::start(
+                &plan.relays,
+                &plan.relay_command,
+                &plan.agent,
+                &node,
+            )?)
+        };
+        let all = match (&named, &started) {
+            (Some(n), Some(r)) => Some(format!("{n};{}", r.value)),
+            (None, Some(r)) => Some(r.value.clone()),
+            (n, None) => n.clone(),
+        };
+        let registrations = all.as_deref().map_or_else(Vec::new, |v| {
+            crate::relays::register_coordinator(v, &secret, coord.addresses())
+        });
+        if started.is_some() {
             export.retain(|(k, _)| k != "PONTOON_RELAYS");
-            export.push(("PONTOON_RELAYS".into(), Some(value)));
-            Some(r)
-        };
-        let registrations = match export.iter().find(|(k, _)| k == "PONTOON_RELAYS") {
-            Some((_, Some(value))) => crate::relays::register_coordinator(value, &secret, coord.addresses()),
-            _ => std::env::var("PONTOON_RELAYS")
-                .map(|v| crate::relays::register_coordinator(&v, &secret, coord.addresses()))
-                .unwrap_or_default(),
-        };
+            export.push(("PONTOON_RELAYS".into(), all));
+        }
         let common = SpawnCommon {
             program,
             args: &plan.args,
@@ -171,7 +179,7 @@ impl Job {
             ending: None,
             interrupts: 0,
             output_broken: false,
-            _relays: relays,
+            _relays: started,
             _registrations: registrations,
         };
         for rank in 0..plan.n {

@@ -36,11 +36,14 @@ pub(crate) fn register_coordinator(
     secret: &[u8; 32],
     (own, ports): (Vec<std::net::IpAddr>, (u16, u16)),
 ) -> Vec<transport::relay::Registration> {
-    let relays: Vec<Vec<std::net::SocketAddr>> = value
-        .split(';')
-        .map(|r| r.split(',').filter_map(|a| a.trim().parse().ok()).collect())
-        .filter(|r: &Vec<_>| !r.is_empty())
-        .collect();
+    let relays = match net::card::parse_relays(value) {
+        Ok(r) => r,
+        Err(why) => {
+            // The ranks refuse the same value with the same words; nothing to register.
+            tracing::warn!("PONTOON_RELAYS={value:?}: {why}");
+            return Vec::new();
+        }
+    };
     let (done, not) = transport::relay::register_all(
         &relays,
         secret,

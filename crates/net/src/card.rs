@@ -27,6 +27,31 @@ pub struct CardRelay {
     pub addrs: Vec<SocketAddr>,
 }
 
+/// Parses a list of relays as `PONTOON_RELAYS` gives it (and `pontoon run` writes it):
+/// relays separated by `;`, each a comma list of its `ADDR:PORT`. Bounded like a card.
+pub fn parse_relays(value: &str) -> Result<Vec<Vec<SocketAddr>>, String> {
+    let mut out = Vec::new();
+    for relay in value.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+        let addrs = relay
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.parse::<SocketAddr>()
+                    .map_err(|e| format!("`{a}` is not ADDR:PORT ({e}); IPv6 as [ADDR]:PORT"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if addrs.len() > MAX_ADDRS_PER_IFACE {
+            return Err(format!("a relay with more than {MAX_ADDRS_PER_IFACE} addresses"));
+        }
+        out.push(addrs);
+    }
+    if out.len() > MAX_RELAYS {
+        return Err(format!("more than {MAX_RELAYS} relays"));
+    }
+    Ok(out)
+}
+
 /// Whether a relay address is worth putting on a card: one that names the same host
 /// wherever the requester is.
 pub fn globally_unique(addr: IpAddr) -> bool {

@@ -246,36 +246,13 @@ where
 /// Most relays one job may name: a card lists a rank's relays, and cards are bounded.
 pub const MAX_RELAYS: usize = net::card::MAX_RELAYS;
 
-/// Parses `PONTOON_RELAYS`.
+/// Parses `PONTOON_RELAYS` (`net::card::parse_relays`).
 fn relays(value: &str) -> Result<Vec<Vec<std::net::SocketAddr>>, ConfigError> {
-    let bad = |why: String| ConfigError {
+    net::card::parse_relays(value).map_err(|why| ConfigError {
         name: "PONTOON_RELAYS",
         value: value.to_string(),
         why,
-    };
-    let mut out = Vec::new();
-    for relay in value.split(';').map(str::trim).filter(|r| !r.is_empty()) {
-        let addrs = relay
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(|a| {
-                a.parse::<std::net::SocketAddr>()
-                    .map_err(|e| bad(format!("`{a}` is not ADDR:PORT ({e}); IPv6 as [ADDR]:PORT")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if addrs.len() > net::card::MAX_ADDRS_PER_IFACE {
-            return Err(bad(format!(
-                "a relay with more than {} addresses",
-                net::card::MAX_ADDRS_PER_IFACE
-            )));
-        }
-        out.push(addrs);
-    }
-    if out.len() > MAX_RELAYS {
-        return Err(bad(format!("more than {MAX_RELAYS} relays")));
-    }
-    Ok(out)
+    })
 }
 
 /// Parses `PONTOON_PATHS`.
