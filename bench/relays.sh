@@ -7,7 +7,12 @@
 #               the target's head (seed 001's scheme)
 #   two-proxy   the same testbed, through the own head's relay, then the target's
 #               (PACX-MPI's scheme, seed 001's baseline)
+#   punched     the same testbed: nat-proxy first, then a TCP simultaneous open through both
+#               NATs, which takes the traffic (needs DELAY_MS > 0: on a zero-delay link
+#               the SYNs cannot be timed to cross; a run whose punching failed says so on
+#               stderr and is left out)
 # (PONTOON_PATHS=direct,KIND: pairs inside a cluster connect directly in every case.)
+# DELAY_MS puts that one-way delay on the link between the heads of both testbeds.
 # it measures 128 B ping-pong latency (bench/c/pingpong.c, ranks on a-c1 and b-c1) and the
 # aggregate bandwidth of 1:1, 2:1, 4:1 and 4:4 streams (bench/c/streams.c, senders in
 # cluster a, receivers in cluster b) for 1, 4, 16, 64, 256 KiB and 1 MiB messages (the
@@ -21,6 +26,7 @@
 # so that up to 8 of them and the relays share 2 CPUs, whatever the path kind.
 #
 #   RATES="100 1000" RUNS=3 NODES=4 bench/relays.sh > bench/results/relays.csv
+#   DELAY_MS=0.5 PATHS="routed nat-proxy punched" bench/relays.sh > bench/results/punched.csv
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
@@ -34,6 +40,9 @@ RATES=${RATES:-"100 1000"}
 RUNS=${RUNS:-3}
 NODES=${NODES:-4}
 PATTERNS=${PATTERNS-"1:1 2:1 4:1 4:4"}  # empty: latency only
+PATHS=${PATHS:-"routed nat-proxy two-proxy"}
+DELAY_MS=${DELAY_MS:-0}
+LAT_ITERS=${LAT_ITERS:-2000}
 tmp=$(mktemp -d)
 beds=()
 relay_pids=()
@@ -54,18 +63,29 @@ job() {
     local bed=$1 paths=$2 n=$3 hosts=$4
     shift 4
     # The agent finds the testbed by PONTOON_TESTBED (two testbeds have these host names).
+    # Punching failures are logged at info level: a run without its punched lanes says so
+    # (returns 1; 2 when the job failed).
+    local rc=0
     PONTOON_TESTBED=$bed "$pontoon" testbed exec -t "$bed" a-head -- \
         "$pontoon" run --hostfile "$hosts" --map-by slot --agent "$pontoon testbed agent" --no-relays \
-        -x PONTOON_RELAYS="$relays" -x PONTOON_PATHS="$paths" -x PONTOON_YIELD=always --timeout 300 -n "$n" "$@"
+        -x PONTOON_RELAYS="$relays" -x PONTOON_PATHS="$paths" -x PONTOON_YIELD=always \
+        -x PONTOON_LOG=pontoon_runtime=info --timeout 300 -n "$n" "$@" >"$tmp/job.out" 2>"$tmp/job.err" || rc=$?
+    if grep -q "no punched lane" "$tmp/job.err"; then
+        echo "# $paths: punching failed, the row is left out: $(grep -m1 'no punched lane' "$tmp/job.err")" >&2
+        return 1
+    fi
+    if ((rc)); then cat "$tmp/job.err" >&2; return 2; fi
+    cat "$tmp/job.out"
 }
 
 for rate in $RATES; do
     v6="rl6-$$-$rate"
     v4="rl4-$$-$rate"
-    "$pontoon" testbed up two-clusters --name "$v6" --nodes "$NODES" --rate-mbit "$rate" >/dev/null
+    "$pontoon" testbed up two-clusters --name "$v6" --nodes "$NODES" --rate-mbit "$rate" \
+        --delay-ms "$DELAY_MS" >/dev/null
     beds+=("$v6")
     "$pontoon" testbed up two-clusters --name "$v4" --nodes "$NODES" --rate-mbit "$rate" \
-        --no-ipv6 a --no-ipv6 b >/dev/null
+        --delay-ms "$DELAY_MS" --no-ipv6 a --no-ipv6 b >/dev/null
     beds+=("$v4")
     # Standalone relays on the NAT'd testbed's heads.
     declare -A pid log
@@ -86,9 +106,10 @@ for rate in $RATES; do
           for i in $(seq 1 "$r"); do echo "b-c$i slots=1"; done; } >"$tmp/hosts-$pat"
     done
     declare -A cpu0 bytes0 cpu_sum bytes_sum
-    for path in nat-proxy two-proxy; do cpu_sum[$path]=0; bytes_sum[$path]=0; done
+    relayed_paths=${PATHS/routed/}
+    for path in $relayed_paths; do cpu_sum[$path]=0; bytes_sum[$path]=0; done
     for run in $(seq 1 "$RUNS"); do
-        for path in routed nat-proxy two-proxy; do
+        for path in $PATHS; do
             if [[ $path == routed ]]; then bed=$v6 kinds=direct; else bed=$v4 kinds=direct,$path; fi
             if [[ $path != routed ]]; then
                 c=0 b=0
@@ -98,14 +119,15 @@ for rate in $RATES; do
                 done
                 cpu0[$path]=$c bytes0[$path]=$b
             fi
-            job "$bed" "$kinds" 2 "$tmp/hosts-latency" "$pp" 128 2000 |
+            [[ $path == punched ]] && kinds=direct,nat-proxy,punched
+            { job "$bed" "$kinds" 2 "$tmp/hosts-latency" "$pp" 128 "$LAT_ITERS" || [[ $? == 1 ]]; } |
                 awk -v r="$rate" -v p="$path" -v k="$run" '$1 == 128 { printf "%s,%s,latency,128,%s,%s\n", r, p, k, $2 }'
             for pat in $PATTERNS; do
                 s=${pat%:*} r=${pat#*:}
                 # About half a second of traffic per size at the rate (at least 2 MiB a sender).
                 vol=$(( rate * 62500 / s ))
                 (( vol < 2097152 )) && vol=2097152
-                job "$bed" "$kinds" $((s + r)) "$tmp/hosts-$pat" "$streams" "$s" "$r" 1024 1048576 "$vol" 4 |
+                { job "$bed" "$kinds" $((s + r)) "$tmp/hosts-$pat" "$streams" "$s" "$r" 1024 1048576 "$vol" 4 || [[ $? == 1 ]]; } |
                     awk -v r="$rate" -v p="$path" -v k="$run" -v pat="$pat" \
                         '!/^#/ { printf "%s,%s,%s,%s,%s,%s\n", r, p, pat, $1, k, $2 }'
             done
@@ -121,7 +143,7 @@ for rate in $RATES; do
             fi
         done
     done
-    for path in nat-proxy two-proxy; do
+    for path in $relayed_paths; do
         awk -v r="$rate" -v p="$path" -v c="${cpu_sum[$path]}" -v b="${bytes_sum[$path]}" \
             'BEGIN { printf "%s,%s,relay-cpu,%d,0,%.3f\n", r, p, b, (b > 0 ? c / (b / 1e9) : 0) }'
     done

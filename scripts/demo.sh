@@ -3,7 +3,9 @@
 # ranks across the `two-clusters` testbed — two NAT'd clusters whose compute nodes share
 # the private subnet 10.0.0.0/24 and have no IPv6, every host with a docker-style bridge of
 # the same address; pairs across the NAT come in through the relays that `pontoon run`
-# starts on the two heads (seed 001's nat-proxy) — torn down afterwards; then two hosts with two NICs each, where one NIC goes
+# starts on the two heads (seed 001's nat-proxy) — torn down afterwards; then the same
+# clusters 2 ms apart, where pairs punch a direct lane through both NATs and leave the
+# relay; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then N
 # ranks on this host over shared memory. As another user only the local ranks, saying why.
 #
@@ -29,7 +31,8 @@ fi
 
 name="demo-$$"
 nics="demo-nics-$$"
-trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$nics" >/dev/null 2>&1' EXIT
+wan="demo-wan-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1' EXIT
 "$pontoon" testbed up two-clusters --name "$name" --docker --no-ipv6 a --no-ipv6 b
 echo
 echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more; no IPv6"
@@ -46,6 +49,13 @@ echo "      other cluster's head (one user-level hop, seed 001)"
 echo
 echo "demo: every rank connects to every other one, never to a same-address stranger:"
 "$pontoon" run --testbed "$name" -n 8 "$examples/all_connect"
+echo
+"$pontoon" testbed up two-clusters --name "$wan" --nodes 2 --no-ipv6 a --no-ipv6 b --delay-ms 2 >/dev/null
+echo "demo: the same clusters 2 ms apart (an emulated WAN between the heads): each pair across"
+echo "      the NATs starts on the relay, then both ends dial each other at the same moment"
+echo "      (TCP simultaneous open) and the punched lane takes the traffic"
+"$pontoon" run --testbed "$wan" -n 6 "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
+"$pontoon" testbed down "$wan" >/dev/null
 echo
 "$pontoon" testbed up multinic --nodes 2 --name "$nics" >/dev/null
 echo "demo: two hosts, two NICs each: two lanes per pair; 256 MiB goes over both, and rank 0"

@@ -100,9 +100,12 @@ fn run(mut u: Unstructured) -> Result<()> {
         rank: rank(u)?,
         size: rank(u)?,
     };
-    let contention = match u.int_in_range(0..=2u8)? {
+    let contention = match u.int_in_range(0..=5u8)? {
         0 => Contention::None,
-        1 => Contention::Connecting,
+        1 => Contention::Connecting(PathKind::Direct),
+        2 => Contention::Connecting(PathKind::NatProxy),
+        3 => Contention::Connecting(PathKind::TwoProxy),
+        4 => Contention::Connecting(PathKind::Punched),
         _ => Contention::Connected,
     };
     let my_nonce: [u8; 16] = u.arbitrary()?;
@@ -152,7 +155,12 @@ fn run(mut u: Unstructured) -> Result<()> {
             // An additional lane is accepted whatever the first lane is doing.
             _ if h.extra_lane => {}
             Contention::None => {}
-            Contention::Connecting => assert!(
+            // A connection that needs no relay beats one that does; else the lower rank's.
+            Contention::Connecting(ours) if ours.relayed() != acceptor.path().relayed() => assert!(
+                ours.relayed(),
+                "kept a relayed connection over our direct one on a simultaneous connect"
+            ),
+            Contention::Connecting(_) => assert!(
                 h.src < me.rank,
                 "kept the higher rank's connection on a simultaneous connect"
             ),

@@ -78,6 +78,7 @@ fn caps() -> Caps {
         reliable: true,
         ordered: true,
         node_local: true,
+        relayed: false,
     }
 }
 

@@ -24,7 +24,7 @@ struct AttemptReport {
 /// How a lane reaches its peer.
 #[derive(Serialize)]
 struct Via {
-    /// `direct`, `nat-proxy`, `two-proxy`.
+    /// `direct`, `nat-proxy`, `two-proxy`, `punched`.
     kind: &'static str,
     /// The relays on the path, in order (the lane's remote end on a relayed path).
     relays: Vec<String>,
@@ -58,6 +58,9 @@ struct PeerReport {
     /// Every lane: the first connection (`path`), then one per further interface pair.
     lanes: Vec<PathReport>,
     attempts: Vec<AttemptReport>,
+    /// Why punching through the NATs to a peer reached through a relay ended without a
+    /// lane (`null`: it succeeded, or was not needed).
+    punch: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -145,6 +148,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             ok: result.is_ok(),
             error: result.err(),
             path: universe.path(peer).map(|p| path_report(universe, p)),
+            punch: universe.punch_note(peer),
             lanes: universe
                 .lanes(peer)
                 .into_iter()
@@ -226,6 +230,19 @@ fn cell(peer: &serde_json::Value) -> String {
     }
 }
 
+/// `  FROM -> TO: text` for every pair whose report has a text under `field`.
+fn pair_notes(ranks: &[serde_json::Value], field: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in ranks {
+        for p in r["peers"].as_array().into_iter().flatten() {
+            if let Some(text) = p[field].as_str() {
+                out.push(format!("  {} -> {}: {text}", r["rank"], p["peer"]));
+            }
+        }
+    }
+    out
+}
+
 fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     use std::fmt::Write;
     let mut out = format!("pontoon doctor: {size} ranks\n\nranks:\n");
@@ -252,8 +269,8 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     let _ = writeln!(
         out,
         "\npaths (row: from, column: to; shm for shared memory, nat-proxy through a relay at the \
-         target's site, two-proxy through ours and theirs, else the class of the first lane's \
-         address, xN for N lanes):"
+         target's site, two-proxy through ours and theirs, punched straight through both NATs, \
+         else the class of the first lane's address, xN for N lanes):"
     );
     let _ = write!(out, "{:>6}", "");
     for c in 0..size {
@@ -285,6 +302,7 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
                 let at = match (a["via"].as_str(), a["next_relay"].as_str()) {
                     (Some("nat-proxy"), _) => format!("relay {addr}"),
                     (Some("two-proxy"), Some(next)) => format!("relays {addr} then {next}"),
+                    (Some("punched"), _) => format!("punched {addr}"),
                     _ => addr.to_string(),
                 };
                 let _ = writeln!(
@@ -299,21 +317,15 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
             }
         }
     }
-    let failures: Vec<String> = ranks
-        .iter()
-        .flat_map(|r| {
-            r["peers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(move |p| {
-                    p["error"]
-                        .as_str()
-                        .map(|e| format!("  {} -> {}: {e}", r["rank"], p["peer"]))
-                })
-        })
-        .collect();
+    let unpunched = pair_notes(ranks, "punch");
+    if !unpunched.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnot punched (the relay carries these pairs):\n{}",
+            unpunched.join("\n")
+        );
+    }
+    let failures = pair_notes(ranks, "error");
     if !failures.is_empty() {
         let _ = writeln!(out, "\nfailures:\n{}", failures.join("\n"));
     }

@@ -44,7 +44,7 @@ pub(crate) fn register_coordinator(
             return Vec::new();
         }
     };
-    let (done, not) = transport::relay::register_all(
+    let r = transport::relay::register_all(
         &relays,
         secret,
         transport::relay::COORDINATOR,
@@ -52,10 +52,10 @@ pub(crate) fn register_coordinator(
         &own,
         REGISTER_TIMEOUT,
     );
-    for why in not {
+    for why in r.refused {
         tracing::info!("coordinator not registered with {why}");
     }
-    done
+    r.registrations
 }
 
 /// The addresses a relay's first line announces.

@@ -203,6 +203,11 @@ impl Universe {
         self.rt.borrow().path(peer)
     }
 
+    /// Why punching through NATs towards `peer` ended without a lane, if it did.
+    pub fn punch_note(&self, peer: Rank) -> Option<String> {
+        self.rt.borrow().punch_note(peer).map(str::to_string)
+    }
+
     /// Progresses until this rank's connection attempts (further lanes included) are over,
     /// or `limit` passes.
     pub fn settle_wireup(&self, limit: std::time::Duration) {

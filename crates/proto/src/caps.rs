@@ -34,6 +34,8 @@ pub struct Caps {
     pub ordered: bool,
     /// Both ends are on one node (shared memory): no network in between.
     pub node_local: bool,
+    /// The lane passes through a relay (a user-level hop on a front-end node).
+    pub relayed: bool,
 }
 
 /// Which lanes of one peer carry what, decided by [`plan`].
@@ -54,9 +56,14 @@ pub struct LanePlan {
 /// there are any (striping one transfer over shared memory and loopback TCP would only
 /// slow the fast lane down with the slow one's tail), else every network lane, each
 /// pulling in proportion to its bandwidth. Lanes that are not reliable and ordered are
-/// not used until the engine has a reliability layer for them.
+/// not used until the engine has a reliability layer for them. A relayed lane carries
+/// nothing once the peer has a lane that is not (a punched one): the relay's hop costs
+/// latency and a front end's CPU shared by the whole cluster, whatever the measured
+/// figures say; the relayed lane stays open.
 pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
-    let usable = |c: &Caps| c.reliable && c.ordered;
+    let reliable = |c: &Caps| c.reliable && c.ordered;
+    let unrelayed = lanes.iter().any(|c| reliable(c) && !c.relayed);
+    let usable = |c: &Caps| reliable(c) && !(unrelayed && c.relayed);
     let best = lanes
         .iter()
         .enumerate()
@@ -90,6 +97,7 @@ mod tests {
             reliable: true,
             ordered: true,
             node_local,
+            relayed: false,
         }
     }
 
@@ -141,5 +149,30 @@ mod tests {
             }
         );
         assert_eq!(plan(&[raw], None), None);
+    }
+
+    #[test]
+    fn a_direct_lane_takes_everything_from_a_relayed_one() {
+        let mut relayed = lane(100, false);
+        relayed.relayed = true;
+        let punched = lane(95, false);
+        assert_eq!(
+            plan(&[relayed, punched], Some(0)).unwrap(),
+            LanePlan {
+                eager: 1,
+                bulk: vec![1]
+            },
+            "not twice as fast, yet it moves: the relay is a hop, not a wobble"
+        );
+        let p = plan(&[relayed, lane(50, false), relayed], None).unwrap();
+        assert_eq!(p.bulk, vec![1]);
+        assert_eq!(
+            plan(&[relayed, relayed], Some(1)).unwrap(),
+            LanePlan {
+                eager: 1,
+                bulk: vec![0, 1]
+            },
+            "relayed lanes alone carry everything"
+        );
     }
 }

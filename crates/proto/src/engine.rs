@@ -17,7 +17,7 @@ mod credit;
 mod failover;
 mod lanes;
 use crate::matching::{Matcher, ReqId};
-use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
+use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};
 use crate::{Rank, ANY_SOURCE};
 use credit::Credit;
 pub use credit::{cost as eager_cost, grant as eager_grant};
@@ -102,6 +102,8 @@ pub enum Output {
     /// peer may be part-way through a fragment sent again: drop the rest of it rather
     /// than write into the buffer (comes before the receive's `RecvDone`).
     Abandon { peer: Rank, req: RecvId },
+    /// A hole-punch frame from `peer`: for the runtime's [`crate::punch::Puncher`].
+    Punch { peer: Rank, msg: PunchMsg },
 }
 
 /// Where the payload following a header must be placed.
@@ -446,6 +448,23 @@ impl Endpoint {
             PeerState::Connecting | PeerState::Finalized => p.backlog.push_back((repr, payload, completes)),
             PeerState::Failed(_) => {}
         }
+    }
+
+    /// Sends a hole-punch frame to `peer` on its lane of control frames; only to a peer
+    /// that is up (a punch runs over a lane that exists).
+    pub fn send_punch(&mut self, peer: Rank, msg: PunchMsg) {
+        if self
+            .peers
+            .get(peer as usize)
+            .is_some_and(|p| p.state == PeerState::Up)
+        {
+            self.emit(peer, DataRepr::Punch(msg), None, None);
+        }
+    }
+
+    /// The lane that carries eager messages and control frames to `peer` now.
+    pub fn control_lane(&self, peer: Rank) -> Option<LaneId> {
+        self.peers.get(peer as usize)?.control
     }
 
     /// The header of an eager message to `dest` that may be written at once, without a
@@ -799,6 +818,10 @@ impl Endpoint {
                 if p.state == PeerState::Up {
                     p.state = PeerState::Finalized;
                 }
+                Ok(none)
+            }
+            DataRepr::Punch(msg) => {
+                self.outputs.push_back(Output::Punch { peer, msg });
                 Ok(none)
             }
             DataRepr::Credit { returned } => {

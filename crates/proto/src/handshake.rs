@@ -80,10 +80,16 @@ impl Initiator {
         Self::start(id, target, nonce, false, path)
     }
 
-    /// Starts the handshake of an additional lane to `target`, already connected: the
+    /// Starts the handshake of an additional lane to `target`, already connected, that
+    /// reaches it by `path` (one per further NIC pair, or punched through NATs): the
     /// peer accepts it next to the first instead of taking it for a duplicate.
-    pub fn extra_lane(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, true, PathKind::Direct)
+    pub fn extra_lane(
+        id: Identity,
+        target: Rank,
+        nonce: [u8; 16],
+        path: PathKind,
+    ) -> (Initiator, [u8; FRAME_LEN]) {
+        Self::start(id, target, nonce, true, path)
     }
 
     fn start(
@@ -189,8 +195,9 @@ pub struct Acceptor {
 pub enum Contention {
     /// Nothing: the connection is welcome.
     None,
-    /// Our own connection attempt to the sender is under way: [`keep_incoming`] decides.
-    Connecting,
+    /// Our own connection attempt to the sender, by this path kind, is under way (its
+    /// HELLO is out): [`keep_incoming`] decides.
+    Connecting(PathKind),
     /// A connection with the sender exists or is completing: a second one is refused,
     /// whatever the ranks, so that both sides keep using the same one.
     Connected,
@@ -273,7 +280,7 @@ pub fn accept_hello(
     let refuse_duplicate = !r.extra_lane
         && match contention(r.src) {
             Contention::None => false,
-            Contention::Connecting => !keep_incoming(id.rank, r.src),
+            Contention::Connecting(ours) => !keep_incoming(id.rank, r.src, ours, r.path),
             Contention::Connected => true,
         };
     if refuse_duplicate {
@@ -342,11 +349,19 @@ impl Acceptor {
     }
 }
 
-/// Simultaneous connects: when both ranks connect to each other at once, the
-/// connection started by the lower rank is kept on both sides. Returns whether an
-/// incoming connection from `peer` is kept while our own attempt towards it is pending.
-pub fn keep_incoming(my_rank: Rank, peer: Rank) -> bool {
-    peer < my_rank
+/// Simultaneous connects: when both ranks connect to each other at once, one that needs
+/// no relay is kept over one that does (a relay costs a hop and a front end's CPU: a
+/// node behind NAT reaches a public one directly while the public one comes through
+/// the node's relay); between equals, the lower rank's. Both sides see both path kinds
+/// (their own, and the HELLO's), so both keep the same connection. Returns whether an
+/// incoming connection from `peer` by `theirs` is kept while our own attempt towards it
+/// by `ours` is pending.
+pub fn keep_incoming(my_rank: Rank, peer: Rank, ours: PathKind, theirs: PathKind) -> bool {
+    match (ours.relayed(), theirs.relayed()) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => peer < my_rank,
+    }
 }
 
 #[cfg(test)]
@@ -426,12 +441,16 @@ mod tests {
         // 1 -> 2 and 2 -> 1 at once: rank 2 keeps the incoming one from 1, rank 1 refuses 2's.
         let (_, hello_from_1) = Initiator::new(id(1), 2, [1; 16]);
         assert!(
-            accept_hello(&id(2), &hello_from_1, [2; 16], |_| Contention::Connecting)
-                .result
-                .is_ok()
+            accept_hello(&id(2), &hello_from_1, [2; 16], |_| Contention::Connecting(
+                PathKind::Direct
+            ))
+            .result
+            .is_ok()
         );
         let (ini2, hello_from_2) = Initiator::new(id(2), 1, [3; 16]);
-        let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| Contention::Connecting);
+        let v = accept_hello(&id(1), &hello_from_2, [4; 16], |_| {
+            Contention::Connecting(PathKind::Direct)
+        });
         assert_eq!(
             v.result.unwrap_err(),
             HandshakeError::Refused(HandshakeStatus::Simultaneous)
@@ -443,12 +462,41 @@ mod tests {
     }
 
     #[test]
+    fn simultaneous_connect_keeps_the_one_that_needs_no_relay() {
+        // Rank 1 (public) comes through rank 2's relay while 2 (behind NAT) connects to 1
+        // directly: both keep 2's direct connection, though 1 is the lower rank.
+        let (_, direct_from_2) = Initiator::new(id(2), 1, [1; 16]);
+        let v = accept_hello(&id(1), &direct_from_2, [2; 16], |_| {
+            Contention::Connecting(PathKind::NatProxy)
+        });
+        assert!(v.result.is_ok());
+        let (_, relayed_from_1) = Initiator::by_path(id(1), 2, [3; 16], PathKind::NatProxy);
+        let v = accept_hello(&id(2), &relayed_from_1, [4; 16], |_| {
+            Contention::Connecting(PathKind::Direct)
+        });
+        assert_eq!(
+            v.result.unwrap_err(),
+            HandshakeError::Refused(HandshakeStatus::Simultaneous)
+        );
+        assert!(
+            keep_incoming(2, 1, PathKind::TwoProxy, PathKind::NatProxy),
+            "relayed both: ranks"
+        );
+        assert!(!keep_incoming(1, 2, PathKind::Direct, PathKind::Direct));
+    }
+
+    #[test]
     fn an_additional_lane_is_accepted_next_to_the_first() {
-        let (ini, hello) = Initiator::extra_lane(id(1), 2, [1; 16]);
-        for contention in [Contention::Connected, Contention::Connecting, Contention::None] {
+        let (ini, hello) = Initiator::extra_lane(id(1), 2, [1; 16], PathKind::Punched);
+        for contention in [
+            Contention::Connected,
+            Contention::Connecting(PathKind::Direct),
+            Contention::None,
+        ] {
             let v = accept_hello(&id(2), &hello, [2; 16], |_| contention);
             let acc = v.result.expect("an additional lane is not a duplicate");
             assert!(acc.extra_lane());
+            assert_eq!(acc.path(), PathKind::Punched, "a punched lane says so");
             let confirm = ini.handle_ack(&v.ack).unwrap();
             assert_eq!(acc.handle_confirm(&confirm), Ok(1));
         }

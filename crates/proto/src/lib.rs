@@ -11,6 +11,7 @@ pub mod control;
 pub mod engine;
 pub mod handshake;
 pub mod matching;
+pub mod punch;
 pub mod sim;
 pub mod wire;
 

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, Status};
+use crate::punch::{PunchEvent, Puncher};
 use crate::wire::data::{DataHeader, DataRepr, HeaderBytes};
 use crate::{Caps, LaneId, Nanos, Rank, ReqId};
 
@@ -50,6 +51,13 @@ pub struct SimConfig {
     pub lane_rate: Vec<u64>,
     /// Whether the lane of each index is node-local (shared memory); missing: not.
     pub lane_node_local: Vec<bool>,
+    /// Whether the lane of each index passes through a relay; missing: not.
+    pub lane_relayed: Vec<bool>,
+    /// The lanes from this index on come up only by hole punching ([`Puncher`]), which
+    /// the lower rank of a pair starts once lane 0 is up.
+    pub punched_from: Option<usize>,
+    /// Punching rounds that fail before one succeeds.
+    pub punch_failures: u8,
     pub eager_limit: u32,
     /// Each rank's cap on bytes held for unmatched eager messages (flow control).
     pub unexpected_cap: u64,
@@ -67,6 +75,9 @@ impl Default for SimConfig {
             mtu: 1500,
             lane_rate: Vec::new(),
             lane_node_local: Vec::new(),
+            lane_relayed: Vec::new(),
+            punched_from: None,
+            punch_failures: 0,
             eager_limit: 4096,
             unexpected_cap: 1 << 40,
             seed: 1,
@@ -103,6 +114,13 @@ enum Event {
     Drained {
         rank: Rank,
     },
+    /// The simultaneous open of a punching round between `a` and `b` ended.
+    Punched {
+        a: Rank,
+        b: Rank,
+        round: u8,
+        ok: bool,
+    },
 }
 
 #[derive(Default)]
@@ -138,6 +156,11 @@ pub struct Sim {
     pairs_up: std::collections::HashSet<(Rank, Rank)>,
     /// Frames delivered, for statistics.
     pub frames: u64,
+    punchers: Vec<Puncher>,
+    /// Dials of each punching round: (low rank, high rank, round) -> dials so far, latest time.
+    punch_dials: HashMap<(Rank, Rank, u8), (u8, Nanos)>,
+    /// Why punching ended without a lane, per rank.
+    pub punch_gave_up: Vec<(Rank, String)>,
 }
 
 impl Sim {
@@ -157,6 +180,7 @@ impl Sim {
                 ..Node::default()
             })
             .collect();
+        let cfg_ranks = cfg.ranks;
         Sim {
             rng: Rng::new(cfg.seed),
             cfg,
@@ -173,6 +197,9 @@ impl Sim {
             next_req: 1,
             pairs_up: Default::default(),
             frames: 0,
+            punchers: (0..cfg_ranks).map(Puncher::new).collect(),
+            punch_dials: HashMap::new(),
+            punch_gave_up: Vec::new(),
         }
     }
 
@@ -422,6 +449,10 @@ impl Sim {
                 }
                 // A frame's payload is placed at once here: never part-way.
                 Output::Abandon { .. } => {}
+                Output::Punch { peer, msg } => {
+                    self.punchers[rank as usize].handle(peer, msg, self.now);
+                    self.drive_puncher(rank);
+                }
                 Output::Connect { peer } => {
                     if !node.connecting[peer as usize] {
                         node.connecting[peer as usize] = true;
@@ -449,6 +480,52 @@ impl Sim {
             reliable: true,
             ordered: true,
             node_local: false,
+            relayed: false,
+        }
+    }
+
+    /// Carries out what `rank`'s puncher asks: frames go through its engine, ports are
+    /// bound at once, and a round's outcome is scheduled once both ends dialled.
+    fn drive_puncher(&mut self, rank: Rank) {
+        while let Some(ev) = self.punchers[rank as usize].poll() {
+            match ev {
+                PunchEvent::Send { peer, msg } => self.endpoints[rank as usize].send_punch(peer, msg),
+                PunchEvent::Bind { peer, round, .. } => {
+                    let mine =
+                        std::net::SocketAddr::from(([192, 0, 2, rank as u8], 40_000 + u16::from(round)));
+                    self.punchers[rank as usize].address(peer, round, Ok(mine), self.now);
+                }
+                PunchEvent::Dial { peer, round, at, .. } => {
+                    let (a, b) = (rank.min(peer), rank.max(peer));
+                    let d = self.punch_dials.entry((a, b, round)).or_insert((0, 0));
+                    d.0 += 1;
+                    d.1 = d.1.max(at);
+                    if d.0 == 2 {
+                        let at = d.1 + self.base_latency(a, b, self.cfg.punched_from.unwrap_or(0));
+                        let ok = round > self.cfg.punch_failures;
+                        self.schedule(at, Event::Punched { a, b, round, ok });
+                    }
+                }
+                PunchEvent::GaveUp { why, .. } => self.punch_gave_up.push((rank, why)),
+            }
+        }
+    }
+
+    /// Lane `lane` of the pair is up at both ends.
+    fn lane_up(&mut self, a: Rank, b: Rank, lane: usize) {
+        let caps = Caps {
+            latency_ns: self.base_latency(a, b, lane),
+            node_local: self.cfg.lane_node_local.get(lane).copied().unwrap_or(false),
+            relayed: self.cfg.lane_relayed.get(lane).copied().unwrap_or(false),
+            ..self.caps()
+        };
+        for (x, y) in [(a, b), (b, a)] {
+            if !self.nodes[x as usize].dead {
+                if let Some(id) = self.endpoints[x as usize].handle_lane_up(y, caps) {
+                    self.lane_ids.insert((x, id), (y, lane));
+                }
+                self.drain(x);
+            }
         }
     }
 
@@ -463,19 +540,30 @@ impl Sim {
             Event::LaneUp { a, b, lane } => {
                 // A pair's lanes exist once, whichever side asked first.
                 if lane > 0 || self.pairs_up.insert((a.min(b), a.max(b))) {
-                    let caps = Caps {
-                        latency_ns: self.base_latency(a, b, lane),
-                        node_local: self.cfg.lane_node_local.get(lane).copied().unwrap_or(false),
-                        ..self.caps()
-                    };
-                    for (x, y) in [(a, b), (b, a)] {
-                        if !self.nodes[x as usize].dead {
-                            if let Some(id) = self.endpoints[x as usize].handle_lane_up(y, caps) {
-                                self.lane_ids.insert((x, id), (y, lane));
-                            }
-                            self.drain(x);
-                        }
+                    self.lane_up(a, b, lane);
+                    let next = lane + 1;
+                    if Some(next) == self.cfg.punched_from {
+                        let low = a.min(b);
+                        self.punchers[low as usize].start(a.max(b));
+                        self.drive_puncher(low);
+                    } else if next < self.cfg.lanes {
+                        let at = self.now + self.cfg.latency_ns.1;
+                        self.schedule(at, Event::LaneUp { a, b, lane: next });
                     }
+                }
+            }
+            Event::Punched { a, b, round, ok } => {
+                for (x, y) in [(a, b), (b, a)] {
+                    if ok {
+                        self.punchers[x as usize].succeeded(y);
+                    } else {
+                        self.punchers[x as usize].failed(y, round, "connection refused");
+                    }
+                    self.drive_puncher(x);
+                }
+                if ok {
+                    let lane = self.cfg.punched_from.expect("punching");
+                    self.lane_up(a, b, lane);
                     if lane + 1 < self.cfg.lanes {
                         let at = self.now + self.cfg.latency_ns.1;
                         self.schedule(at, Event::LaneUp { a, b, lane: lane + 1 });

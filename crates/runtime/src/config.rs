@@ -258,7 +258,12 @@ fn relays(value: &str) -> Result<Vec<Vec<std::net::SocketAddr>>, ConfigError> {
 /// Parses `PONTOON_PATHS`.
 fn paths(value: &str) -> Result<Vec<net::PathKind>, ConfigError> {
     use net::PathKind;
-    const KINDS: [PathKind; 3] = [PathKind::Direct, PathKind::NatProxy, PathKind::TwoProxy];
+    const KINDS: [PathKind; 4] = [
+        PathKind::Direct,
+        PathKind::NatProxy,
+        PathKind::TwoProxy,
+        PathKind::Punched,
+    ];
     let value = value.trim();
     if value.is_empty() || value == "all" {
         return Ok(KINDS.to_vec());
@@ -273,7 +278,7 @@ fn paths(value: &str) -> Result<Vec<net::PathKind>, ConfigError> {
                     name: "PONTOON_PATHS",
                     value: value.to_string(),
                     why: format!(
-                        "`{name}` is not a path kind; known: direct, nat-proxy, two-proxy (or `all`)"
+                        "`{name}` is not a path kind; known: direct, nat-proxy, two-proxy, punched (or `all`)"
                     ),
                 })
             }
@@ -458,12 +463,16 @@ mod tests {
         let p = |v: &str| {
             Config::from_lookup(&|k| (k == "PONTOON_PATHS").then(|| v.to_string())).map(|c| c.paths)
         };
-        assert_eq!(p("all").unwrap().len(), 3);
+        assert_eq!(p("all").unwrap().len(), 4);
         assert_eq!(
             p("two-proxy, nat-proxy").unwrap(),
             [PathKind::TwoProxy, PathKind::NatProxy]
         );
-        let e = p("punched").unwrap_err().to_string();
+        assert_eq!(
+            p("nat-proxy,punched").unwrap(),
+            [PathKind::NatProxy, PathKind::Punched]
+        );
+        let e = p("hairpin").unwrap_err().to_string();
         assert!(e.contains("PONTOON_PATHS") && e.contains("nat-proxy"), "{e}");
     }
 

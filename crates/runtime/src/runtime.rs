@@ -31,6 +31,7 @@ const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(5);
 mod connect;
 mod health;
 mod p2p;
+mod punch;
 mod sleep;
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
@@ -180,6 +181,8 @@ pub struct Runtime {
     /// Relays that forward streams to this rank, registered at start-up; held open
     /// (a registration lives as long as its connection).
     registrations: Vec<transport::relay::Registration>,
+    /// Hole punches towards peers reached through relays.
+    punching: punch::Punching,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
 }
@@ -254,7 +257,7 @@ impl Runtime {
             listeners.ports(),
         );
         let own: Vec<std::net::IpAddr> = local.iter().map(|(ip, _, _)| *ip).collect();
-        let (registrations, unregistered) = transport::relay::register_all(
+        let registered = transport::relay::register_all(
             &cfg.relays,
             &env.secret,
             env.rank,
@@ -262,13 +265,13 @@ impl Runtime {
             &own,
             cfg.attempt_timeout,
         );
-        for why in &unregistered {
+        for why in &registered.refused {
             tracing::info!("rank {}: not registered with {why}", env.rank);
         }
-        for r in &registrations {
+        for r in &registered.registrations {
             tracing::info!("rank {}: registered with the relay at {}", env.rank, r.via);
         }
-        card.relays = registrations.iter().map(|r| r.card_entry()).collect();
+        card.relays = registered.registrations.iter().map(|r| r.card_entry()).collect();
         let setup = |e: &dyn std::fmt::Display| {
             Error::Setup(format!(
                 "rank {}: wire-up through the launcher failed: {e}",
@@ -297,7 +300,8 @@ impl Runtime {
         let ep = Endpoint::new(env.rank, env.size, ecfg);
         let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
         rt.yield_when_idle = yield_when_idle;
-        rt.registrations = registrations;
+        rt.registrations = registered.registrations;
+        rt.punching = punch::Punching::new(env.rank, registered.reflections);
         if let Some(l) = shm_listener {
             rt.waiter.watch(&l);
             rt.shm_listener = Some(l);
@@ -313,7 +317,7 @@ impl Runtime {
         listeners: Option<Listeners>,
         cards: HashMap<Rank, EndpointCard>,
     ) -> Result<Runtime, Error> {
-        let size = id.size as usize;
+        let (size, rank) = (id.size as usize, id.rank);
         let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", id.rank));
         let waiter = Waiter::new().map_err(epoll_error)?;
         let ready = ReadySet::new(&waiter).map_err(epoll_error)?;
@@ -357,6 +361,7 @@ impl Runtime {
             background_armed: false,
             yield_when_idle: false,
             registrations: Vec::new(),
+            punching: punch::Punching::new(rank, Vec::new()),
         })
     }
 
@@ -390,9 +395,18 @@ impl Runtime {
         self.cards.get(&rank)
     }
 
-    /// The first lane with `peer`, once connected.
+    /// The lane that carries eager messages and control frames to `peer` (once a peer
+    /// reached through a relay has a punched lane, that one), once connected.
     pub fn path(&self, peer: Rank) -> Option<PathInfo> {
-        self.lanes(peer).first().copied()
+        let control = self.ep.control_lane(peer).and_then(|id| self.lanes.get(id));
+        control
+            .map(|l| l.info)
+            .or_else(|| self.lanes(peer).first().copied())
+    }
+
+    /// Why punching through NATs towards `peer` ended without a lane, if it did.
+    pub fn punch_note(&self, peer: Rank) -> Option<&str> {
+        self.punching.note(peer)
     }
 
     /// Every lane to `peer`, in the order they came up: the first connection (shared
@@ -424,13 +438,11 @@ impl Runtime {
         self.shm_refusals.get(&peer).map(String::as_str)
     }
 
-    /// Progresses until this rank's connection attempts are over (further lanes are set
-    /// up in the background once a peer is connected), or `limit` passes.
+    /// Progresses until this rank's connection attempts and hole punches are over, or
+    /// `limit` passes (further lanes are set up in the background meanwhile).
     pub fn settle_wireup(&mut self, limit: Duration) {
         let end = Instant::now() + limit;
-        while !(self.outgoing.is_empty() && self.incoming.is_empty() && self.shm_dials.is_empty())
-            && Instant::now() < end
-        {
+        while (self.setting_up_lanes() || self.punching.busy()) && Instant::now() < end {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }
@@ -535,6 +547,7 @@ impl Runtime {
             || !self.incoming.is_empty()
             || !self.shm_dials.is_empty()
             || !self.shm_accepts.is_empty()
+            || self.punching.dialling()
     }
 
     /// Every 1024th pass (well under a millisecond), one `epoll_wait` on the rarely busy
@@ -750,6 +763,7 @@ impl Runtime {
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::Connect { peer } => self.start_connect(peer),
+                Output::Punch { peer, msg } => self.punch_frame(peer, msg),
                 Output::Abandon { peer, req } => {
                     if let Some(r) = self.reqs.get(req) {
                         for i in 0..self.lanes.of_peer(peer).len() {

@@ -187,7 +187,9 @@ pub struct Outgoing {
     pub started: Instant,
     deadline: Instant,
     sockbuf: usize,
-    /// An additional lane, bound to this local interface.
+    /// An additional lane to a peer already connected (not its first connection).
+    extra: bool,
+    /// An additional lane bound to this local interface.
     lane_device: Option<String>,
 }
 
@@ -214,6 +216,7 @@ impl Outgoing {
             started: now,
             deadline: now + total,
             sockbuf,
+            extra: false,
             lane_device: None,
         }
     }
@@ -222,17 +225,50 @@ impl Outgoing {
     pub fn lane(peer: Rank, plan: net::paths::LanePlan, sockbuf: usize, total: Duration) -> Outgoing {
         let mut o = Outgoing::new(peer, plan.candidates, sockbuf, total);
         o.lane_device = Some(plan.device);
+        o.extra = true;
+        o
+    }
+
+    /// An additional lane to a connected peer over `sock`, which a hole punch connected
+    /// to the peer's address `to` (both ends dialled; this one speaks first).
+    pub fn punched(peer: Rank, sock: TcpStream, to: SocketAddr, total: Duration) -> Outgoing {
+        let cand = Candidate {
+            addr: to,
+            kind: PathKind::Punched,
+            next: None,
+            class: net::classify(to.ip()),
+            remote_iface: 0,
+            bridge: false,
+        };
+        let mut o = Outgoing::new(peer, vec![cand], 0, total);
+        o.next = 1;
+        o.extra = true;
+        o.racing.push(Racer {
+            cand: 0,
+            sock,
+            started: o.started,
+            connected: true,
+            relay: None,
+        });
         o
     }
 
     /// Whether this sets up the first connection to the peer (not an additional lane).
     pub fn first_lane(&self) -> bool {
-        self.lane_device.is_none()
+        !self.extra
     }
 
-    /// A HELLO of ours is out and unanswered: the peer may be completing this connection.
-    pub fn in_handshake(&self) -> bool {
-        self.handshake.is_some()
+    /// Whether this is the handshake on a punched connection.
+    pub fn punched_lane(&self) -> bool {
+        self.candidates
+            .first()
+            .is_some_and(|c| c.kind == PathKind::Punched)
+    }
+
+    /// A HELLO of ours is out and unanswered (the peer may be completing this
+    /// connection): by which path kind.
+    pub fn in_handshake(&self) -> Option<PathKind> {
+        self.handshake.as_ref().map(|h| self.candidates[h.cand].kind)
     }
 
     /// Ends every attempt still running, recording `why` for each.
@@ -375,10 +411,11 @@ impl Outgoing {
             .map(|(i, _)| i)
         {
             let mut r = self.racing.remove(pos);
-            let (ini, hello) = if !self.first_lane() {
-                Initiator::extra_lane(id.clone(), self.peer, nonce())
+            let kind = self.candidates[r.cand].kind;
+            let (ini, hello) = if self.extra {
+                Initiator::extra_lane(id.clone(), self.peer, nonce(), kind)
             } else {
-                Initiator::by_path(id.clone(), self.peer, nonce(), self.candidates[r.cand].kind)
+                Initiator::by_path(id.clone(), self.peer, nonce(), kind)
             };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
@@ -755,7 +792,7 @@ mod tests {
             ));
             thread::sleep(Duration::from_millis(1));
         }
-        assert!(!out.in_handshake() && out.racing.iter().all(|r| r.connected));
+        assert!(out.in_handshake().is_none() && out.racing.iter().all(|r| r.connected));
         assert!(how.try_recv().is_err(), "the peer heard no HELLO");
         let (done, _) = drive(&mut out, TIMING);
         assert!(

@@ -46,6 +46,26 @@ impl Registration {
     }
 }
 
+/// Where a relay saw one of this rank's connections come from, when that was a globally
+/// unique address: the rank's address outside its NAT (or its own, with no NAT), as
+/// STUN would tell it. Hole punching predicts its NAT's mapping from these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reflection {
+    pub relay: SocketAddr,
+    /// The connection's local address (its port is what a port-keeping NAT keeps).
+    pub local: SocketAddr,
+    pub seen: SocketAddr,
+}
+
+/// What registering with a job's relays came to.
+#[derive(Default)]
+pub struct Registered {
+    pub registrations: Vec<Registration>,
+    /// For every relay not registered with, why not.
+    pub refused: Vec<String>,
+    pub reflections: Vec<Reflection>,
+}
+
 /// Reads one relay frame within the socket's timeout.
 fn read_frame(sock: &mut TcpStream) -> io::Result<[u8; FRAME_LEN]> {
     let mut b = [0u8; FRAME_LEN];
@@ -98,7 +118,8 @@ fn register_at(
 }
 
 /// Registers with one relay through the first of its globally unique addresses that
-/// sees us as ourselves. `Err` says, per address, why not.
+/// sees us as ourselves. `Err` says, per address, why not. Every globally unique
+/// address a relay saw us as is noted in `reflections`.
 fn register_one(
     addrs: &[SocketAddr],
     secret: &[u8; 32],
@@ -106,6 +127,7 @@ fn register_one(
     ports: (u16, u16),
     own: &[IpAddr],
     timeout: Duration,
+    reflections: &mut Vec<Reflection>,
 ) -> Result<Registration, String> {
     let mut why = Vec::new();
     for &addr in addrs.iter().filter(|a| globally_unique(a.ip())) {
@@ -114,7 +136,17 @@ fn register_one(
             why.push(format!("{addr}: this rank has no listener of that family"));
             continue;
         }
-        match register_at(addr, secret, rank, port, timeout) {
+        let attempt = register_at(addr, secret, rank, port, timeout);
+        if let Ok((conn, Some(seen))) = &attempt {
+            if let (true, Ok(local)) = (globally_unique(seen.ip()), conn.local_addr()) {
+                reflections.push(Reflection {
+                    relay: addr,
+                    local,
+                    seen: *seen,
+                });
+            }
+        }
+        match attempt {
             Ok((conn, Some(seen))) if own.contains(&seen.ip()) => {
                 return Ok(Registration {
                     addrs: addrs.to_vec(),
@@ -138,7 +170,7 @@ fn register_one(
 
 /// Registers `rank` (or [`COORDINATOR`]) with every relay that can reach it back, all
 /// relays at once: relayed streams come to `ports` (IPv4, IPv6; 0: no listener of that
-/// family). Returns the registrations and, for every other relay, why not.
+/// family).
 pub fn register_all(
     relays: &[Vec<SocketAddr>],
     secret: &[u8; 32],
@@ -146,29 +178,38 @@ pub fn register_all(
     ports: (u16, u16),
     own: &[IpAddr],
     timeout: Duration,
-) -> (Vec<Registration>, Vec<String>) {
-    let results: Vec<Result<Registration, String>> = thread::scope(|s| {
+) -> Registered {
+    let results: Vec<_> = thread::scope(|s| {
         let tries: Vec<_> = relays
             .iter()
-            .map(|addrs| s.spawn(move || register_one(addrs, secret, rank, ports, own, timeout)))
+            .map(|addrs| {
+                s.spawn(move || {
+                    let mut seen = Vec::new();
+                    let r = register_one(addrs, secret, rank, ports, own, timeout, &mut seen);
+                    (r, seen)
+                })
+            })
             .collect();
         tries
             .into_iter()
-            .map(|t| t.join().unwrap_or_else(|_| Err("registration panicked".into())))
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| (Err("registration panicked".into()), Vec::new()))
+            })
             .collect()
     });
-    let mut done = Vec::new();
-    let mut not = Vec::new();
-    for (addrs, r) in relays.iter().zip(results) {
+    let mut out = Registered::default();
+    for (addrs, (r, seen)) in relays.iter().zip(results) {
+        out.reflections.extend(seen);
         match r {
-            Ok(reg) => done.push(reg),
+            Ok(reg) => out.registrations.push(reg),
             Err(why) => {
                 let first = addrs.first().map_or_else(String::new, |a| a.to_string());
-                not.push(format!("relay {first}: {why}"));
+                out.refused.push(format!("relay {first}: {why}"));
             }
         }
     }
-    (done, not)
+    out
 }
 
 /// The requester's side of a relay, after the TCP connect: read the CHALLENGE, send a
@@ -316,7 +357,11 @@ mod tests {
     #[test]
     fn a_relay_seen_only_through_private_addresses_is_not_registered_with() {
         let relay = relay();
-        let (regs, why) = register_all(
+        let Registered {
+            registrations: regs,
+            refused: why,
+            ..
+        } = register_all(
             &[relay.addrs().to_vec()],
             &SECRET,
             1,

@@ -58,6 +58,7 @@ pub fn shm_caps(max_eager: u32) -> Caps {
         reliable: true,
         ordered: true,
         node_local: true,
+        relayed: false,
     }
 }
 

@@ -30,6 +30,7 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
         reliable: true,
         ordered: true,
         node_local: false,
+        relayed: false,
     }
 }
 

@@ -14,11 +14,16 @@
 //!   FIN    8: send_id u64                                               no payload
 //!   BYE    0:                                                           no payload
 //!   CREDIT 8: returned u64 (running total of eager bytes given back)    no payload
+//!   PUNCH 24: step u8 (1 offer, 2 answer, 3 sync), round u8, port u16,  no payload
+//!             ip [16] (IPv4 v4-mapped; all zero with port 0: none), reserved u32
 //! ```
+//! PUNCH coordinates a hole punch over a relayed lane ([`crate::punch`]).
 //! The stream reader learns the header size from the kind byte, then the payload
 //! size from the prefix, so the payload can be read straight into its destination.
 
-use super::{get_u32, get_u64, put_u32, put_u64, WireError};
+use core::net::SocketAddr;
+
+use super::{get_addr, get_u32, get_u64, put_addr, put_u32, put_u64, WireError};
 
 pub const PREFIX_LEN: usize = 8;
 /// Largest header of any kind; a reader that has this many bytes can always decide.
@@ -36,6 +41,7 @@ pub enum Kind {
     Fin = 5,
     Bye = 6,
     Credit = 7,
+    Punch = 8,
 }
 
 impl Kind {
@@ -48,6 +54,7 @@ impl Kind {
             5 => Kind::Fin,
             6 => Kind::Bye,
             7 => Kind::Credit,
+            8 => Kind::Punch,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -60,6 +67,7 @@ impl Kind {
             Kind::Fin => 8,
             Kind::Bye => 0,
             Kind::Credit => 8,
+            Kind::Punch => 24,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -105,6 +113,15 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
         }
         if kind == Kind::Match && u64::from(payload) != get_u64(b, PREFIX_LEN + 16) {
             return Err(WireError::Field("msg_len"));
+        }
+        if kind == Kind::Punch {
+            let body = &b[PREFIX_LEN..need];
+            if !(1..=3).contains(&body[0]) {
+                return Err(WireError::Field("punch step"));
+            }
+            if body[20..24] != [0; 4] {
+                return Err(WireError::Reserved);
+            }
         }
         Ok(DataHeader { buffer, kind })
     }
@@ -164,6 +181,27 @@ pub enum DataRepr {
     Credit {
         returned: u64,
     },
+    /// A step of a hole punch between the two ranks of a relayed lane.
+    Punch(PunchMsg),
+}
+
+/// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
+/// peer answers with its own, the initiator says when to dial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PunchStep {
+    Offer = 1,
+    Answer = 2,
+    Sync = 3,
+}
+
+/// One PUNCH frame: `addr` is the sender's address as its peer will see it (none: it
+/// cannot punch); `round` tells the attempts apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PunchMsg {
+    pub step: PunchStep,
+    pub round: u8,
+    pub addr: Option<SocketAddr>,
 }
 
 impl DataRepr {
@@ -198,6 +236,18 @@ impl DataRepr {
             Kind::Credit => DataRepr::Credit {
                 returned: h.body_u64(0),
             },
+            Kind::Punch => {
+                let b = &h.buffer.as_ref()[PREFIX_LEN..];
+                DataRepr::Punch(PunchMsg {
+                    step: match b[0] {
+                        1 => PunchStep::Offer,
+                        2 => PunchStep::Answer,
+                        _ => PunchStep::Sync, // new_checked allowed 1..=3 only
+                    },
+                    round: b[1],
+                    addr: (b[2..20] != [0; 18]).then(|| get_addr(b, 4, 2)),
+                })
+            }
         }
     }
 
@@ -210,6 +260,7 @@ impl DataRepr {
             DataRepr::Fin { .. } => Kind::Fin,
             DataRepr::Bye => Kind::Bye,
             DataRepr::Credit { .. } => Kind::Credit,
+            DataRepr::Punch(_) => Kind::Punch,
         }
     }
 
@@ -266,6 +317,14 @@ impl DataRepr {
             DataRepr::Fin { send_id } => put_u64(body, 0, *send_id),
             DataRepr::Bye => {}
             DataRepr::Credit { returned } => put_u64(body, 0, *returned),
+            DataRepr::Punch(m) => {
+                body[..24].fill(0);
+                body[0] = m.step as u8;
+                body[1] = m.round;
+                if let Some(addr) = m.addr {
+                    put_addr(body, 4, 2, addr);
+                }
+            }
         }
         n
     }
@@ -336,6 +395,23 @@ mod tests {
             any::<u64>().prop_map(|send_id| DataRepr::Fin { send_id }),
             Just(DataRepr::Bye),
             any::<u64>().prop_map(|returned| DataRepr::Credit { returned }),
+            (
+                prop_oneof![
+                    Just(PunchStep::Offer),
+                    Just(PunchStep::Answer),
+                    Just(PunchStep::Sync)
+                ],
+                any::<u8>(),
+                proptest::option::of((any::<[u8; 16]>(), 1..=u16::MAX)),
+            )
+                .prop_map(|(step, round, addr)| {
+                    let addr = addr.map(|(ip, port)| {
+                        let ip = std::net::Ipv6Addr::from(ip);
+                        let ip = ip.to_ipv4_mapped().map_or(std::net::IpAddr::V6(ip), Into::into);
+                        SocketAddr::new(ip, port)
+                    });
+                    DataRepr::Punch(PunchMsg { step, round, addr })
+                }),
         ]
     }
 

@@ -6,7 +6,9 @@ pub mod data;
 pub mod handshake;
 pub mod relay;
 
-pub use data::{DataHeader, DataRepr, Kind};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+pub use data::{DataHeader, DataRepr, Kind, PunchMsg, PunchStep};
+
 pub use handshake::{HandshakeFrame, HandshakeKind, HandshakeRepr, HandshakeStatus};
 
 /// Why bytes from the network were refused.
@@ -45,4 +47,21 @@ pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
 }
 pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The address at `at` (16 bytes) with its port at `port_at`.
+pub(crate) fn get_addr(b: &[u8], at: usize, port_at: usize) -> SocketAddr {
+    let ip: [u8; 16] = b[at..at + 16].try_into().expect("16 bytes");
+    let ip = Ipv6Addr::from(ip);
+    let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+    SocketAddr::new(ip, get_u16(b, port_at))
+}
+
+pub(crate) fn put_addr(b: &mut [u8], at: usize, port_at: usize, addr: SocketAddr) {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    b[at..at + 16].copy_from_slice(&ip.octets());
+    put_u16(b, port_at, addr.port());
 }

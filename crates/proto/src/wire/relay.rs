@@ -43,9 +43,9 @@
 //! clear (the relay must learn it from someone); the key proves membership only to
 //! relays.
 
-use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+use core::net::SocketAddr;
 
-use super::{get_u16, get_u32, put_u16, put_u32, WireError};
+use super::{get_addr, get_u16, get_u32, put_addr, put_u16, put_u32, WireError};
 
 pub const MAGIC: [u8; 4] = *b"PNRL";
 /// 2: VERDICT carries the address the relay saw.
@@ -209,23 +209,6 @@ pub enum RelayRepr {
         /// At most [`REASON_LEN`] bytes; a reason cut inside a character loses that character.
         reason: String,
     },
-}
-
-/// The address at `at` (16 bytes) with its port at `port_at`.
-fn get_addr(b: &[u8], at: usize, port_at: usize) -> SocketAddr {
-    let ip: [u8; 16] = b[at..at + 16].try_into().expect("16 bytes");
-    let ip = Ipv6Addr::from(ip);
-    let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
-    SocketAddr::new(ip, get_u16(b, port_at))
-}
-
-fn put_addr(b: &mut [u8], at: usize, port_at: usize, addr: SocketAddr) {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-        IpAddr::V6(v6) => v6,
-    };
-    b[at..at + 16].copy_from_slice(&ip.octets());
-    put_u16(b, port_at, addr.port());
 }
 
 /// A VERDICT's seen address: all zero with a zero port is none.

@@ -27,17 +27,21 @@ fn contention<'a>(
     outgoing: &[Outgoing],
     dials: &[ShmDial],
 ) -> impl Fn(Rank) -> Contention + 'a {
-    let handshaking: Vec<Rank> = outgoing
+    let handshaking: Vec<(Rank, PathKind)> = outgoing
         .iter()
-        .filter(|o| o.in_handshake())
-        .map(|o| o.peer)
-        .chain(dials.iter().filter(|d| d.in_handshake()).map(|d| d.peer))
+        .filter_map(|o| Some((o.peer, o.in_handshake()?)))
+        .chain(
+            dials
+                .iter()
+                .filter(|d| d.in_handshake())
+                .map(|d| (d.peer, PathKind::Direct)),
+        )
         .collect();
     move |r: Rank| {
         if lanes.connected(r) {
             Contention::Connected
-        } else if handshaking.contains(&r) {
-            Contention::Connecting
+        } else if let Some(&(_, kind)) = handshaking.iter().find(|(p, _)| *p == r) {
+            Contention::Connecting(kind)
         } else {
             Contention::None
         }
@@ -165,7 +169,11 @@ impl Runtime {
         // An accepted socket was watched for its handshake; as a link it is read by
         // polling or through the ready set.
         self.waiter.unwatch(&sock);
-        let link = match tcp_link(sock, tcp_caps(self.cfg.eager_limit)) {
+        let caps = proto::Caps {
+            relayed: via.kind.relayed(),
+            ..tcp_caps(self.cfg.eager_limit)
+        };
+        let link = match tcp_link(sock, caps) {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
@@ -179,6 +187,11 @@ impl Runtime {
         };
         if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, via) {
             return;
+        }
+        if via.kind == PathKind::Punched {
+            self.punch_handshake_done(peer, Ok(()));
+        } else if initiated && !extra_lane && via.kind.relayed() {
+            self.start_punch(peer);
         }
         // The lower rank of a pair opens the further lanes, so that there is one set; a
         // pair that needs a relay has no direct interface pairs to add.
@@ -268,6 +281,7 @@ impl Runtime {
     /// Accepts connections and drives handshakes. Returns whether anything happened.
     pub(super) fn wireup(&mut self) -> bool {
         let mut any = false;
+        self.drive_punch_dials();
         if let Some(l) = &self.listeners {
             for s in l.accept() {
                 self.waiter.watch(&s);
@@ -312,6 +326,9 @@ impl Runtime {
                     extra_lane,
                     via,
                 } => self.established(peer, sock, true, extra_lane, via),
+                Progress::Failed(report) if o.punched_lane() => {
+                    self.punch_handshake_done(o.peer, Err(report))
+                }
                 // A further lane that cannot be made leaves the peer on the lanes it has.
                 Progress::Failed(report) if !o.first_lane() => {
                     tracing::debug!(peer = o.peer, "no additional lane: {report}");

@@ -13,8 +13,15 @@ use super::Runtime;
 impl Runtime {
     /// Sleeps until a lane or socket is ready, or `max` passed.
     pub(super) fn sleep(&mut self, max: Duration) {
+        // A punching dial must leave at its moment, not after a wake-up.
+        if self
+            .punching
+            .dial_due_before(std::time::Instant::now() + max.min(Duration::from_millis(2)))
+        {
+            return;
+        }
         // Outgoing connects are short-lived: wake up often while they run.
-        let max = if self.outgoing.is_empty() && self.shm_dials.is_empty() {
+        let max = if self.outgoing.is_empty() && self.shm_dials.is_empty() && !self.punching.dialling() {
             max
         } else {
             Duration::from_millis(1)
