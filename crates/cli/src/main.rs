@@ -59,6 +59,9 @@ enum Cmd {
         #[arg(long)]
         exit_with_stdin: bool,
     },
+    /// MPI micro-benchmarks of pontoon beside MPICH and Open MPI (where installed), on this
+    /// host: runs alternate between the systems; medians, min-max, a ratio to the anchor
+    Bench(bench::Options),
 }
 
 #[derive(Args)]
@@ -378,7 +381,31 @@ fn main() -> ExitCode {
             status_every,
             exit_with_stdin,
         } => relay_main(listen, status_every, exit_with_stdin),
+        Cmd::Bench(o) => bench_main(&o),
     }
+}
+
+fn bench_main(o: &bench::Options) -> ExitCode {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let report = bench::run(o, |what| {
+        if tty {
+            eprint!("\r\x1b[2Kpontoon bench: {what}");
+        }
+    });
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    match report {
+        Ok(r) if o.json => println!("{}", r.json()),
+        Ok(r) if o.csv => print!("{}", r.csv()),
+        Ok(r) => print!("{}", r.table()),
+        Err(e) => {
+            eprintln!("pontoon bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn relay_main(

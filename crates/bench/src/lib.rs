@@ -1,0 +1,233 @@
+//! `pontoon bench TEST`: MPI micro-benchmarks (the OSU methods, MPBench's set) of pontoon
+//! beside MPICH and Open MPI, runs alternating between the systems, medians with min–max,
+//! a ratio column against the anchor named; as a table, JSON or CSV.
+#![forbid(unsafe_code)]
+
+pub mod programs;
+pub mod report;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use programs::{Program, System};
+use report::{Report, Row, SystemReport};
+use stats::Summary;
+
+/// What can be measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    /// One-way latency of a ping-pong between 2 ranks (osu_latency), µs
+    Latency,
+    /// Streaming bandwidth, a window of non-blocking sends (osu_bw), S senders to R
+    /// receivers (`--pattern S:R`: 1:1, N:1, N:N), aggregate MB/s
+    Bw,
+    /// Bidirectional bandwidth between 2 ranks (osu_bibw), MB/s
+    Bibw,
+    /// MPI_Allreduce of doubles, average latency over the ranks (osu_allreduce), µs
+    Allreduce,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    #[arg(value_enum)]
+    pub test: Test,
+    /// Runs per system; the systems take turns run by run
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Systems to run (default: every one installed here)
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub systems: Vec<System>,
+    /// The system the ratio column divides by (default: MPICH if it runs, else Open MPI)
+    #[arg(long, value_enum)]
+    pub anchor: Option<System>,
+    /// Largest message, bytes (sizes double from 0, or from 1 KiB for bw)
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max: u64,
+    /// Timed iterations per size (fewer above 8 KiB, as OSU does; default: the program's)
+    #[arg(long)]
+    pub iters: Option<u32>,
+    /// Ranks of an allreduce
+    #[arg(short = 'n', long = "np", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
+    pub ranks: u32,
+    /// Senders:receivers of bw
+    #[arg(long, default_value = "1:1", value_parser = parse_pattern)]
+    pub pattern: (u32, u32),
+    /// Print JSON (every run of every figure)
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: test,system,bytes,run,value
+    #[arg(long)]
+    pub csv: bool,
+    /// Give up on a run after SECONDS
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+fn parse_pattern(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s.split_once(':').ok_or("a pattern is S:R, e.g. 1:1, 4:1, 4:4")?;
+    let n = |x: &str| x.trim().parse::<u32>().ok().filter(|&v| v >= 1);
+    match (n(a), n(b)) {
+        (Some(s), Some(r)) => Ok((s, r)),
+        _ => Err(format!("`{s}`: senders and receivers are numbers of at least 1")),
+    }
+}
+
+/// How one test runs: its program, arguments, ranks and what its numbers mean.
+struct Plan {
+    program: Program,
+    args: Vec<String>,
+    ranks: u32,
+    /// Which number of a row is the figure (after the size).
+    column: usize,
+    unit: &'static str,
+    lower_is_better: bool,
+    what: String,
+}
+
+fn plan(o: &Options) -> Plan {
+    let iters = |default: u32| o.iters.unwrap_or(default).to_string();
+    let max = o.max.to_string();
+    match o.test {
+        Test::Latency => Plan {
+            program: programs::PINGPONG,
+            args: vec![max, iters(10_000)],
+            ranks: 2,
+            column: 0,
+            unit: "µs",
+            lower_is_better: true,
+            what: "one-way latency, 2 ranks (osu_latency)".into(),
+        },
+        Test::Bw => {
+            let (s, r) = o.pattern;
+            // Each sender moves at least 8 MiB per size, more for the larger messages.
+            let volume = (8u64 << 20).max(o.max * 16).to_string();
+            Plan {
+                program: programs::STREAMS,
+                args: vec![
+                    s.to_string(),
+                    r.to_string(),
+                    "1024".into(),
+                    max,
+                    volume,
+                    "2".into(),
+                ],
+                ranks: s + r,
+                column: 0,
+                unit: "MB/s",
+                lower_is_better: false,
+                what: format!("aggregate bandwidth, {s}:{r} (osu_bw's window)"),
+            }
+        }
+        Test::Bibw => Plan {
+            program: programs::BIBW,
+            args: vec![max, iters(100)],
+            ranks: 2,
+            column: 0,
+            unit: "MB/s",
+            lower_is_better: false,
+            what: "bidirectional bandwidth, 2 ranks (osu_bibw)".into(),
+        },
+        Test::Allreduce => Plan {
+            program: programs::ALLREDUCE,
+            args: vec![o.max.max(8).to_string(), iters(1000)],
+            ranks: o.ranks,
+            column: 0,
+            unit: "µs",
+            lower_is_better: true,
+            what: format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks),
+        },
+    }
+}
+
+/// Runs the test and prints its report. `progress` hears what is running.
+pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+    let plan = plan(o);
+    let timeout = Duration::from_secs(o.timeout);
+    let wanted: Vec<System> = if o.systems.is_empty() {
+        System::ALL.to_vec()
+    } else {
+        o.systems.clone()
+    };
+    let mut systems: Vec<SystemReport> = Vec::new();
+    let mut exes = BTreeMap::new();
+    for s in wanted {
+        let built = s.available().and_then(|()| programs::build(plan.program, s));
+        match built {
+            Ok(exe) => {
+                exes.insert(s, exe);
+            }
+            Err(why) if !o.systems.is_empty() => return Err(format!("{}: {why}", s.name())),
+            Err(_) => continue, // not installed: left out without a word
+        }
+        systems.push(SystemReport {
+            name: s,
+            library: None,
+            failed: None,
+        });
+    }
+    // Figures per system and size, run by run.
+    let mut figures: BTreeMap<(System, u64), Vec<f64>> = BTreeMap::new();
+    for run in 1..=o.runs {
+        for sr in systems.iter_mut().filter(|s| s.failed.is_none()) {
+            progress(&format!("run {run}/{}: {}", o.runs, sr.name.name()));
+            match programs::run(sr.name, &exes[&sr.name], &plan.args, plan.ranks, timeout) {
+                Ok(out) if out.rows.is_empty() => sr.failed = Some("the program printed no figures".into()),
+                Ok(out) => {
+                    sr.library = sr.library.take().or(out.library);
+                    for (size, values) in out.rows {
+                        if let Some(&v) = values.get(plan.column) {
+                            figures.entry((sr.name, size)).or_default().push(v);
+                        }
+                    }
+                }
+                Err(why) => sr.failed = Some(why),
+            }
+        }
+    }
+    if let Some(p) = systems.iter().find(|s| s.name == System::Pontoon) {
+        if let Some(why) = &p.failed {
+            return Err(format!("pontoon: {why}"));
+        }
+    }
+    let ran: Vec<System> = systems
+        .iter()
+        .filter(|s| s.failed.is_none())
+        .map(|s| s.name)
+        .collect();
+    let anchor = o
+        .anchor
+        .or_else(|| {
+            [System::Mpich, System::Openmpi]
+                .into_iter()
+                .find(|s| ran.contains(s))
+        })
+        .filter(|a| ran.contains(a) && *a != System::Pontoon);
+    let sizes: std::collections::BTreeSet<u64> = figures.keys().map(|k| k.1).collect();
+    let rows = sizes
+        .into_iter()
+        .map(|bytes| {
+            let results: BTreeMap<System, Summary> = ran
+                .iter()
+                .filter_map(|&s| Some((s, Summary::of(figures.get(&(s, bytes))?)?)))
+                .collect();
+            let ratio = anchor.and_then(|a| stats::ratio(results.get(&System::Pontoon)?, results.get(&a)?));
+            Row {
+                bytes,
+                results,
+                ratio,
+            }
+        })
+        .collect();
+    Ok(Report {
+        test: format!("{:?}", o.test).to_lowercase(),
+        what: plan.what,
+        unit: plan.unit,
+        better: if plan.lower_is_better { "lower" } else { "higher" },
+        ranks: plan.ranks,
+        runs: o.runs,
+        systems,
+        anchor,
+        rows,
+    })
+}

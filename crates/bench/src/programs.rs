@@ -1,0 +1,294 @@
+//! The benchmark programs — plain standard-MPI C (`bench/c`), compiled into this binary
+//! so that an installed `pontoon` can run them — and the MPI implementations that run
+//! them: pontoon always, MPICH and Open MPI where their compiler wrappers and launchers
+//! are installed (`scripts/install-deps.sh --anchors`), each at its default settings.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// One C program of `bench/c`.
+#[derive(Debug, Clone, Copy)]
+pub struct Program {
+    pub name: &'static str,
+    source: &'static str,
+}
+
+pub const PINGPONG: Program = Program {
+    name: "pingpong",
+    source: include_str!("../../../bench/c/pingpong.c"),
+};
+pub const STREAMS: Program = Program {
+    name: "streams",
+    source: include_str!("../../../bench/c/streams.c"),
+};
+pub const BIBW: Program = Program {
+    name: "bibw",
+    source: include_str!("../../../bench/c/bibw.c"),
+};
+pub const ALLREDUCE: Program = Program {
+    name: "allreduce",
+    source: include_str!("../../../bench/c/allreduce.c"),
+};
+
+/// A command line that starts ranks (the program follows), and the environment it needs.
+struct Launcher {
+    argv: Vec<OsString>,
+    env: Vec<(&'static str, &'static str)>,
+}
+
+/// An MPI implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum System {
+    Pontoon,
+    Mpich,
+    Openmpi,
+}
+
+impl System {
+    pub const ALL: [System; 3] = [System::Pontoon, System::Mpich, System::Openmpi];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Pontoon => "pontoon",
+            System::Mpich => "mpich",
+            System::Openmpi => "openmpi",
+        }
+    }
+
+    /// The compiler wrapper, or why there is none.
+    fn compiler(self) -> Result<PathBuf, String> {
+        match self {
+            // Next to this `pontoon` (a build tree or an install prefix).
+            System::Pontoon => {
+                let exe = std::env::current_exe().map_err(|e| format!("where is pontoon: {e}"))?;
+                let cc = exe.with_file_name("pontoon-cc");
+                cc.is_file()
+                    .then_some(cc)
+                    .ok_or_else(|| format!("no pontoon-cc next to {}", exe.display()))
+            }
+            System::Mpich => in_path("mpicc.mpich"),
+            System::Openmpi => in_path("mpicc.openmpi"),
+        }
+    }
+
+    /// How `ranks` ranks of a program start.
+    fn launcher(self, ranks: u32, timeout: Duration) -> Result<Launcher, String> {
+        let n = ranks.to_string();
+        let argv = |v: Vec<OsString>| Launcher { argv: v, env: vec![] };
+        Ok(match self {
+            System::Pontoon => {
+                let exe = std::env::current_exe().map_err(|e| format!("where is pontoon: {e}"))?;
+                let secs = timeout.as_secs().max(1).to_string();
+                argv(vec![
+                    exe.into(),
+                    "run".into(),
+                    "--timeout".into(),
+                    secs.into(),
+                    "-n".into(),
+                    n.into(),
+                ])
+            }
+            System::Mpich => argv(vec![in_path("mpiexec.mpich")?.into(), "-n".into(), n.into()]),
+            // More ranks than CPUs is what a benchmark on a small host asks for; as root
+            // Open MPI wants to be told twice.
+            System::Openmpi => Launcher {
+                argv: vec![
+                    in_path("mpirun.openmpi")?.into(),
+                    "--oversubscribe".into(),
+                    "-n".into(),
+                    n.into(),
+                ],
+                env: vec![
+                    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                ],
+            },
+        })
+    }
+
+    /// Whether this system can run here, or why not.
+    pub fn available(self) -> Result<(), String> {
+        self.compiler()?;
+        self.launcher(2, Duration::from_secs(1)).map(|_| ())
+    }
+}
+
+fn in_path(name: &str) -> Result<PathBuf, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("{name} is not installed (scripts/install-deps.sh --anchors)"))
+}
+
+/// Where compiled programs are kept: `PONTOON_BENCH_CACHE`, else the user's cache.
+fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("PONTOON_BENCH_CACHE") {
+        return d.into();
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("pontoon").join("bench")
+}
+
+/// `program` built for `system` (once: kept under a name from the source and compiler).
+pub fn build(program: Program, system: System) -> Result<PathBuf, String> {
+    let cc = system.compiler()?;
+    let mut key = blake3::Hasher::new();
+    key.update(program.source.as_bytes());
+    key.update(cc.as_os_str().as_encoded_bytes());
+    let key = &key.finalize().to_hex()[..16];
+    let dir = cache_dir();
+    let exe = dir.join(format!("{}-{}-{key}", program.name, system.name()));
+    if exe.is_file() {
+        return Ok(exe);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let src = dir.join(format!("{}-{key}.c", program.name));
+    std::fs::write(&src, program.source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+    // Built under a name of its own, then renamed: a concurrent run never sees half a file.
+    let tmp = dir.join(format!("{}.{}.tmp", exe.display(), std::process::id()));
+    let out = Command::new(&cc)
+        .args(["-O2", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cc.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed on {}: {}",
+            cc.display(),
+            program.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    std::fs::rename(&tmp, &exe).map_err(|e| format!("cannot rename {}: {e}", tmp.display()))?;
+    Ok(exe)
+}
+
+/// What one run printed: the library's name and rows of numbers (`SIZE VALUE…`).
+#[derive(Debug, Default)]
+pub struct Output {
+    pub library: Option<String>,
+    pub rows: Vec<(u64, Vec<f64>)>,
+}
+
+/// Parses a `bench/c` program's output: `# library: …`, other `#` comments, then rows.
+pub fn parse(text: &str) -> Output {
+    let mut out = Output::default();
+    for line in text.lines().map(str::trim) {
+        if let Some(lib) = line.strip_prefix("# library:") {
+            out.library = Some(lib.split_whitespace().collect::<Vec<_>>().join(" "));
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let Some(Ok(size)) = words.next().map(str::parse::<u64>) else {
+            continue;
+        };
+        let values: Result<Vec<f64>, _> = words.map(str::parse::<f64>).collect();
+        if let Ok(values) = values {
+            out.rows.push((size, values));
+        }
+    }
+    out
+}
+
+/// Runs `exe` (built for `system`) with `args` on `ranks` ranks of this host; its output,
+/// or why it failed (within `timeout`).
+pub fn run(
+    system: System,
+    exe: &Path,
+    args: &[String],
+    ranks: u32,
+    timeout: Duration,
+) -> Result<Output, String> {
+    let Launcher { argv, env } = system.launcher(ranks, timeout)?;
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg(exe)
+        .args(args)
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", Path::new(&argv[0]).display()))?;
+    // Read both pipes on threads: a chatty job must not block on a full pipe.
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = reader(Box::new(child.stdout.take().expect("piped")));
+    let stderr = reader(Box::new(child.stderr.take().expect("piped")));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{} did not finish within {} s",
+                    system.name(),
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let (stdout, stderr) = (
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
+    );
+    if !status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "{} exited with {status}: {}",
+            system.name(),
+            tail.join(" / ")
+        ));
+    }
+    Ok(parse(&stdout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_rows_and_the_library() {
+        let o = parse(
+            "# library: pontoon 0.1\n# bytes latency_us bandwidth_MB_s\n0 1.50 0.00\n8 1.75 4.57\nnoise\n",
+        );
+        assert_eq!(o.library.as_deref(), Some("pontoon 0.1"));
+        assert_eq!(o.rows, vec![(0, vec![1.5, 0.0]), (8, vec![1.75, 4.57])]);
+        assert!(parse("").rows.is_empty());
+        assert!(
+            parse("12 x\n").rows.is_empty(),
+            "a row that is not numbers is no row"
+        );
+    }
+
+    #[test]
+    fn the_programs_are_the_benchmarks_of_bench_c() {
+        for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE] {
+            assert!(p.source.contains("MPI_Init"), "{}", p.name);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `pontoon bench`: short runs of every test on local ranks, each output well formed. The
+//! figures are not judged (a test cannot time a shared machine); MPICH and Open MPI join
+//! where installed (`scripts/install-deps.sh --anchors`).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+mod common;
+use common::{pontoon, text};
+
+/// `pontoon bench ARGS` with its own cache of compiled programs.
+fn bench(args: &[&str]) -> Output {
+    let cache = std::env::temp_dir().join(format!("pontoon-bench-test-{}", std::process::id()));
+    Command::new(pontoon())
+        .arg("bench")
+        .args(args)
+        .env("PONTOON_BENCH_CACHE", &cache)
+        .output()
+        .expect("pontoon runs")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = bench(args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_str(&text(&out.stdout)).expect("JSON")
+}
+
+fn installed(system: &str) -> bool {
+    let tools: &[&str] = match system {
+        "mpich" => &["mpicc.mpich", "mpiexec.mpich"],
+        _ => &["mpicc.openmpi", "mpirun.openmpi"],
+    };
+    tools.iter().all(|t| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn latency_on_pontoon_gives_every_size_and_every_run() {
+    let v = json(&[
+        "latency",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "2",
+        "--max",
+        "64",
+        "--iters",
+        "200",
+        "--json",
+    ]);
+    assert_eq!(v["test"], "latency");
+    assert_eq!(v["unit"], "µs");
+    assert!(
+        v["systems"][0]["library"]
+            .as_str()
+            .unwrap()
+            .starts_with("pontoon"),
+        "{v:#}"
+    );
+    let sizes: Vec<u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [0, 1, 2, 4, 8, 16, 32, 64]);
+    for r in v["rows"].as_array().unwrap() {
+        let p = &r["results"]["pontoon"];
+        assert_eq!(p["runs"].as_array().unwrap().len(), 2, "{r:#}");
+        let (lo, med, hi) = (
+            p["min"].as_f64().unwrap(),
+            p["median"].as_f64().unwrap(),
+            p["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < lo && lo <= med && med <= hi, "{r:#}");
+    }
+    assert_eq!(v["anchor"], Value::Null, "no anchor among the systems run");
+}
+
+#[test]
+fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
+    let out = bench(&[
+        "bw",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "1",
+        "--max",
+        "16384",
+        "--pattern",
+        "2:1",
+        "--csv",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "test,system,bytes,run,value");
+    assert_eq!(lines.len(), 1 + 5, "1, 2, 4, 8 and 16 KiB: {csv}");
+    assert!(lines[1..]
+        .iter()
+        .all(|l| l.starts_with("bw,pontoon,") && l.ends_with(|c: char| c.is_ascii_digit())));
+    let v = json(&[
+        "bibw",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "1",
+        "--max",
+        "4096",
+        "--iters",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(
+        (v["unit"].as_str(), v["better"].as_str()),
+        (Some("MB/s"), Some("higher"))
+    );
+    assert!(!v["rows"].as_array().unwrap().is_empty());
+    let v = json(&[
+        "allreduce",
+        "-n",
+        "3",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "1",
+        "--max",
+        "64",
+        "--iters",
+        "50",
+        "--json",
+    ]);
+    assert_eq!(v["ranks"], 3);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 4, "8 to 64 bytes: {v:#}");
+    let out = bench(&[
+        "latency",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "1",
+        "--max",
+        "8",
+        "--iters",
+        "50",
+    ]);
+    let table = text(&out.stdout);
+    assert!(table.starts_with("pontoon bench latency:"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with("bytes") && l.ends_with("pontoon")),
+        "{table}"
+    );
+}
+
+#[test]
+fn anchors_run_beside_pontoon_with_a_ratio_column() {
+    for anchor in ["mpich", "openmpi"] {
+        if !installed(anchor) {
+            eprintln!("{anchor} is not installed: skipped (scripts/install-deps.sh --anchors)");
+            continue;
+        }
+        let systems = format!("pontoon,{anchor}");
+        let v = json(&[
+            "latency",
+            "--systems",
+            &systems,
+            "--anchor",
+            anchor,
+            "--runs",
+            "1",
+            "--max",
+            "8",
+            "--iters",
+            "100",
+            "--json",
+        ]);
+        assert_eq!(v["anchor"], anchor);
+        for r in v["rows"].as_array().unwrap() {
+            let ratio = r["ratio"].as_f64().unwrap_or_else(|| panic!("{r:#}"));
+            let p = r["results"]["pontoon"]["median"].as_f64().unwrap();
+            let a = r["results"][anchor]["median"].as_f64().unwrap();
+            assert!((ratio - p / a).abs() < 1e-9, "{r:#}");
+        }
+    }
+}
+
+#[test]
+fn a_system_asked_for_but_missing_is_an_error_that_says_why() {
+    let out = Command::new(pontoon())
+        .args(["bench", "latency", "--systems", "mpich", "--runs", "1"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("mpich: mpicc.mpich is not installed (scripts/install-deps.sh --anchors)"),
+        "{err}"
+    );
+}
