@@ -4,7 +4,9 @@
  * of up to 64 non-blocking sends (osu_bw's method; fewer when the volume is smaller than
  * 64 messages) until it moved the volume, the receivers match them and acknowledge each
  * window; the time is the slowest sender's. Prints one line per size:
- *     SIZE_BYTES AGGREGATE_MB_S
+ *     SIZE_BYTES AGGREGATE_MB_S CPU_S_PER_GB
+ * the last: the user + system CPU seconds of every rank during the size's transfers
+ * (getrusage), summed, per GB moved: what communication costs the hosts.
  * The first lines name the MPI library and the pattern.
  * Usage: streams S R [MIN_BYTES [MAX_BYTES [BYTES_PER_SENDER [FACTOR]]]]
  *   (defaults 1024, 1048576, 8388608, 2: each sender moves about that many bytes per size;
@@ -14,8 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define WINDOW 64
+
+/* User + system CPU seconds of this process so far. */
+static double cpu_seconds(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -49,7 +59,7 @@ int main(int argc, char **argv) {
     MPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n")] = 0;
     if (rank == 0)
-        printf("# library: %s\n# pattern %d:%d\n# bytes aggregate_MB_s\n", lib, senders, receivers);
+        printf("# library: %s\n# pattern %d:%d\n# bytes aggregate_MB_s cpu_s_per_GB\n", lib, senders, receivers);
     for (long n = min; n <= max; n *= factor) {
         long window = volume / n;
         if (window > WINDOW) window = WINDOW;
@@ -58,6 +68,7 @@ int main(int argc, char **argv) {
         if (iters < 1) iters = 1;
         char ack = 0;
         MPI_Barrier(MPI_COMM_WORLD);
+        double cpu0 = cpu_seconds();
         double t0 = MPI_Wtime();
         for (long it = 0; it < iters; it++) {
             if (sender) {
@@ -79,10 +90,12 @@ int main(int argc, char **argv) {
             }
         }
         double mine = sender ? MPI_Wtime() - t0 : 0, slowest = 0;
+        double cpu = cpu_seconds() - cpu0, cpu_all = 0;
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             double bytes = (double)n * (double)window * (double)iters * senders;
-            printf("%ld %.2f\n", n, bytes / slowest / 1e6);
+            printf("%ld %.2f %.3f\n", n, bytes / slowest / 1e6, cpu_all / (bytes / 1e9));
             fflush(stdout);
         }
     }

@@ -80,6 +80,8 @@ struct Plan {
     ranks: u32,
     /// Which number of a row is the figure (after the size).
     column: usize,
+    /// Which is the CPU seconds per GB moved, if the program measures it.
+    cpu_column: Option<usize>,
     unit: &'static str,
     lower_is_better: bool,
     what: String,
@@ -94,6 +96,7 @@ fn plan(o: &Options) -> Plan {
             args: vec![max, iters(10_000)],
             ranks: 2,
             column: 0,
+            cpu_column: None,
             unit: "µs",
             lower_is_better: true,
             what: "one-way latency, 2 ranks (osu_latency)".into(),
@@ -114,6 +117,7 @@ fn plan(o: &Options) -> Plan {
                 ],
                 ranks: s + r,
                 column: 0,
+                cpu_column: Some(1),
                 unit: "MB/s",
                 lower_is_better: false,
                 what: format!("aggregate bandwidth, {s}:{r} (osu_bw's window)"),
@@ -124,6 +128,7 @@ fn plan(o: &Options) -> Plan {
             args: vec![max, iters(100)],
             ranks: 2,
             column: 0,
+            cpu_column: None,
             unit: "MB/s",
             lower_is_better: false,
             what: "bidirectional bandwidth, 2 ranks (osu_bibw)".into(),
@@ -133,6 +138,7 @@ fn plan(o: &Options) -> Plan {
             args: vec![o.max.max(8).to_string(), iters(1000)],
             ranks: o.ranks,
             column: 0,
+            cpu_column: None,
             unit: "µs",
             lower_is_better: true,
             what: format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks),
@@ -168,6 +174,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
     }
     // Figures per system and size, run by run.
     let mut figures: BTreeMap<(System, u64), Vec<f64>> = BTreeMap::new();
+    let mut cpu: BTreeMap<(System, u64), Vec<f64>> = BTreeMap::new();
     for run in 1..=o.runs {
         for sr in systems.iter_mut().filter(|s| s.failed.is_none()) {
             progress(&format!("run {run}/{}: {}", o.runs, sr.name.name()));
@@ -178,6 +185,9 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
                     for (size, values) in out.rows {
                         if let Some(&v) = values.get(plan.column) {
                             figures.entry((sr.name, size)).or_default().push(v);
+                        }
+                        if let Some(&v) = plan.cpu_column.and_then(|c| values.get(c)) {
+                            cpu.entry((sr.name, size)).or_default().push(v);
                         }
                     }
                 }
@@ -207,15 +217,21 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
     let rows = sizes
         .into_iter()
         .map(|bytes| {
-            let results: BTreeMap<System, Summary> = ran
-                .iter()
-                .filter_map(|&s| Some((s, Summary::of(figures.get(&(s, bytes))?)?)))
-                .collect();
-            let ratio = anchor.and_then(|a| stats::ratio(results.get(&System::Pontoon)?, results.get(&a)?));
+            let summaries = |of: &BTreeMap<(System, u64), Vec<f64>>| -> BTreeMap<System, Summary> {
+                ran.iter()
+                    .filter_map(|&s| Some((s, Summary::of(of.get(&(s, bytes))?)?)))
+                    .collect()
+            };
+            let ratio_of = |m: &BTreeMap<System, Summary>| {
+                anchor.and_then(|a| stats::ratio(m.get(&System::Pontoon)?, m.get(&a)?))
+            };
+            let (results, cpu_s_per_gb) = (summaries(&figures), summaries(&cpu));
             Row {
                 bytes,
+                ratio: ratio_of(&results),
+                cpu_ratio: ratio_of(&cpu_s_per_gb),
                 results,
-                ratio,
+                cpu_s_per_gb,
             }
         })
         .collect();

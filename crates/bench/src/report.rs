@@ -24,6 +24,11 @@ pub struct Row {
     pub results: BTreeMap<System, Summary>,
     /// pontoon's median / the anchor's.
     pub ratio: Option<f64>,
+    /// User + system CPU seconds of every rank per GB moved, where the test measures it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_s_per_gb: BTreeMap<System, Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ratio: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -85,6 +90,18 @@ impl Report {
                 }
             }
         }
+        out.push_str(&self.grid(|r| (&r.results, r.ratio)));
+        if self.rows.iter().any(|r| !r.cpu_s_per_gb.is_empty()) {
+            out.push_str(
+                "CPU seconds per GB moved (user + system of every rank, getrusage), lower is better\n",
+            );
+            out.push_str(&self.grid(|r| (&r.cpu_s_per_gb, r.cpu_ratio)));
+        }
+        out
+    }
+
+    /// Aligned rows of one figure per system; `pick` gives a row's figures and ratio.
+    fn grid(&self, pick: impl Fn(&Row) -> (&BTreeMap<System, Summary>, Option<f64>)) -> String {
         let cols = self.columns();
         let mut header = vec!["bytes".to_string()];
         header.extend(cols.iter().map(|s| s.name().to_string()));
@@ -93,20 +110,22 @@ impl Report {
         }
         let mut lines = vec![header];
         for r in &self.rows {
+            let (figures, ratio) = pick(r);
             let mut line = vec![size(r.bytes)];
             for s in &cols {
-                line.push(r.results.get(s).map_or("-".into(), |m| {
+                line.push(figures.get(s).map_or("-".into(), |m| {
                     format!("{} ({}-{})", figure(m.median), figure(m.min), figure(m.max))
                 }));
             }
             if self.anchor.is_some() {
-                line.push(r.ratio.map_or("-".into(), |x| format!("{x:.2}")));
+                line.push(ratio.map_or("-".into(), |x| format!("{x:.2}")));
             }
             lines.push(line);
         }
         let widths: Vec<usize> = (0..lines[0].len())
             .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
             .collect();
+        let mut out = String::new();
         for l in &lines {
             let cells: Vec<String> = l
                 .iter()
@@ -118,13 +137,23 @@ impl Report {
         out
     }
 
-    /// Every run of every figure: `test,system,bytes,run,value`.
+    /// Every run of every figure: `test,figure,system,bytes,run,value` (figure: the
+    /// test's unit, or `cpu_s_per_GB`).
     pub fn csv(&self) -> String {
-        let mut out = String::from("test,system,bytes,run,value\n");
+        let mut out = String::from("test,figure,system,bytes,run,value\n");
         for r in &self.rows {
-            for (s, m) in &r.results {
-                for (i, v) in m.runs.iter().enumerate() {
-                    let _ = writeln!(out, "{},{},{},{},{v}", self.test, s.name(), r.bytes, i + 1);
+            for (figure, m) in [(self.unit, &r.results), ("cpu_s_per_GB", &r.cpu_s_per_gb)] {
+                for (s, m) in m {
+                    for (i, v) in m.runs.iter().enumerate() {
+                        let _ = writeln!(
+                            out,
+                            "{},{figure},{},{},{},{v}",
+                            self.test,
+                            s.name(),
+                            r.bytes,
+                            i + 1
+                        );
+                    }
                 }
             }
         }
@@ -172,11 +201,15 @@ mod tests {
                     bytes: 8,
                     results: [(System::Pontoon, s(&[1.0, 2.0])), (System::Mpich, s(&[2.0, 4.0]))].into(),
                     ratio: Some(0.5),
+                    cpu_s_per_gb: [(System::Pontoon, s(&[0.5, 0.7]))].into(),
+                    cpu_ratio: None,
                 },
                 Row {
                     bytes: 1 << 20,
                     results: [(System::Pontoon, s(&[150.0, 250.0]))].into(),
                     ratio: None,
+                    cpu_s_per_gb: BTreeMap::new(),
+                    cpu_ratio: None,
                 },
             ],
         }
@@ -205,16 +238,22 @@ mod tests {
             lines[header + 2].contains("200 (150-250)") && lines[header + 2].ends_with('-'),
             "{t}"
         );
-        let widths: Vec<usize> = lines[header..].iter().map(|l| l.chars().count()).collect();
+        let widths: Vec<usize> = lines[header..header + 3]
+            .iter()
+            .map(|l| l.chars().count())
+            .collect();
         assert!(widths.windows(2).all(|w| w[0] == w[1]), "aligned: {t}");
+        assert!(lines[header + 3].starts_with("CPU seconds per GB moved"), "{t}");
+        assert!(lines[header + 5].contains("0.60 (0.50-0.70)"), "{t}");
     }
 
     #[test]
     fn csv_and_json_carry_every_run() {
         let r = report();
         let csv = r.csv();
-        assert_eq!(csv.lines().count(), 1 + 2 + 2 + 2);
-        assert!(csv.contains("latency,mpich,8,2,4\n"), "{csv}");
+        assert_eq!(csv.lines().count(), 1 + 2 + 2 + 2 + 2);
+        assert!(csv.contains("latency,µs,mpich,8,2,4\n"), "{csv}");
+        assert!(csv.contains("latency,cpu_s_per_GB,pontoon,8,2,0.7\n"), "{csv}");
         let v: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(v["anchor"], "mpich");
         assert_eq!(

@@ -98,11 +98,21 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let csv = text(&out.stdout);
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "test,system,bytes,run,value");
-    assert_eq!(lines.len(), 1 + 5, "1, 2, 4, 8 and 16 KiB: {csv}");
-    assert!(lines[1..]
-        .iter()
-        .all(|l| l.starts_with("bw,pontoon,") && l.ends_with(|c: char| c.is_ascii_digit())));
+    assert_eq!(lines[0], "test,figure,system,bytes,run,value");
+    assert_eq!(
+        lines.len(),
+        1 + 2 * 5,
+        "1, 2, 4, 8 and 16 KiB, bandwidth and CPU: {csv}"
+    );
+    for figure in ["MB/s", "cpu_s_per_GB"] {
+        let prefix = format!("bw,{figure},pontoon,");
+        let rows: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with(&prefix)).collect();
+        assert_eq!(rows.len(), 5, "{csv}");
+        for r in rows {
+            let v: f64 = r.rsplit(',').next().unwrap().parse().unwrap();
+            assert!(v > 0.0, "{r}");
+        }
+    }
     let v = json(&[
         "bibw",
         "--systems",
