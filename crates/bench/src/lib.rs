@@ -19,6 +19,8 @@ use stats::Summary;
 pub enum Test {
     /// One-way latency of a ping-pong between 2 ranks (osu_latency), µs
     Latency,
+    /// Round trips per second of the same ping-pong (MPBench's roundtrip)
+    Roundtrip,
     /// Streaming bandwidth, a window of non-blocking sends (osu_bw), S senders to R
     /// receivers (`--pattern S:R`: 1:1, N:1, N:N), aggregate MB/s
     Bw,
@@ -26,6 +28,12 @@ pub enum Test {
     Bibw,
     /// MPI_Allreduce of doubles, average latency over the ranks (osu_allreduce), µs
     Allreduce,
+    /// MPI_Bcast of bytes from rank 0, average latency over the ranks (osu_bcast), µs
+    Bcast,
+    /// MPI_Reduce of doubles to rank 0, average latency over the ranks (osu_reduce), µs
+    Reduce,
+    /// MPI_Alltoall, the size being each block one rank sends another (osu_alltoall), µs
+    Alltoall,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +90,8 @@ struct Plan {
     column: usize,
     /// Which is the CPU seconds per GB moved, if the program measures it.
     cpu_column: Option<usize>,
+    /// Turns the program's figure into the test's (a round trip rate from a latency).
+    convert: fn(f64) -> f64,
     unit: &'static str,
     lower_is_better: bool,
     what: String,
@@ -90,13 +100,40 @@ struct Plan {
 fn plan(o: &Options) -> Plan {
     let iters = |default: u32| o.iters.unwrap_or(default).to_string();
     let max = o.max.to_string();
+    let collective = |op: &str, what: &str| Plan {
+        program: programs::COLLECTIVE,
+        args: vec![op.into(), o.max.max(8).to_string(), iters(1000)],
+        ranks: o.ranks,
+        column: 0,
+        cpu_column: None,
+        convert: |v| v,
+        unit: "µs",
+        lower_is_better: true,
+        what: format!("{what}, {} ranks (osu_{op})", o.ranks),
+    };
     match o.test {
+        Test::Roundtrip => Plan {
+            program: programs::PINGPONG,
+            args: vec![max, iters(10_000)],
+            ranks: 2,
+            column: 0,
+            cpu_column: None,
+            // One-way µs: a round trip takes twice that.
+            convert: |one_way_us| 1e6 / (2.0 * one_way_us),
+            unit: "round trips/s",
+            lower_is_better: false,
+            what: "ping-pong round trips per second, 2 ranks (MPBench's roundtrip)".into(),
+        },
+        Test::Bcast => collective("bcast", "MPI_Bcast of bytes from rank 0"),
+        Test::Reduce => collective("reduce", "MPI_Reduce of doubles to rank 0"),
+        Test::Alltoall => collective("alltoall", "MPI_Alltoall, bytes per block"),
         Test::Latency => Plan {
             program: programs::PINGPONG,
             args: vec![max, iters(10_000)],
             ranks: 2,
             column: 0,
             cpu_column: None,
+            convert: |v| v,
             unit: "µs",
             lower_is_better: true,
             what: "one-way latency, 2 ranks (osu_latency)".into(),
@@ -118,6 +155,7 @@ fn plan(o: &Options) -> Plan {
                 ranks: s + r,
                 column: 0,
                 cpu_column: Some(1),
+                convert: |v| v,
                 unit: "MB/s",
                 lower_is_better: false,
                 what: format!("aggregate bandwidth, {s}:{r} (osu_bw's window)"),
@@ -129,6 +167,7 @@ fn plan(o: &Options) -> Plan {
             ranks: 2,
             column: 0,
             cpu_column: None,
+            convert: |v| v,
             unit: "MB/s",
             lower_is_better: false,
             what: "bidirectional bandwidth, 2 ranks (osu_bibw)".into(),
@@ -139,6 +178,7 @@ fn plan(o: &Options) -> Plan {
             ranks: o.ranks,
             column: 0,
             cpu_column: None,
+            convert: |v| v,
             unit: "µs",
             lower_is_better: true,
             what: format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks),
@@ -184,7 +224,10 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
                     sr.library = sr.library.take().or(out.library);
                     for (size, values) in out.rows {
                         if let Some(&v) = values.get(plan.column) {
-                            figures.entry((sr.name, size)).or_default().push(v);
+                            figures
+                                .entry((sr.name, size))
+                                .or_default()
+                                .push((plan.convert)(v));
                         }
                         if let Some(&v) = plan.cpu_column.and_then(|c| values.get(c)) {
                             cpu.entry((sr.name, size)).or_default().push(v);

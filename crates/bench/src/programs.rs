@@ -30,6 +30,10 @@ pub const BIBW: Program = Program {
     name: "bibw",
     source: include_str!("../../../bench/c/bibw.c"),
 };
+pub const COLLECTIVE: Program = Program {
+    name: "collective",
+    source: include_str!("../../../bench/c/collective.c"),
+};
 pub const ALLREDUCE: Program = Program {
     name: "allreduce",
     source: include_str!("../../../bench/c/allreduce.c"),
@@ -287,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_programs_are_the_benchmarks_of_bench_c() {
-        for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE] {
+        for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE, COLLECTIVE] {
             assert!(p.source.contains("MPI_Init"), "{}", p.name);
         }
     }

@@ -168,6 +168,55 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
 }
 
 #[test]
+fn roundtrip_and_the_collectives_run_with_their_units() {
+    let v = json(&[
+        "roundtrip",
+        "--systems",
+        "pontoon",
+        "--runs",
+        "1",
+        "--max",
+        "8",
+        "--iters",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(
+        (v["unit"].as_str(), v["better"].as_str()),
+        (Some("round trips/s"), Some("higher"))
+    );
+    for op in ["bcast", "reduce", "alltoall"] {
+        let v = json(&[
+            op,
+            "-n",
+            "3",
+            "--systems",
+            "pontoon",
+            "--runs",
+            "1",
+            "--max",
+            "64",
+            "--iters",
+            "20",
+            "--json",
+        ]);
+        assert_eq!(v["test"], op);
+        assert_eq!(v["ranks"], 3);
+        let sizes: Vec<u64> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["bytes"].as_u64().unwrap())
+            .collect();
+        let from = if op == "reduce" { 8 } else { 1 };
+        let want: Vec<u64> = std::iter::successors(Some(from), |s| Some(s * 2))
+            .take_while(|s| *s <= 64)
+            .collect();
+        assert_eq!(sizes, want, "{op}: {v:#}");
+    }
+}
+
+#[test]
 fn anchors_run_beside_pontoon_with_a_ratio_column() {
     for anchor in ["mpich", "openmpi"] {
         if !installed(anchor) {
