@@ -70,6 +70,10 @@ pub struct Options {
     /// Give up on a run after SECONDS
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// Run the ranks on the hosts of this testbed, one per host in turn (as root; the
+    /// anchors held to TCP between the hosts, as between real ones)
+    #[arg(long, value_name = "NAME")]
+    pub testbed: Option<String>,
 }
 
 fn parse_pattern(s: &str) -> Result<(u32, u32), String> {
@@ -189,6 +193,10 @@ fn plan(o: &Options) -> Plan {
 /// Runs the test and prints its report. `progress` hears what is running.
 pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
     let plan = plan(o);
+    let place = match &o.testbed {
+        Some(name) => programs::Place::testbed(name)?,
+        None => programs::Place::Local,
+    };
     let timeout = Duration::from_secs(o.timeout);
     let wanted: Vec<System> = if o.systems.is_empty() {
         System::ALL.to_vec()
@@ -218,7 +226,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
     for run in 1..=o.runs {
         for sr in systems.iter_mut().filter(|s| s.failed.is_none()) {
             progress(&format!("run {run}/{}: {}", o.runs, sr.name.name()));
-            match programs::run(sr.name, &exes[&sr.name], &plan.args, plan.ranks, timeout) {
+            match programs::run(sr.name, &exes[&sr.name], &plan.args, plan.ranks, timeout, &place) {
                 Ok(out) if out.rows.is_empty() => sr.failed = Some("the program printed no figures".into()),
                 Ok(out) => {
                     sr.library = sr.library.take().or(out.library);
@@ -284,6 +292,18 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
         unit: plan.unit,
         better: if plan.lower_is_better { "lower" } else { "higher" },
         ranks: plan.ranks,
+        place: match &place {
+            programs::Place::Local => "this host".into(),
+            programs::Place::Testbed { name, hosts } => format!(
+                "testbed {name} ({})",
+                hosts
+                    .iter()
+                    .take(plan.ranks as usize)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
         runs: o.runs,
         systems,
         anchor,

@@ -42,7 +42,25 @@ pub const ALLREDUCE: Program = Program {
 /// A command line that starts ranks (the program follows), and the environment it needs.
 struct Launcher {
     argv: Vec<OsString>,
-    env: Vec<(&'static str, &'static str)>,
+    env: Vec<(&'static str, String)>,
+}
+
+/// Where the ranks run: this host, or the hosts of a testbed (one rank per host in turn).
+#[derive(Debug, Clone)]
+pub enum Place {
+    Local,
+    Testbed { name: String, hosts: Vec<String> },
+}
+
+impl Place {
+    /// The running testbed `name` and its hosts.
+    pub fn testbed(name: &str) -> Result<Place, String> {
+        let bed = testbed::Testbed::open(Some(name))?;
+        Ok(Place::Testbed {
+            name: bed.name.clone(),
+            hosts: bed.host_names(),
+        })
+    }
 }
 
 /// An MPI implementation.
@@ -81,13 +99,16 @@ impl System {
         }
     }
 
-    /// How `ranks` ranks of a program start.
-    fn launcher(self, ranks: u32, timeout: Duration) -> Result<Launcher, String> {
+    /// How `ranks` ranks of a program start at `place`.
+    fn launcher(self, ranks: u32, timeout: Duration, place: &Place) -> Result<Launcher, String> {
+        if let Place::Testbed { name, hosts } = place {
+            return self.testbed_launcher(ranks, timeout, name, hosts);
+        }
         let n = ranks.to_string();
         let argv = |v: Vec<OsString>| Launcher { argv: v, env: vec![] };
         Ok(match self {
             System::Pontoon => {
-                let exe = std::env::current_exe().map_err(|e| format!("where is pontoon: {e}"))?;
+                let exe = pontoon_exe()?;
                 let secs = timeout.as_secs().max(1).to_string();
                 argv(vec![
                     exe.into(),
@@ -108,19 +129,147 @@ impl System {
                     "-n".into(),
                     n.into(),
                 ],
-                env: vec![
-                    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
-                    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-                ],
+                env: openmpi_as_root(),
             },
+        })
+    }
+
+    /// Ranks on the hosts of a testbed, one per host in turn. pontoon's launcher knows
+    /// testbeds; MPICH's and Open MPI's start on the first host and reach the others
+    /// through the testbed's ssh-like agent. Both are held to TCP, the path between real
+    /// hosts (MEASURING.md): the testbed's hosts share this machine's /dev/shm, which UCX
+    /// would otherwise use between them; Open MPI would bind every "separate node"'s rank
+    /// to core 0.
+    fn testbed_launcher(
+        self,
+        ranks: u32,
+        timeout: Duration,
+        bed: &str,
+        hosts: &[String],
+    ) -> Result<Launcher, String> {
+        let n = ranks.to_string();
+        let first = hosts
+            .first()
+            .ok_or_else(|| format!("testbed {bed} has no host"))?;
+        let used: Vec<&str> = hosts.iter().take(ranks as usize).map(String::as_str).collect();
+        let pontoon = pontoon_exe()?;
+        let inside = |mut cmd: Vec<OsString>| -> Vec<OsString> {
+            let mut v: Vec<OsString> = vec![
+                pontoon.clone().into(),
+                "testbed".into(),
+                "exec".into(),
+                "-t".into(),
+                bed.into(),
+                first.into(),
+                "--".into(),
+            ];
+            v.append(&mut cmd);
+            v
+        };
+        let agent = || agent_script(&pontoon);
+        let env_bed = ("PONTOON_TESTBED", bed.to_string());
+        Ok(match self {
+            System::Pontoon => Launcher {
+                argv: vec![
+                    pontoon.clone().into(),
+                    "run".into(),
+                    "--testbed".into(),
+                    bed.into(),
+                    "--timeout".into(),
+                    timeout.as_secs().max(1).to_string().into(),
+                    "-n".into(),
+                    n.into(),
+                ],
+                env: vec![],
+            },
+            System::Mpich => Launcher {
+                argv: inside(vec![
+                    in_path("mpiexec.mpich")?.into(),
+                    "-launcher".into(),
+                    "ssh".into(),
+                    "-launcher-exec".into(),
+                    agent()?.into(),
+                    "-hosts".into(),
+                    used.join(",").into(),
+                    "-n".into(),
+                    n.into(),
+                ]),
+                env: vec![env_bed, ("UCX_TLS", "tcp,self".into())],
+            },
+            System::Openmpi => {
+                let mut env = openmpi_as_root();
+                env.push(env_bed);
+                Launcher {
+                    argv: inside(
+                        [
+                            vec![
+                                in_path("mpirun.openmpi")?.into(),
+                                "--host".into(),
+                                used.join(",").into(),
+                            ],
+                            [
+                                "--map-by",
+                                "node",
+                                "--oversubscribe",
+                                "--bind-to",
+                                "none",
+                                "--mca",
+                                "pml",
+                                "ob1",
+                            ]
+                            .map(OsString::from)
+                            .to_vec(),
+                            ["--mca", "btl", "tcp,self", "--mca", "plm_rsh_agent"]
+                                .map(OsString::from)
+                                .to_vec(),
+                            vec![agent()?.into(), "-n".into(), n.into()],
+                        ]
+                        .concat(),
+                    ),
+                    env,
+                }
+            }
         })
     }
 
     /// Whether this system can run here, or why not.
     pub fn available(self) -> Result<(), String> {
         self.compiler()?;
-        self.launcher(2, Duration::from_secs(1)).map(|_| ())
+        self.launcher(2, Duration::from_secs(1), &Place::Local)
+            .map(|_| ())
     }
+}
+
+/// The `pontoon` running this.
+fn pontoon_exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("where is pontoon: {e}"))
+}
+
+/// Open MPI refuses to run as root unless told twice.
+fn openmpi_as_root() -> Vec<(&'static str, String)> {
+    vec![
+        ("OMPI_ALLOW_RUN_AS_ROOT", "1".into()),
+        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1".into()),
+    ]
+}
+
+/// A one-word command for `pontoon testbed agent` (Hydra's -launcher-exec and Open MPI's
+/// plm_rsh_agent take a program, not a command line).
+fn agent_script(pontoon: &Path) -> Result<PathBuf, String> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let script = format!("#!/bin/sh\nexec '{}' testbed agent \"$@\"\n", pontoon.display());
+    let key = &blake3::hash(script.as_bytes()).to_hex()[..16];
+    let path = dir.join(format!("testbed-agent-{key}"));
+    if !path.is_file() {
+        let tmp = dir.join(format!("testbed-agent-{key}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, &script).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("cannot make {} executable: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename {}: {e}", tmp.display()))?;
+    }
+    Ok(path)
 }
 
 fn in_path(name: &str) -> Result<PathBuf, String> {
@@ -216,8 +365,9 @@ pub fn run(
     args: &[String],
     ranks: u32,
     timeout: Duration,
+    place: &Place,
 ) -> Result<Output, String> {
-    let Launcher { argv, env } = system.launcher(ranks, timeout)?;
+    let Launcher { argv, env } = system.launcher(ranks, timeout, place)?;
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .arg(exe)

@@ -39,6 +39,8 @@ pub struct Report {
     /// Whether lower or higher figures are better.
     pub better: &'static str,
     pub ranks: u32,
+    /// Where the ranks ran.
+    pub place: String,
     pub runs: u32,
     pub systems: Vec<SystemReport>,
     pub anchor: Option<System>,
@@ -76,8 +78,8 @@ impl Report {
     /// An aligned table: median (min-max) per system, and the ratio to the anchor.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "pontoon bench {}: {}; {}, {} is better; median (min-max) of {} run(s) each, the systems taking turns\n",
-            self.test, self.what, self.unit, self.better, self.runs
+            "pontoon bench {}: {}, on {}; {}, {} is better; median (min-max) of {} run(s) each, the systems taking turns\n",
+            self.test, self.what, self.place, self.unit, self.better, self.runs
         );
         for s in &self.systems {
             let lib = s.library.as_deref().unwrap_or("?");
@@ -177,6 +179,7 @@ mod tests {
             unit: "µs",
             better: "lower",
             ranks: 2,
+            place: "this host".into(),
             runs: 2,
             systems: vec![
                 SystemReport {
@@ -219,7 +222,9 @@ mod tests {
     fn the_table_aligns_columns_and_names_failures() {
         let t = report().table();
         let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].starts_with("pontoon bench latency: one-way latency; µs, lower is better"));
+        assert!(
+            lines[0].starts_with("pontoon bench latency: one-way latency, on this host; µs, lower is better")
+        );
         assert!(
             t.contains("openmpi: FAILED, left out: mpirun exited with 1"),
             "{t}"

@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 mod common;
-use common::{pontoon, text};
+use common::{is_root, pontoon, preset, text, Bed};
 
 /// `pontoon bench ARGS` with its own cache of compiled programs.
 fn bench(args: &[&str]) -> Output {
@@ -245,6 +245,47 @@ fn anchors_run_beside_pontoon_with_a_ratio_column() {
             let a = r["results"][anchor]["median"].as_f64().unwrap();
             assert!((ratio - p / a).abs() < 1e-9, "{r:#}");
         }
+    }
+}
+
+#[test]
+fn on_a_testbed_every_system_runs_one_rank_per_host() {
+    if !is_root() {
+        eprintln!("not root: no testbed (network namespaces), skipped");
+        return;
+    }
+    let bed = Bed::up(&preset(
+        "lan",
+        testbed::PresetOptions {
+            nodes: Some(2),
+            ..Default::default()
+        },
+    ));
+    let mut systems = vec!["pontoon"];
+    systems.extend(["mpich", "openmpi"].into_iter().filter(|s| installed(s)));
+    let systems = systems.join(",");
+    let v = json(&[
+        "latency",
+        "--testbed",
+        &bed.name,
+        "--systems",
+        &systems,
+        "--runs",
+        "1",
+        "--max",
+        "8",
+        "--iters",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(v["place"], format!("testbed {} (h1, h2)", bed.name), "{v:#}");
+    for s in systems.split(',') {
+        let rows = v["rows"].as_array().unwrap();
+        assert!(
+            rows.iter()
+                .all(|r| r["results"][s]["median"].as_f64().is_some_and(|x| x > 0.0)),
+            "{s}: {v:#}"
+        );
     }
 }
 
