@@ -71,6 +71,24 @@ fn relayed_lane<'a>(p: &'a Value, kind: &str) -> &'a Value {
     lane
 }
 
+/// `two-clusters` without IPv6, `nodes` compute nodes each, the sites 10 ms apart: both
+/// SYNs of a simultaneous open cross the NATs easily, even with the ranks' timing off by
+/// some milliseconds on a machine busy with other tests.
+fn clusters_apart(nodes: u16) -> Topology {
+    preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(nodes),
+            no_ipv6: vec!["a".into(), "b".into()],
+            wan: testbed::topology::WanImpairment {
+                delay_ms: 10.0,
+                ..Default::default()
+            },
+            ..PresetOptions::default()
+        },
+    )
+}
+
 fn ip_of(addr: &str) -> IpAddr {
     addr.parse::<std::net::SocketAddr>().expect("socket address").ip()
 }
@@ -338,21 +356,9 @@ fn punching_upgrades_every_pair_across_nat_to_a_direct_lane_over_a_wan() {
     if !is_root() {
         return;
     }
-    // Sites 2 ms apart, as real sites are at least: both SYNs of a simultaneous open
-    // cross the NATs easily. (On the testbed's default zero-delay link they cannot be
-    // timed to cross within the ~20 µs between the heads, and the relay carries on.)
-    let topo = preset(
-        "two-clusters",
-        PresetOptions {
-            nodes: Some(2),
-            no_ipv6: vec!["a".into(), "b".into()],
-            wan: testbed::topology::WanImpairment {
-                delay_ms: 2.0,
-                ..Default::default()
-            },
-            ..PresetOptions::default()
-        },
-    );
+    // (On the testbed's default zero-delay link the SYNs cannot be timed to cross within
+    // the ~20 µs between the heads, and the relay carries on.)
+    let topo = clusters_apart(2);
     let bed = Bed::up(&topo);
     let hosts = bed.open().host_names();
     let (code, report, stderr, _) = doctor(&bed, &[]);
@@ -688,10 +694,11 @@ fn one_nic_with_several_addresses_gives_one_lane_per_pair() {
 }
 
 /// Runs `lane_failover` (with `args`) on a two-host `multinic` testbed: two NICs give two
-/// TCP lanes, and rank 0 breaks the second (which carries only rendezvous fragments)
-/// during a 256 MiB transfer. Checks that it completed over the first lane, every byte
-/// intact, with one lane left; returns (stdout, stderr).
-fn break_the_second_lane(args: &[&str]) -> (String, String) {
+/// TCP lanes, and rank 0 breaks one during a 256 MiB transfer (the second, which carries
+/// only rendezvous fragments; with `--control` the one of eager messages and control
+/// frames). Checks that it completed over the other lane, every byte intact, with one
+/// lane left; returns (stdout, stderr).
+fn break_a_lane(args: &[&str]) -> (String, String) {
     let topo = preset(
         "multinic",
         PresetOptions {
@@ -703,7 +710,12 @@ fn break_the_second_lane(args: &[&str]) -> (String, String) {
     let out = bed
         .pontoon()
         .args(["run", "--testbed", &bed.name, "-n", "2", "--timeout", "60"])
-        .args(["-x", "PONTOON_LANE_TIMEOUT_MS=1000"])
+        .args([
+            "-x",
+            "PONTOON_LANE_TIMEOUT_MS=1000",
+            "-x",
+            "PONTOON_LOG=pontoon_runtime=info",
+        ])
         .arg(example("lane_failover"))
         .args(args)
         .output()
@@ -729,7 +741,7 @@ fn a_lane_reset_during_a_transfer_fails_over_to_the_other_nic() {
     if !is_root() {
         return;
     }
-    let (stdout, _) = break_the_second_lane(&[]);
+    let (stdout, _) = break_a_lane(&[]);
     assert!(
         stdout.contains("during the transfer: ss exit exit status: 0"),
         "{stdout}"
@@ -744,13 +756,69 @@ fn a_nic_taken_down_during_a_transfer_fails_over_to_the_other_nic() {
     if !is_root() {
         return;
     }
-    let (stdout, stderr) = break_the_second_lane(&["--down"]);
+    let (stdout, stderr) = break_a_lane(&["--down"]);
     assert!(
         stdout.contains("down (the second lane") && stdout.contains("ip exit exit status: 0"),
         "{stdout}"
     );
     assert!(
         stderr.contains("the path is dead: no acknowledgement for"),
+        "{stderr}"
+    );
+}
+
+/// The connection of the lane that carries eager messages and control frames is reset
+/// while 2,000 small messages are on their way beside the transfer: each end says how
+/// many of the other's frames on it arrived, the rest go again on the other lane, and
+/// every message arrives, whole and in order (`lane_failover` checks).
+#[test]
+fn a_reset_control_lane_fails_over_and_what_it_lost_goes_again() {
+    if !is_root() {
+        return;
+    }
+    let (stdout, stderr) = break_a_lane(&["--control"]);
+    assert!(
+        stdout.contains("destroyed the connection of the lane of control frames"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("frame(s) of a broken lane to rank 1 go again on lane"),
+        "{stderr}"
+    );
+}
+
+/// A punched lane whose connection is reset (a NAT that forgot its mapping, say) while
+/// messages flow: the relayed lane, kept open, takes over, and what the punched lane lost
+/// goes again on it.
+#[test]
+fn a_broken_punched_lane_falls_back_to_the_relay() {
+    if !is_root() {
+        return;
+    }
+    let topo = clusters_apart(1);
+    let bed = Bed::up(&topo);
+    let hostfile = "a-head slots=0 relay\nb-head slots=0 relay\na-c1\nb-c1\n";
+    let out = bed
+        .run_inside("a-head", hostfile)
+        .args(["-n", "2", "-x", "PONTOON_LOG=pontoon_runtime=info"])
+        .arg(example("lane_failover"))
+        .arg("--control")
+        .output()
+        .expect("pontoon runs");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The lane of control frames was the punched one: to b-head's public address.
+    assert!(
+        stdout.contains("destroyed the connection of the lane of control frames (10.0.0.11:")
+            && stdout.contains("-> 198.51.100.2:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("receiver says intact; 1 lane(s) left to rank 1"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("frame(s) of a broken lane to rank 1 go again on lane 0"),
         "{stderr}"
     );
 }

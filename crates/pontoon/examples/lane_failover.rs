@@ -4,7 +4,10 @@
 //! 1), or with `--down` takes the lane's network interface down (`ip link set … down`:
 //! nothing tells either end; the stall detector must notice). The lane of eager
 //! messages and control frames (the first) stays; the fragments the broken lane had in
-//! flight go again on it, and rank 1 checks every byte.
+//! flight go again on it, and rank 1 checks every byte. With `--control` it breaks the
+//! lane of eager messages and control frames instead, while 2,000 small eager messages
+//! are on their way beside the transfer: what the broken lane lost goes again on the
+//! other, and rank 1 checks that every message arrived, whole and in order.
 
 use std::time::{Duration, Instant};
 
@@ -33,7 +36,16 @@ fn interface_of(ip: std::net::IpAddr) -> String {
     name.split('@').next().unwrap_or(name).to_string()
 }
 
+/// Small eager messages sent beside the transfer with `--control`.
+const SMALL: usize = 2000;
+
+/// The `i`th small message: 1 KiB saying which it is.
+fn message(i: usize) -> Vec<u8> {
+    (0..1024).map(|k| pattern(i * 1024 + k) ^ (i as u8)).collect()
+}
+
 fn main() -> Result<(), pontoon::Error> {
+    let control_lane = std::env::args().any(|a| a == "--control");
     let universe = pontoon::init()?;
     let world = universe.world();
     let len = 256 << 20;
@@ -44,20 +56,39 @@ fn main() -> Result<(), pontoon::Error> {
     match world.rank() {
         0 => {
             let lanes = universe.lanes(1);
-            let Some(runtime::Route::Ip { local, remote, .. }) = lanes.get(1).map(|l| l.route) else {
+            let control = universe.path(1).map(|p| p.lane);
+            let victim = if control_lane {
+                lanes.iter().find(|l| Some(l.lane) == control)
+            } else {
+                lanes.iter().find(|l| Some(l.lane) != control)
+            };
+            let (Some(runtime::Route::Ip { local, remote, .. }), true) =
+                (victim.map(|l| l.route), lanes.len() > 1)
+            else {
                 println!("rank 0: only {} lane(s) to rank 1; nothing to break", lanes.len());
                 std::process::exit(2);
             };
+            let which = if control_lane {
+                "the lane of control frames"
+            } else {
+                "the second lane"
+            };
             let data: Vec<u8> = (0..len).map(pattern).collect();
             let req = world.isend(data, 1, 5)?;
+            let mut small = Vec::new();
             let start = Instant::now();
             while start.elapsed() < Duration::from_millis(20) {
                 universe.progress();
+                if control_lane && small.len() < SMALL / 2 {
+                    small.push(world.isend(message(small.len()), 1, 7)?);
+                }
             }
             let how = if std::env::args().any(|a| a == "--down") {
                 let nic = interface_of(local.ip());
                 let status = run("ip", &["link", "set", "dev", &nic, "down"]);
-                format!("took {nic} down (the second lane, {local} -> {remote}) during the transfer: ip exit {status}")
+                format!(
+                    "took {nic} down ({which}, {local} -> {remote}) during the transfer: ip exit {status}"
+                )
             } else {
                 let (src, dst) = (local.ip().to_string(), remote.ip().to_string());
                 let (sport, dport) = (format!(":{}", local.port()), format!(":{}", remote.port()));
@@ -66,11 +97,16 @@ fn main() -> Result<(), pontoon::Error> {
                 ];
                 let status = run("ss", &args);
                 format!(
-                    "destroyed the connection of the second lane ({local} -> {remote}) during the transfer: ss exit \
-                     {status}"
+                    "destroyed the connection of {which} ({local} -> {remote}) during the transfer: ss exit {status}"
                 )
             };
             println!("rank 0: {how}");
+            while control_lane && small.len() < SMALL {
+                small.push(world.isend(message(small.len()), 1, 7)?);
+            }
+            for r in small {
+                r.wait().0?;
+            }
             let (st, _) = req.wait();
             st?;
             let mut ok = [0u8];
@@ -87,7 +123,17 @@ fn main() -> Result<(), pontoon::Error> {
         1 => {
             let mut buf = vec![0u8; len];
             let st = world.recv(&mut buf, Some(0), 5)?;
-            let intact = st.bytes == len as u64 && buf.iter().enumerate().all(|(i, b)| *b == pattern(i));
+            let mut intact = st.bytes == len as u64 && buf.iter().enumerate().all(|(i, b)| *b == pattern(i));
+            if control_lane {
+                for i in 0..SMALL {
+                    let mut m = vec![0u8; 1024];
+                    let st = world.recv(&mut m, Some(0), 7)?;
+                    if st.bytes != 1024 || m != message(i) {
+                        println!("rank 1: small message {i} is not the {i}th sent");
+                        intact = false;
+                    }
+                }
+            }
             world.send(&[u8::from(intact)], 0, 6)?;
         }
         _ => {}

@@ -16,11 +16,13 @@ use crate::caps::{Caps, LaneId, LanePlan};
 mod credit;
 mod failover;
 mod lanes;
+mod peers;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};
 use crate::{Rank, ANY_SOURCE};
 use credit::Credit;
 pub use credit::{cost as eager_cost, grant as eager_grant};
+pub use failover::LANE_ACK_EVERY;
 use failover::{Ranges, Recent};
 pub use lanes::LaneLoss;
 
@@ -104,6 +106,13 @@ pub enum Output {
     Abandon { peer: Rank, req: RecvId },
     /// A hole-punch frame from `peer`: for the runtime's [`crate::punch::Puncher`].
     Punch { peer: Rank, msg: PunchMsg },
+    /// `peer` processed `frames` of our frames on the lane both know as `tag`: the link
+    /// may forget the copies it keeps of them.
+    LaneAck { peer: Rank, tag: u64, frames: u64 },
+    /// `peer` says the lane `tag` broke after `frames` of our frames on it arrived: send
+    /// the rest again on its lane of control frames (a lane of ours still open with that
+    /// tag is closed first).
+    LaneLost { peer: Rank, tag: u64, frames: u64 },
 }
 
 /// Where the payload following a header must be placed.
@@ -128,7 +137,7 @@ pub struct PayloadToken(TokenKind);
 #[derive(Debug)]
 enum TokenKind {
     None,
-    EagerMatched { req: RecvId, status: Status },
+    EagerMatched { req: RecvId, status: Status, seq: u32 },
     EagerBuffered { env: Envelope },
     Frag { req: RecvId, offset: u64, len: u64 },
 }
@@ -266,6 +275,9 @@ pub struct Endpoint {
     next_lane: u32,
     /// Rendezvous receives completed lately (fragments sent again may still come).
     recent_recvs: Recent,
+    /// Eager messages matched whose payload a broken lane cut off: the receive waits
+    /// for the message sent again (by peer and sequence number).
+    resume: HashMap<(Rank, u32), (RecvId, Status)>,
     /// Each peer's share of `unexpected_cap`.
     grant: u64,
     /// Payload bytes of eager messages from peers held in engine buffers, and the most ever.
@@ -312,6 +324,7 @@ impl Endpoint {
             streaming: Vec::new(),
             next_lane: 0,
             recent_recvs: Recent::default(),
+            resume: HashMap::default(),
             grant,
             buffered: 0,
             buffered_peak: 0,
@@ -448,23 +461,6 @@ impl Endpoint {
             PeerState::Connecting | PeerState::Finalized => p.backlog.push_back((repr, payload, completes)),
             PeerState::Failed(_) => {}
         }
-    }
-
-    /// Sends a hole-punch frame to `peer` on its lane of control frames; only to a peer
-    /// that is up (a punch runs over a lane that exists).
-    pub fn send_punch(&mut self, peer: Rank, msg: PunchMsg) {
-        if self
-            .peers
-            .get(peer as usize)
-            .is_some_and(|p| p.state == PeerState::Up)
-        {
-            self.emit(peer, DataRepr::Punch(msg), None, None);
-        }
-    }
-
-    /// The lane that carries eager messages and control frames to `peer` now.
-    pub fn control_lane(&self, peer: Rank) -> Option<LaneId> {
-        self.peers.get(peer as usize)?.control
     }
 
     /// The header of an eager message to `dest` that may be written at once, without a
@@ -696,7 +692,10 @@ impl Endpoint {
                 let p = &mut self.peers[peer as usize];
                 let next = p.next_recv_seq;
                 if seq_before(env.seq, next) {
-                    return Err(violation(format!("sequence {} already received", env.seq)));
+                    // Sent again after a lane broke while its payload was on the way?
+                    return self
+                        .resumed(peer, env)
+                        .ok_or_else(|| violation(format!("sequence {} already received", env.seq)));
                 }
                 let len = env.msg_len;
                 p.credit.charge(len, grant).map_err(violation)?;
@@ -719,7 +718,12 @@ impl Endpoint {
                             len: count,
                             skip: len - count,
                         };
-                        return Ok((dest, PayloadToken(TokenKind::EagerMatched { req, status })));
+                        let token = TokenKind::EagerMatched {
+                            req,
+                            status,
+                            seq: env.seq,
+                        };
+                        return Ok((dest, PayloadToken(token)));
                     }
                 }
                 // Unexpected or early: buffered; its sequence number advances once it is complete.
@@ -824,6 +828,14 @@ impl Endpoint {
                 self.outputs.push_back(Output::Punch { peer, msg });
                 Ok(none)
             }
+            DataRepr::LaneAck { tag, frames } => {
+                self.outputs.push_back(Output::LaneAck { peer, tag, frames });
+                Ok(none)
+            }
+            DataRepr::LaneLost { tag, frames } => {
+                self.outputs.push_back(Output::LaneLost { peer, tag, frames });
+                Ok(none)
+            }
             DataRepr::Credit { returned } => {
                 let grant = self.grant;
                 self.peers[peer as usize]
@@ -840,7 +852,7 @@ impl Endpoint {
     pub fn payload_done(&mut self, peer: Rank, token: PayloadToken, buf: Option<Vec<u8>>) {
         match token.0 {
             TokenKind::None => {}
-            TokenKind::EagerMatched { req, status } => {
+            TokenKind::EagerMatched { req, status, .. } => {
                 self.outputs.push_back(Output::RecvDone {
                     req,
                     result: Ok(status),
@@ -908,94 +920,6 @@ impl Endpoint {
             }
         }
     }
-
-    // ---- peers (lanes and fragments: `engine/lanes.rs`) --------------------------
-
-    /// `peer` is gone (its process died, or it cannot be reached): every operation
-    /// that needs it fails instead of hanging.
-    pub fn handle_peer_failed(&mut self, peer: Rank, cause: &str) {
-        let Some(p) = self.peers.get_mut(peer as usize) else {
-            return;
-        };
-        if matches!(p.state, PeerState::Failed(_)) || peer == self.me {
-            return;
-        }
-        p.state = PeerState::Failed(cause.to_string());
-        p.lanes.clear();
-        p.plan = LanePlan::default();
-        p.control = None;
-        for held in std::mem::take(&mut p.held).into_values() {
-            if let Held::Match { data, .. } = held {
-                self.buffered -= data.len() as u64;
-            }
-        }
-        p.streams.clear();
-        let fail = Failure::PeerFailed {
-            rank: peer,
-            cause: cause.to_string(),
-        };
-        // Eager sends still waiting for a connection; a backlogged RTS is in `rdv_sends`.
-        for (_, _, completes) in std::mem::take(&mut p.backlog) {
-            if let Some(req) = completes {
-                self.outputs.push_back(Output::SendDone {
-                    req,
-                    result: Err(fail.clone()),
-                });
-            }
-        }
-        for req in take_where(&mut self.rdv_sends, |s| s.peer == peer) {
-            self.outputs.push_back(Output::SendDone {
-                req,
-                result: Err(fail.clone()),
-            });
-        }
-        for req in take_where(&mut self.rdv_recvs, |r| r.peer == peer) {
-            self.outputs.push_back(Output::RecvDone {
-                req,
-                result: Err(fail.clone()),
-            });
-        }
-        let all_others_failed = (0..self.size)
-            .filter(|r| *r != self.me)
-            .all(|r| matches!(self.peers[r as usize].state, PeerState::Failed(_)));
-        let doomed = self
-            .matcher
-            .remove_posted_where(|src| src == peer as i32 || (all_others_failed && src == ANY_SOURCE));
-        for req in doomed {
-            self.outputs.push_back(Output::RecvDone {
-                req,
-                result: Err(fail.clone()),
-            });
-        }
-    }
-
-    /// Finalize: tells every connected peer that a closing connection is expected.
-    pub fn finalize(&mut self) {
-        for peer in 0..self.size {
-            if self.peers[peer as usize].state == PeerState::Up {
-                self.emit(peer, DataRepr::Bye, None, None);
-            }
-        }
-    }
-
-    /// Whether `peer` has failed, and why.
-    pub fn peer_failure(&self, peer: Rank) -> Option<&str> {
-        match &self.peers.get(peer as usize)?.state {
-            PeerState::Failed(c) => Some(c),
-            _ => None,
-        }
-    }
-}
-
-/// Removes the entries for which `doomed` holds; returns their ids in ascending order,
-/// so that failures are reported deterministically.
-fn take_where<V>(map: &mut HashMap<ReqId, V>, doomed: impl Fn(&V) -> bool) -> Vec<ReqId> {
-    let mut ids: Vec<ReqId> = map.iter().filter(|(_, v)| doomed(v)).map(|(k, _)| *k).collect();
-    ids.sort_unstable();
-    for id in &ids {
-        map.remove(id);
-    }
-    ids
 }
 
 fn incoming_len(i: &Incoming) -> u64 {

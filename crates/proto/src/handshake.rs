@@ -119,6 +119,11 @@ impl Initiator {
         self.target
     }
 
+    /// The lane's name at both ends (`Acceptor::lane_tag` is the same).
+    pub fn lane_tag(&self) -> u64 {
+        lane_tag(&self.nonce)
+    }
+
     /// Judges the ACK. On success returns the CONFIRM to send; the connection is then
     /// established towards `target`.
     pub fn handle_ack(&self, bytes: &[u8]) -> Result<[u8; FRAME_LEN], HandshakeError> {
@@ -188,6 +193,13 @@ pub struct Acceptor {
     nonce: [u8; 16],
     extra_lane: bool,
     path: PathKind,
+    tag: u64,
+}
+
+/// The name both ends give a lane: from the initiator's nonce, which both hold (random,
+/// so two lanes of a pair never share it).
+fn lane_tag(initiator_nonce: &[u8; 16]) -> u64 {
+    u64::from_le_bytes(initiator_nonce[..8].try_into().expect("8 bytes"))
 }
 
 /// What this process already has going with the sender of a HELLO.
@@ -310,6 +322,7 @@ pub fn accept_hello(
             job_id: id.job_id,
             my_rank: id.rank,
             nonce,
+            tag: lane_tag(&r.nonce),
         }),
     }
 }
@@ -327,6 +340,11 @@ impl Acceptor {
     /// How the peer reaches us.
     pub fn path(&self) -> PathKind {
         self.path
+    }
+
+    /// The lane's name at both ends (`Initiator::lane_tag` is the same).
+    pub fn lane_tag(&self) -> u64 {
+        self.tag
     }
 
     /// Judges the CONFIRM; on success the connection is established with `peer()`.
@@ -497,6 +515,7 @@ mod tests {
             let acc = v.result.expect("an additional lane is not a duplicate");
             assert!(acc.extra_lane());
             assert_eq!(acc.path(), PathKind::Punched, "a punched lane says so");
+            assert_eq!(acc.lane_tag(), ini.lane_tag(), "both ends name the lane alike");
             let confirm = ini.handle_ack(&v.ack).unwrap();
             assert_eq!(acc.handle_confirm(&confirm), Ok(1));
         }

@@ -315,7 +315,12 @@ impl Sim {
                 .find(|(&(r, _), &(peer, idx))| r == x && peer == y && idx == lane)
                 .map(|(&(_, id), _)| id);
             if let (Some(id), false) = (id, self.nodes[x as usize].dead) {
-                self.endpoints[x as usize].handle_lane_down(y, id, "its lane was broken by the simulator");
+                self.endpoints[x as usize].handle_lane_down(
+                    y,
+                    id,
+                    "its lane was broken by the simulator",
+                    false,
+                );
                 self.drain(x);
             }
         }
@@ -449,6 +454,8 @@ impl Sim {
                 }
                 // A frame's payload is placed at once here: never part-way.
                 Output::Abandon { .. } => {}
+                // The simulator's lanes lose frames only when broken, and replay nothing.
+                Output::LaneAck { .. } | Output::LaneLost { .. } => {}
                 Output::Punch { peer, msg } => {
                     self.punchers[rank as usize].handle(peer, msg, self.now);
                     self.drive_puncher(rank);

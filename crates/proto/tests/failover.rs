@@ -127,3 +127,98 @@ fn losing_the_control_lane_fails_the_peer_instead_of_hanging() {
     assert!(failed(sim.completion(1, r)), "{:?}", sim.completion(1, r));
     assert!(failed(sim.completion(0, s)), "{:?}", sim.completion(0, s));
 }
+
+mod replay {
+    //! The engine's side of a control lane's replay: a MATCH whose payload a broken lane
+    //! cut off, sent again from the sender's copy.
+    use pontoon_proto::wire::data::{DataRepr, Envelope};
+    use pontoon_proto::{Caps, Endpoint, EngineConfig, LaneLoss, Output, PayloadDest};
+
+    fn endpoint() -> Endpoint {
+        let mut ep = Endpoint::new(
+            1,
+            2,
+            EngineConfig {
+                eager_limit: 4096,
+                frag_size: 1 << 16,
+                lane_queue: 1 << 17,
+                unexpected_cap: 1 << 20,
+            },
+        );
+        let caps = Caps {
+            latency_ns: 1000,
+            bandwidth: 1 << 30,
+            max_frame: 1 << 16,
+            max_eager: 4096,
+            reliable: true,
+            ordered: true,
+            node_local: false,
+            relayed: false,
+        };
+        ep.handle_lane_up(0, caps).unwrap();
+        ep.handle_lane_up(0, caps).unwrap();
+        ep
+    }
+
+    fn matched(seq: u32, len: u64) -> DataRepr {
+        DataRepr::Match {
+            env: Envelope {
+                ctx: 0,
+                src: 0,
+                tag: 3,
+                seq,
+                msg_len: len,
+            },
+        }
+    }
+
+    fn completed(ep: &mut Endpoint, req: u64) -> bool {
+        std::iter::from_fn(|| ep.poll())
+            .any(|o| matches!(o, Output::RecvDone { req: r, result: Ok(_) } if r == req))
+    }
+
+    #[test]
+    fn a_matched_message_cut_off_is_completed_by_its_copy() {
+        let mut ep = endpoint();
+        ep.post_recv(7, 0, 0, 3, 100);
+        let (dest, token) = ep.handle_header(0, &matched(0, 100)).unwrap();
+        assert!(matches!(dest, PayloadDest::User { req: 7, .. }));
+        // The lane breaks with the payload part-way: the copy comes on the other lane.
+        ep.payload_abandoned(0, token);
+        let lane = ep.control_lane(0).unwrap();
+        assert_eq!(ep.handle_lane_down(0, lane, "reset", true), LaneLoss::FailedOver);
+        assert!(!completed(&mut ep, 7));
+        let (dest, token) = ep
+            .handle_header(0, &matched(0, 100))
+            .expect("the copy is welcome");
+        assert!(matches!(dest, PayloadDest::User { req: 7, len: 100, .. }));
+        ep.payload_done(0, token, None);
+        assert!(completed(&mut ep, 7));
+        // A third copy is a duplicate: refused as before.
+        assert!(ep.handle_header(0, &matched(0, 100)).is_err());
+    }
+
+    #[test]
+    fn an_unexpected_message_cut_off_gives_back_its_credit_and_arrives_once() {
+        let mut ep = endpoint();
+        let (_, token) = ep.handle_header(0, &matched(0, 4000)).unwrap();
+        ep.payload_abandoned(0, token);
+        // Sent again, it is charged anew: without the credit given back, 260 such copies
+        // would exceed the peer's share of the cap (1 MiB).
+        for _ in 0..260 {
+            let (_, token) = ep.handle_header(0, &matched(0, 4000)).unwrap();
+            ep.payload_abandoned(0, token);
+        }
+        let (_, token) = ep.handle_header(0, &matched(0, 4000)).unwrap();
+        ep.payload_done(0, token, Some(vec![5; 4000]));
+        ep.post_recv(9, 0, 0, 3, 4000);
+        assert!(completed(&mut ep, 9));
+    }
+
+    #[test]
+    fn without_copies_losing_the_control_lane_fails_the_peer() {
+        let mut ep = endpoint();
+        let lane = ep.control_lane(0).unwrap();
+        assert_eq!(ep.handle_lane_down(0, lane, "reset", false), LaneLoss::PeerFailed);
+    }
+}

@@ -55,6 +55,11 @@ pub(crate) struct Lane {
     pub peer: Rank,
     pub link: AnyLink<PayloadToken>,
     pub info: PathInfo,
+    /// The lane's name at both ends (from its handshake): how each tells the other
+    /// which lane a LANE_ACK or LANE_LOST is about.
+    pub tag: u64,
+    /// Frames of the peer on this lane acknowledged to it so far.
+    pub acked: u64,
 }
 
 /// Every open lane, by identity, with an index by peer.

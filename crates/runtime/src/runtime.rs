@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use proto::handshake::Identity;
 use proto::wire::data::DataRepr;
 use proto::{
-    Endpoint, EngineConfig, Failure, LaneId, LaneLoss, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
+    Endpoint, EngineConfig, Failure, LaneId, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
 };
-use transport::{Link, LinkError, Placement, Sink, Transport};
+use transport::{Link, Placement, Sink, Transport};
 
 use crate::config::{Bind, Config, Yield};
 use crate::control::ControlClient;
@@ -32,6 +32,7 @@ mod connect;
 mod health;
 mod p2p;
 mod punch;
+mod replay;
 mod sleep;
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
@@ -183,6 +184,9 @@ pub struct Runtime {
     registrations: Vec<transport::relay::Registration>,
     /// Hole punches towards peers reached through relays.
     punching: punch::Punching,
+    /// Broken lanes whose frames may have to go again, by peer and lane tag, until the
+    /// peer says how many arrived.
+    broken: HashMap<(Rank, u64), transport::Ledger>,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
 }
@@ -362,6 +366,7 @@ impl Runtime {
             yield_when_idle: false,
             registrations: Vec::new(),
             punching: punch::Punching::new(rank, Vec::new()),
+            broken: HashMap::new(),
         })
     }
 
@@ -630,7 +635,12 @@ impl Runtime {
             res = link.flush(&mut self.done_tokens).map(|_| true);
         }
         match res {
-            Ok(p) => p,
+            Ok(p) => {
+                if p && read {
+                    self.acknowledge(lane);
+                }
+                p
+            }
             Err(e) => {
                 self.lane_down(lane, e);
                 true
@@ -674,32 +684,6 @@ impl Runtime {
         }
     }
 
-    /// A lane broke, losing what it had in flight. The engine sends its rendezvous
-    /// fragments again on the peer's other lanes; if it carried more than fragments, or
-    /// was the last, the engine fails the peer, and with it go its other lanes.
-    fn lane_down(&mut self, lane: LaneId, e: LinkError) {
-        let Some((peer, info)) = self.lanes.get(lane).map(|l| (l.peer, l.info)) else {
-            return;
-        };
-        self.close_lane(lane);
-        let cause = match e {
-            LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
-            other => format!("its connection failed: {other}"),
-        };
-        match self.ep.handle_lane_down(peer, lane, &cause) {
-            LaneLoss::PeerFailed => self.drop_lanes(peer),
-            LaneLoss::Closing => {}
-            LaneLoss::FailedOver => tracing::warn!(
-                "rank {}: {lane} to rank {peer} ({} {}) failed: {cause}; its transfers go on over the {} \
-                 other lane(s)",
-                self.id.rank,
-                info.transport.name(),
-                info.route,
-                self.lanes.of_peer(peer).len()
-            ),
-        }
-    }
-
     /// Carries out the engine's instructions. Returns whether there were any.
     #[inline]
     fn drive_outputs(&mut self) -> bool {
@@ -730,6 +714,16 @@ impl Runtime {
                             None => continue,
                         },
                         None => None,
+                    };
+                    // Queued for a lane that broke since: a fragment goes again by the engine;
+                    // anything else on the peer's lane of control frames now.
+                    let lane = match self.lanes.get(lane) {
+                        Some(_) => lane,
+                        None if replay::is_fragment(&header) => continue,
+                        None => match self.ep.control_lane(peer) {
+                            Some(now) => now,
+                            None => continue,
+                        },
                     };
                     let Some(l) = self.lanes.get_mut(lane) else {
                         continue;
@@ -764,6 +758,8 @@ impl Runtime {
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::Connect { peer } => self.start_connect(peer),
                 Output::Punch { peer, msg } => self.punch_frame(peer, msg),
+                Output::LaneAck { peer, tag, frames } => self.lane_acked(peer, tag, frames),
+                Output::LaneLost { peer, tag, frames } => self.lane_lost(peer, tag, frames),
                 Output::Abandon { peer, req } => {
                     if let Some(r) = self.reqs.get(req) {
                         for i in 0..self.lanes.of_peer(peer).len() {

@@ -136,6 +136,8 @@ pub enum Progress {
         extra_lane: bool,
         /// How it reached the peer (for an accepted one, as its HELLO says).
         via: Via,
+        /// The lane's name at both ends (from the handshake).
+        tag: u64,
     },
     /// The attempt is over without a connection (`Some(reason)` if the peer is unreachable).
     Failed(String),
@@ -474,6 +476,7 @@ impl Outgoing {
                         kind: self.candidates[h.cand].kind,
                         next: self.candidates[h.cand].next,
                     },
+                    tag: h.ini.lane_tag(),
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
@@ -640,6 +643,7 @@ impl Incoming {
                                     kind: acc.path(),
                                     next: None,
                                 },
+                                tag: acc.lane_tag(),
                             },
                             Err(e) => Progress::Failed(format!("refused connection from {who}: {e}")),
                         };

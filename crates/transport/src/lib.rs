@@ -3,6 +3,7 @@
 //!
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
+pub mod ledger;
 pub mod mem;
 pub mod packet;
 pub mod relay;
@@ -10,6 +11,7 @@ pub mod shm;
 pub mod stream;
 pub mod tcp;
 
+pub use ledger::Ledger;
 pub use mem::Buffer;
 pub use proto::Caps;
 
@@ -100,6 +102,15 @@ pub trait Link {
     /// is still placing into `buf` (a fragment sent again after a lane broke) is read
     /// on but dropped, and the link lets go of `buf`.
     fn abandon_payload(&mut self, buf: &Buffer);
+    /// The lane's ledger of frames sent and received, and of copies kept for a replay
+    /// on another lane if this one breaks.
+    fn ledger(&mut self) -> &mut Ledger;
+    /// The token of a payload the link was still reading (the lane is being dropped).
+    fn take_partial(&mut self) -> Option<Self::Token>;
+    /// The lane is being dropped with frames still queued: pushes their tokens, as
+    /// [`Link::flush`] would have once they were written (their copies go again on
+    /// another lane, so their sends are done with their buffers).
+    fn take_queued_tokens(&mut self, done: &mut Vec<u64>);
 }
 
 /// A lane's path as measured by the kernel.
@@ -223,5 +234,14 @@ impl<T> Link for AnyLink<T> {
     }
     fn abandon_payload(&mut self, buf: &Buffer) {
         each!(self, l => l.abandon_payload(buf))
+    }
+    fn ledger(&mut self) -> &mut Ledger {
+        each!(self, l => l.ledger())
+    }
+    fn take_partial(&mut self) -> Option<T> {
+        each!(self, l => l.take_partial())
+    }
+    fn take_queued_tokens(&mut self, done: &mut Vec<u64>) {
+        each!(self, l => l.take_queued_tokens(done))
     }
 }

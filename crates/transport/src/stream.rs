@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 
 use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
 
-use crate::{Buffer, Caps, Link, LinkError, PathFigures, Placement, Sink};
+use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Placement, Sink};
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
@@ -96,6 +96,7 @@ pub struct StreamLink<P, T> {
     rx: RxState<T>,
     /// The last read of this receive pass came back short.
     drained: bool,
+    ledger: Ledger,
 }
 
 impl<P: Pipe, T> StreamLink<P, T> {
@@ -112,6 +113,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             rx_end: 0,
             rx: RxState::Header,
             drained: false,
+            ledger: Ledger::default(),
         }
     }
 
@@ -264,6 +266,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             _ => None,
         };
         sink.on_payload(token, engine_buf);
+        self.ledger.on_received();
         Ok(true)
     }
 
@@ -332,6 +335,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         token: u64,
     ) -> Result<bool, LinkError> {
         let bytes = payload.map_or(&[][..], |(b, off, len)| b.slice(off, len));
+        self.ledger.on_send(header, bytes);
         self.write_or_queue(
             header,
             bytes,
@@ -343,6 +347,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
     fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError> {
         let len = payload.len() as u64;
         let keep = || (len > 0).then(|| (Buffer::owned(payload.to_vec()), 0, len));
+        self.ledger.on_send(header, payload);
         self.write_or_queue(header, payload, keep, 0).map(|_| ())
     }
 
@@ -397,6 +402,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
                     _ => None,
                 };
                 sink.on_payload(token, engine_buf);
+                self.ledger.on_received();
             } else {
                 self.rx = RxState::Payload {
                     placement,
@@ -436,6 +442,22 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
             if matches!(placement, Placement::User { buf: b, .. } if b.same_memory(buf)) {
                 *placement = Placement::None;
             }
+        }
+    }
+
+    fn ledger(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
+    fn take_queued_tokens(&mut self, done: &mut Vec<u64>) {
+        done.extend(self.tx.drain(..).map(|f| f.token).filter(|&t| t != 0));
+        self.tx_bytes = 0;
+    }
+
+    fn take_partial(&mut self) -> Option<T> {
+        match std::mem::replace(&mut self.rx, RxState::Header) {
+            RxState::Payload { token, .. } => Some(token),
+            RxState::Header => None,
         }
     }
 }

@@ -93,6 +93,12 @@ impl Credit {
         Ok(())
     }
 
+    /// Receiver: an eager message of `len` bytes charged by [`Credit::charge`] never
+    /// arrived whole (a broken lane cut it off); its copy sent again is charged anew.
+    pub(super) fn uncharge(&mut self, len: u64) {
+        self.charged -= cost(len).min(self.charged);
+    }
+
     /// Receiver: an eager message of `len` bytes left this rank's buffers. Returns the
     /// running total to send in a CREDIT frame when a batch is due.
     pub(super) fn consumed(&mut self, len: u64, grant: u64) -> Option<u64> {

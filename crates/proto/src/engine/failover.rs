@@ -6,8 +6,13 @@
 
 use std::collections::VecDeque;
 
-use super::{Endpoint, RecvId, Stream};
+/// Frames a rank receives on a lane between two LANE_ACKs to the sender, which keeps
+/// copies of what it sent until then (on a peer with several lanes).
+pub const LANE_ACK_EVERY: u64 = 64;
+
+use super::{Endpoint, PayloadDest, PayloadToken, PeerState, RecvId, Stream, TokenKind};
 use crate::caps::LaneId;
+use crate::wire::data::{DataRepr, Envelope};
 use crate::Rank;
 
 /// Disjoint, sorted byte ranges `[start, end)`: what a rendezvous receive has.
@@ -75,6 +80,64 @@ impl Recent {
 }
 
 impl Endpoint {
+    /// A payload a broken lane cut off (its token, which the link held): what its
+    /// header set in motion is undone or waits for the frame sent again. A matched eager
+    /// message keeps its receive, which the copy sent again completes ([`Endpoint::resumed`]);
+    /// a buffered one gives back its charge (the copy is charged anew); a fragment is
+    /// simply missing (its bytes are counted when they come).
+    pub fn payload_abandoned(&mut self, peer: Rank, token: PayloadToken) {
+        match token.0 {
+            TokenKind::EagerMatched { req, status, seq } => {
+                self.resume.insert((peer, seq), (req, status));
+            }
+            TokenKind::EagerBuffered { env } => {
+                self.buffered -= env.msg_len.min(self.buffered);
+                self.peers[peer as usize].credit.uncharge(env.msg_len);
+            }
+            TokenKind::Frag { .. } | TokenKind::None => {}
+        }
+    }
+
+    /// The MATCH `env` came again after a lane broke part-way through its payload: into
+    /// the receive it had matched. `None`: no such receive (a duplicate, a violation).
+    pub(super) fn resumed(&mut self, peer: Rank, env: Envelope) -> Option<(PayloadDest, PayloadToken)> {
+        let (req, status) = self.resume.remove(&(peer, env.seq))?;
+        let dest = PayloadDest::User {
+            req,
+            offset: 0,
+            len: status.count,
+            skip: env.msg_len - status.count,
+        };
+        Some((
+            dest,
+            PayloadToken(TokenKind::EagerMatched {
+                req,
+                status,
+                seq: env.seq,
+            }),
+        ))
+    }
+
+    /// Tells `peer` how many of its frames on the lane `tag` were processed here.
+    pub fn send_lane_ack(&mut self, peer: Rank, tag: u64, frames: u64) {
+        self.send_when_up(peer, DataRepr::LaneAck { tag, frames });
+    }
+
+    /// Tells `peer` that the lane `tag` broke after `frames` of its frames arrived.
+    pub fn send_lane_lost(&mut self, peer: Rank, tag: u64, frames: u64) {
+        self.send_when_up(peer, DataRepr::LaneLost { tag, frames });
+    }
+
+    pub(super) fn send_when_up(&mut self, peer: Rank, repr: DataRepr) {
+        if self
+            .peers
+            .get(peer as usize)
+            .is_some_and(|p| p.state == PeerState::Up)
+        {
+            self.emit(peer, repr, None, None);
+        }
+    }
+
     /// `lane` of `peer` broke while other lanes remain: every fragment it was given for
     /// a send still in progress goes again, ahead of those not sent yet.
     pub(super) fn requeue_fragments(&mut self, peer: Rank, lane: LaneId) {

@@ -179,16 +179,17 @@ impl Endpoint {
     }
 
     /// Lane `lane` of `peer` broke, losing the frames it had in flight. If the peer
-    /// has other usable lanes and the broken one carried only rendezvous fragments, the
-    /// fragments go again on the others ([`Endpoint::requeue_fragments`]) and the peer
-    /// lives on. The lane of eager messages and control frames cannot fail over yet (a
-    /// frame lost on it is not sent again), so losing it, or the last lane, fails the
-    /// peer, unless it said BYE.
-    pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str) -> LaneLoss {
+    /// has other usable lanes, the peer lives on: the fragments the lane was given go
+    /// again on the others ([`Endpoint::requeue_fragments`]), and if it carried eager
+    /// messages and control frames, so do those the peer did not get — when the link
+    /// kept copies of them (`replayable`: the runtime sends them again once the peer
+    /// says how many arrived, [`Output::LaneLost`]). Otherwise losing the lane of
+    /// control frames, or the last lane, fails the peer, unless it said BYE.
+    pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str, replayable: bool) -> LaneLoss {
         let p = &mut self.peers[peer as usize];
         let carried_control = p.control == Some(lane);
         p.lanes.retain(|l| l.id != lane);
-        if p.state == PeerState::Up && !carried_control && self.replan(peer) {
+        if p.state == PeerState::Up && (!carried_control || replayable) && self.replan(peer) {
             self.requeue_fragments(peer, lane);
             return LaneLoss::FailedOver;
         }
@@ -203,5 +204,16 @@ impl Endpoint {
         }
         self.handle_peer_failed(peer, cause);
         LaneLoss::PeerFailed
+    }
+
+    /// Sends a hole-punch frame to `peer` on its lane of control frames; only to a peer
+    /// that is up (a punch runs over a lane that exists).
+    pub fn send_punch(&mut self, peer: Rank, msg: crate::wire::data::PunchMsg) {
+        self.send_when_up(peer, DataRepr::Punch(msg));
+    }
+
+    /// The lane that carries eager messages and control frames to `peer` now.
+    pub fn control_lane(&self, peer: Rank) -> Option<LaneId> {
+        self.peers.get(peer as usize)?.control
     }
 }

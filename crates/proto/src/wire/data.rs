@@ -16,6 +16,8 @@
 //!   CREDIT 8: returned u64 (running total of eager bytes given back)    no payload
 //!   PUNCH 24: step u8 (1 offer, 2 answer, 3 sync), round u8, port u16,  no payload
 //!             ip [16] (IPv4 v4-mapped; all zero with port 0: none), reserved u32
+//!   LANE_ACK  16: tag u64, frames u64   the sender's frames of lane `tag` processed so far
+//!   LANE_LOST 16: tag u64, frames u64   lane `tag` broke; this many of its frames arrived
 //! ```
 //! PUNCH coordinates a hole punch over a relayed lane ([`crate::punch`]).
 //! The stream reader learns the header size from the kind byte, then the payload
@@ -42,6 +44,8 @@ pub enum Kind {
     Bye = 6,
     Credit = 7,
     Punch = 8,
+    LaneAck = 9,
+    LaneLost = 10,
 }
 
 impl Kind {
@@ -55,6 +59,8 @@ impl Kind {
             6 => Kind::Bye,
             7 => Kind::Credit,
             8 => Kind::Punch,
+            9 => Kind::LaneAck,
+            10 => Kind::LaneLost,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -68,6 +74,7 @@ impl Kind {
             Kind::Bye => 0,
             Kind::Credit => 8,
             Kind::Punch => 24,
+            Kind::LaneAck | Kind::LaneLost => 16,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -183,6 +190,18 @@ pub enum DataRepr {
     },
     /// A step of a hole punch between the two ranks of a relayed lane.
     Punch(PunchMsg),
+    /// Of the lane both ends know as `tag` (from its handshake), `frames` frames of the
+    /// receiver of this frame have been processed: it may forget them.
+    LaneAck {
+        tag: u64,
+        frames: u64,
+    },
+    /// The lane `tag` broke; `frames` of the receiver's frames on it had arrived: it sends
+    /// the rest again on another lane.
+    LaneLost {
+        tag: u64,
+        frames: u64,
+    },
 }
 
 /// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
@@ -248,6 +267,14 @@ impl DataRepr {
                     addr: (b[2..20] != [0; 18]).then(|| get_addr(b, 4, 2)),
                 })
             }
+            Kind::LaneAck => DataRepr::LaneAck {
+                tag: h.body_u64(0),
+                frames: h.body_u64(8),
+            },
+            Kind::LaneLost => DataRepr::LaneLost {
+                tag: h.body_u64(0),
+                frames: h.body_u64(8),
+            },
         }
     }
 
@@ -261,6 +288,8 @@ impl DataRepr {
             DataRepr::Bye => Kind::Bye,
             DataRepr::Credit { .. } => Kind::Credit,
             DataRepr::Punch(_) => Kind::Punch,
+            DataRepr::LaneAck { .. } => Kind::LaneAck,
+            DataRepr::LaneLost { .. } => Kind::LaneLost,
         }
     }
 
@@ -324,6 +353,10 @@ impl DataRepr {
                 if let Some(addr) = m.addr {
                     put_addr(body, 4, 2, addr);
                 }
+            }
+            DataRepr::LaneAck { tag, frames } | DataRepr::LaneLost { tag, frames } => {
+                put_u64(body, 0, *tag);
+                put_u64(body, 8, *frames);
             }
         }
         n
@@ -412,6 +445,8 @@ mod tests {
                     });
                     DataRepr::Punch(PunchMsg { step, round, addr })
                 }),
+            (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneAck { tag, frames }),
+            (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneLost { tag, frames }),
         ]
     }
 

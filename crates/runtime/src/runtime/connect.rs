@@ -158,6 +158,7 @@ impl Runtime {
         initiated: bool,
         extra_lane: bool,
         via: Via,
+        tag: u64,
     ) {
         if !extra_lane && self.lanes.connected(peer) {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
@@ -185,7 +186,7 @@ impl Runtime {
             remote,
             class: net::classify(remote.ip()),
         };
-        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, via) {
+        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, via, tag) {
             return;
         }
         if via.kind == PathKind::Punched {
@@ -207,7 +208,15 @@ impl Runtime {
             return;
         }
         let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
-        self.add_lane(peer, AnyLink::Shm(link), Route::Node, initiated, Via::default());
+        // A node-local lane breaks only with its process: it needs no name for a replay.
+        self.add_lane(
+            peer,
+            AnyLink::Shm(link),
+            Route::Node,
+            initiated,
+            Via::default(),
+            0,
+        );
     }
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
@@ -219,6 +228,7 @@ impl Runtime {
         route: Route,
         initiated: bool,
         via: Via,
+        tag: u64,
     ) -> bool {
         let first = !self.lanes.connected(peer);
         let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
@@ -236,7 +246,7 @@ impl Runtime {
         if let Err(e) = watched {
             tracing::warn!(peer, "cannot watch the lane with epoll ({e}); closing it");
             let cause = format!("its lane could not be watched: {e}");
-            if self.ep.handle_lane_down(peer, lane, &cause) == proto::LaneLoss::PeerFailed {
+            if self.ep.handle_lane_down(peer, lane, &cause, false) == proto::LaneLoss::PeerFailed {
                 self.drop_lanes(peer);
             }
             return false;
@@ -248,7 +258,14 @@ impl Runtime {
             initiated,
             via,
         };
-        self.lanes.insert(Lane { peer, link, info });
+        self.lanes.insert(Lane {
+            peer,
+            link,
+            info,
+            tag,
+            acked: 0,
+        });
+        self.keep_for_replay(peer);
         if first {
             self.first_lane_up(peer);
         }
@@ -325,7 +342,8 @@ impl Runtime {
                     sock,
                     extra_lane,
                     via,
-                } => self.established(peer, sock, true, extra_lane, via),
+                    tag,
+                } => self.established(peer, sock, true, extra_lane, via, tag),
                 Progress::Failed(report) if o.punched_lane() => {
                     self.punch_handshake_done(o.peer, Err(report))
                 }
@@ -357,9 +375,10 @@ impl Runtime {
                     sock,
                     extra_lane,
                     via,
+                    tag,
                 } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock, false, extra_lane, via);
+                    self.established(peer, sock, false, extra_lane, via, tag);
                     any = true;
                 }
                 Progress::Failed(why) => {
