@@ -114,7 +114,8 @@ pub const PARAMS: &[Param] = &[
         name: "PONTOON_PATHS",
         default: "all",
         meaning: "the path kinds a first lane may take, a comma list of `direct`, `nat-proxy` (through \
-                  the relay at the peer's site) and `two-proxy` (through ours, then theirs), or `all`; \
+                  the relay at the peer's site) and `two-proxy` (through ours, then theirs), and whether \
+                  a relayed pair then punches a direct lane through both NATs (`punched`), or `all`; \
                   e.g. `two-proxy` to measure one scheme against another on the same hosts",
     },
     Param {
