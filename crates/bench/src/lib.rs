@@ -101,92 +101,90 @@ struct Plan {
     what: String,
 }
 
+impl Plan {
+    /// `program` run with `args` on `ranks` ranks, its first figure after the size
+    /// being the test's, as it is.
+    fn new(
+        program: Program,
+        args: Vec<String>,
+        ranks: u32,
+        unit: &'static str,
+        lower_is_better: bool,
+        what: String,
+    ) -> Plan {
+        Plan {
+            program,
+            args,
+            ranks,
+            column: 0,
+            cpu_column: None,
+            convert: |v| v,
+            unit,
+            lower_is_better,
+            what,
+        }
+    }
+}
+
 fn plan(o: &Options) -> Plan {
     let iters = |default: u32| o.iters.unwrap_or(default).to_string();
     let max = o.max.to_string();
-    let collective = |op: &str, what: &str| Plan {
-        program: programs::COLLECTIVE,
-        args: vec![op.into(), o.max.max(8).to_string(), iters(1000)],
-        ranks: o.ranks,
-        column: 0,
-        cpu_column: None,
-        convert: |v| v,
-        unit: "µs",
-        lower_is_better: true,
-        what: format!("{what}, {} ranks (osu_{op})", o.ranks),
+    let collective = |op: &str, what: &str| {
+        let args = vec![op.into(), o.max.max(8).to_string(), iters(1000)];
+        let what = format!("{what}, {} ranks (osu_{op})", o.ranks);
+        Plan::new(programs::COLLECTIVE, args, o.ranks, "µs", true, what)
+    };
+    let pingpong = || {
+        let what = "one-way latency, 2 ranks (osu_latency)".into();
+        Plan::new(
+            programs::PINGPONG,
+            vec![max.clone(), iters(10_000)],
+            2,
+            "µs",
+            true,
+            what,
+        )
     };
     match o.test {
+        Test::Latency => pingpong(),
         Test::Roundtrip => Plan {
-            program: programs::PINGPONG,
-            args: vec![max, iters(10_000)],
-            ranks: 2,
-            column: 0,
-            cpu_column: None,
             // One-way µs: a round trip takes twice that.
             convert: |one_way_us| 1e6 / (2.0 * one_way_us),
             unit: "round trips/s",
             lower_is_better: false,
             what: "ping-pong round trips per second, 2 ranks (MPBench's roundtrip)".into(),
+            ..pingpong()
         },
         Test::Bcast => collective("bcast", "MPI_Bcast of bytes from rank 0"),
         Test::Reduce => collective("reduce", "MPI_Reduce of doubles to rank 0"),
         Test::Alltoall => collective("alltoall", "MPI_Alltoall, bytes per block"),
-        Test::Latency => Plan {
-            program: programs::PINGPONG,
-            args: vec![max, iters(10_000)],
-            ranks: 2,
-            column: 0,
-            cpu_column: None,
-            convert: |v| v,
-            unit: "µs",
-            lower_is_better: true,
-            what: "one-way latency, 2 ranks (osu_latency)".into(),
-        },
         Test::Bw => {
             let (s, r) = o.pattern;
             // Each sender moves at least 8 MiB per size, more for the larger messages.
             let volume = (8u64 << 20).max(o.max * 16).to_string();
+            let args = vec![
+                s.to_string(),
+                r.to_string(),
+                "1024".into(),
+                max,
+                volume,
+                "2".into(),
+            ];
+            let what = format!("aggregate bandwidth, {s}:{r} (osu_bw's window)");
             Plan {
-                program: programs::STREAMS,
-                args: vec![
-                    s.to_string(),
-                    r.to_string(),
-                    "1024".into(),
-                    max,
-                    volume,
-                    "2".into(),
-                ],
-                ranks: s + r,
-                column: 0,
                 cpu_column: Some(1),
-                convert: |v| v,
-                unit: "MB/s",
-                lower_is_better: false,
-                what: format!("aggregate bandwidth, {s}:{r} (osu_bw's window)"),
+                ..Plan::new(programs::STREAMS, args, s + r, "MB/s", false, what)
             }
         }
-        Test::Bibw => Plan {
-            program: programs::BIBW,
-            args: vec![max, iters(100)],
-            ranks: 2,
-            column: 0,
-            cpu_column: None,
-            convert: |v| v,
-            unit: "MB/s",
-            lower_is_better: false,
-            what: "bidirectional bandwidth, 2 ranks (osu_bibw)".into(),
-        },
-        Test::Allreduce => Plan {
-            program: programs::ALLREDUCE,
-            args: vec![o.max.max(8).to_string(), iters(1000)],
-            ranks: o.ranks,
-            column: 0,
-            cpu_column: None,
-            convert: |v| v,
-            unit: "µs",
-            lower_is_better: true,
-            what: format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks),
-        },
+        Test::Bibw => {
+            let what = "bidirectional bandwidth, 2 ranks (osu_bibw)".into();
+            Plan::new(programs::BIBW, vec![max, iters(100)], 2, "MB/s", false, what)
+        }
+        Test::Allreduce => {
+            let args = vec![o.max.max(8).to_string(), iters(1000)];
+            let what = format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks);
+            Plan::new(programs::ALLREDUCE, args, o.ranks, "µs", true, what)
+        }
     }
 }
 

@@ -18,26 +18,21 @@ pub struct Program {
     source: &'static str,
 }
 
-pub const PINGPONG: Program = Program {
-    name: "pingpong",
-    source: include_str!("../../../bench/c/pingpong.c"),
-};
-pub const STREAMS: Program = Program {
-    name: "streams",
-    source: include_str!("../../../bench/c/streams.c"),
-};
-pub const BIBW: Program = Program {
-    name: "bibw",
-    source: include_str!("../../../bench/c/bibw.c"),
-};
-pub const COLLECTIVE: Program = Program {
-    name: "collective",
-    source: include_str!("../../../bench/c/collective.c"),
-};
-pub const ALLREDUCE: Program = Program {
-    name: "allreduce",
-    source: include_str!("../../../bench/c/allreduce.c"),
-};
+/// The program `bench/c/NAME.c`.
+macro_rules! program {
+    ($name:literal) => {
+        Program {
+            name: $name,
+            source: include_str!(concat!("../../../bench/c/", $name, ".c")),
+        }
+    };
+}
+
+pub const PINGPONG: Program = program!("pingpong");
+pub const STREAMS: Program = program!("streams");
+pub const BIBW: Program = program!("bibw");
+pub const COLLECTIVE: Program = program!("collective");
+pub const ALLREDUCE: Program = program!("allreduce");
 
 /// A command line that starts ranks (the program follows), and the environment it needs.
 struct Launcher {

@@ -20,9 +20,21 @@ fn bench(args: &[&str]) -> Output {
 }
 
 fn json(args: &[&str]) -> Value {
-    let out = bench(args);
+    parsed(bench(args))
+}
+
+fn parsed(out: Output) -> Value {
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_str(&text(&out.stdout)).expect("JSON")
+}
+
+/// `pontoon bench ARGS` with one run of pontoon alone.
+fn once(args: &[&str]) -> Output {
+    bench(&[args, &["--systems", "pontoon", "--runs", "1"]].concat())
+}
+
+fn json_once(args: &[&str]) -> Value {
+    parsed(once(args))
 }
 
 fn installed(system: &str) -> bool {
@@ -83,18 +95,7 @@ fn latency_on_pontoon_gives_every_size_and_every_run() {
 
 #[test]
 fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
-    let out = bench(&[
-        "bw",
-        "--systems",
-        "pontoon",
-        "--runs",
-        "1",
-        "--max",
-        "16384",
-        "--pattern",
-        "2:1",
-        "--csv",
-    ]);
+    let out = once(&["bw", "--max", "16384", "--pattern", "2:1", "--csv"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let csv = text(&out.stdout);
     let lines: Vec<&str> = csv.lines().collect();
@@ -113,50 +114,16 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
             assert!(v > 0.0, "{r}");
         }
     }
-    let v = json(&[
-        "bibw",
-        "--systems",
-        "pontoon",
-        "--runs",
-        "1",
-        "--max",
-        "4096",
-        "--iters",
-        "10",
-        "--json",
-    ]);
+    let v = json_once(&["bibw", "--max", "4096", "--iters", "10", "--json"]);
     assert_eq!(
         (v["unit"].as_str(), v["better"].as_str()),
         (Some("MB/s"), Some("higher"))
     );
     assert!(!v["rows"].as_array().unwrap().is_empty());
-    let v = json(&[
-        "allreduce",
-        "-n",
-        "3",
-        "--systems",
-        "pontoon",
-        "--runs",
-        "1",
-        "--max",
-        "64",
-        "--iters",
-        "50",
-        "--json",
-    ]);
+    let v = json_once(&["allreduce", "-n", "3", "--max", "64", "--iters", "50", "--json"]);
     assert_eq!(v["ranks"], 3);
     assert_eq!(v["rows"].as_array().unwrap().len(), 4, "8 to 64 bytes: {v:#}");
-    let out = bench(&[
-        "latency",
-        "--systems",
-        "pontoon",
-        "--runs",
-        "1",
-        "--max",
-        "8",
-        "--iters",
-        "50",
-    ]);
+    let out = once(&["latency", "--max", "8", "--iters", "50"]);
     let table = text(&out.stdout);
     assert!(table.starts_with("pontoon bench latency:"), "{table}");
     assert!(
@@ -169,37 +136,13 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
 
 #[test]
 fn roundtrip_and_the_collectives_run_with_their_units() {
-    let v = json(&[
-        "roundtrip",
-        "--systems",
-        "pontoon",
-        "--runs",
-        "1",
-        "--max",
-        "8",
-        "--iters",
-        "100",
-        "--json",
-    ]);
+    let v = json_once(&["roundtrip", "--max", "8", "--iters", "100", "--json"]);
     assert_eq!(
         (v["unit"].as_str(), v["better"].as_str()),
         (Some("round trips/s"), Some("higher"))
     );
     for op in ["bcast", "reduce", "alltoall"] {
-        let v = json(&[
-            op,
-            "-n",
-            "3",
-            "--systems",
-            "pontoon",
-            "--runs",
-            "1",
-            "--max",
-            "64",
-            "--iters",
-            "20",
-            "--json",
-        ]);
+        let v = json_once(&[op, "-n", "3", "--max", "64", "--iters", "20", "--json"]);
         assert_eq!(v["test"], op);
         assert_eq!(v["ranks"], 3);
         let sizes: Vec<u64> = v["rows"]

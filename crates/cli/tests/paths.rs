@@ -71,17 +71,17 @@ fn relayed_lane<'a>(p: &'a Value, kind: &str) -> &'a Value {
     lane
 }
 
-/// `two-clusters` without IPv6, `nodes` compute nodes each, the sites 10 ms apart: both
-/// SYNs of a simultaneous open cross the NATs easily, even with the ranks' timing off by
-/// some milliseconds on a machine busy with other tests.
-fn clusters_apart(nodes: u16) -> Topology {
+/// `two-clusters` without IPv6, `nodes` compute nodes each, the sites `delay_ms` apart.
+/// At 10 ms both SYNs of a simultaneous open cross the NATs easily, even with the ranks'
+/// timing off by some milliseconds on a machine busy with other tests.
+fn nat_clusters(nodes: u16, delay_ms: f64) -> Topology {
     preset(
         "two-clusters",
         PresetOptions {
             nodes: Some(nodes),
             no_ipv6: vec!["a".into(), "b".into()],
             wan: testbed::topology::WanImpairment {
-                delay_ms: 10.0,
+                delay_ms,
                 ..Default::default()
             },
             ..PresetOptions::default()
@@ -173,14 +173,7 @@ fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and
     if !is_root() {
         return;
     }
-    let topo = preset(
-        "two-clusters",
-        PresetOptions {
-            nodes: Some(1),
-            no_ipv6: vec!["a".into(), "b".into()],
-            ..PresetOptions::default()
-        },
-    );
+    let topo = nat_clusters(1, 0.0);
     let bed = Bed::up(&topo);
     let hosts = bed.open().host_names();
     let (code, report, stderr, elapsed) =
@@ -358,7 +351,7 @@ fn punching_upgrades_every_pair_across_nat_to_a_direct_lane_over_a_wan() {
     }
     // (On the testbed's default zero-delay link the SYNs cannot be timed to cross within
     // the ~20 µs between the heads, and the relay carries on.)
-    let topo = clusters_apart(2);
+    let topo = nat_clusters(2, 10.0);
     let bed = Bed::up(&topo);
     let hosts = bed.open().host_names();
     let (code, report, stderr, _) = doctor(&bed, &[]);
@@ -495,14 +488,7 @@ fn a_hostfile_marks_the_relays_and_a_relay_only_head_takes_no_rank() {
     if !is_root() {
         return;
     }
-    let topo = preset(
-        "two-clusters",
-        PresetOptions {
-            nodes: Some(1),
-            no_ipv6: vec!["a".into(), "b".into()],
-            ..PresetOptions::default()
-        },
-    );
+    let topo = nat_clusters(1, 0.0);
     let bed = Bed::up(&topo);
     let hostfile = "a-head slots=0 relay\na-c1\nb-head slots=0 relay\nb-c1\n";
     let out = bed
@@ -795,7 +781,7 @@ fn a_broken_punched_lane_falls_back_to_the_relay() {
     if !is_root() {
         return;
     }
-    let topo = clusters_apart(1);
+    let topo = nat_clusters(1, 10.0);
     let bed = Bed::up(&topo);
     let hostfile = "a-head slots=0 relay\nb-head slots=0 relay\na-c1\nb-c1\n";
     let out = bed

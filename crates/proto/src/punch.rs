@@ -14,8 +14,8 @@
 //! makes it translate the next SYN from the same port to another port. At most
 //! [`MAX_ROUNDS`] rounds; then the relayed lane simply carries on.
 
+use core::net::SocketAddr;
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 
 use crate::wire::data::{PunchMsg, PunchStep};
 use crate::{Nanos, Rank};

@@ -499,7 +499,7 @@ impl Sim {
                 PunchEvent::Send { peer, msg } => self.endpoints[rank as usize].send_punch(peer, msg),
                 PunchEvent::Bind { peer, round, .. } => {
                     let mine =
-                        std::net::SocketAddr::from(([192, 0, 2, rank as u8], 40_000 + u16::from(round)));
+                        core::net::SocketAddr::from(([192, 0, 2, rank as u8], 40_000 + u16::from(round)));
                     self.punchers[rank as usize].address(peer, round, Ok(mine), self.now);
                 }
                 PunchEvent::Dial { peer, round, at, .. } => {

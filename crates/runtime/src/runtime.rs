@@ -719,7 +719,7 @@ impl Runtime {
                     // anything else on the peer's lane of control frames now.
                     let lane = match self.lanes.get(lane) {
                         Some(_) => lane,
-                        None if replay::is_fragment(&header) => continue,
+                        None if header.kind() == proto::wire::Kind::Frag => continue,
                         None => match self.ep.control_lane(peer) {
                             Some(now) => now,
                             None => continue,

@@ -76,7 +76,7 @@ impl Listeners {
 }
 
 /// Whether `sock` is ready for `flags` right now (a poll with zero timeout).
-fn ready(sock: &TcpStream, flags: PollFlags) -> bool {
+pub(crate) fn ready(sock: &impl AsFd, flags: PollFlags) -> bool {
     let mut fds = [PollFd::new(sock, flags)];
     let zero = rustix::time::Timespec {
         tv_sec: 0,

@@ -56,7 +56,7 @@ impl Ledger {
     pub(crate) fn on_send(&mut self, header: &HeaderBytes, payload: &[u8]) {
         let index = self.sent;
         self.sent += 1;
-        if !self.keeping || header.as_slice()[0] == Kind::Frag as u8 {
+        if !self.keeping || header.kind() == Kind::Frag {
             return;
         }
         let bytes = header.as_slice().len() + payload.len();

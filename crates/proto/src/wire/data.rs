@@ -379,6 +379,11 @@ impl HeaderBytes {
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
+
+    /// The frame's kind (the header was emitted from a repr: always a known one).
+    pub fn kind(&self) -> Kind {
+        Kind::from_u8(self.bytes[0]).expect("emitted from a repr")
+    }
 }
 
 impl std::fmt::Debug for HeaderBytes {
@@ -439,8 +444,8 @@ mod tests {
             )
                 .prop_map(|(step, round, addr)| {
                     let addr = addr.map(|(ip, port)| {
-                        let ip = std::net::Ipv6Addr::from(ip);
-                        let ip = ip.to_ipv4_mapped().map_or(std::net::IpAddr::V6(ip), Into::into);
+                        let ip = core::net::Ipv6Addr::from(ip);
+                        let ip = ip.to_ipv4_mapped().map_or(core::net::IpAddr::V6(ip), Into::into);
                         SocketAddr::new(ip, port)
                     });
                     DataRepr::Punch(PunchMsg { step, round, addr })

@@ -15,7 +15,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use transport::relay::Reflection;
 
 use super::Runtime;
-use crate::wireup::{Incoming, Outgoing};
+use crate::wireup::{ready, Incoming, Outgoing};
 
 /// A port bound for one round of punching, and its dial once the round says when.
 struct PunchDial {
@@ -68,9 +68,9 @@ impl Punching {
         !self.dials.is_empty() || !self.handshaking.is_empty() || self.puncher.busy()
     }
 
-    /// This rank's address outside its NAT for a new local `port`: the address relays
-    /// saw, with `port` itself, which only a NAT that keeps ports keeps.
-    fn outside(&self, v4: bool, port: u16) -> Result<SocketAddr, String> {
+    /// This rank's address outside its NAT, as relays saw it: a new local port keeps
+    /// its number outside only behind a NAT that keeps ports, which this checks.
+    fn outside_ip(&self, v4: bool) -> Result<IpAddr, String> {
         let family: Vec<&Reflection> = self
             .reflections
             .iter()
@@ -91,7 +91,7 @@ impl Punching {
                 r.seen
             ));
         }
-        Ok(SocketAddr::new(first.seen.ip(), port))
+        Ok(first.seen.ip())
     }
 
     /// Binds a fresh port for `round` in the family of `like` (the initiator: IPv4 if
@@ -101,14 +101,13 @@ impl Punching {
             || self.reflections.iter().any(|r| r.seen.is_ipv4()),
             |a| a.is_ipv4(),
         );
-        self.outside(v4, 1)?; // says why not before a port is bound
+        let ip = self.outside_ip(v4)?;
         let sock = bound_port(v4).map_err(|e| format!("cannot bind a port to punch from: {e}"))?;
         let port = sock
             .local_addr()
             .ok()
             .and_then(|a| a.as_socket())
             .map_or(0, |a| a.port());
-        let outside = self.outside(v4, port)?;
         // A peer's earlier rounds are over.
         self.dials.retain(|d| d.peer != peer);
         self.dials.push(PunchDial {
@@ -118,7 +117,7 @@ impl Punching {
             plan: None,
             connecting: None,
         });
-        Ok(outside)
+        Ok(SocketAddr::new(ip, port))
     }
 
     /// Why punching `peer` ended without a lane, if it did.
@@ -164,18 +163,12 @@ fn failure(e: &io::Error) -> String {
 }
 
 fn poll_connect(sock: &Socket) -> Connect {
-    let mut fds = [rustix::event::PollFd::new(sock, rustix::event::PollFlags::OUT)];
-    let zero = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    match rustix::event::poll(&mut fds, Some(&zero)) {
-        Ok(0) => Connect::Pending,
-        Ok(_) => match sock.take_error() {
-            Ok(None) => Connect::Done,
-            Ok(Some(e)) | Err(e) => Connect::Failed(failure(&e)),
-        },
-        Err(e) => Connect::Failed(failure(&e.into())),
+    if !ready(sock, rustix::event::PollFlags::OUT) {
+        return Connect::Pending;
+    }
+    match sock.take_error() {
+        Ok(None) => Connect::Done,
+        Ok(Some(e)) | Err(e) => Connect::Failed(failure(&e)),
     }
 }
 

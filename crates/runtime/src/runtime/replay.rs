@@ -39,18 +39,17 @@ impl Runtime {
 
     /// After reading `lane`: acknowledges the peer's frames on it, every so many.
     pub(super) fn acknowledge(&mut self, lane: LaneId) {
-        let several = |peer| self.lanes.of_peer(peer).len() >= 2;
-        let Some(peer) = self.lanes.get(lane).map(|l| l.peer).filter(|&p| several(p)) else {
-            return;
-        };
         let Some(l) = self.lanes.get_mut(lane) else { return };
         let received = l.link.ledger().received();
         if received - l.acked < proto::LANE_ACK_EVERY {
-            return;
+            return; // the common case, checked first: reads are the hot path
         }
-        let tag = l.tag;
         l.acked = received;
-        self.ep.send_lane_ack(peer, tag, received);
+        let (peer, tag) = (l.peer, l.tag);
+        // Only a peer with another lane to replay on keeps copies to acknowledge.
+        if self.lanes.of_peer(peer).len() >= 2 {
+            self.ep.send_lane_ack(peer, tag, received);
+        }
     }
 
     /// A lane broke, losing what it had in flight. The engine sends its rendezvous
@@ -157,10 +156,4 @@ impl Runtime {
             .copied()
             .find(|&id| self.lanes.get(id).is_some_and(|l| l.tag == tag && tag != 0))
     }
-}
-
-/// Whether a queued header is a rendezvous fragment (which the engine sends again
-/// itself after a lane broke) rather than a frame to move to the peer's lane left.
-pub(super) fn is_fragment(header: &proto::wire::data::HeaderBytes) -> bool {
-    header.as_slice()[0] == proto::wire::Kind::Frag as u8
 }
