@@ -6,8 +6,9 @@
 # starts on the two heads (seed 001's nat-proxy) — torn down afterwards; then the same
 # clusters 2 ms apart, where pairs punch a direct lane through both NATs and leave the
 # relay; then two hosts with two NICs each, where one NIC goes
-# down in the middle of a transfer and the lane on the other carries it through; then N
-# ranks on this host over shared memory. As another user only the local ranks, saying why.
+# down in the middle of a transfer and the lane on the other carries it through; then seed
+# 001's experiment in short (`pontoon bench experiment 001 --quick`); then N ranks on this
+# host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
 set -euo pipefail
@@ -63,5 +64,13 @@ echo "      takes its second NIC down mid-way (nothing tells either end: the sta
 echo "      notices within PONTOON_LANE_TIMEOUT_MS, 1 s here, and the first NIC carries the rest)"
 "$pontoon" run --testbed "$nics" -n 2 -x PONTOON_LANE_TIMEOUT_MS=1000 "$examples/lane_failover" --down 2>&1
 "$pontoon" testbed down "$nics" >/dev/null
+echo
+echo "demo: pontoon bench experiment 001 --quick: seed 001's experiment end to end on its own"
+echo "      testbeds (routed IPv6, nat-proxy, two-proxy), the paper's claims beside pontoon's"
+echo "      figures (one short round; the full run's report is docs/experiments/001.md)"
+report=$(mktemp -d)
+"$pontoon" bench experiment 001 --quick --out "$report" >/dev/null
+sed -n '/^| claim/,/^$/p' "$report/001.md"
+rm -rf "$report"
 echo
 local_ranks

@@ -3,14 +3,23 @@
  * then a window of non-blocking sends to each other, and wait for all of them; after the
  * warm-up windows the timed ones give bytes moved in both directions per second.
  * Prints one line per size:
- *     SIZE_BYTES BANDWIDTH_MB_S
- * The first line names the MPI library.
+ *     SIZE_BYTES BANDWIDTH_MB_S CPU_S_PER_GB
+ * the last: the user + system CPU seconds of both ranks during the timed windows
+ * (getrusage), per GB moved (both directions). The first line names the MPI library.
  * Usage: bibw [MAX_BYTES [ITERS [WINDOW]]]  (defaults 4194304, 100 and 64; fewer
  * iterations above 64 KiB, as OSU does). Extra ranks wait at the barriers. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+
+/* User + system CPU seconds of this process so far. */
+static double cpu_seconds(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -34,15 +43,18 @@ int main(int argc, char **argv) {
     int len = 0;
     MPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n")] = 0;
-    if (rank == 0) printf("# library: %s\n# bytes bibw_MB_s (window %d)\n", lib, window);
+    if (rank == 0) printf("# library: %s\n# bytes bibw_MB_s cpu_s_per_GB (window %d)\n", lib, window);
     int peer = rank == 0 ? 1 : 0;
     for (long n = 1; n <= max; n *= 2) {
         int iters = n > 65536 ? iters_small / 5 + 1 : iters_small;
         int warmup = iters / 10 + 1;
-        double t0 = 0;
+        double t0 = 0, cpu0 = cpu_seconds();
         MPI_Barrier(MPI_COMM_WORLD);
         for (int i = 0; i < warmup + iters && rank < 2; i++) {
-            if (i == warmup) t0 = MPI_Wtime();
+            if (i == warmup) {
+                t0 = MPI_Wtime();
+                cpu0 = cpu_seconds();
+            }
             for (int w = 0; w < window; w++)
                 MPI_Irecv(rbuf, (int)n, MPI_BYTE, peer, 10, MPI_COMM_WORLD, &reqs[w]);
             for (int w = 0; w < window; w++)
@@ -50,7 +62,10 @@ int main(int argc, char **argv) {
             MPI_Waitall(2 * window, reqs, stats);
         }
         double t = MPI_Wtime() - t0;
-        if (rank == 0) printf("%ld %.1f\n", n, 2.0 * n * window * iters / t / 1e6);
+        double cpu = rank < 2 ? cpu_seconds() - cpu0 : 0, cpu_all = 0;
+        MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        double bytes = 2.0 * n * window * iters;
+        if (rank == 0) printf("%ld %.1f %.3f\n", n, bytes / t / 1e6, cpu_all / (bytes / 1e9));
     }
     free(reqs);
     free(stats);

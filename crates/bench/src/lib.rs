@@ -3,12 +3,16 @@
 //! a ratio column against the anchor named; as a table, JSON or CSV.
 #![forbid(unsafe_code)]
 
+pub mod experiment;
+pub mod plot;
 pub mod programs;
 pub mod report;
 pub mod stats;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
 
 use programs::{Program, System};
 use report::{Report, Row, SystemReport};
@@ -21,6 +25,14 @@ pub enum Test {
     Latency,
     /// Round trips per second of the same ping-pong (MPBench's roundtrip)
     Roundtrip,
+    /// Throughput of the same ping-pong: bytes / one-way time (IMB PingPong), MB/s
+    Pingpong,
+    /// Application latency: how long a blocking MPI_Send takes to return while messages
+    /// stream one way (MPBench's), µs
+    AppLatency,
+    /// Share of a non-blocking exchange hidden behind a compute loop of the same length
+    /// (seed 002's mpptest idea), %
+    Overlap,
     /// Streaming bandwidth, a window of non-blocking sends (osu_bw), S senders to R
     /// receivers (`--pattern S:R`: 1:1, N:1, N:N), aggregate MB/s
     Bw,
@@ -32,14 +44,27 @@ pub enum Test {
     Bcast,
     /// MPI_Reduce of doubles to rank 0, average latency over the ranks (osu_reduce), µs
     Reduce,
+    /// MPI_Allgather, the size being each rank's block (osu_allgather), µs
+    Allgather,
     /// MPI_Alltoall, the size being each block one rank sends another (osu_alltoall), µs
     Alltoall,
+    /// A seed's experiment, end to end on the testbed (as root): `experiment SEED`
+    Experiment,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct Options {
     #[arg(value_enum)]
     pub test: Test,
+    /// The seed whose experiment runs (with `experiment`)
+    #[arg(value_enum, required_if_eq("test", "experiment"))]
+    pub seed: Option<experiment::Seed>,
+    /// A short run of the experiment: fewer sizes, runs and settings (what CI checks)
+    #[arg(long)]
+    pub quick: bool,
+    /// Where the experiment writes SEED.md, its plots and its CSV
+    #[arg(long, value_name = "DIR", default_value = "docs/experiments")]
+    pub out: std::path::PathBuf,
     /// Runs per system; the systems take turns run by run
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
@@ -61,12 +86,20 @@ pub struct Options {
     /// Senders:receivers of bw
     #[arg(long, default_value = "1:1", value_parser = parse_pattern)]
     pub pattern: (u32, u32),
+    /// Bytes each sender of bw moves per size (default: 8 MiB or 16 of the largest
+    /// messages, whichever is more)
+    #[arg(long, value_name = "BYTES")]
+    pub volume: Option<u64>,
     /// Print JSON (every run of every figure)
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Print CSV: test,system,bytes,run,value
+    /// Print CSV: test,figure,system,bytes,run,value
     #[arg(long)]
     pub csv: bool,
+    /// Also draw the figures against the message size, one line per system, into FILE
+    /// (.svg or .png)
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
     /// Give up on a run after SECONDS
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -74,6 +107,29 @@ pub struct Options {
     /// anchors held to TCP between the hosts, as between real ones)
     #[arg(long, value_name = "NAME")]
     pub testbed: Option<String>,
+    /// The testbed hosts to run on, in rank order (default: all, one rank per host in turn)
+    #[arg(long, value_delimiter = ',', requires = "testbed")]
+    pub hosts: Vec<String>,
+    /// Tell pontoon's ranks the testbed site of their host (`pontoon run --sites`): its
+    /// site-aware collectives run across the sites
+    #[arg(long, requires = "testbed")]
+    pub sites: bool,
+    /// Set VAR=VALUE for pontoon's ranks (as `pontoon run -x`); the anchors run at their
+    /// defaults. Repeatable
+    #[arg(short = 'x', value_name = "VAR=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (var, value) = s.split_once('=').ok_or("-x takes VAR=VALUE")?;
+    Ok((var.to_string(), value.to_string()))
+}
+
+/// The test's name as typed (`bw`, `latency`).
+fn test_name(t: Test) -> String {
+    use clap::ValueEnum;
+    t.to_possible_value()
+        .map_or_else(|| format!("{t:?}"), |v| v.get_name().to_string())
 }
 
 fn parse_pattern(s: &str) -> Result<(u32, u32), String> {
@@ -147,6 +203,14 @@ fn plan(o: &Options) -> Plan {
     };
     match o.test {
         Test::Latency => pingpong(),
+        Test::Pingpong => Plan {
+            column: 1,
+            unit: "MB/s",
+            lower_is_better: false,
+            what: "ping-pong throughput, bytes / one-way time, 2 ranks (IMB PingPong)".into(),
+            ..pingpong()
+        },
+        Test::Experiment => unreachable!("refused by run"),
         Test::Roundtrip => Plan {
             // One-way µs: a round trip takes twice that.
             convert: |one_way_us| 1e6 / (2.0 * one_way_us),
@@ -155,13 +219,25 @@ fn plan(o: &Options) -> Plan {
             what: "ping-pong round trips per second, 2 ranks (MPBench's roundtrip)".into(),
             ..pingpong()
         },
+        Test::AppLatency => {
+            let what = "time in a blocking MPI_Send, one-way stream, 2 ranks (MPBench's application latency)";
+            let args = vec![max, iters(10_000)];
+            Plan::new(programs::APPLAT, args, 2, "µs", true, what.into())
+        }
+        Test::Overlap => {
+            let what =
+                "share of an Isend/Irecv exchange hidden behind computation, 2 ranks (mpptest's overlap)";
+            let args = vec![max, iters(200)];
+            Plan::new(programs::OVERLAP, args, 2, "% hidden", false, what.into())
+        }
         Test::Bcast => collective("bcast", "MPI_Bcast of bytes from rank 0"),
         Test::Reduce => collective("reduce", "MPI_Reduce of doubles to rank 0"),
+        Test::Allgather => collective("allgather", "MPI_Allgather, bytes per rank"),
         Test::Alltoall => collective("alltoall", "MPI_Alltoall, bytes per block"),
         Test::Bw => {
             let (s, r) = o.pattern;
             // Each sender moves at least 8 MiB per size, more for the larger messages.
-            let volume = (8u64 << 20).max(o.max * 16).to_string();
+            let volume = o.volume.unwrap_or((8u64 << 20).max(o.max * 16)).to_string();
             let args = vec![
                 s.to_string(),
                 r.to_string(),
@@ -178,7 +254,10 @@ fn plan(o: &Options) -> Plan {
         }
         Test::Bibw => {
             let what = "bidirectional bandwidth, 2 ranks (osu_bibw)".into();
-            Plan::new(programs::BIBW, vec![max, iters(100)], 2, "MB/s", false, what)
+            Plan {
+                cpu_column: Some(1),
+                ..Plan::new(programs::BIBW, vec![max, iters(100)], 2, "MB/s", false, what)
+            }
         }
         Test::Allreduce => {
             let args = vec![o.max.max(8).to_string(), iters(1000)];
@@ -188,11 +267,23 @@ fn plan(o: &Options) -> Plan {
     }
 }
 
-/// Runs the test and prints its report. `progress` hears what is running.
-pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+/// A progress bar on stderr when it is a terminal (silent otherwise), counting runs.
+pub fn progress_bar() -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    if let Ok(style) = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} runs  {msg}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Runs the test and returns its report; `bar` counts the runs and says which is going.
+pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report, String> {
+    if o.test == Test::Experiment {
+        return Err("an experiment is many tests: experiment::run".into());
+    }
     let plan = plan(o);
     let place = match &o.testbed {
-        Some(name) => programs::Place::testbed(name)?,
+        Some(name) => programs::Place::testbed(name, &o.hosts, o.sites)?,
         None => programs::Place::Local,
     };
     let timeout = Duration::from_secs(o.timeout);
@@ -218,13 +309,28 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
             failed: None,
         });
     }
+    bar.inc_length(u64::from(o.runs) * systems.len() as u64);
     // Figures per system and size, run by run.
     let mut figures: BTreeMap<(System, u64), Vec<f64>> = BTreeMap::new();
     let mut cpu: BTreeMap<(System, u64), Vec<f64>> = BTreeMap::new();
     for run in 1..=o.runs {
         for sr in systems.iter_mut().filter(|s| s.failed.is_none()) {
-            progress(&format!("run {run}/{}: {}", o.runs, sr.name.name()));
-            match programs::run(sr.name, &exes[&sr.name], &plan.args, plan.ranks, timeout, &place) {
+            bar.set_message(format!(
+                "{} run {run}/{}: {}",
+                test_name(o.test),
+                o.runs,
+                sr.name.name()
+            ));
+            let job = programs::Job {
+                args: &plan.args,
+                ranks: plan.ranks,
+                timeout,
+                place: &place,
+                pontoon_env: &o.env,
+            };
+            let result = programs::run(sr.name, &exes[&sr.name], &job);
+            bar.inc(1);
+            match result {
                 Ok(out) if out.rows.is_empty() => sr.failed = Some("the program printed no figures".into()),
                 Ok(out) => {
                     sr.library = sr.library.take().or(out.library);
@@ -285,14 +391,14 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report, String
         })
         .collect();
     Ok(Report {
-        test: format!("{:?}", o.test).to_lowercase(),
+        test: test_name(o.test),
         what: plan.what,
         unit: plan.unit,
         better: if plan.lower_is_better { "lower" } else { "higher" },
         ranks: plan.ranks,
         place: match &place {
             programs::Place::Local => "this host".into(),
-            programs::Place::Testbed { name, hosts } => format!(
+            programs::Place::Testbed { name, hosts, .. } => format!(
                 "testbed {name} ({})",
                 hosts
                     .iter()

@@ -33,6 +33,8 @@ pub const STREAMS: Program = program!("streams");
 pub const BIBW: Program = program!("bibw");
 pub const COLLECTIVE: Program = program!("collective");
 pub const ALLREDUCE: Program = program!("allreduce");
+pub const APPLAT: Program = program!("applat");
+pub const OVERLAP: Program = program!("overlap");
 
 /// A command line that starts ranks (the program follows), and the environment it needs.
 struct Launcher {
@@ -44,18 +46,41 @@ struct Launcher {
 #[derive(Debug, Clone)]
 pub enum Place {
     Local,
-    Testbed { name: String, hosts: Vec<String> },
+    Testbed {
+        name: String,
+        hosts: Vec<String>,
+        /// pontoon's ranks learn their hosts' sites (`pontoon run --sites`).
+        sites: bool,
+    },
 }
 
 impl Place {
-    /// The running testbed `name` and its hosts.
-    pub fn testbed(name: &str) -> Result<Place, String> {
+    /// The running testbed `name` and its hosts, or those of `only` (in that order).
+    pub fn testbed(name: &str, only: &[String], sites: bool) -> Result<Place, String> {
         let bed = testbed::Testbed::open(Some(name))?;
+        let all = bed.host_names();
+        if let Some(h) = only.iter().find(|h| !all.contains(h)) {
+            return Err(format!(
+                "testbed {name} has no host {h} (it has {})",
+                all.join(", ")
+            ));
+        }
         Ok(Place::Testbed {
             name: bed.name.clone(),
-            hosts: bed.host_names(),
+            hosts: if only.is_empty() { all } else { only.to_vec() },
+            sites,
         })
     }
+}
+
+/// One run of a program: its arguments, ranks and place, and what pontoon's ranks are
+/// told (`pontoon run -x`; the anchors run at their defaults).
+pub struct Job<'a> {
+    pub args: &'a [String],
+    pub ranks: u32,
+    pub timeout: Duration,
+    pub place: &'a Place,
+    pub pontoon_env: &'a [(String, String)],
 }
 
 /// An MPI implementation.
@@ -94,10 +119,27 @@ impl System {
         }
     }
 
+    /// How the ranks of a job start.
+    fn launcher(self, job: &Job) -> Result<Launcher, String> {
+        let mut launcher = self.launcher_at(job.ranks, job.timeout, job.place)?;
+        if self == System::Pontoon {
+            for (var, value) in job.pontoon_env {
+                launcher
+                    .argv
+                    .extend(["-x".into(), format!("{var}={value}").into()]);
+            }
+        }
+        Ok(launcher)
+    }
+
     /// How `ranks` ranks of a program start at `place`.
-    fn launcher(self, ranks: u32, timeout: Duration, place: &Place) -> Result<Launcher, String> {
-        if let Place::Testbed { name, hosts } = place {
-            return self.testbed_launcher(ranks, timeout, name, hosts);
+    fn launcher_at(self, ranks: u32, timeout: Duration, place: &Place) -> Result<Launcher, String> {
+        if let Place::Testbed { name, hosts, sites } = place {
+            let mut launcher = self.testbed_launcher(ranks, timeout, name, hosts)?;
+            if *sites && self == System::Pontoon {
+                launcher.argv.push("--sites".into());
+            }
+            return Ok(launcher);
         }
         let n = ranks.to_string();
         let argv = |v: Vec<OsString>| Launcher { argv: v, env: vec![] };
@@ -170,6 +212,8 @@ impl System {
                     "run".into(),
                     "--testbed".into(),
                     bed.into(),
+                    "--host".into(),
+                    used.join(",").into(),
                     "--timeout".into(),
                     timeout.as_secs().max(1).to_string().into(),
                     "-n".into(),
@@ -230,7 +274,7 @@ impl System {
     /// Whether this system can run here, or why not.
     pub fn available(self) -> Result<(), String> {
         self.compiler()?;
-        self.launcher(2, Duration::from_secs(1), &Place::Local)
+        self.launcher_at(2, Duration::from_secs(1), &Place::Local)
             .map(|_| ())
     }
 }
@@ -300,16 +344,26 @@ pub fn build(program: Program, system: System) -> Result<PathBuf, String> {
         return Ok(exe);
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let src = dir.join(format!("{}-{key}.c", program.name));
+    // Source and program under names of this process's own, the program renamed once
+    // built: a concurrent run never reads half a file (nor rewrites the source under
+    // another's compiler).
+    static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = format!(
+        "{}-{}",
+        std::process::id(),
+        BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let src = dir.join(format!("{}-{key}.{pid}.c", program.name));
     std::fs::write(&src, program.source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-    // Built under a name of its own, then renamed: a concurrent run never sees half a file.
-    let tmp = dir.join(format!("{}.{}.tmp", exe.display(), std::process::id()));
+    let tmp = dir.join(format!("{}.{pid}.tmp", exe.display()));
     let out = Command::new(&cc)
         .args(["-O2", "-o"])
         .arg(&tmp)
         .arg(&src)
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", cc.display()))?;
+        .map_err(|e| format!("cannot run {}: {e}", cc.display()));
+    let _ = std::fs::remove_file(&src);
+    let out = out?;
     if !out.status.success() {
         return Err(format!(
             "{} failed on {}: {}",
@@ -352,21 +406,15 @@ pub fn parse(text: &str) -> Output {
     out
 }
 
-/// Runs `exe` (built for `system`) with `args` on `ranks` ranks of this host; its output,
-/// or why it failed (within `timeout`).
-pub fn run(
-    system: System,
-    exe: &Path,
-    args: &[String],
-    ranks: u32,
-    timeout: Duration,
-    place: &Place,
-) -> Result<Output, String> {
-    let Launcher { argv, env } = system.launcher(ranks, timeout, place)?;
+/// Runs `exe` (built for `system`) as `job` says; its output, or why it failed (within
+/// the job's timeout).
+pub fn run(system: System, exe: &Path, job: &Job) -> Result<Output, String> {
+    let Launcher { argv, env } = system.launcher(job)?;
+    let timeout = job.timeout;
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .arg(exe)
-        .args(args)
+        .args(job.args)
         .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -436,7 +484,7 @@ mod tests {
 
     #[test]
     fn the_programs_are_the_benchmarks_of_bench_c() {
-        for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE, COLLECTIVE] {
+        for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE, COLLECTIVE, APPLAT, OVERLAP] {
             assert!(p.source.contains("MPI_Init"), "{}", p.name);
         }
     }

@@ -47,7 +47,7 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
-fn size(bytes: u64) -> String {
+pub fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
@@ -55,7 +55,7 @@ fn size(bytes: u64) -> String {
     }
 }
 
-fn figure(v: f64) -> String {
+pub fn figure(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {

@@ -81,9 +81,14 @@ struct RunArgs {
     /// End the job after SECONDS (exit status 124)
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
-    /// Run the ranks on the hosts of this testbed (the launcher runs on its first host)
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["host", "hostfile"])]
+    /// Run the ranks on the hosts of this testbed (the launcher runs on its first host);
+    /// with --host, on those of its hosts
+    #[arg(long, value_name = "NAME", conflicts_with = "hostfile")]
     testbed: Option<String>,
+    /// With --testbed: tell each rank the site of its host (PONTOON_SITE), as a hostfile's
+    /// `site=` would; without it the ranks know nothing of the testbed's clusters
+    #[arg(long, requires = "testbed")]
+    sites: bool,
     /// Hosts to run on: `h1,h2:4,…` (`:N` slots)
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
     host: Option<String>,
@@ -190,15 +195,38 @@ fn placement(a: &RunArgs) -> Result<Placement, String> {
                 .exec();
             return Err(format!("starting pontoon run on {}: {err}", names[0]));
         }
-        let hosts = names
-            .into_iter()
-            .map(|name| Host {
-                name,
-                slots: 1,
-                site: None,
-                relay: false,
-            })
-            .collect();
+        let mut hosts = match &a.host {
+            Some(list) => {
+                let hosts = parse_hostfile(&list.replace(',', "\n")).map_err(|e| e.to_string())?;
+                if let Some(h) = hosts.iter().find(|h| !names.contains(&h.name)) {
+                    return Err(format!(
+                        "testbed {name} has no host {} (it has {})",
+                        h.name,
+                        names.join(", ")
+                    ));
+                }
+                hosts
+            }
+            None => names
+                .into_iter()
+                .map(|name| Host {
+                    name,
+                    slots: 1,
+                    site: None,
+                    relay: false,
+                })
+                .collect(),
+        };
+        if a.sites {
+            for h in hosts.iter_mut().filter(|h| h.site.is_none()) {
+                h.site = tb
+                    .topology
+                    .hosts
+                    .iter()
+                    .find(|t| t.name == h.name)
+                    .and_then(|t| t.site.clone());
+            }
+        }
         (hosts, vec![exe.into(), "testbed".into(), "agent".into()])
     } else {
         let text = match (&a.host, &a.hostfile) {
@@ -386,21 +414,39 @@ fn main() -> ExitCode {
 }
 
 fn bench_main(o: &bench::Options) -> ExitCode {
-    use std::io::IsTerminal;
-    let tty = std::io::stderr().is_terminal();
-    let report = bench::run(o, |what| {
-        if tty {
-            eprint!("\r\x1b[2Kpontoon bench: {what}");
-        }
-    });
-    if tty {
-        eprint!("\r\x1b[2K");
+    let bar = bench::progress_bar();
+    if o.test == bench::Test::Experiment {
+        let written = bench::experiment::run(o, &bar);
+        bar.finish_and_clear();
+        return match written {
+            Ok(path) => {
+                println!("pontoon bench: wrote {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("pontoon bench experiment: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
-    match report {
-        Ok(r) if o.json => println!("{}", r.json()),
-        Ok(r) if o.csv => print!("{}", r.csv()),
-        Ok(r) => print!("{}", r.table()),
+    let report = bench::run(o, &bar);
+    bar.finish_and_clear();
+    let report = match report {
+        Ok(r) => r,
         Err(e) => {
+            eprintln!("pontoon bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if o.json {
+        println!("{}", report.json());
+    } else if o.csv {
+        print!("{}", report.csv());
+    } else {
+        print!("{}", report.table());
+    }
+    if let Some(path) = &o.plot {
+        if let Err(e) = report.chart().write(path) {
             eprintln!("pontoon bench: {e}");
             return ExitCode::FAILURE;
         }

@@ -120,6 +120,13 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
         (Some("MB/s"), Some("higher"))
     );
     assert!(!v["rows"].as_array().unwrap().is_empty());
+    for r in v["rows"].as_array().unwrap() {
+        let cpu = r["cpu_s_per_gb"]["pontoon"]["median"].as_f64();
+        assert!(
+            cpu.is_some_and(|c| c >= 0.0),
+            "bibw measures its CPU per GB: {r:#}"
+        );
+    }
     let v = json_once(&["allreduce", "-n", "3", "--max", "64", "--iters", "50", "--json"]);
     assert_eq!(v["ranks"], 3);
     assert_eq!(v["rows"].as_array().unwrap().len(), 4, "8 to 64 bytes: {v:#}");
@@ -135,13 +142,24 @@ fn bandwidth_patterns_bibw_and_allreduce_run_and_print_their_formats() {
 }
 
 #[test]
-fn roundtrip_and_the_collectives_run_with_their_units() {
+fn roundtrip_pingpong_and_the_collectives_run_with_their_units() {
     let v = json_once(&["roundtrip", "--max", "8", "--iters", "100", "--json"]);
     assert_eq!(
         (v["unit"].as_str(), v["better"].as_str()),
         (Some("round trips/s"), Some("higher"))
     );
-    for op in ["bcast", "reduce", "alltoall"] {
+    let v = json_once(&["pingpong", "--max", "4096", "--iters", "100", "--json"]);
+    assert_eq!(
+        (v["unit"].as_str(), v["better"].as_str()),
+        (Some("MB/s"), Some("higher"))
+    );
+    let big = v["rows"].as_array().unwrap().last().unwrap();
+    assert_eq!(big["bytes"], 4096);
+    assert!(
+        big["results"]["pontoon"]["median"].as_f64().unwrap() > 0.0,
+        "{v:#}"
+    );
+    for op in ["bcast", "reduce", "allgather", "alltoall"] {
         let v = json_once(&[op, "-n", "3", "--max", "64", "--iters", "20", "--json"]);
         assert_eq!(v["test"], op);
         assert_eq!(v["ranks"], 3);
@@ -157,6 +175,73 @@ fn roundtrip_and_the_collectives_run_with_their_units() {
             .collect();
         assert_eq!(sizes, want, "{op}: {v:#}");
     }
+}
+
+#[test]
+fn application_latency_and_overlap_run_and_a_plot_is_drawn() {
+    let v = json_once(&["app-latency", "--max", "1024", "--iters", "100", "--json"]);
+    assert_eq!(
+        (v["test"].as_str(), v["unit"].as_str()),
+        (Some("app-latency"), Some("µs"))
+    );
+    assert_eq!(
+        v["rows"].as_array().unwrap().len(),
+        12,
+        "0 and 1 B to 1 KiB: {v:#}"
+    );
+    let dir = std::env::temp_dir().join(format!("pontoon-bench-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("overlap.svg");
+    let out = once(&[
+        "overlap",
+        "--max",
+        "65536",
+        "--iters",
+        "20",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let v = parsed(out);
+    assert_eq!(
+        (v["unit"].as_str(), v["better"].as_str()),
+        (Some("% hidden"), Some("higher"))
+    );
+    let sizes: Vec<u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [1024, 4096, 16384, 65536], "{v:#}");
+    for r in v["rows"].as_array().unwrap() {
+        let hidden = r["results"]["pontoon"]["median"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&hidden), "{r:#}");
+    }
+    let drawn = std::fs::read_to_string(&svg).expect("the plot is written");
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains("pontoon") && drawn.contains("16K"),
+        "{drawn}"
+    );
+    let out = once(&[
+        "latency",
+        "--max",
+        "8",
+        "--iters",
+        "10",
+        "--plot",
+        "/nonexistent-dir/x.png",
+    ]);
+    assert!(
+        !out.status.success(),
+        "a plot that cannot be written fails the command"
+    );
+    assert!(
+        text(&out.stderr).contains("plot /nonexistent-dir/x.png"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -222,6 +307,40 @@ fn on_a_testbed_every_system_runs_one_rank_per_host() {
         "--json",
     ]);
     assert_eq!(v["place"], format!("testbed {} (h1, h2)", bed.name), "{v:#}");
+    // Chosen hosts, in rank order; a host the testbed lacks is named.
+    let chosen = json_once(&[
+        "latency",
+        "--testbed",
+        &bed.name,
+        "--hosts",
+        "h2,h1",
+        "--max",
+        "8",
+        "--iters",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(
+        chosen["place"],
+        format!("testbed {} (h2, h1)", bed.name),
+        "{chosen:#}"
+    );
+    let out = once(&["latency", "--testbed", &bed.name, "--hosts", "h1,h9"]);
+    assert!(
+        text(&out.stderr).contains("has no host h9 (it has h1, h2)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = Command::new(pontoon())
+        .args(["run", "--testbed", &bed.name, "--host", "h9", "-n", "1", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("has no host h9"),
+        "{}",
+        text(&out.stderr)
+    );
     for s in systems.split(',') {
         let rows = v["rows"].as_array().unwrap();
         assert!(
@@ -230,6 +349,116 @@ fn on_a_testbed_every_system_runs_one_rank_per_host() {
             "{s}: {v:#}"
         );
     }
+}
+
+/// Checks what `pontoon bench experiment SEED --quick` wrote into `dir`: the report with
+/// a claim table whose every row has pontoon's figure, the CSV, and the plots it links.
+fn check_experiment(dir: &std::path::Path, seed: &str, claims: usize) {
+    let md = std::fs::read_to_string(dir.join(format!("{seed}.md"))).expect("the report");
+    assert!(md.starts_with(&format!("# Seed {seed}: ")), "{md}");
+    assert!(
+        md.contains(&format!("`pontoon bench experiment {seed} --quick`")),
+        "{md}"
+    );
+    let rows: Vec<&str> = md
+        .lines()
+        .skip_while(|l| !l.starts_with("| claim | paper | pontoon | pontoon / paper |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), claims, "{md}");
+    for r in &rows {
+        let cells: Vec<&str> = r.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.len(), 4, "{r}");
+        let ours: f64 = cells[2]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or(f64::NAN);
+        assert!(ours.is_finite(), "pontoon's figure is a number: {r}");
+        assert!(md.contains(&format!("- **{}**: ", cells[0])), "a verdict for {r}");
+    }
+    let csv = std::fs::read_to_string(dir.join(format!("{seed}.csv"))).expect("the CSV");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("table,line,bytes,run,value"));
+    let mut n = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 5, "{l}");
+        assert!(f[2].parse::<u64>().is_ok() && f[4].parse::<f64>().is_ok(), "{l}");
+        n += 1;
+    }
+    assert!(n > 0, "{csv}");
+    let plots: Vec<&str> = md
+        .lines()
+        .filter_map(|l| l.strip_prefix("![")?.split_once("](")?.1.strip_suffix(')'))
+        .collect();
+    assert!(!plots.is_empty(), "{md}");
+    for p in plots {
+        let svg = std::fs::read_to_string(dir.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn every_seed_experiment_runs_quick_and_writes_its_report() {
+    let out = bench(&["experiment", "004", "--quick"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not built yet (issue 19)"),
+        "{}",
+        text(&out.stderr)
+    );
+    if !is_root() {
+        eprintln!("not root: the experiments build testbeds (network namespaces), skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("pontoon-experiments-{}", std::process::id()));
+    for (seed, claims) in [("000", 5), ("001", 2), ("002", 4)] {
+        let out = bench(&["experiment", seed, "--quick", "--out", dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{seed}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(&format!("wrote {}", dir.join(format!("{seed}.md")).display())));
+        check_experiment(&dir, seed, claims);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn runs_started_at_once_share_an_empty_cache_of_programs() {
+    // Each builds the program it needs into the same cache: none may read another's half-
+    // written source or program.
+    let cache = std::env::temp_dir().join(format!("pontoon-bench-race-{}", std::process::id()));
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(pontoon())
+                .args([
+                    "bench",
+                    "latency",
+                    "--systems",
+                    "pontoon",
+                    "--runs",
+                    "1",
+                    "--max",
+                    "8",
+                    "--iters",
+                    "10",
+                ])
+                .env("PONTOON_BENCH_CACHE", &cache)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("pontoon starts")
+        })
+        .collect();
+    for r in runs {
+        let out = r.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]

@@ -90,6 +90,7 @@ fn host(name: String, nics: &[(&str, u16)], opts: &PresetOptions) -> Host {
         forward: false,
         masquerades: Vec::new(),
         docker_bridge: opts.docker,
+        site: None,
     }
 }
 
@@ -145,6 +146,7 @@ fn sites(opts: &PresetOptions, sites: [Site; 2], uplink: Segment, nat: bool) -> 
             opts,
         );
         head.forward = true;
+        head.site = Some(site.name.into());
         let other_head = format!("{}-{}", other.name, other.head);
         if nat {
             head.masquerades.push(Masquerade {
@@ -172,6 +174,7 @@ fn sites(opts: &PresetOptions, sites: [Site; 2], uplink: Segment, nat: bool) -> 
                 opts,
             );
             node.gateway = Some(head_name.clone());
+            node.site = Some(site.name.into());
             hosts.push(node);
         }
     }

@@ -78,6 +78,10 @@ pub struct Host {
     /// A docker-style bridge `docker0` with 172.17.0.1/16: the same address on every host.
     #[serde(default, skip_serializing_if = "is_false")]
     pub docker_bridge: bool,
+    /// The cluster or site the host belongs to (`pontoon run --testbed --sites` tells its
+    /// ranks, as a hostfile's `site=` would).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
