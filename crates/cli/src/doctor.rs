@@ -80,7 +80,17 @@ struct RankReport {
 #[derive(Serialize)]
 struct Report {
     size: u32,
+    /// How MPI_COMM_WORLD's collectives run: `site-aware` across its sites, or `flat`.
+    collectives: String,
     ranks: Vec<serde_json::Value>,
+}
+
+/// How the world's collectives run, and why.
+fn collectives(world: &pontoon::Comm) -> String {
+    match world.site_count() {
+        Some(n) => format!("site-aware across {n} sites (PONTOON_COLL_HIER=0 for the flat algorithms)"),
+        None => "flat (one site, sites not declared to every rank, or PONTOON_COLL_HIER=0)".into(),
+    }
 }
 
 /// Exchanges one message with every other rank; `Err` holds why it failed.
@@ -375,11 +385,17 @@ pub fn main(json: bool) -> ExitCode {
                     .unwrap_or_else(|| serde_json::json!({ "rank": r, "peers": [] }))
             })
             .collect();
+        let collectives = collectives(&world);
         if json {
-            let report = Report { size, ranks };
+            let report = Report {
+                size,
+                collectives,
+                ranks,
+            };
             println!("{}", serde_json::to_string_pretty(&report).expect("serializes"));
         } else {
             print!("{}", render(size, &ranks));
+            println!("\ncollectives on MPI_COMM_WORLD: {collectives}");
         }
     }
     if let Err(e) = universe.finalize() {

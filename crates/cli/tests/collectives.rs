@@ -100,3 +100,91 @@ fn non_blocking_collectives_overlap_and_advance_in_the_background() {
         }
     }
 }
+
+/// `prog ARGS` on the testbed hosts `hosts` (one rank each), sites declared or not.
+fn on_testbed(
+    bed: &common::Bed,
+    hosts: &str,
+    sites: bool,
+    prog: &str,
+    args: &[&str],
+) -> std::process::Output {
+    let n = hosts.split(',').count().to_string();
+    let mut cmd = bed.pontoon();
+    cmd.args([
+        "run",
+        "--testbed",
+        &bed.name,
+        "--host",
+        hosts,
+        "-n",
+        &n,
+        "--timeout",
+        "240",
+    ]);
+    if sites {
+        cmd.arg("--sites");
+    }
+    cmd.args(["-x", "PONTOON_SPIN_US=0"])
+        .arg(prog)
+        .args(args)
+        .output()
+        .expect("pontoon runs")
+}
+
+#[test]
+fn across_two_sites_the_site_aware_collectives_are_chosen_and_agree_with_the_reference() {
+    if !common::is_root() {
+        eprintln!("not root: no testbed (network namespaces), skipped");
+        return;
+    }
+    let bed = common::Bed::up(&common::preset(
+        "wan",
+        testbed::PresetOptions {
+            nodes: Some(2),
+            ..Default::default()
+        },
+    ));
+    // Five ranks, three at site a and two at b, interleaved.
+    let hosts = "a-h1,b-h1,a-h2,a-gw,b-h2";
+    let doctor = |sites: bool| -> serde_json::Value {
+        let out = on_testbed(
+            &bed,
+            hosts,
+            sites,
+            &pontoon().to_string_lossy(),
+            &["doctor", "--json"],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).expect("JSON")
+    };
+    let with = doctor(true);
+    let sites: Vec<&str> = with["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["site"].as_str().unwrap())
+        .collect();
+    assert_eq!(sites, ["a", "b", "a", "a", "b"]);
+    assert!(
+        with["collectives"]
+            .as_str()
+            .unwrap()
+            .starts_with("site-aware across 2 sites"),
+        "{with:#}"
+    );
+    let without = doctor(false);
+    assert!(
+        without["collectives"].as_str().unwrap().starts_with("flat"),
+        "{without:#}"
+    );
+    // Every collective on the world (two sites), a split, a dup and COMM_SELF.
+    for prog in ["coll_check", "nbc_check"] {
+        let out = on_testbed(&bed, hosts, true, &example(prog).to_string_lossy(), &[]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{prog}: {stdout}\n{}", text(&out.stderr));
+        let agreed = stdout.lines().filter(|l| l.contains("agree")).count();
+        let want = if prog == "coll_check" { 4 * 5 } else { 5 };
+        assert_eq!(agreed, want, "{prog}:\n{stdout}");
+    }
+}

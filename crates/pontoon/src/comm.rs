@@ -72,6 +72,8 @@ pub(crate) struct CommData {
     predefined: bool,
     /// Schedules of recent blocking collectives, most recently used last.
     pub(crate) schedules: RefCell<Vec<(crate::coll::SchedKey, Rc<crate::coll::schedule::Schedule>)>>,
+    /// The sites of its ranks when it spans two or more (found on first use).
+    pub(crate) sites: std::cell::OnceCell<Option<Rc<crate::coll::hier::Sites>>>,
 }
 
 /// A communicator. Cloning gives another handle to the same communicator; it is
@@ -104,6 +106,7 @@ pub(crate) fn new_comm_data(
         attrs: RefCell::new(BTreeMap::new()),
         predefined,
         schedules: RefCell::new(Vec::new()),
+        sites: std::cell::OnceCell::new(),
     }
 }
 

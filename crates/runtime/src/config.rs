@@ -155,6 +155,14 @@ pub const PARAMS: &[Param] = &[
                   below, down a binomial tree",
     },
     Param {
+        name: "PONTOON_COLL_HIER",
+        default: "1",
+        meaning: "site-aware collectives (1): a communicator whose ranks sit at two or more sites (every rank's \
+                  PONTOON_SITE, or the testbed's sites) runs barrier, bcast, reduce, allreduce and allgather in \
+                  levels (within each site, among one leader per site, within each site again) so that they \
+                  cross between sites as few times as their algorithms allow; 0: the flat algorithms",
+    },
+    Param {
         name: "PONTOON_LOG",
         default: "warn",
         meaning: "log filter (tracing syntax, e.g. `info` or `pontoon_runtime=debug`); logs go to stderr",
@@ -209,6 +217,7 @@ pub struct Config {
     pub coll_allgather_long: usize,
     pub coll_alltoall_long: usize,
     pub coll_gather_long: usize,
+    pub coll_hier: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -366,6 +375,7 @@ impl Config {
             coll_allgather_long: num(env, "PONTOON_COLL_ALLGATHER_LONG")?,
             coll_alltoall_long: num(env, "PONTOON_COLL_ALLTOALL_LONG")?,
             coll_gather_long: num(env, "PONTOON_COLL_GATHER_LONG")?,
+            coll_hier: num::<u8>(env, "PONTOON_COLL_HIER")? != 0,
             stagger: Duration::from_millis(num(env, "PONTOON_STAGGER_MS")?),
             policy: net::IfPolicy::parse(&get(env, "PONTOON_IF_INCLUDE"), &get(env, "PONTOON_IF_EXCLUDE"))
                 .map_err(|e| ConfigError {

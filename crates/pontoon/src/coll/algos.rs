@@ -23,6 +23,8 @@ pub struct Tuning {
     pub alltoall_long: usize,
     /// gather/scatter: binomial tree below this per-rank size, direct from here.
     pub gather_long: usize,
+    /// Across sites, the site-aware algorithms of [`super::hier`] (`PONTOON_COLL_HIER`).
+    pub site_aware: bool,
 }
 
 impl Tuning {
@@ -34,6 +36,7 @@ impl Tuning {
             allgather_long: c.coll_allgather_long,
             alltoall_long: c.coll_alltoall_long,
             gather_long: c.coll_gather_long,
+            site_aware: c.coll_hier,
         }
     }
 }

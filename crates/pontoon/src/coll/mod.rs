@@ -3,7 +3,9 @@
 //! non-blocking ones own their vectors and advance whenever the job progresses.
 
 pub mod algos;
+mod choose;
 mod direct;
+pub(crate) mod hier;
 mod nonblocking;
 mod plans;
 pub mod schedule;
@@ -214,7 +216,7 @@ impl<'u> Comm<'u> {
 
     /// Waits until every member got here (MPI_Barrier).
     pub fn barrier(&self) -> Result<()> {
-        let s = self.schedule(SchedKey::new("barrier", [0; 4]), || algos::barrier(self.shape()));
+        let s = self.schedule(SchedKey::new("barrier", [0; 4]), || self.barrier_schedule());
         self.run_blocking(s, &[], &mut [], None)
     }
 
@@ -223,9 +225,7 @@ impl<'u> Comm<'u> {
         self.check_root(root)?;
         let n = std::mem::size_of_val(buf);
         let key = SchedKey::new("bcast", [root as usize, n, 0, 0]);
-        let s = self.schedule(key, || {
-            algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning())
-        });
+        let s = self.schedule(key, || self.bcast_schedule(root, OUTPUT, n));
         self.run_blocking(s, &[], bytes_mut(buf), None)
     }
 
@@ -257,9 +257,7 @@ impl<'u> Comm<'u> {
         };
         let commutative = op.is_commutative();
         let key = SchedKey::new("reduce", [root as usize, src as usize, n, commutative as usize]);
-        let s = self.schedule(key, || {
-            algos::reduce(self.shape(), root, src, OUTPUT, n, commutative)
-        });
+        let s = self.schedule(key, || self.reduce_schedule(root, src, OUTPUT, n, commutative));
         self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
     }
 
@@ -293,9 +291,7 @@ impl<'u> Comm<'u> {
         let src = if input.is_some() { INPUT } else { OUTPUT };
         let (elem, commutative) = (dt.size() as usize, op.is_commutative());
         let key = SchedKey::new("allreduce", [src as usize, n, elem, commutative as usize]);
-        let s = self.schedule(key, || {
-            algos::allreduce(self.shape(), src, OUTPUT, n, elem, commutative, &self.tuning())
-        });
+        let s = self.schedule(key, || self.allreduce_schedule(src, OUTPUT, n, elem, commutative));
         self.run_blocking(s, input.unwrap_or(&[]), out, Some((op.clone(), dt.clone())))
     }
 
@@ -350,7 +346,7 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
             Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
         };
-        let s = algos::allgather(self.shape(), src, OUTPUT, n, &self.tuning());
+        let s = self.allgather_schedule(src, OUTPUT, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 

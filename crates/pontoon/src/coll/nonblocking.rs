@@ -188,7 +188,7 @@ impl<'u> Comm<'u> {
 
     /// Starts a barrier (MPI_Ibarrier).
     pub fn ibarrier(&self) -> CollRequest<'u, u8> {
-        self.start(algos::barrier(self.shape()), Vec::new(), Vec::new(), None)
+        self.start(self.barrier_schedule(), Vec::new(), Vec::new(), None)
     }
 
     /// Starts a broadcast of `buf` from `root` (MPI_Ibcast); every rank passes a
@@ -196,12 +196,7 @@ impl<'u> Comm<'u> {
     pub fn ibcast<T: bytemuck::Pod + Send>(&self, buf: Vec<T>, root: Rank) -> Result<CollRequest<'u, T>> {
         self.check_root(root)?;
         let n = std::mem::size_of_val(buf.as_slice());
-        Ok(self.start(
-            algos::bcast(self.shape(), root, OUTPUT, n, &self.tuning()),
-            Vec::new(),
-            buf,
-            None,
-        ))
+        Ok(self.start(self.bcast_schedule(root, OUTPUT, n), Vec::new(), buf, None))
     }
 
     /// Starts an allreduce of `send` (MPI_Iallreduce); the result has its length.
@@ -209,15 +204,7 @@ impl<'u> Comm<'u> {
         let opdt = self.reduction::<T>(op)?;
         let n = std::mem::size_of_val(send.as_slice());
         let elem = std::mem::size_of::<T>();
-        let s = algos::allreduce(
-            self.shape(),
-            OUTPUT,
-            OUTPUT,
-            n,
-            elem,
-            op.is_commutative(),
-            &self.tuning(),
-        );
+        let s = self.allreduce_schedule(OUTPUT, OUTPUT, n, elem, op.is_commutative());
         Ok(self.start(s, Vec::new(), send, opdt))
     }
 
@@ -236,7 +223,7 @@ impl<'u> Comm<'u> {
         } else {
             (send, Vec::new(), INPUT)
         };
-        let s = algos::reduce(self.shape(), root, src, OUTPUT, n, op.is_commutative());
+        let s = self.reduce_schedule(root, src, OUTPUT, n, op.is_commutative());
         Ok(self.start(s, input, output, opdt))
     }
 
@@ -244,12 +231,7 @@ impl<'u> Comm<'u> {
     pub fn iallgather<T: bytemuck::Pod + Send>(&self, send: Vec<T>) -> CollRequest<'u, T> {
         let n = std::mem::size_of_val(send.as_slice());
         let out = vec![T::zeroed(); send.len() * self.size() as usize];
-        self.start(
-            algos::allgather(self.shape(), Some(INPUT), OUTPUT, n, &self.tuning()),
-            send,
-            out,
-            None,
-        )
+        self.start(self.allgather_schedule(Some(INPUT), OUTPUT, n), send, out, None)
     }
 
     /// Starts an alltoall (MPI_Ialltoall): block j of `send` goes to rank j.

@@ -39,19 +39,13 @@ fn reducing(sched: Schedule, op: &Op, dt: &Datatype) -> Result<Plan> {
 
 impl<'u> Comm<'u> {
     pub fn plan_barrier(&self) -> Plan {
-        plain(algos::barrier(self.shape()))
+        plain(self.barrier_schedule())
     }
 
     /// `bytes` in the output buffer, from `root`'s.
     pub fn plan_bcast(&self, root: Rank, bytes: usize) -> Result<Plan> {
         self.check_root(root)?;
-        Ok(plain(algos::bcast(
-            self.shape(),
-            root,
-            OUTPUT,
-            bytes,
-            &self.tuning(),
-        )))
+        Ok(plain(self.bcast_schedule(root, OUTPUT, bytes)))
     }
 
     /// `bytes` of packed `dt` reduced into `root`'s output; `in_place`: the root's
@@ -69,22 +63,14 @@ impl<'u> Comm<'u> {
             return Err(Error::Arg("reduce: IN_PLACE is only for the root".into()));
         }
         let src = if in_place { OUTPUT } else { INPUT };
-        let s = algos::reduce(self.shape(), root, src, OUTPUT, bytes, op.is_commutative());
+        let s = self.reduce_schedule(root, src, OUTPUT, bytes, op.is_commutative());
         reducing(s, op, dt)
     }
 
     pub fn plan_allreduce(&self, in_place: bool, bytes: usize, dt: &Datatype, op: &Op) -> Result<Plan> {
         let src = if in_place { OUTPUT } else { INPUT };
         let elem = dt.size() as usize;
-        let s = algos::allreduce(
-            self.shape(),
-            src,
-            OUTPUT,
-            bytes,
-            elem,
-            op.is_commutative(),
-            &self.tuning(),
-        );
+        let s = self.allreduce_schedule(src, OUTPUT, bytes, elem, op.is_commutative());
         reducing(s, op, dt)
     }
 
@@ -119,7 +105,7 @@ impl<'u> Comm<'u> {
 
     pub fn plan_allgather(&self, in_place: bool, block: usize) -> Plan {
         let src = (!in_place).then_some(INPUT);
-        plain(algos::allgather(self.shape(), src, OUTPUT, block, &self.tuning()))
+        plain(self.allgather_schedule(src, OUTPUT, block))
     }
 
     pub fn plan_alltoall(&self, in_place: bool, block: usize) -> Plan {

@@ -10,7 +10,8 @@ use proto::sim::{Completion, Sim, SimConfig};
 use runtime::Buffer;
 
 use super::algos::{self, Shape, Tuning};
-use super::schedule::{P2p, Running, Schedule, INPUT, OUTPUT};
+use super::hier::{self, Sites};
+use super::schedule::{P2p, Running, Schedule, Xfer, INPUT, OUTPUT};
 use crate::datatype::{Basic, Datatype, PairValue};
 use crate::op::Op;
 use crate::{Error, Result};
@@ -192,6 +193,7 @@ fn tuning(long: bool) -> Tuning {
             allgather_long: 1,
             alltoall_long: 1,
             gather_long: 1,
+            site_aware: true,
         }
     } else {
         Tuning::default()
@@ -414,5 +416,144 @@ fn barrier_holds_every_rank_until_the_last_arrives() {
             let rounds = s.steps.iter().filter(|st| !st.xfers.is_empty()).count();
             assert_eq!(rounds, (p as f64).log2().ceil() as usize, "rounds at {p} ranks");
         }
+    }
+}
+
+/// `p` ranks spread over `k` sites (all used when `k <= p`), unevenly and interleaved.
+fn sites_for(p: u32, k: u32, seed: u64) -> Sites {
+    let k = k.min(p).max(1);
+    let mut rng = proto::sim::Rng::new(seed ^ 0x517e);
+    let mut of: Vec<u32> = (0..p)
+        .map(|r| {
+            if r < k {
+                r
+            } else {
+                rng.range(0, k as u64 - 1) as u32
+            }
+        })
+        .collect();
+    for i in (1..of.len()).rev() {
+        of.swap(i, rng.range(0, i as u64) as usize);
+    }
+    Sites::from_indices(of)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn site_aware_collectives_match_the_reference((p, root, count, kind, in_place, long, seed) in case(), k in 1u32..4) {
+        let sites = sites_for(p, k, seed);
+        let t = tuning(long);
+        let pu = p as usize;
+        // bcast from every root
+        let n = count * 37;
+        let want: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+        let mut outs = vec![vec![0u8; n]; pu];
+        outs[root as usize] = want.clone();
+        let got = run(p, |sh| hier::bcast(sh, &sites, root, OUTPUT, n, &t), &vec![Vec::new(); pu], &outs, None, seed);
+        for g in &got {
+            prop_assert_eq!(g, &want, "bcast from {} over {:?}", root, sites);
+        }
+        // reduce and allreduce, commutative operations only (the others stay flat)
+        let kind = if kind == 4 { 0 } else { kind };
+        let (inputs, (op, dt)) = setup(p, count + 1, kind, seed);
+        let parts: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let want = fold(&op, &dt, &parts);
+        let n = inputs[0].len();
+        let (src, ins, outs) = if in_place {
+            (OUTPUT, vec![Vec::new(); pu], inputs.clone())
+        } else {
+            (INPUT, inputs.clone(), vec![vec![0xa5; n]; pu])
+        };
+        let elem = dt.size() as usize;
+        let got = run(p, |sh| hier::allreduce(sh, &sites, src, OUTPUT, n, elem, &t), &ins, &outs, Some((op.clone(), dt.clone())), seed);
+        for (r, g) in got.iter().enumerate() {
+            prop_assert_eq!(g, &want, "allreduce at {} over {:?}", r, sites);
+        }
+        let src_at = |r: u32| if in_place && r == root { OUTPUT } else { INPUT };
+        let mut rins = inputs.clone();
+        let mut routs = vec![Vec::new(); pu];
+        routs[root as usize] = vec![0; n];
+        if in_place {
+            routs[root as usize] = std::mem::take(&mut rins[root as usize]);
+        }
+        let got = run(p, |sh| hier::reduce(sh, &sites, root, src_at(sh.rank), OUTPUT, n), &rins, &routs, Some((op.clone(), dt.clone())), seed);
+        prop_assert_eq!(&got[root as usize], &want, "reduce to {} over {:?}", root, sites);
+        // allgather
+        let n = count * 3;
+        let block = |r: usize| -> Vec<u8> { (0..n).map(|i| (r * 31 + i) as u8).collect() };
+        let ins: Vec<Vec<u8>> = (0..pu).map(block).collect();
+        let all: Vec<u8> = ins.concat();
+        let outs: Vec<Vec<u8>> = (0..pu).map(|r| if in_place { let mut o = vec![0; n * pu]; o[r * n..][..n].copy_from_slice(&ins[r]); o } else { vec![0; n * pu] }).collect();
+        let got = run(p, |sh| hier::allgather(sh, &sites, (!in_place).then_some(INPUT), OUTPUT, n, &t), &ins, &outs, None, seed);
+        for g in &got {
+            prop_assert_eq!(g, &all, "allgather over {:?}", sites);
+        }
+        // barrier: every rank gets through
+        let got = run(p, |sh| hier::barrier(sh, &sites), &vec![Vec::new(); pu], &vec![Vec::new(); pu], None, seed);
+        prop_assert_eq!(got.len(), pu);
+    }
+}
+
+/// Messages and bytes that cross between sites, summed over every rank's schedule.
+fn crossings(p: u32, sites: &[u32], build: impl Fn(Shape) -> Schedule) -> (usize, usize) {
+    (0..p)
+        .flat_map(|r| {
+            let s = build(Shape { rank: r, size: p });
+            s.steps
+                .into_iter()
+                .flat_map(|st| st.xfers)
+                .filter_map(|x| match x {
+                    Xfer::Send { peer, from } if sites[peer as usize] != sites[r as usize] => Some(from.len),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .fold((0, 0), |(m, b), len| (m + 1, b + len))
+}
+
+#[test]
+fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_allow() {
+    // 8 ranks interleaved over two sites (rank i at site i mod 2), as the issue measures.
+    let of: Vec<u32> = (0..8).map(|r| r % 2).collect();
+    let sites = Sites::from_indices(of.clone());
+    let t = Tuning::default();
+    let n = 4 << 20;
+    let bytes = |c: (usize, usize)| c.1;
+    let hier = [
+        bytes(crossings(8, &of, |sh| hier::bcast(sh, &sites, 3, OUTPUT, n, &t))),
+        bytes(crossings(8, &of, |sh| {
+            hier::reduce(sh, &sites, 3, INPUT, OUTPUT, n)
+        })),
+        bytes(crossings(8, &of, |sh| {
+            hier::allreduce(sh, &sites, INPUT, OUTPUT, n, 8, &t)
+        })),
+        bytes(crossings(8, &of, |sh| {
+            hier::allgather(sh, &sites, Some(INPUT), OUTPUT, n / 8, &t)
+        })),
+    ];
+    // The message once one way (bcast, reduce), once each way (allreduce), each site's
+    // half once to the other (allgather).
+    assert_eq!(hier, [n, n, 2 * n, n], "bcast, reduce, allreduce, allgather");
+    assert_eq!(
+        crossings(8, &of, |sh| hier::barrier(sh, &sites)),
+        (2, 0),
+        "barrier: one message each way"
+    );
+    let flat = [
+        bytes(crossings(8, &of, |sh| algos::bcast(sh, 3, OUTPUT, n, &t))),
+        bytes(crossings(8, &of, |sh| {
+            algos::reduce(sh, 3, INPUT, OUTPUT, n, true)
+        })),
+        bytes(crossings(8, &of, |sh| {
+            algos::allreduce(sh, INPUT, OUTPUT, n, 8, true, &t)
+        })),
+        bytes(crossings(8, &of, |sh| {
+            algos::allgather(sh, Some(INPUT), OUTPUT, n / 8, &t)
+        })),
+    ];
+    for (f, h) in flat.iter().zip(hier) {
+        assert!(*f >= 2 * h, "flat {flat:?} against site-aware {hier:?}");
     }
 }

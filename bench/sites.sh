@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Site-aware against flat collectives (issue 19): 8 ranks on the `wan` testbed, two sites of
+# 4 hosts joined by a 1 Gbit/s link with 10 ms one-way delay (20 ms RTT), ranks placed by
+# site and interleaved (rank i at site i mod 2). Per round and placement: `pontoon bench`
+# with the sites declared (`--sites`: site-aware), then flat (PONTOON_COLL_HIER=0); then
+# MPICH and Open MPI once each, interleaved (slow across the WAN). Prints a markdown table of
+# medians (min-max) in ms at 8 B, 64 KiB and 4 MiB (allgather: 512 KiB per rank, the
+# issue's 8 × 512 KiB). Needs root.
+#
+#   RUNS=3 bench/sites.sh            (raw JSON kept in $OUT, default a temporary directory)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RUNS=${RUNS:-3}
+OUT=${OUT:-$(mktemp -d)}
+P=target/release/pontoon
+bed="sites-$$"
+trap '"$P" testbed down "$bed" >/dev/null 2>&1' EXIT
+"$P" testbed up wan --nodes 4 --delay-ms 10 --wan-rate-mbit 1000 --name "$bed" >/dev/null
+declare -A hosts=([site]=a-h1,a-h2,a-h3,a-h4,b-h1,b-h2,b-h3,b-h4 [inter]=a-h1,b-h1,a-h2,b-h2,a-h3,b-h3,a-h4,b-h4)
+for run in $(seq "$RUNS"); do
+    for t in bcast allreduce allgather; do
+        max=4194304
+        [[ $t == allgather ]] && max=524288
+        for place in inter site; do
+            common=(-n 8 --testbed "$bed" --hosts "${hosts[$place]}" --sites --runs 1 --max "$max" --iters 10 --json)
+            "$P" bench "$t" "${common[@]}" --systems pontoon >"$OUT/$t-$place-all-$run.json"
+            "$P" bench "$t" "${common[@]}" --systems pontoon -x PONTOON_COLL_HIER=0 >"$OUT/$t-$place-flat-$run.json"
+            echo "round $run: $t $place done" >&2
+        done
+    done
+done
+# MPICH and Open MPI (where installed), at their defaults: once, interleaved; a run that
+# takes longer than ANCHOR_TIMEOUT seconds is left out (`pontoon bench` says so on stderr).
+for t in bcast allreduce allgather; do
+    max=4194304
+    [[ $t == allgather ]] && max=524288
+    for anchor in mpich openmpi; do
+        "$P" bench "$t" -n 8 --testbed "$bed" --hosts "${hosts[inter]}" --runs 1 --max "$max" --iters 10 --json \
+            --systems "$anchor" --timeout "${ANCHOR_TIMEOUT:-300}" >"$OUT/$t-inter-all-$anchor.json" || true
+        echo "$anchor: $t done" >&2
+    done
+done
+python3 - "$OUT" <<'PY'
+import glob, json, statistics, sys
+out = sys.argv[1]
+print("| collective | placement | size | site-aware ms | flat ms | MPICH ms | Open MPI ms | site-aware / flat | site-aware / better MPI |")
+print("|---|---|---|---|---|---|---|---|---|")
+for t in ["bcast", "allreduce", "allgather"]:
+    sizes = [8, 65536, 524288 if t == "allgather" else 4194304]
+    for place in ["inter", "site"]:
+        data = {}
+        for kind in ["all", "flat"]:
+            for f in glob.glob(f"{out}/{t}-{place}-{kind}-*.json"):
+                try:
+                    rows = json.load(open(f))["rows"]
+                except (ValueError, KeyError):
+                    continue  # an anchor that failed or timed out
+                for r in rows:
+                    for system, m in r["results"].items():
+                        label = "flat" if kind == "flat" else ("site-aware" if system == "pontoon" else system)
+                        data.setdefault((label, r["bytes"]), []).extend(m["runs"])
+        for b in sizes:
+            v = {l: data.get((l, b), []) for l in ["site-aware", "flat", "mpich", "openmpi"]}
+            med = {l: statistics.median(x) / 1e3 for l, x in v.items() if x}
+            cell = lambda l: f"{med[l]:.2f} ({min(v[l]) / 1e3:.2f}-{max(v[l]) / 1e3:.2f})" if l in med else "-"
+            mpis = [med[l] for l in ["mpich", "openmpi"] if l in med]
+            ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+            size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1024 else f"{b} B"
+            print(f"| {t} | {'interleaved' if place == 'inter' else 'by site'} | {size} | " +
+                  " | ".join(cell(l) for l in ["site-aware", "flat", "mpich", "openmpi"]) +
+                  f" | {ratio(med.get('site-aware'), med.get('flat'))} | {ratio(med.get('site-aware'), min(mpis) if mpis else None)} |")
+PY

@@ -1,0 +1,90 @@
+//! The one place that chooses between the flat algorithms and the site-aware ones: a
+//! communicator spanning two or more sites (from the endpoint cards) runs the
+//! site-aware barrier, bcast, reduce (commutative), allreduce (commutative) and
+//! allgather, unless `PONTOON_COLL_HIER=0`.
+
+use std::rc::Rc;
+
+use super::algos;
+use super::hier::{self, Sites};
+use super::schedule::{BufId, Schedule};
+use crate::comm::Comm;
+use crate::Rank;
+
+impl Comm<'_> {
+    /// The sites of this communicator's ranks, when it spans two or more and the
+    /// site-aware algorithms are on.
+    pub(crate) fn sites(&self) -> Option<Rc<Sites>> {
+        if !self.tuning().site_aware {
+            return None;
+        }
+        self.d
+            .sites
+            .get_or_init(|| {
+                let names: Vec<Option<String>> = self
+                    .d
+                    .group
+                    .members()
+                    .iter()
+                    .map(|&w| self.u.card(w).and_then(|c| c.site))
+                    .collect();
+                Sites::from_names(&names).map(Rc::new)
+            })
+            .clone()
+    }
+
+    /// How many sites this communicator's collectives are site-aware across (`None`:
+    /// they run flat).
+    pub fn site_count(&self) -> Option<u32> {
+        self.sites().map(|s| s.count())
+    }
+
+    pub(crate) fn barrier_schedule(&self) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::barrier(self.shape(), &sites),
+            None => algos::barrier(self.shape()),
+        }
+    }
+
+    pub(crate) fn bcast_schedule(&self, root: Rank, buf: BufId, n: usize) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::bcast(self.shape(), &sites, root, buf, n, &self.tuning()),
+            None => algos::bcast(self.shape(), root, buf, n, &self.tuning()),
+        }
+    }
+
+    pub(crate) fn reduce_schedule(
+        &self,
+        root: Rank,
+        src: BufId,
+        dst: BufId,
+        n: usize,
+        commutative: bool,
+    ) -> Schedule {
+        match self.sites().filter(|_| commutative) {
+            Some(sites) => hier::reduce(self.shape(), &sites, root, src, dst, n),
+            None => algos::reduce(self.shape(), root, src, dst, n, commutative),
+        }
+    }
+
+    pub(crate) fn allreduce_schedule(
+        &self,
+        src: BufId,
+        dst: BufId,
+        n: usize,
+        elem: usize,
+        commutative: bool,
+    ) -> Schedule {
+        match self.sites().filter(|_| commutative) {
+            Some(sites) => hier::allreduce(self.shape(), &sites, src, dst, n, elem, &self.tuning()),
+            None => algos::allreduce(self.shape(), src, dst, n, elem, commutative, &self.tuning()),
+        }
+    }
+
+    pub(crate) fn allgather_schedule(&self, src: Option<BufId>, dst: BufId, n: usize) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::allgather(self.shape(), &sites, src, dst, n, &self.tuning()),
+            None => algos::allgather(self.shape(), src, dst, n, &self.tuning()),
+        }
+    }
+}

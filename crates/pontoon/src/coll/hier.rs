@@ -1,0 +1,265 @@
+//! Site-aware collectives: for a communicator whose ranks sit at several sites (clusters
+//! joined by a WAN), each collective runs in levels — within each site, then among one
+//! leader per site, then within each site again — so that it crosses the WAN between
+//! two sites as few times as its algorithm allows (MagPIe's rule), where a flat
+//! algorithm crosses it at nearly every step of its tree or ring.
+//!
+//! Every level is one of the flat algorithms of [`algos`], built for the level's ranks
+//! and embedded into one schedule ([`embed`]). Non-commutative reductions stay flat:
+//! the levels would combine out of rank order.
+
+use super::algos::{self, Shape, Tuning};
+use super::schedule::{region, BufId, Local, Region, Schedule, Step, Xfer, INPUT, OUTPUT};
+
+/// The site of every rank of a communicator, numbered in order of first appearance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sites {
+    of: Vec<u32>,
+}
+
+impl Sites {
+    /// From each rank's site name; `None` unless every rank has one and there are at
+    /// least two sites (with one, the flat algorithms are the hierarchical ones).
+    pub fn from_names(names: &[Option<String>]) -> Option<Sites> {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut of = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.as_deref()?;
+            let i = seen.iter().position(|s| *s == name).unwrap_or_else(|| {
+                seen.push(name);
+                seen.len() - 1
+            });
+            of.push(i as u32);
+        }
+        (seen.len() >= 2).then_some(Sites { of })
+    }
+
+    #[cfg(test)]
+    pub fn from_indices(of: Vec<u32>) -> Sites {
+        Sites { of }
+    }
+
+    pub fn count(&self) -> u32 {
+        self.of.iter().max().map_or(0, |m| m + 1)
+    }
+
+    /// The ranks of `site`, in rank order.
+    fn members(&self, site: u32) -> Vec<u32> {
+        (0..self.of.len() as u32)
+            .filter(|&r| self.of[r as usize] == site)
+            .collect()
+    }
+
+    /// One rank per site, in site order: `root` for its own site, the lowest rank for
+    /// the others.
+    fn leaders(&self, root: u32) -> Vec<u32> {
+        (0..self.count())
+            .filter_map(|site| {
+                if self.of[root as usize] == site {
+                    Some(root)
+                } else {
+                    self.members(site).first().copied()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where one rank stands in the levels of a collective rooted at `root`.
+struct Levels {
+    /// Its site's ranks, and its own place and its leader's among them.
+    site: Vec<u32>,
+    in_site: u32,
+    leader_in_site: u32,
+    /// The leaders, and its own place among them if it is one.
+    leaders: Vec<u32>,
+    in_leaders: Option<u32>,
+    root_in_leaders: u32,
+}
+
+impl Levels {
+    fn new(sh: Shape, sites: &Sites, root: u32) -> Levels {
+        let site = sites.members(sites.of[sh.rank as usize]);
+        let leaders = sites.leaders(root);
+        let place = |v: &[u32], r: u32| v.iter().position(|&x| x == r).map(|i| i as u32);
+        let leader = leaders[sites.of[sh.rank as usize] as usize];
+        Levels {
+            in_site: place(&site, sh.rank).expect("a rank is in its site"),
+            leader_in_site: place(&site, leader).expect("a leader is in its site"),
+            in_leaders: place(&leaders, sh.rank),
+            root_in_leaders: place(&leaders, root).expect("the root leads its site"),
+            site,
+            leaders,
+        }
+    }
+
+    fn site_shape(&self) -> Shape {
+        Shape {
+            rank: self.in_site,
+            size: self.site.len() as u32,
+        }
+    }
+
+    fn leader_shape(&self) -> Option<Shape> {
+        self.in_leaders.map(|rank| Shape {
+            rank,
+            size: self.leaders.len() as u32,
+        })
+    }
+}
+
+/// Appends `part` — a schedule built for the ranks of `group`, its rank i being
+/// `group[i]` — to `s`, to run once everything in `s` completed; `part`'s input and
+/// output buffers are `bufs`, its temporaries new ones of `s`.
+fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufId; 2]) {
+    let base = s.temps.len() as BufId;
+    let buf = |b: BufId| {
+        if b == INPUT || b == OUTPUT {
+            bufs[b as usize]
+        } else {
+            b + base
+        }
+    };
+    let reg = |r: Region| Region { buf: buf(r.buf), ..r };
+    let peer = |p: u32| group[p as usize];
+    s.temps.extend(part.temps);
+    for step in part.steps {
+        let local = step
+            .local
+            .into_iter()
+            .filter_map(|l| match l {
+                Local::Copy { from, to } => {
+                    let (from, to) = (reg(from), reg(to));
+                    (from != to).then_some(Local::Copy { from, to })
+                }
+                Local::Reduce { input, inout } => Some(Local::Reduce {
+                    input: reg(input),
+                    inout: reg(inout),
+                }),
+            })
+            .collect();
+        let xfers = step
+            .xfers
+            .into_iter()
+            .map(|x| match x {
+                Xfer::Send { peer: p, from } => Xfer::Send {
+                    peer: peer(p),
+                    from: reg(from),
+                },
+                Xfer::Recv { peer: p, into } => Xfer::Recv {
+                    peer: peer(p),
+                    into: reg(into),
+                },
+            })
+            .collect();
+        s.steps.push(Step { local, xfers });
+    }
+}
+
+pub fn barrier(sh: Shape, sites: &Sites) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    // Everyone of the site arrived; the leaders agree; each releases its site.
+    embed(&mut s, algos::barrier(lv.site_shape()), &lv.site, [INPUT, OUTPUT]);
+    if let Some(sh) = lv.leader_shape() {
+        embed(&mut s, algos::barrier(sh), &lv.leaders, [INPUT, OUTPUT]);
+    }
+    let release = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, 0, &Tuning::default());
+    embed(&mut s, release, &lv.site, [INPUT, OUTPUT]);
+    s
+}
+
+/// `buf` holds `n` bytes at `root`, and everywhere at the end.
+pub fn bcast(sh: Shape, sites: &Sites, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
+    let lv = Levels::new(sh, sites, root);
+    let mut s = Schedule::default();
+    if let Some(lsh) = lv.leader_shape() {
+        let across = algos::bcast(lsh, lv.root_in_leaders, OUTPUT, n, t);
+        embed(&mut s, across, &lv.leaders, [INPUT, buf]);
+    }
+    let within = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, n, t);
+    embed(&mut s, within, &lv.site, [INPUT, buf]);
+    s
+}
+
+/// Reduces `n` bytes of `src` from every rank into `dst` at `root` (`src == dst` at the
+/// root: in place); the operation is commutative.
+pub fn reduce(sh: Shape, sites: &Sites, root: u32, src: BufId, dst: BufId, n: usize) -> Schedule {
+    let lv = Levels::new(sh, sites, root);
+    let mut s = Schedule::default();
+    let site_sum = s.temp(n);
+    let within = algos::reduce(lv.site_shape(), lv.leader_in_site, INPUT, OUTPUT, n, true);
+    embed(&mut s, within, &lv.site, [src, site_sum]);
+    if let Some(lsh) = lv.leader_shape() {
+        let across = algos::reduce(lsh, lv.root_in_leaders, INPUT, OUTPUT, n, true);
+        embed(&mut s, across, &lv.leaders, [site_sum, dst]);
+    }
+    s
+}
+
+/// Every rank ends with the reduction of all `src` in `dst` (`src == dst`: in place);
+/// the operation is commutative.
+pub fn allreduce(
+    sh: Shape,
+    sites: &Sites,
+    src: BufId,
+    dst: BufId,
+    n: usize,
+    elem: usize,
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    let site_sum = s.temp(n);
+    let within = algos::reduce(lv.site_shape(), lv.leader_in_site, INPUT, OUTPUT, n, true);
+    embed(&mut s, within, &lv.site, [src, site_sum]);
+    if let Some(lsh) = lv.leader_shape() {
+        let across = algos::allreduce(lsh, INPUT, OUTPUT, n, elem, true, t);
+        embed(&mut s, across, &lv.leaders, [site_sum, dst]);
+    }
+    let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, n, t);
+    embed(&mut s, out, &lv.site, [INPUT, dst]);
+    s
+}
+
+/// Block r of `dst` (`n` bytes each) gets rank r's `src` everywhere (`src` None: in
+/// place, rank r's block already at r in `dst`).
+pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    let p = sites.of.len();
+    // Gather each site's blocks at its leader, in the site's rank order.
+    let own = s.temp(n);
+    let mine = match src {
+        Some(b) => region(b, 0, n),
+        None => region(dst, sh.rank as usize * n, n),
+    };
+    s.copy(mine, region(own, 0, n));
+    let site_blocks = s.temp(n * lv.site.len());
+    let within = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, n, t);
+    embed(&mut s, within, &lv.site, [own, site_blocks]);
+    if let Some(lsh) = lv.leader_shape() {
+        // The leaders swap their sites' blocks, site after site, then put them in rank order.
+        let mut blocks = Vec::with_capacity(lv.leaders.len());
+        let mut at = 0;
+        for site in 0..sites.count() {
+            let len = sites.members(site).len() * n;
+            blocks.push((at, len));
+            at += len;
+        }
+        let by_site = s.temp(p * n);
+        let mine = Some(region(INPUT, 0, blocks[lsh.rank as usize].1));
+        let across = algos::allgatherv(lsh, mine, OUTPUT, &blocks);
+        embed(&mut s, across, &lv.leaders, [site_blocks, by_site]);
+        let mut at = 0;
+        for site in 0..sites.count() {
+            for r in sites.members(site) {
+                s.copy(region(by_site, at, n), region(dst, r as usize * n, n));
+                at += n;
+            }
+        }
+    }
+    let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, p * n, t);
+    embed(&mut s, out, &lv.site, [INPUT, dst]);
+    s
+}
