@@ -27,7 +27,7 @@ fn dims_create(nnodes: c_int, dims: &mut [c_int]) -> Result<(), Fail> {
             ),
         );
     }
-    let mut left = i64::from(nnodes) / fixed;
+    let left = i64::from(nnodes) / fixed;
     if free == 0 {
         return match left {
             1 => Ok(()),
@@ -37,29 +37,88 @@ fn dims_create(nnodes: c_int, dims: &mut [c_int]) -> Result<(), Fail> {
             ),
         };
     }
-    let mut factors = Vec::new();
-    let mut p = 2;
-    while p * p <= left {
-        while left % p == 0 {
-            factors.push(p);
-            left /= p;
-        }
-        p += 1;
-    }
-    if left > 1 {
-        factors.push(left);
-    }
-    // Largest factors first, each to the currently smallest dimension.
-    let mut free_dims = vec![1i64; free];
-    for f in factors.into_iter().rev() {
-        let smallest = free_dims.iter_mut().min().expect("at least one free dimension");
-        *smallest *= f;
-    }
+    // As close to each other as possible (MPI 4.1 §8.5.2): the split with the smallest
+    // spread between its largest and smallest dimension; greedy factor placement is not
+    // (72 over two: 12 × 6 where 9 × 8 exists).
+    let mut free_dims = most_balanced(left, free);
     free_dims.sort_unstable_by(|a, b| b.cmp(a));
     for (slot, d) in dims.iter_mut().filter(|d| **d == 0).zip(free_dims) {
         *slot = d as c_int;
     }
     Ok(())
+}
+
+/// `n` as the product of `k` non-increasing factors with the smallest spread between the
+/// largest and the smallest (then the smallest largest factor); `k` ≥ 1.
+fn most_balanced(n: i64, k: usize) -> Vec<i64> {
+    let mut divisors: Vec<i64> = (1..)
+        .take_while(|d| d * d <= n)
+        .filter(|d| n % d == 0)
+        .flat_map(|d| [d, n / d])
+        .collect();
+    divisors.sort_unstable();
+    divisors.dedup();
+    let mut best: Option<Vec<i64>> = None;
+    // The largest factor is at least the k-th root of n; the larger it is, the smaller the
+    // smallest must be, so the spread only grows from some point on.
+    for &d in divisors.iter().filter(|&&d| at_least_root(d, k, n)) {
+        let spread_at_least = d - root(n / d, k - 1);
+        if best.as_ref().is_some_and(|b| spread_at_least >= b[0] - b[k - 1]) {
+            break;
+        }
+        if let Some(rest) = largest_smallest(n / d, k - 1, d, &divisors) {
+            let v: Vec<i64> = std::iter::once(d).chain(rest).collect();
+            if best.as_ref().is_none_or(|b| v[0] - v[k - 1] < b[0] - b[k - 1]) {
+                best = Some(v);
+            }
+        }
+    }
+    best.expect("n × 1 × … × 1 is a split")
+}
+
+/// `n` as `k` non-increasing factors of at most `cap` (from `divisors`, ascending) whose
+/// smallest is as large as possible; `None` if there is none.
+fn largest_smallest(n: i64, k: usize, cap: i64, divisors: &[i64]) -> Option<Vec<i64>> {
+    if k <= 1 {
+        return (n <= cap && (k == 1 || n == 1)).then(|| vec![n; k]);
+    }
+    let mut best: Option<Vec<i64>> = None;
+    let candidates = divisors
+        .iter()
+        .copied()
+        .filter(|&d| d <= cap && n % d == 0 && at_least_root(d, k, n));
+    for d in candidates {
+        // No factor of the rest can be smaller than its smallest, nor larger than its root.
+        if best.as_ref().is_some_and(|b| root(n / d, k - 1) <= b[k - 1]) {
+            break;
+        }
+        if let Some(rest) = largest_smallest(n / d, k - 1, d, divisors) {
+            if best.as_ref().is_none_or(|b| rest[k - 2] > b[k - 1]) {
+                best = Some(std::iter::once(d).chain(rest).collect());
+            }
+        }
+    }
+    best
+}
+
+/// Whether `d` to the `k` is at least `n`.
+fn at_least_root(d: i64, k: usize, n: i64) -> bool {
+    d.checked_pow(k as u32).is_none_or(|p| p >= n)
+}
+
+/// The largest r with r to the `k` at most `n` (`k` ≥ 1, `n` ≥ 1).
+fn root(n: i64, k: usize) -> i64 {
+    if k == 0 {
+        return 1;
+    }
+    let mut r = (n as f64).powf(1.0 / k as f64).round() as i64;
+    while r > 1 && r.checked_pow(k as u32).is_none_or(|p| p > n) {
+        r -= 1;
+    }
+    while (r + 1).checked_pow(k as u32).is_some_and(|p| p <= n) {
+        r += 1;
+    }
+    r.max(1)
 }
 
 mpi_fn! {
@@ -89,6 +148,52 @@ mod tests {
         assert_eq!(filled(1, vec![0, 0, 0]), [1, 1, 1]);
         assert_eq!(filled(24, vec![0, 3, 0]), [4, 3, 2]);
         assert_eq!(filled(1, vec![]), Vec::<c_int>::new());
+        // Balanced, not greedy: 72 = 9 × 8 (a greedy split gives 12 × 6).
+        assert_eq!(filled(72, vec![0, 0]), [9, 8]);
+        assert_eq!(filled(72, vec![0, 0, 0]), [6, 4, 3]);
+        assert_eq!(filled(1 << 20, vec![0; 10]), [4, 4, 4, 4, 4, 4, 4, 4, 4, 4]);
+        assert_eq!(filled(2 * 3 * 5 * 7 * 11 * 13, vec![0, 0, 0]), [35, 33, 26]);
+        // A number with 1,344 divisors over 8 dimensions, and a large prime: quick.
+        let d = filled(735_134_400, vec![0; 8]);
+        assert_eq!(d.iter().map(|&x| i64::from(x)).product::<i64>(), 735_134_400);
+        assert_eq!(filled(2_147_483_647, vec![0, 0]), [2_147_483_647, 1]);
+    }
+
+    /// Every non-increasing split of `n` into `k` factors of at most `cap`.
+    fn all_splits(n: i64, k: usize, cap: i64) -> Vec<Vec<i64>> {
+        if k == 0 {
+            return if n == 1 { vec![vec![]] } else { vec![] };
+        }
+        (1..=cap.min(n))
+            .filter(|d| n % d == 0)
+            .flat_map(|d| {
+                all_splits(n / d, k - 1, d).into_iter().map(move |rest| {
+                    let mut v = vec![d];
+                    v.extend(rest);
+                    v
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_search_finds_what_trying_every_split_finds() {
+        for n in 1..=300 {
+            for k in 1..=4 {
+                let got = most_balanced(n, k);
+                assert_eq!(got.iter().product::<i64>(), n);
+                assert!(got.windows(2).all(|w| w[0] >= w[1]), "{n} over {k}: {got:?}");
+                let best = all_splits(n, k, n)
+                    .into_iter()
+                    .min_by_key(|v| (v[0] - v[k - 1], v[0]))
+                    .unwrap();
+                assert_eq!(
+                    (got[0] - got[k - 1], got[0]),
+                    (best[0] - best[k - 1], best[0]),
+                    "{n} over {k}"
+                );
+            }
+        }
     }
 
     #[test]
