@@ -181,11 +181,7 @@ fn run(cmd: TestbedCmd) -> Result<ExitCode, String> {
             let (topo, default_name) = load(&topology, &opts)?;
             let name = name.unwrap_or(default_name);
             let exe = std::env::current_exe().map_err(|e| format!("finding the pontoon binary: {e}"))?;
-            let up = testbed::UpOptions {
-                emulator: vec![exe.clone().into(), "testbed".into(), "wan-emu".into()],
-                agent: vec![exe.into(), "testbed".into(), "agent".into()],
-            };
-            testbed::up(&name, &topo, &up)?;
+            testbed::up(&name, &topo, &testbed::UpOptions::of_pontoon(&exe))?;
             println!(
                 "testbed {name} is up: {} hosts ({}); `pontoon testbed exec {} -- CMD` runs on a host, \
                  `pontoon testbed down {name}` removes it",

@@ -23,6 +23,16 @@ pub struct UpOptions {
     pub agent: Vec<OsString>,
 }
 
+impl UpOptions {
+    /// The emulator and agent of the `pontoon` binary at `exe`.
+    pub fn of_pontoon(exe: &std::path::Path) -> UpOptions {
+        UpOptions {
+            emulator: vec![exe.into(), "testbed".into(), "wan-emu".into()],
+            agent: vec![exe.into(), "testbed".into(), "agent".into()],
+        }
+    }
+}
+
 /// The testbed's agent as one executable file.
 pub fn agent_path(testbed: &str) -> std::path::PathBuf {
     state_dir(testbed).join("agent")

@@ -29,10 +29,7 @@ impl Bed {
         let name = format!("x{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let topo = testbed::preset(preset, opts)?;
         let exe = std::env::current_exe().map_err(|e| format!("where is pontoon: {e}"))?;
-        let up = testbed::UpOptions {
-            emulator: vec![exe.clone().into(), "testbed".into(), "wan-emu".into()],
-            agent: vec![exe.into(), "testbed".into(), "agent".into()],
-        };
+        let up = testbed::UpOptions::of_pontoon(&exe);
         let bed = Bed {
             command: format!("pontoon testbed up {preset} {flags}"),
             name,
@@ -118,6 +115,16 @@ impl<'a> Lab<'a> {
             claims: Vec::new(),
             started: std::time::Instant::now(),
         })
+    }
+
+    /// Rounds of latency runs: they are cheap, and single runs spread widely, so a full
+    /// run takes at least 11.
+    pub fn latency_rounds(&self) -> u32 {
+        if self.quick {
+            1
+        } else {
+            self.rounds.max(11)
+        }
     }
 
     /// Builds a testbed for the experiment (noted in the report).

@@ -2,38 +2,70 @@
 //! 1 Gbit/s link (its Fig. 2), and compute node to compute node across two clusters over
 //! routed IPv6 against each of the three links alone (its Fig. 3): IMB's ping-pong.
 
-use super::{Claim, Lab};
+use super::{Bed, Claim, Lab};
 use crate::report::figure as fig;
 
 const RATE: u64 = 1000;
 
-pub fn run(lab: &mut Lab) -> Result<(), String> {
-    let (lat_max, lat_iters, tp_max, tp_iters) = if lab.quick {
-        ("64", "200", "262144", "50")
-    } else {
-        ("4096", "10000", "4194304", "1000")
-    };
-    families(lab, lat_max, lat_iters, tp_max, tp_iters)?;
-    across_clusters(lab, lat_max, lat_iters, tp_max, tp_iters)
+/// The ping-pong's sizes and iterations: for latency, and for throughput.
+struct PingPong<'a> {
+    lat_max: &'a str,
+    lat_iters: &'a str,
+    tp_max: &'a str,
+    tp_iters: &'a str,
 }
 
-/// Rounds of the latency runs: they are cheap, and single runs spread widely.
-fn latency_rounds(lab: &Lab) -> u32 {
-    if lab.quick {
-        1
-    } else {
-        lab.rounds.max(11)
+impl PingPong<'_> {
+    /// Latency into table `{prefix}-latency` (more rounds: cheap and noisy), then
+    /// throughput into `{prefix}-throughput`, every setting taking its turn.
+    fn measure(
+        &self,
+        lab: &mut Lab,
+        bed: &Bed,
+        prefix: &str,
+        settings: &[(&str, Vec<&str>)],
+    ) -> Result<(), String> {
+        let latency = ["latency", "--max", self.lat_max, "--iters", self.lat_iters];
+        lab.alternate(
+            lab.latency_rounds(),
+            &format!("{prefix}-latency"),
+            bed,
+            &latency,
+            settings,
+        )?;
+        let throughput = ["pingpong", "--max", self.tp_max, "--iters", self.tp_iters];
+        lab.alternate(
+            lab.rounds,
+            &format!("{prefix}-throughput"),
+            bed,
+            &throughput,
+            settings,
+        )
     }
 }
 
+pub fn run(lab: &mut Lab) -> Result<(), String> {
+    let pp = if lab.quick {
+        PingPong {
+            lat_max: "64",
+            lat_iters: "200",
+            tp_max: "262144",
+            tp_iters: "50",
+        }
+    } else {
+        PingPong {
+            lat_max: "4096",
+            lat_iters: "10000",
+            tp_max: "4194304",
+            tp_iters: "1000",
+        }
+    };
+    families(lab, &pp)?;
+    across_clusters(lab, &pp)
+}
+
 /// Fig. 2: one link, pontoon held to one address family at a time.
-fn families(
-    lab: &mut Lab,
-    lat_max: &str,
-    lat_iters: &str,
-    tp_max: &str,
-    tp_iters: &str,
-) -> Result<(), String> {
+fn families(lab: &mut Lab, pp: &PingPong) -> Result<(), String> {
     let opts = testbed::PresetOptions {
         nodes: Some(2),
         rate_mbit: Some(RATE),
@@ -48,10 +80,7 @@ fn families(
         .iter()
         .map(|&(label, env)| (label, vec!["--systems", "pontoon", "--hosts", "h1,h2", "-x", env]))
         .collect();
-    let latency = ["latency", "--max", lat_max, "--iters", lat_iters];
-    lab.alternate(latency_rounds(lab), "lan-latency", &bed, &latency, &settings)?;
-    let throughput = ["pingpong", "--max", tp_max, "--iters", tp_iters];
-    lab.alternate(lab.rounds, "lan-throughput", &bed, &throughput, &settings)?;
+    pp.measure(lab, &bed, "lan", &settings)?;
     drop(bed);
     lab.text(format!(
         "## IPv4 against IPv6 on one {RATE} Mbit/s link (the paper's Fig. 2)\n\n\
@@ -67,7 +96,7 @@ fn families(
     )?;
     let heading = format!(
         "Ping-pong latency, IPv4 and IPv6 ({} rounds)",
-        latency_rounds(lab)
+        lab.latency_rounds()
     );
     lab.show("lan-latency", &heading, Some("IPv4"))?;
     let (v4_at, v4) = lab.largest("lan-throughput", "IPv4")?;
@@ -92,7 +121,7 @@ fn families(
             v4_at
         ),
     });
-    let small = 8.min(lat_max.parse().unwrap_or(8));
+    let small = 8.min(pp.lat_max.parse().unwrap_or(8));
     let (l4, l6) = (
         lab.median("lan-latency", "IPv4", small)?,
         lab.median("lan-latency", "IPv6", small)?,
@@ -131,13 +160,7 @@ fn families(
 }
 
 /// Fig. 3: a-c1 to b-c1 through both heads over routed IPv6, and each link alone.
-fn across_clusters(
-    lab: &mut Lab,
-    lat_max: &str,
-    lat_iters: &str,
-    tp_max: &str,
-    tp_iters: &str,
-) -> Result<(), String> {
+fn across_clusters(lab: &mut Lab, pp: &PingPong) -> Result<(), String> {
     let opts = testbed::PresetOptions {
         nodes: Some(1),
         rate_mbit: Some(RATE),
@@ -154,21 +177,19 @@ fn across_clusters(
     let settings: Vec<(&str, Vec<&str>)> = pairs
         .iter()
         .map(|&(label, hosts)| {
-            let own = [
-                "--systems",
-                "pontoon",
-                "--hosts",
-                hosts,
+            let pin = [
                 "-x",
                 "PONTOON_IF_INCLUDE=2001:db8::/32",
+                "-x",
+                "PONTOON_PATHS=direct",
             ];
-            (label, [&own[..], &["-x", "PONTOON_PATHS=direct"]].concat())
+            (
+                label,
+                [&["--systems", "pontoon", "--hosts", hosts][..], &pin].concat(),
+            )
         })
         .collect();
-    let latency = ["latency", "--max", lat_max, "--iters", lat_iters];
-    lab.alternate(latency_rounds(lab), "clusters-latency", &bed, &latency, &settings)?;
-    let throughput = ["pingpong", "--max", tp_max, "--iters", tp_iters];
-    lab.alternate(lab.rounds, "clusters-throughput", &bed, &throughput, &settings)?;
+    pp.measure(lab, &bed, "clusters", &settings)?;
     drop(bed);
     lab.text(
         "## Compute node to compute node across two clusters (the paper's Fig. 3)\n\n\
@@ -183,7 +204,7 @@ fn across_clusters(
     )?;
     let heading = format!(
         "Ping-pong latency, end to end and per link ({} rounds)",
-        latency_rounds(lab)
+        lab.latency_rounds()
     );
     lab.show("clusters-latency", &heading, Some("end to end"))?;
     let links = ["a-c1 - a-head", "a-head - b-head", "b-head - b-c1"];
@@ -226,7 +247,7 @@ fn across_clusters(
             }
         ),
     });
-    let small = 8.min(lat_max.parse().unwrap_or(8));
+    let small = 8.min(pp.lat_max.parse().unwrap_or(8));
     let e2e_lat = lab.median("clusters-latency", "end to end", small)?.median;
     let sum: f64 = links
         .iter()

@@ -8,19 +8,12 @@ use crate::report::figure as fig;
 
 pub fn run(lab: &mut Lab) -> Result<(), String> {
     // Each sender moves 4 MiB per size: a third of a second at 100 Mbit/s.
-    let (nodes, rate, patterns, bw_max, lat_iters, lat_rounds): (u16, u64, &[(u16, u16)], &str, &str, u32) =
-        if lab.quick {
-            (1, 1000, &[(1, 1)], "16384", "200", 1)
-        } else {
-            (
-                4,
-                100,
-                &[(1, 1), (2, 1), (4, 1), (4, 4)],
-                "1048576",
-                "2000",
-                lab.rounds.max(11),
-            )
-        };
+    let (nodes, rate, patterns, bw_max, lat_iters): (u16, u64, &[(u16, u16)], &str, &str) = if lab.quick {
+        (1, 1000, &[(1, 1)], "16384", "200")
+    } else {
+        (4, 100, &[(1, 1), (2, 1), (4, 1), (4, 4)], "1048576", "2000")
+    };
+    let lat_rounds = lab.latency_rounds();
     let flags = |ipv6: bool| {
         let v6 = if ipv6 { "" } else { " --no-ipv6 a --no-ipv6 b" };
         format!("--nodes {nodes} --rate-mbit {rate}{v6}")

@@ -60,10 +60,7 @@ impl Bed {
         let bed = Bed {
             name: Self::unique_name(),
         };
-        let opts = testbed::UpOptions {
-            emulator: vec![pontoon().into(), "testbed".into(), "wan-emu".into()],
-            agent: vec![pontoon().into(), "testbed".into(), "agent".into()],
-        };
+        let opts = testbed::UpOptions::of_pontoon(&pontoon());
         testbed::up(&bed.name, topo, &opts).expect("testbed builds");
         bed
     }

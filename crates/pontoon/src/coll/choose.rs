@@ -41,7 +41,7 @@ impl Comm<'_> {
 
     pub(crate) fn barrier_schedule(&self) -> Schedule {
         match self.sites() {
-            Some(sites) => hier::barrier(self.shape(), &sites),
+            Some(sites) => hier::barrier(self.shape(), &sites, &self.tuning()),
             None => algos::barrier(self.shape()),
         }
     }

@@ -156,7 +156,7 @@ fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufId; 2]) {
     }
 }
 
-pub fn barrier(sh: Shape, sites: &Sites) -> Schedule {
+pub fn barrier(sh: Shape, sites: &Sites, t: &Tuning) -> Schedule {
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
     // Everyone of the site arrived; the leaders agree; each releases its site.
@@ -164,7 +164,7 @@ pub fn barrier(sh: Shape, sites: &Sites) -> Schedule {
     if let Some(sh) = lv.leader_shape() {
         embed(&mut s, algos::barrier(sh), &lv.leaders, [INPUT, OUTPUT]);
     }
-    let release = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, 0, &Tuning::default());
+    let release = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, 0, t);
     embed(&mut s, release, &lv.site, [INPUT, OUTPUT]);
     s
 }

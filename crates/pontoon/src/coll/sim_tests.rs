@@ -491,7 +491,7 @@ proptest! {
             prop_assert_eq!(g, &all, "allgather over {:?}", sites);
         }
         // barrier: every rank gets through
-        let got = run(p, |sh| hier::barrier(sh, &sites), &vec![Vec::new(); pu], &vec![Vec::new(); pu], None, seed);
+        let got = run(p, |sh| hier::barrier(sh, &sites, &t), &vec![Vec::new(); pu], &vec![Vec::new(); pu], None, seed);
         prop_assert_eq!(got.len(), pu);
     }
 }
@@ -537,7 +537,7 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     // half once to the other (allgather).
     assert_eq!(hier, [n, n, 2 * n, n], "bcast, reduce, allreduce, allgather");
     assert_eq!(
-        crossings(8, &of, |sh| hier::barrier(sh, &sites)),
+        crossings(8, &of, |sh| hier::barrier(sh, &sites, &t)),
         (2, 0),
         "barrier: one message each way"
     );
