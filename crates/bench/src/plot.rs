@@ -95,8 +95,12 @@ impl Chart {
         };
         let (x_lo, x_hi) = points().fold((u64::MAX, 1), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
         let (y_lo, y_hi) = points().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.2), hi.max(p.3)));
-        if x_lo == u64::MAX || y_hi <= 0.0 || y_hi.is_nan() {
+        if x_lo == u64::MAX {
             return Err("no figures to draw".into());
+        }
+        // A logarithmic axis has no room for figures that are all zero; a linear one does.
+        if self.log_y && (y_hi <= 0.0 || y_hi.is_nan()) {
+            return Err("no positive figures to draw on a logarithmic axis".into());
         }
         root.fill(&WHITE).map_err(e)?;
         let mut builder = ChartBuilder::on(&root);
@@ -162,7 +166,8 @@ impl Chart {
             let y = (y_lo.max(y_hi * 1e-6) / 1.3..y_hi * 1.3).log_scale();
             finish!(builder.build_cartesian_2d(x_range, y).map_err(e)?);
         } else {
-            finish!(builder.build_cartesian_2d(x_range, 0.0..y_hi * 1.1).map_err(e)?);
+            let top = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
+            finish!(builder.build_cartesian_2d(x_range, 0.0..top).map_err(e)?);
         }
         root.present().map_err(e)
     }
