@@ -104,6 +104,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("coll", &[1, 2, 3, 5, 8]),
         ("comm", &[1, 2, 5]),
         ("nbc", &[1, 2, 3, 5]),
+        ("nbc_mix", &[1, 4, 5, 10]),
         ("types", &[1, 2]),
     ] {
         let exe = dir.join(name);
