@@ -241,6 +241,75 @@ fn simultaneous_connects_leave_one_connection_per_pair() {
 }
 
 #[test]
+fn every_pair_of_256_ranks_on_one_host_connects() {
+    // 128 or 256 ranks on a machine of a few CPUs: each runs every hundredth turn, so a
+    // handshake takes seconds. Fixed 1 s handshake deadlines failed such jobs, and the
+    // failures then hung them; all pairs connecting at once overflowed the sockets'
+    // backlogs; and preparing every pair's shared memory cleared gigabytes of pages.
+    for n in [128, 256] {
+        let (out, took) = run(&["-n", &n.to_string(), "--timeout", "240"], "all_connect", &[]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{n} ranks, {took:?}\nstderr: {stderr}");
+        for r in 0..n {
+            let want = format!("rank {r}: {} connections", n - 1);
+            assert!(stdout.contains(&want), "{want:?} missing");
+        }
+        assert!(!stderr.contains("WARN"), "{n} ranks: {stderr}");
+        eprintln!("{n} ranks connected every pair in {took:?}");
+    }
+}
+
+#[test]
+fn a_rank_that_gives_up_on_a_peer_tells_it() {
+    // Rank 1 makes no progress for 3 s; rank 0 gives up on it after 0.6 s. Rank 1 must
+    // then fail its receive from rank 0 with rank 0's reason, not wait for ever.
+    let start = Instant::now();
+    let out = Command::new(pontoon())
+        .args(["run", "-n", "2", "--timeout", "30"])
+        .arg(example("late_peer"))
+        .env("PONTOON_ATTEMPT_TIMEOUT_MS", "200")
+        .env("PONTOON_CONNECT_TIMEOUT_MS", "600")
+        .output()
+        .expect("pontoon runs");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", start.elapsed());
+    assert!(
+        stdout.contains(
+            "rank 0: send to rank 1 failed: rank 1 failed: no connection with rank 1 within 600 ms"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("rank 1: receive from rank 0 failed: rank 0 failed: rank 0 could not reach this rank"),
+        "{stdout}"
+    );
+    // One host: neither NATs nor relays are the answer.
+    assert!(stdout.contains("runs on this host"), "{stdout}");
+    assert!(
+        !stdout.contains("relay") && !stdout.contains("private network"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_job_wide_failure_is_printed_once_by_the_launcher() {
+    let (out, took) = run(&["-n", "4", "--timeout", "30"], "abort_one", &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        stderr.matches("rank 1 gives up").count(),
+        1,
+        "the launcher says it; the waiting ranks do not repeat it:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("pontoon run: rank 1 called abort (code 5)"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_message_larger_than_two_gib_arrives_intact() {
     let (out, _) = run(&["-n", "2", "--timeout", "120"], "big_message", &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

@@ -427,6 +427,16 @@ impl Coordinator {
                     self.events.push(Event::Abort { rank, code, message });
                     Ok(())
                 }
+                ToCoordinator::Unreachable { rank: peer, cause } => {
+                    let msg = FromCoordinator::PeerFailed {
+                        rank,
+                        cause: format!("rank {rank} could not reach this rank and gave up: {cause}"),
+                    };
+                    if let Some(to) = self.by_rank.get(peer as usize).copied().flatten() {
+                        self.send_conn(to, &msg, poller);
+                    }
+                    Ok(())
+                }
             };
             if let Err(e) = result {
                 return self.protocol_error(id, e, poller);

@@ -313,3 +313,36 @@ fn connection_string_has_one_port_per_family() {
 }
 
 use std::collections::HashSet;
+
+#[test]
+fn a_peer_given_up_on_hears_it_and_nobody_else_does() {
+    let mut h = Harness::new(3);
+    let addr = h.addr();
+    let joined: Vec<_> = (0..3).map(|r| thread::spawn(move || join(addr, r))).collect();
+    let mut conns: Vec<_> = joined.into_iter().map(|c| h.serve_while(c)).collect();
+    let report = ToCoordinator::Unreachable {
+        rank: 2,
+        cause: "no handshake answer".into(),
+    };
+    conns[0].0.write_all(&ctl::encode(&report)).unwrap();
+    // A fence after it: whatever rank 1 hears first is the fence, not a failure.
+    for (s, _) in &mut conns {
+        s.write_all(&ctl::encode(&ToCoordinator::Fence { epoch: 1 }))
+            .unwrap();
+    }
+    let (mut s2, mut d2) = conns.pop().unwrap();
+    let (mut s1, mut d1) = conns.pop().unwrap();
+    let c = thread::spawn(move || (recv(&mut s2, &mut d2), recv(&mut s1, &mut d1)));
+    let (to_2, to_1) = h.serve_while(c);
+    assert_eq!(
+        to_2,
+        Some(FromCoordinator::PeerFailed {
+            rank: 0,
+            cause: "rank 0 could not reach this rank and gave up: no handshake answer".into()
+        })
+    );
+    assert!(
+        matches!(to_1, Some(FromCoordinator::FenceDone { epoch: 1, .. })),
+        "{to_1:?}"
+    );
+}

@@ -140,8 +140,8 @@ fn raise_code(comm: Handle, class: c_int, code: c_int, text: String) -> c_int {
     match handler {
         MPI_ERRORS_RETURN => code,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
+            // The launcher prints it, once for the job (the first rank to abort).
             let rank = m.u.world().rank();
-            eprintln!("pontoon: rank {rank}: {text}");
             m.u.abort(class.max(1), &format!("rank {rank}: {text}"))
         }
         user => {

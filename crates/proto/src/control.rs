@@ -28,6 +28,9 @@ pub enum ToCoordinator {
     Abort { code: i32, message: String },
     /// The rank has entered finalize; its exit is expected from now on.
     Finalize,
+    /// The rank gave up on reaching `rank`, which failed there: the coordinator tells
+    /// `rank`, so that its operations with the sender fail too instead of waiting.
+    Unreachable { rank: u32, cause: String },
 }
 
 /// Coordinator → rank.

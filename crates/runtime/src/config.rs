@@ -62,7 +62,8 @@ pub const PARAMS: &[Param] = &[
         name: "PONTOON_CONNECT_TIMEOUT_MS",
         default: "5000",
         meaning: "how long an operation waits for a connection to a peer before it fails with the list of \
-                  addresses tried",
+                  addresses tried; this and the two timeouts below are multiplied by the ranks per CPU on \
+                  a node that runs more ranks than it has CPUs (a starved peer is slow, not gone)",
     },
     Param {
         name: "PONTOON_ATTEMPT_TIMEOUT_MS",
@@ -201,6 +202,10 @@ pub struct Config {
     pub connect_timeout: Duration,
     pub attempt_timeout: Duration,
     pub lane_timeout: Duration,
+    /// How many ranks of this node share each of its CPUs (at least 1): the three
+    /// timeouts above are this many times their settings, so that a rank starved of CPU
+    /// by its neighbours is waited for instead of failed ([`Config::wait_longer`]).
+    pub patience: u32,
     pub log: String,
     /// Pin each rank to one CPU.
     pub bind: Bind,
@@ -325,6 +330,29 @@ fn transports(value: &str) -> Result<Vec<transport::Transport>, ConfigError> {
 }
 
 impl Config {
+    /// `ranks` ranks share `cpus` CPUs on this node: a handshake or an acknowledgement
+    /// waits for a process that runs only every `ranks / cpus` turns, so each timeout
+    /// grows by that factor. A node with a CPU per rank keeps the settings as they are.
+    pub fn wait_longer(&mut self, ranks: usize, cpus: usize) {
+        let factor = ranks.div_ceil(cpus.max(1)).clamp(1, 1 << 12) as u32;
+        self.patience = factor;
+        self.connect_timeout *= factor;
+        self.attempt_timeout *= factor;
+        self.lane_timeout *= factor;
+    }
+
+    /// Names the setting behind a timeout in an error: `PONTOON_CONNECT_TIMEOUT_MS`, and
+    /// the factor it was multiplied by on a node with more ranks than CPUs.
+    pub fn timeout_source(&self, var: &str) -> String {
+        if self.patience > 1 {
+            format!(
+                "{var} × {}: this node runs up to {} ranks per CPU",
+                self.patience, self.patience
+            )
+        } else {
+            var.to_string()
+        }
+    }
     pub fn from_env() -> Result<Config, ConfigError> {
         Self::from_lookup(&|k| std::env::var(k).ok())
     }
@@ -369,6 +397,7 @@ impl Config {
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
             lane_timeout: Duration::from_millis(num(env, "PONTOON_LANE_TIMEOUT_MS")?),
+            patience: 1,
             log: get(env, "PONTOON_LOG"),
             coll_bcast_long: num(env, "PONTOON_COLL_BCAST_LONG")?,
             coll_allreduce_long: num(env, "PONTOON_COLL_ALLREDUCE_LONG")?,
@@ -438,6 +467,27 @@ mod tests {
         assert_eq!(t(" shm , tcp,shm").unwrap(), vec![Transport::Shm, Transport::Tcp]);
         let e = t("ib").unwrap_err().to_string();
         assert!(e.contains("PONTOON_TRANSPORTS") && e.contains("tcp,shm"), "{e}");
+    }
+
+    #[test]
+    fn timeouts_grow_with_the_ranks_sharing_each_cpu() {
+        let mut c = Config::from_lookup(&|_| None).unwrap();
+        let (connect, attempt) = (c.connect_timeout, c.attempt_timeout);
+        c.wait_longer(4, 8);
+        assert_eq!(
+            (c.patience, c.connect_timeout),
+            (1, connect),
+            "a CPU per rank: as set"
+        );
+        assert_eq!(
+            c.timeout_source("PONTOON_CONNECT_TIMEOUT_MS"),
+            "PONTOON_CONNECT_TIMEOUT_MS"
+        );
+        let mut c = Config::from_lookup(&|_| None).unwrap();
+        c.wait_longer(256, 2);
+        assert_eq!(c.patience, 128);
+        assert_eq!(c.attempt_timeout, attempt * 128);
+        assert!(c.timeout_source("PONTOON_ATTEMPT_TIMEOUT_MS").contains("× 128"));
     }
 
     #[test]

@@ -349,6 +349,14 @@ impl ControlClient {
         }
     }
 
+    /// Says that this rank gave up on reaching `rank` (see `ToCoordinator::Unreachable`).
+    pub fn unreachable(&mut self, rank: u32, cause: &str) -> io::Result<()> {
+        self.send(&ToCoordinator::Unreachable {
+            rank,
+            cause: cause.to_string(),
+        })
+    }
+
     /// Tells the coordinator this rank finalizes and blocks until every rank has.
     pub fn finalize(&mut self) -> Result<(), ControlError> {
         self.send(&ToCoordinator::Finalize)?;

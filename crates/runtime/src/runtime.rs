@@ -14,7 +14,7 @@ use proto::{
 use transport::{Link, Placement, Sink, Transport};
 
 use crate::config::{Bind, Config, Yield};
-use crate::control::ControlClient;
+use crate::control::{ControlClient, ControlError};
 use crate::jobenv::JobEnv;
 use crate::lanes::{Lane, Lanes, PathInfo};
 use crate::requests::Requests;
@@ -55,6 +55,13 @@ fn allowed_cpus() -> Vec<usize> {
         Ok(allowed) => (0..CpuSet::MAX_CPU).filter(|c| allowed.is_set(*c)).collect(),
         Err(_) => Vec::new(),
     }
+}
+
+/// The launcher is ending the job and says why once, for all ranks (a rank's own
+/// message would repeat it as many times as there are ranks): exit quietly.
+fn job_ended_by_launcher(rank: Rank, reason: &str) -> ! {
+    tracing::info!("rank {rank}: the job is ending: {reason}");
+    std::process::exit(1)
 }
 
 /// Pins this process to one of the CPUs it may use, chosen by its local rank.
@@ -172,6 +179,8 @@ pub struct Runtime {
     start: Instant,
     /// Deadline per peer that we are connecting to, for the error if none appears.
     connect_deadline: HashMap<Rank, Instant>,
+    /// The last key given to a handshake's socket in the waiter.
+    handshake_keys: u64,
     /// Why connecting to a peer failed, kept for error messages.
     connect_reports: HashMap<Rank, String>,
     /// Work of the layers above that must advance whenever the job progresses
@@ -197,7 +206,7 @@ pub type Background = Box<dyn FnMut(&mut Runtime) -> bool>;
 impl Runtime {
     /// Starts the runtime: from the launcher's environment, or as a single rank.
     pub fn init() -> Result<Runtime, Error> {
-        let cfg = Config::from_env().map_err(|e| Error::Setup(e.to_string()))?;
+        let mut cfg = Config::from_env().map_err(|e| Error::Setup(e.to_string()))?;
         init_logging(&cfg.log);
         let env = JobEnv::from_env().map_err(|e| Error::Setup(e.to_string()))?;
         let ecfg = EngineConfig {
@@ -219,11 +228,13 @@ impl Runtime {
         };
         // Ranks that outnumber the CPUs give theirs away while they wait (before
         // binding narrows what this process may use).
+        let cpus = allowed_cpus().len().max(1);
         let yield_when_idle = match cfg.yield_when_idle {
             Yield::Always => true,
             Yield::Never => false,
-            Yield::Auto => env.local_size as usize > allowed_cpus().len().max(1),
+            Yield::Auto => env.local_size as usize > cpus,
         };
+        cfg.wait_longer(env.local_size as usize, cpus);
         match cfg.bind {
             Bind::None => {}
             Bind::ByLocalRank => bind_to_core(env.local_rank),
@@ -307,7 +318,7 @@ impl Runtime {
         rt.registrations = registered.registrations;
         rt.punching = punch::Punching::new(env.rank, registered.reflections);
         if let Some(l) = shm_listener {
-            rt.waiter.watch(&l);
+            rt.waiter.watch_as(&l, Waiter::LISTENING);
             rt.shm_listener = Some(l);
         }
         Ok(rt)
@@ -326,7 +337,7 @@ impl Runtime {
         let waiter = Waiter::new().map_err(epoll_error)?;
         let ready = ReadySet::new(&waiter).map_err(epoll_error)?;
         for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
-            waiter.watch(s);
+            waiter.watch_as(s, Waiter::LISTENING);
         }
         if let Some(c) = &control {
             waiter.watch(c.as_fd());
@@ -356,6 +367,7 @@ impl Runtime {
             next_lane_check: Instant::now() + health::CHECK_EVERY,
             start: Instant::now(),
             connect_deadline: HashMap::new(),
+            handshake_keys: 0,
             connect_reports: HashMap::new(),
             waiter,
             ready,
@@ -786,8 +798,7 @@ impl Runtime {
                     self.ep.handle_peer_failed(rank, &cause);
                 }
                 Ok(Some(proto::control::FromCoordinator::Shutdown { reason })) => {
-                    eprintln!("pontoon: rank {}: the job is ending: {reason}", self.id.rank);
-                    std::process::exit(1);
+                    job_ended_by_launcher(self.id.rank, &reason)
                 }
                 Ok(Some(other)) => tracing::debug!("ignoring control message {other:?}"),
                 Err(e) => {
@@ -811,8 +822,11 @@ impl Runtime {
             }
         }
         if let Some(mut ctl) = self.control.take() {
-            ctl.finalize()
-                .map_err(|e| Error::Setup(format!("finalize: {e}")))?;
+            match ctl.finalize() {
+                Ok(()) => {}
+                Err(ControlError::Shutdown(reason)) => job_ended_by_launcher(self.id.rank, &reason),
+                Err(e) => return Err(Error::Setup(format!("finalize: {e}"))),
+            }
         }
         self.lanes.clear();
         Ok(())
@@ -820,9 +834,9 @@ impl Runtime {
 
     /// MPI_Abort: asks the launcher to end the job with `code`, then exits.
     pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        if let Some(ctl) = self.control.as_mut() {
-            let _ = ctl.abort(code, message);
-        } else {
+        // With a launcher, the launcher says it (once for the whole job).
+        let told = self.control.as_mut().map(|ctl| ctl.abort(code, message));
+        if !matches!(told, Some(Ok(()))) {
             eprintln!("pontoon: abort (code {code}): {message}");
         }
         std::process::exit(code)

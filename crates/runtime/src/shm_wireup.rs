@@ -67,6 +67,8 @@ pub struct ShmDial {
     state: DialState,
     started: Instant,
     ring: usize,
+    /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
+    pub key: u64,
 }
 
 impl ShmDial {
@@ -74,18 +76,18 @@ impl ShmDial {
     /// cannot be had with this peer (no one listens: another network namespace).
     pub fn start(id: &Identity, peer: Rank, ring: usize, nonce: [u8; 16]) -> Result<ShmDial, String> {
         let name = shm::socket_name(&id.job_id, peer);
-        let sock = shm::connect(&name).map_err(|e| {
-            if matches!(
-                e.kind(),
-                io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
-            ) {
-                format!(
-                    "rank {peer} has no shared-memory socket in this network namespace ({e}): same \
-                     host name and boot, but another container or namespace"
-                )
-            } else {
-                format!("connecting to rank {peer}'s shared-memory socket: {e}")
-            }
+        let sock = shm::connect(&name).map_err(|e| match e.kind() {
+            // Its socket was bound before the ranks exchanged cards: nobody listening
+            // means another network namespace, or a rank that has ended already.
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound => format!(
+                "rank {peer} does not listen for shared-memory lanes here ({e}): it runs in \
+                 another network namespace (container) of this host, or it has ended"
+            ),
+            io::ErrorKind::WouldBlock => format!(
+                "rank {peer}'s shared-memory socket has more connections waiting than \
+                 net.core.somaxconn allows ({e})"
+            ),
+            _ => format!("connecting to rank {peer}'s shared-memory socket: {e}"),
         })?;
         let (ini, hello) = Initiator::new(id.clone(), peer, nonce);
         write_frame(&sock, &hello)?;
@@ -98,7 +100,17 @@ impl ShmDial {
             },
             started: Instant::now(),
             ring,
+            key: 0,
         })
+    }
+
+    pub fn socket(&self) -> &UnixStream {
+        &self.sock
+    }
+
+    /// Whether its time is up: then a poll reports the failure even with nothing to read.
+    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
+        now.saturating_duration_since(self.started) > timeout
     }
 
     /// A HELLO of ours is out: the peer may be completing this connection.
@@ -170,6 +182,8 @@ pub struct ShmAccept {
     sock: UnixStream,
     state: AcceptState,
     started: Instant,
+    /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
+    pub key: u64,
 }
 
 /// Accepts every waiting connection on the shared-memory socket.
@@ -181,6 +195,7 @@ pub fn accept_all(listener: &UnixListener) -> Vec<ShmAccept> {
                 sock,
                 state: AcceptState::AwaitHello { buf: Vec::new() },
                 started: Instant::now(),
+                key: 0,
             });
         }
     }
@@ -198,6 +213,11 @@ impl ShmAccept {
 
     pub fn socket(&self) -> &UnixStream {
         &self.sock
+    }
+
+    /// Whether its time is up (see [`ShmDial::overdue`]).
+    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
+        now.saturating_duration_since(self.started) > timeout
     }
 
     pub fn poll(

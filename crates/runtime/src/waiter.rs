@@ -8,6 +8,7 @@
 //! set at most, and in none while it is the rank's only link and the rank busy-polls:
 //! then it joins the ready set only for the length of a sleep.
 
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
@@ -17,24 +18,45 @@ use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 pub struct Waiter {
     epoll: OwnedFd,
     events: Vec<Event>,
+    /// Keys of handshake sockets reported since the wire-up last looked
+    /// ([`Waiter::take_ready`]).
+    ready: HashSet<u64>,
 }
 
 impl Waiter {
+    /// The key of the listening sockets (TCP and shared memory): accept only when told.
+    pub const LISTENING: u64 = u64::MAX;
+
     pub fn new() -> io::Result<Waiter> {
         Ok(Waiter {
             epoll: epoll::create(CreateFlags::CLOEXEC)?,
             events: Vec::with_capacity(64),
+            ready: HashSet::new(),
         })
     }
 
     /// Wakes a sleeping rank when `fd` becomes readable or writable or closes. A closed
-    /// fd leaves the set by itself.
+    /// fd leaves the set by itself (once every fd of its open file is closed).
     pub fn watch(&self, fd: impl AsFd) {
+        self.watch_as(fd, 0);
+    }
+
+    /// Like [`watch`](Self::watch), and also reports `key` (non-zero) through
+    /// [`take_ready`](Self::take_ready): the wire-up then reads the handshakes whose
+    /// sockets have something, not every one on every pass. With hundreds of ranks on a
+    /// node, a `recvmsg` per pending handshake and pass made wire-up grow with the cube
+    /// of the job's size.
+    pub fn watch_as(&self, fd: impl AsFd, key: u64) {
         let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(0), flags) {
+        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(key), flags) {
             // Without the registration the rank still works, only wakes up later (timeout).
             tracing::warn!("cannot watch a socket with epoll: {e}");
         }
+    }
+
+    /// The keys reported since the last call (edge-triggered: each readiness once).
+    pub fn take_ready(&mut self) -> HashSet<u64> {
+        std::mem::take(&mut self.ready)
     }
 
     /// Stops watching `fd` (an accepted socket that became a link moves to the ready set).
@@ -46,8 +68,17 @@ impl Waiter {
     /// socket here anyway, and until then the ready set would report this set again.
     /// Returns how many sockets were ready.
     pub fn drain(&mut self) -> usize {
-        wait_events(&self.epoll, &mut self.events, Duration::ZERO);
-        self.events.len()
+        let mut total = 0;
+        loop {
+            wait_events(&self.epoll, &mut self.events, Duration::ZERO);
+            total += self.events.len();
+            self.ready
+                .extend(self.events.iter().map(|e| e.data.u64()).filter(|&k| k != 0));
+            // A full batch may leave more behind (an edge is reported once: keep them all).
+            if self.events.len() < self.events.capacity() {
+                return total;
+            }
+        }
     }
 }
 

@@ -570,6 +570,8 @@ pub struct Incoming {
     sock: Option<TcpStream>,
     state: InState,
     started: Instant,
+    /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
+    pub key: u64,
 }
 
 impl Incoming {
@@ -578,7 +580,13 @@ impl Incoming {
             sock: Some(sock),
             state: InState::AwaitHello { buf: Vec::new() },
             started: Instant::now(),
+            key: 0,
         }
+    }
+
+    /// Whether its time is up: then a poll reports the failure even with nothing to read.
+    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
+        now.saturating_duration_since(self.started) > timeout
     }
 
     /// `contention(r)`: what this rank already has going with `r`.

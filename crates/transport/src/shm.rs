@@ -40,11 +40,13 @@ const LINE: usize = 128;
 /// Where ring data starts; the header and both rings' counters fit before it.
 const DATA_OFFSET: usize = 4096;
 /// Smallest and largest ring the runtime may ask for (bytes, each a power of two).
-pub const MIN_RING: usize = 64 << 10;
+pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
 /// Staging buffer of a shared-memory lane: small frames are copied out in one piece;
-/// payloads of 16 KiB and more go from the ring straight into receive buffers.
-const RX_STAGING: usize = 64 << 10;
+/// payloads of 16 KiB and more go from the ring straight into receive buffers. A quarter
+/// of the ring, within these bounds: a node of many ranks has a lane to each other rank,
+/// and a rank of 255 node-local peers would otherwise hold 16 MiB of staging alone.
+const RX_STAGING: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 10);
 
 pub type ShmLink<T> = StreamLink<ShmPipe, T>;
 
@@ -64,7 +66,8 @@ pub fn shm_caps(max_eager: u32) -> Caps {
 
 /// A lane over an established pipe.
 pub fn shm_link<T>(pipe: ShmPipe, caps: Caps) -> ShmLink<T> {
-    StreamLink::new(pipe, caps, RX_STAGING)
+    let staging = (pipe.ring_size() / 4).clamp(*RX_STAGING.start(), *RX_STAGING.end());
+    StreamLink::new(pipe, caps, staging)
 }
 
 /// The abstract socket name where `rank` of the job `job_id` accepts shared-memory
@@ -90,7 +93,9 @@ fn unix_socket(name: &[u8]) -> io::Result<(OwnedFd, SocketAddrUnix)> {
 pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
     let (fd, addr) = unix_socket(name)?;
     rustix::net::bind(&fd, &addr)?;
-    rustix::net::listen(&fd, 128)?;
+    // Every other rank of the node may connect at once (an alltoall's first call): the
+    // kernel caps this at `net.core.somaxconn`.
+    rustix::net::listen(&fd, 4096)?;
     Ok(UnixListener::from(fd))
 }
 
@@ -151,6 +156,10 @@ unsafe impl Send for Segment {}
 
 impl Segment {
     fn map(fd: &OwnedFd, len: usize) -> io::Result<Segment> {
+        // Not populated: a page of the ring costs memory (and the time to clear it) only
+        // once a frame reaches it. Every pair of a node's ranks has a segment, and most
+        // of a ring stays untouched while messages are small; prefaulting them all made
+        // the first alltoall of 256 ranks on one host spend seconds clearing pages.
         // SAFETY: a fresh shared mapping of a memfd of at least `len` bytes (checked by
         // the callers); nothing else in this process refers to the address range.
         let ptr = unsafe {
@@ -158,7 +167,7 @@ impl Segment {
                 std::ptr::null_mut(),
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::POPULATE,
+                MapFlags::SHARED,
                 fd,
                 0,
             )?

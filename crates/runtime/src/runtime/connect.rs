@@ -3,7 +3,7 @@
 //! polled, lanes handed to the engine and watched, further lanes per NIC pair, and the
 //! deadline after which a peer that could not be reached fails.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use transport::{AnyLink, Link, Transport};
 use super::{nonce, Runtime};
 use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
 use crate::shm_wireup::{ShmDial, ShmProgress};
+use crate::waiter::Waiter;
 use crate::wireup::{Incoming, Outgoing, Progress, Timing};
 use net::{EndpointCard, PathKind};
 
@@ -75,7 +76,9 @@ impl Runtime {
     fn dial(&mut self, peer: Rank, total: Duration) {
         if let Some(ring) = self.shm_ring_for(peer) {
             match ShmDial::start(&self.id, peer, ring, nonce()) {
-                Ok(d) => {
+                Ok(mut d) => {
+                    d.key = self.handshake_key();
+                    self.waiter.watch_as(d.socket(), d.key);
                     self.shm_dials.push(d);
                     return;
                 }
@@ -104,7 +107,7 @@ impl Runtime {
     /// The ring size of a shared-memory lane to `peer`, if it is a rank of this node
     /// and shared memory may be tried: the largest power of two below [`SHM_BUDGET`] /
     /// (node-local peers), so a node of many ranks gets smaller rings, not more memory
-    /// (within the budget up to 128 ranks; beyond, `MIN_RING` wins).
+    /// (within the budget up to 512 ranks; beyond, `MIN_RING` wins).
     fn shm_ring_for(&self, peer: Rank) -> Option<usize> {
         self.shm_listener.as_ref()?;
         if self.shm_refusals.contains_key(&peer) {
@@ -126,6 +129,22 @@ impl Runtime {
             self.id.rank
         );
         self.shm_refusals.insert(peer, why);
+    }
+
+    /// An accepted TCP connection (or a punched one this rank answers) starts its handshake.
+    pub(super) fn take_incoming(&mut self, sock: TcpStream) {
+        let mut c = Incoming::new(sock);
+        c.key = self.handshake_key();
+        if let Some(fd) = c.fd() {
+            self.waiter.watch_as(fd, c.key);
+        }
+        self.incoming.push(c);
+    }
+
+    /// A fresh name for a handshake's socket in the waiter (never 0: see `Waiter::watch_as`).
+    fn handshake_key(&mut self) -> u64 {
+        self.handshake_keys += 1;
+        self.handshake_keys
     }
 
     /// Whether a first connection to `peer` is being set up by us.
@@ -299,14 +318,18 @@ impl Runtime {
     pub(super) fn wireup(&mut self) -> bool {
         let mut any = false;
         self.drive_punch_dials();
-        if let Some(l) = &self.listeners {
-            for s in l.accept() {
-                self.waiter.watch(&s);
-                self.incoming.push(Incoming::new(s));
+        // Handshakes are read when their socket has something or their time is up, and
+        // listeners accepted from when a connection waits: an `accept()` that finds
+        // nobody costs the kernel a socket made and freed.
+        let ready = self.waiter.take_ready();
+        let now = Instant::now();
+        if ready.contains(&Waiter::LISTENING) {
+            for s in self.listeners.as_ref().map(|l| l.accept()).unwrap_or_default() {
+                self.take_incoming(s);
                 any = true;
             }
         }
-        any |= self.shm_wireup();
+        any |= self.shm_wireup(&ready, now);
         let timeout = self.cfg.attempt_timeout;
         let timing = Timing {
             attempt: timeout,
@@ -365,6 +388,11 @@ impl Runtime {
         }
         let mut i = 0;
         while i < self.incoming.len() {
+            let c = &self.incoming[i];
+            if !ready.contains(&c.key) && !c.overdue(now, timeout) {
+                i += 1;
+                continue;
+            }
             // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
             // still racing towards some address may never get anywhere.
             let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
@@ -408,39 +436,97 @@ impl Runtime {
             .collect();
         for p in late {
             self.connect_deadline.remove(&p);
-            let report = self.connect_reports.remove(&p).unwrap_or_default();
-            let cause = format!(
-                "no connection with rank {p} within {} ms (PONTOON_CONNECT_TIMEOUT_MS): {report}{}{}",
-                self.cfg.connect_timeout.as_millis(),
-                self.nat_note(p),
-                self.relay_note(p)
-            );
+            let cause = self.unreachable_cause(p);
             self.ep.handle_peer_failed(p, &cause);
+            self.report_unreachable(p, &cause);
             any = true;
         }
         any
     }
 
+    /// Why `peer` could not be reached: what was tried and how each failed, and, between
+    /// nodes, what would help.
+    fn unreachable_cause(&mut self, peer: Rank) -> String {
+        let mut report = self.connect_reports.remove(&peer).unwrap_or_default();
+        if let Some(why) = self.shm_refusal(peer) {
+            report = format!("shared memory: {why}; {report}");
+        }
+        if report.trim().is_empty() {
+            report = if self.yielded_at.contains_key(&peer) {
+                "no address of ours was tried: both ranks connected at once and ours gave way, \
+                 but the peer's connection never completed"
+                    .into()
+            } else {
+                "no connection attempt of ours finished in time, and none came from the peer".into()
+            };
+        }
+        let timeout = format!(
+            "no connection with rank {peer} within {} ms ({})",
+            self.cfg.connect_timeout.as_millis(),
+            self.cfg.timeout_source("PONTOON_CONNECT_TIMEOUT_MS")
+        );
+        let same_node =
+            self.cards.get(&peer).map(|c| c.node) == self.cards.get(&self.id.rank).map(|c| c.node);
+        if same_node {
+            // Relays and NATs are no answer between two processes of one host.
+            return format!(
+                "{timeout}: {report}. Rank {peer} runs on this host: it is overloaded or stopped \
+                 (PONTOON_LOG=debug on both ranks shows the handshake)"
+            );
+        }
+        format!(
+            "{timeout}: {report}{}{}",
+            self.nat_note(peer),
+            self.relay_note(peer)
+        )
+    }
+
+    /// Tells the launcher that `peer` could not be reached, so that `peer` learns it too
+    /// and its operations with this rank fail instead of waiting for it forever.
+    fn report_unreachable(&mut self, peer: Rank, cause: &str) {
+        if let Some(ctl) = self.control.as_mut() {
+            if let Err(e) = ctl.unreachable(peer, cause) {
+                tracing::warn!(
+                    "rank {}: cannot tell the launcher about rank {peer}: {e}",
+                    self.id.rank
+                );
+            }
+        }
+    }
+
     /// Accepts shared-memory connections and drives their handshakes and ours. A
     /// shared-memory set-up that fails falls back to TCP. Returns whether anything happened.
-    fn shm_wireup(&mut self) -> bool {
+    fn shm_wireup(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
         let mut any = false;
-        if let Some(l) = &self.shm_listener {
-            for a in crate::shm_wireup::accept_all(l) {
-                self.waiter.watch(a.socket());
-                self.shm_accepts.push(a);
-                any = true;
-            }
+        let accepted = self
+            .shm_listener
+            .as_ref()
+            .filter(|_| ready.contains(&Waiter::LISTENING))
+            .map(crate::shm_wireup::accept_all);
+        for mut a in accepted.unwrap_or_default() {
+            a.key = self.handshake_key();
+            self.waiter.watch_as(a.socket(), a.key);
+            self.shm_accepts.push(a);
+            any = true;
         }
         let timeout = self.cfg.attempt_timeout;
         let mut i = 0;
         while i < self.shm_dials.len() {
+            let d = &self.shm_dials[i];
+            if !ready.contains(&d.key) && !d.overdue(now, timeout) {
+                i += 1;
+                continue;
+            }
             let progress = self.shm_dials[i].poll(timeout);
             if matches!(progress, ShmProgress::Pending) {
                 i += 1;
                 continue;
             }
-            let peer = self.shm_dials.swap_remove(i).peer;
+            let d = self.shm_dials.swap_remove(i);
+            // The lane keeps a duplicate of this socket: its registration would outlive
+            // the dial's fd, so take it out now.
+            self.waiter.unwatch(d.socket());
+            let peer = d.peer;
             any = true;
             match progress {
                 ShmProgress::Pending => unreachable!("handled above"),
@@ -463,6 +549,11 @@ impl Runtime {
         }
         let mut i = 0;
         while i < self.shm_accepts.len() {
+            let a = &self.shm_accepts[i];
+            if !ready.contains(&a.key) && !a.overdue(now, timeout) {
+                i += 1;
+                continue;
+            }
             let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
             let progress = self.shm_accepts[i].poll(&self.id, timeout, nonce(), contention);
             if matches!(progress, ShmProgress::Pending) {

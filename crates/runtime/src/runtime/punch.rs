@@ -15,7 +15,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use transport::relay::Reflection;
 
 use super::Runtime;
-use crate::wireup::{ready, Incoming, Outgoing};
+use crate::wireup::{ready, Outgoing};
 
 /// A port bound for one round of punching, and its dial once the round says when.
 struct PunchDial {
@@ -295,8 +295,7 @@ impl Runtime {
                         let total = self.cfg.attempt_timeout;
                         self.outgoing.push(Outgoing::punched(peer, sock, to, total));
                     } else {
-                        self.waiter.watch(&sock);
-                        self.incoming.push(Incoming::new(sock));
+                        self.take_incoming(sock);
                     }
                 }
             }
