@@ -49,6 +49,9 @@ impl From<pontoon::Error> for Fail {
             pontoon::Error::Peer(_) => MPI_ERR_PROC_ABORTED,
             pontoon::Error::Arg(_) => MPI_ERR_ARG,
             pontoon::Error::Runtime(_) => MPI_ERR_OTHER,
+            // Its own code, as the program's callback returned it (a class, or a code
+            // the program added).
+            pontoon::Error::Callback { code, .. } => *code,
         };
         Fail::new(class, e.to_string())
     }

@@ -136,10 +136,7 @@ unsafe fn gather_like(
     } else {
         None
     };
-    let (sn, rn) = (
-        count(sendcount as i64, "sendcount")?,
-        count(recvcount as i64, "recvcount")?,
-    );
+    let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
     // SAFETY: the program's buffers, which hold the data their counts and datatypes
     // describe (MPI's contract); `data`/`data_mut` check them for null.
     unsafe {
@@ -192,6 +189,20 @@ unsafe fn gather_like(
         }
     }
     Ok(())
+}
+
+/// The send and receive counts, each checked only where the standard makes it
+/// significant, which is where its datatype is (`Some`): not a non-root's receive side,
+/// not the send side given MPI_IN_PLACE (programs pass -1 there). Insignificant ones are 0.
+pub(crate) fn significant_counts(
+    send: (c_int, &Option<Datatype>),
+    recv: (c_int, &Option<Datatype>),
+) -> Result<(u64, u64), Fail> {
+    let one = |(n, dt): (c_int, &Option<Datatype>), what| match dt {
+        Some(_) => count(n as i64, what),
+        None => Ok(0),
+    };
+    Ok((one(send, "sendcount")?, one(recv, "recvcount")?))
 }
 
 #[derive(Clone, Copy)]

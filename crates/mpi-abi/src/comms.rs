@@ -47,6 +47,8 @@ mpi_fn! {
     fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on comm {
         let m = mpi()?;
         let newcomm = out(newcomm, "newcomm")?;
+        // A failed dup (a copy callback refused) leaves no communicator behind.
+        *newcomm = MPI_COMM_NULL;
         let made = m.comm(comm)?.dup()?;
         publish(m, comm, Some(made), newcomm)
     }
@@ -55,8 +57,10 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
         let m = mpi()?;
-        crate::info::accepted(m, info)?;
+        crate::info::accepted(info)?;
         let newcomm = out(newcomm, "newcomm")?;
+        // A failed dup (a copy callback refused) leaves no communicator behind.
+        *newcomm = MPI_COMM_NULL;
         let made = m.comm(comm)?.dup()?;
         publish(m, comm, Some(made), newcomm)
     }
@@ -66,7 +70,7 @@ mpi_fn! {
     fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
         let m = mpi()?;
         m.comm(comm)?;
-        crate::info::accepted(m, info)
+        crate::info::accepted(info)
     }
 }
 
@@ -75,7 +79,7 @@ mpi_fn! {
     fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on comm {
         let m = mpi()?;
         m.comm(comm)?;
-        *out(info_used, "info_used")? = crate::info::add(m, Vec::new())?;
+        *out(info_used, "info_used")? = crate::info::add(Vec::new())?;
         Ok(())
     }
 }
@@ -93,11 +97,11 @@ mpi_fn! {
     ///   else MPI_COMM_NULL.
     fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
         let m = mpi()?;
-        crate::info::accepted(m, info)?;
+        crate::info::accepted(info)?;
         let newcomm = out(newcomm, "newcomm")?;
         let c = m.comm(comm)?;
         let asks_shared = info != MPI_INFO_NULL
-            && crate::info::entries(m, info)?.iter().any(|(k, v)| k == RESOURCE_KEY && v == SHARED_MEMORY);
+            && crate::info::entries(info)?.iter().any(|(k, v)| k == RESOURCE_KEY && v == SHARED_MEMORY);
         let by_node = match split_type {
             MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
             MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => asks_shared,
@@ -109,7 +113,7 @@ mpi_fn! {
             if made.as_ref().is_some_and(|n| n.size() == c.size()) {
                 made = None;
             } else if made.is_some() && info != MPI_INFO_NULL {
-                crate::info::set(m, info, RESOURCE_KEY, SHARED_MEMORY)?;
+                crate::info::set(info, RESOURCE_KEY, SHARED_MEMORY)?;
             }
         }
         publish(m, comm, made, newcomm)
@@ -158,7 +162,7 @@ mpi_fn! {
         let m = mpi()?;
         let newcomm = out(newcomm, "newcomm")?;
         let tag = crate::boundary::c_str(stringtag, "stringtag")?;
-        crate::info::accepted(m, info)?;
+        crate::info::accepted(info)?;
         let errhandler = if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler };
         crate::errors::errhandler_ok(m, errhandler)?;
         let g = m.group(group)?;
@@ -412,93 +416,171 @@ thread_local! {
 
 mpi_fn! {
     fn MPI_Comm_create_keyval(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        let m = mpi()?;
-        let keyval = out(keyval, "comm_keyval")?;
-        let extra = extra_state as usize;
-        let id = std::rc::Rc::new(std::cell::Cell::new(0));
-        let delete = delete_fn.map(|f| {
-            let id = id.clone();
-            Box::new(move |c: &Comm<'_>, v: usize| {
-                let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
-                // SAFETY: the program's delete callback, called as the standard says.
-                let rc = unsafe { f(h, id.get(), v as *mut c_void, extra as *mut c_void) };
-                callback_result("delete", rc)
-            }) as pontoon::DeleteFn
-        });
-        let copy: Option<pontoon::CopyFn> = match copy_fn {
-            0 => None,
-            1 => Some(Box::new(|_, v| Ok(Some(v)))),
-            f => {
-                // SAFETY: any other value is the program's copy function.
-                let f: CopyAttrFn = std::mem::transmute::<usize, CopyAttrFn>(f);
-                let id = id.clone();
-                Some(Box::new(move |c: &Comm<'_>, v: usize| {
-                    let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
-                    let (mut copied, mut flag): (usize, c_int) = (0, 0);
-                    // SAFETY: as for the delete callback.
-                    let rc = unsafe {
-                        f(h, id.get(), extra as *mut c_void, v as *mut c_void, &mut copied as *mut usize as *mut c_void, &mut flag)
-                    };
-                    callback_result("copy", rc)?;
-                    Ok((flag != 0).then_some(copied))
-                }))
-            }
-        };
-        let kv = Keyval::new(copy, delete);
-        let k = KEYVAL_BASE + kv.id() as c_int;
-        id.set(k);
-        m.keyvals.borrow_mut().insert(k, kv);
-        *keyval = k;
-        Ok(())
+        create_keyval(copy_fn, delete_fn, keyval, extra_state)
     }
 }
 
-fn callback_result(which: &str, rc: c_int) -> pontoon::Result<()> {
+mpi_fn! {
+    /// MPI-1's name, deprecated but still defined (older programs call it).
+    fn MPI_Keyval_create(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        create_keyval(copy_fn, delete_fn, keyval, extra_state)
+    }
+}
+
+/// # Safety
+/// `copy_fn` is 0 (MPI_NULL_COPY_FN), 1 (MPI_DUP_FN) or the program's copy callback;
+/// `keyval` is valid for writes (the C caller's contract).
+unsafe fn create_keyval(
+    copy_fn: usize,
+    delete_fn: Option<DeleteAttrFn>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> Res {
+    let m = mpi()?;
+    // SAFETY: as documented.
+    let keyval = unsafe { out(keyval, "comm_keyval")? };
+    let extra = extra_state as usize;
+    let id = std::rc::Rc::new(std::cell::Cell::new(0));
+    let delete = delete_fn.map(|f| {
+        let id = id.clone();
+        Box::new(move |c: &Comm<'_>, v: usize| {
+            let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
+            // SAFETY: the program's delete callback, called as the standard says.
+            let rc = unsafe { f(h, id.get(), v as *mut c_void, extra as *mut c_void) };
+            callback_result("attribute delete", rc)
+        }) as pontoon::DeleteFn
+    });
+    let copy: Option<pontoon::CopyFn> = match copy_fn {
+        0 => None,
+        1 => Some(Box::new(|_, v| Ok(Some(v)))),
+        f => {
+            // SAFETY: any other value is the program's copy function.
+            let f: CopyAttrFn = unsafe { std::mem::transmute::<usize, CopyAttrFn>(f) };
+            let id = id.clone();
+            Some(Box::new(move |c: &Comm<'_>, v: usize| {
+                let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
+                let (mut copied, mut flag): (usize, c_int) = (0, 0);
+                // SAFETY: as for the delete callback.
+                let rc = unsafe {
+                    f(
+                        h,
+                        id.get(),
+                        extra as *mut c_void,
+                        v as *mut c_void,
+                        &mut copied as *mut usize as *mut c_void,
+                        &mut flag,
+                    )
+                };
+                callback_result("attribute copy", rc)?;
+                Ok((flag != 0).then_some(copied))
+            }))
+        }
+    };
+    let kv = Keyval::new(copy, delete);
+    let k = KEYVAL_BASE + kv.id() as c_int;
+    id.set(k);
+    m.keyvals.borrow_mut().insert(k, kv);
+    *keyval = k;
+    Ok(())
+}
+
+fn callback_result(what: &'static str, rc: c_int) -> pontoon::Result<()> {
     if rc == MPI_SUCCESS {
         Ok(())
     } else {
-        Err(pontoon::Error::Arg(format!(
-            "the attribute {which} callback returned error {rc}"
-        )))
+        Err(pontoon::Error::Callback { what, code: rc })
     }
 }
 
-fn keyval(m: &Mpi, k: c_int) -> Result<Keyval, Fail> {
-    m.keyvals.borrow().get(&k).cloned().ok_or_else(|| {
-        Fail::new(
+/// The keyval `k` names: a live one, or for reading and deleting values (`retired`
+/// allowed) one the program freed while values set with it remain.
+fn keyval(m: &Mpi, k: c_int, retired: bool) -> Result<Keyval, Fail> {
+    if let Some(kv) = m.keyvals.borrow().get(&k) {
+        return Ok(kv.clone());
+    }
+    let mut old = m.retired_keyvals.borrow_mut();
+    old.retain(|_, kv| kv.in_use());
+    match old.get(&k) {
+        Some(kv) if retired => Ok(kv.clone()),
+        _ => fail(
             MPI_ERR_KEYVAL,
             format!("{k} is not a communicator keyval (freed already?)"),
-        )
-    })
+        ),
+    }
 }
 
 mpi_fn! {
     fn MPI_Comm_free_keyval(keyval: *mut c_int) {
-        let m = mpi()?;
-        let k = out(keyval, "comm_keyval")?;
-        // Values set with it keep it alive until they are deleted.
-        if m.keyvals.borrow_mut().remove(k).is_none() {
-            return fail(MPI_ERR_KEYVAL, format!("{} is not a communicator keyval", *k));
-        }
-        *k = MPI_KEYVAL_INVALID;
-        Ok(())
+        free_keyval(keyval)
     }
+}
+
+mpi_fn! {
+    /// MPI-1's name, deprecated but still defined.
+    fn MPI_Keyval_free(keyval: *mut c_int) {
+        free_keyval(keyval)
+    }
+}
+
+fn free_keyval(keyval: *mut c_int) -> Res {
+    let m = mpi()?;
+    // SAFETY: the caller's keyval pointer.
+    let k = unsafe { out(keyval, "comm_keyval")? };
+    let Some(kv) = m.keyvals.borrow_mut().remove(k) else {
+        return fail(MPI_ERR_KEYVAL, format!("{} is not a communicator keyval", *k));
+    };
+    // Values set with it keep it alive, and usable through its number, until deleted.
+    if kv.in_use() {
+        m.retired_keyvals.borrow_mut().insert(*k, kv);
+    }
+    *k = MPI_KEYVAL_INVALID;
+    Ok(())
 }
 
 mpi_fn! {
     fn MPI_Comm_set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        if keyval_ < KEYVAL_BASE {
-            return fail(MPI_ERR_KEYVAL, format!("keyval {keyval_} is predefined and read-only"));
-        }
-        c.set_attr(&keyval(m, keyval_)?, attribute_val as usize)?;
-        Ok(())
+        set_attr(comm, keyval_, attribute_val)
     }
 }
 
 mpi_fn! {
+    /// MPI-1's name, deprecated but still defined.
+    fn MPI_Attr_put(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) on comm {
+        set_attr(comm, keyval_, attribute_val)
+    }
+}
+
+fn set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    if keyval_ < KEYVAL_BASE {
+        return fail(
+            MPI_ERR_KEYVAL,
+            format!("keyval {keyval_} is predefined and read-only"),
+        );
+    }
+    c.set_attr(&keyval(m, keyval_, false)?, attribute_val as usize)?;
+    Ok(())
+}
+
+mpi_fn! {
     fn MPI_Comm_get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm {
+        get_attr(comm, keyval_, attribute_val, flag)
+    }
+}
+
+mpi_fn! {
+    /// MPI-1's name, deprecated but still defined.
+    fn MPI_Attr_get(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm {
+        get_attr(comm, keyval_, attribute_val, flag)
+    }
+}
+
+/// # Safety
+/// `attribute_val` and `flag` are valid for writes (the C caller's contract).
+unsafe fn get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> Res {
+    // SAFETY: as documented.
+    unsafe {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let flag = out(flag, "flag")?;
@@ -513,7 +595,7 @@ mpi_fn! {
             }
             MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
             _ => {
-                let value = c.get_attr(&keyval(m, keyval_)?);
+                let value = c.get_attr(&keyval(m, keyval_, true)?);
                 *flag = value.is_some() as c_int;
                 if let Some(v) = value {
                     *out(attribute_val as *mut usize, "attribute_val")? = v;
@@ -532,11 +614,22 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        c.delete_attr(&keyval(m, keyval_)?)?;
-        Ok(())
+        delete_attr(comm, keyval_)
     }
+}
+
+mpi_fn! {
+    /// MPI-1's name, deprecated but still defined.
+    fn MPI_Attr_delete(comm: MPI_Comm, keyval_: c_int) on comm {
+        delete_attr(comm, keyval_)
+    }
+}
+
+fn delete_attr(comm: MPI_Comm, keyval_: c_int) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    c.delete_attr(&keyval(m, keyval_, true)?)?;
+    Ok(())
 }
 
 mpi_fn! {

@@ -1,16 +1,30 @@
 //! Info objects: ordered (key, value) strings. pontoon reads no hints yet, so the
 //! functions that take an info accept any and the ones that return one give an empty
 //! one (`MPI_INFO_ENV` holds what the launcher knows).
+//!
+//! MPI-4 lets a program use the `MPI_Info_*` functions before `MPI_Init` and after
+//! `MPI_Finalize` (to prepare hints for the session it starts), so the objects live in a
+//! table of the process, not in the state `MPI_Init` makes.
 
 use std::ffi::c_char;
 use std::os::raw::c_int;
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::abi::*;
 use crate::boundary::{c_str, fail, out, put_c_string, Fail, Res};
+use crate::handles::{Kind, Slab};
 use crate::mpi_fn;
-use crate::state::{mpi, Mpi};
+use crate::state::{try_mpi, Mpi};
 
 pub type InfoEntries = Vec<(String, String)>;
+
+static INFOS: LazyLock<Mutex<Slab<InfoEntries>>> = LazyLock::new(|| Mutex::new(Slab::new(Kind::Info)));
+
+/// The process's info objects (a panic elsewhere cannot leave the table unusable:
+/// each change is one call on it).
+fn infos() -> MutexGuard<'static, Slab<InfoEntries>> {
+    INFOS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 const MAX_KEY: usize = 255;
 
@@ -27,12 +41,10 @@ fn key_arg(p: *const c_char) -> Result<String, Fail> {
 }
 
 /// The entries of an info handle (a copy).
-pub fn entries(m: &Mpi, h: MPI_Info) -> Result<InfoEntries, Fail> {
+pub fn entries(h: MPI_Info) -> Result<InfoEntries, Fail> {
     match h {
-        MPI_INFO_ENV => Ok(env_entries(m)),
-        _ => m
-            .infos
-            .borrow()
+        MPI_INFO_ENV => Ok(env_entries(try_mpi())),
+        _ => infos()
             .get(h)
             .cloned()
             .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object"))),
@@ -40,26 +52,26 @@ pub fn entries(m: &Mpi, h: MPI_Info) -> Result<InfoEntries, Fail> {
 }
 
 /// Checks an info argument that is only accepted (hints pontoon does not read).
-pub fn accepted(m: &Mpi, h: MPI_Info) -> Res {
+pub fn accepted(h: MPI_Info) -> Res {
     if h != MPI_INFO_NULL {
-        entries(m, h)?;
+        entries(h)?;
     }
     Ok(())
 }
 
 /// A new info handle holding `e`.
-pub fn add(m: &Mpi, e: InfoEntries) -> Result<MPI_Info, Fail> {
-    m.infos
-        .borrow_mut()
+pub fn add(e: InfoEntries) -> Result<MPI_Info, Fail> {
+    infos()
         .insert(e)
         .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many info objects"))
 }
 
-fn env_entries(m: &Mpi) -> InfoEntries {
-    let mut e = vec![
-        ("maxprocs".to_string(), m.u.world().size().to_string()),
-        ("thread_level".to_string(), "MPI_THREAD_FUNNELED".to_string()),
-    ];
+/// What MPI_INFO_ENV holds; before MPI_Init the job's size is not known yet.
+fn env_entries(m: Option<&Mpi>) -> InfoEntries {
+    let mut e = vec![("thread_level".to_string(), "MPI_THREAD_FUNNELED".to_string())];
+    if let Some(m) = m {
+        e.insert(0, ("maxprocs".to_string(), m.u.world().size().to_string()));
+    }
     if let Ok(d) = std::env::current_dir() {
         e.push(("wdir".into(), d.to_string_lossy().into_owned()));
     }
@@ -70,11 +82,10 @@ fn env_entries(m: &Mpi) -> InfoEntries {
 }
 
 fn with_entries<R>(h: MPI_Info, f: impl FnOnce(&mut InfoEntries) -> Result<R, Fail>) -> Result<R, Fail> {
-    let m = mpi()?;
     if h == MPI_INFO_ENV {
         return fail(MPI_ERR_INFO, "MPI_INFO_ENV cannot be changed");
     }
-    let mut t = m.infos.borrow_mut();
+    let mut t = infos();
     let e = t
         .get_mut(h)
         .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object")))?;
@@ -83,17 +94,15 @@ fn with_entries<R>(h: MPI_Info, f: impl FnOnce(&mut InfoEntries) -> Result<R, Fa
 
 mpi_fn! {
     fn MPI_Info_create(info: *mut MPI_Info) {
-        let m = mpi()?;
-        *out(info, "info")? = add(m, Vec::new())?;
+        *out(info, "info")? = add(Vec::new())?;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Info_free(info: *mut MPI_Info) {
-        let m = mpi()?;
         let h = out(info, "info")?;
-        if m.infos.borrow_mut().remove(*h).is_none() {
+        if infos().remove(*h).is_none() {
             return fail(MPI_ERR_INFO, format!("{:#x} is not an info object that can be freed", *h));
         }
         *h = MPI_INFO_NULL;
@@ -103,9 +112,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) {
-        let m = mpi()?;
-        let e = entries(m, info)?;
-        *out(newinfo, "newinfo")? = add(m, e)?;
+        let e = entries(info)?;
+        *out(newinfo, "newinfo")? = add(e)?;
         Ok(())
     }
 }
@@ -117,7 +125,7 @@ mpi_fn! {
         if info == MPI_INFO_ENV {
             return fail(MPI_ERR_INFO, "MPI_INFO_ENV cannot be changed");
         }
-        set(mpi()?, info, &k, v)
+        set(info, &k, v)
     }
 }
 
@@ -137,14 +145,14 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) {
-        *out(nkeys, "nkeys")? = entries(mpi()?, info)?.len() as c_int;
+        *out(nkeys, "nkeys")? = entries(info)?.len() as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) {
-        let e = entries(mpi()?, info)?;
+        let e = entries(info)?;
         let Some((k, _)) = usize::try_from(n).ok().and_then(|i| e.get(i)) else {
             return fail(MPI_ERR_ARG, format!("key number {n} of an info with {} keys", e.len()));
         };
@@ -156,7 +164,7 @@ mpi_fn! {
     /// `*buflen` in: the buffer's size; out: the value's length + 1.
     fn MPI_Info_get_string(info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) {
         let k = key_arg(key)?;
-        let e = entries(mpi()?, info)?;
+        let e = entries(info)?;
         let (buflen, flag) = (out(buflen, "buflen")?, out(flag, "flag")?);
         let Some((_, v)) = e.iter().find(|(ek, _)| *ek == k) else {
             *flag = 0;
@@ -175,7 +183,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) {
         let k = key_arg(key)?;
-        let e = entries(mpi()?, info)?;
+        let e = entries(info)?;
         let flag = out(flag, "flag")?;
         match e.iter().find(|(ek, _)| *ek == k) {
             Some((_, v)) => {
@@ -193,7 +201,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) {
         let k = key_arg(key)?;
-        let e = entries(mpi()?, info)?;
+        let e = entries(info)?;
         let (valuelen, flag) = (out(valuelen, "valuelen")?, out(flag, "flag")?);
         match e.iter().find(|(ek, _)| *ek == k) {
             Some((_, v)) => {
@@ -210,8 +218,7 @@ mpi_fn! {
     /// A new info with what MPI_INFO_ENV holds.
     fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) {
         let _ = (argc, argv);
-        let m = mpi()?;
-        *out(info, "info")? = add(m, env_entries(m))?;
+        *out(info, "info")? = add(env_entries(try_mpi()))?;
         Ok(())
     }
 }
@@ -219,15 +226,14 @@ mpi_fn! {
 mpi_fn! {
     /// pontoon describes no hardware resources yet: an empty info.
     fn MPI_Get_hw_resource_info(hw_info: *mut MPI_Info) {
-        let m = mpi()?;
-        *out(hw_info, "hw_info")? = add(m, Vec::new())?;
+        *out(hw_info, "hw_info")? = add(Vec::new())?;
         Ok(())
     }
 }
 
 /// Sets `key` in a program's info object (MPI_Comm_split_type reports what it used).
-pub fn set(m: &Mpi, h: MPI_Info, key: &str, value: &str) -> Res {
-    let mut t = m.infos.borrow_mut();
+pub fn set(h: MPI_Info, key: &str, value: &str) -> Res {
+    let mut t = infos();
     let e = t
         .get_mut(h)
         .ok_or_else(|| Fail::new(MPI_ERR_INFO, format!("{h:#x} is not an info object")))?;

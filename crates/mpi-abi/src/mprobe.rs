@@ -9,9 +9,9 @@ use pontoon::lent::Message;
 use pontoon::Comm;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, out_opt, Fail, Res};
+use crate::boundary::{count, fail, out, Fail, Res};
 use crate::mpi_fn;
-use crate::p2p::{proc_null_status, recv_tag, recv_target, source_rank, status_of};
+use crate::p2p::{proc_null_status, put_status, recv_tag, recv_target, source_rank, status_of};
 use crate::requests::{start, wait_one, ReqEntry};
 use crate::state::{mpi, Mpi};
 
@@ -51,7 +51,7 @@ unsafe fn probe(
         if let Some(f) = flag {
             *f = 1;
         }
-        unsafe { out_opt(status, proc_null_status()) };
+        unsafe { put_status(status, proc_null_status()) };
         return Ok(());
     };
     let hit = match flag {
@@ -64,7 +64,7 @@ unsafe fn probe(
     };
     if let Some((st, msg)) = hit {
         // SAFETY: as above.
-        unsafe { out_opt(status, status_of(&st)) };
+        unsafe { put_status(status, status_of(&st)) };
         *message = publish(m, comm, c, msg)?;
     }
     Ok(())

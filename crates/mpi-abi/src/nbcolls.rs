@@ -11,7 +11,7 @@ use pontoon::{Comm, Datatype, Plan};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
-use crate::colls::{in_place, root_rank};
+use crate::colls::{in_place, root_rank, significant_counts};
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::{start, Finish, ReqEntry};
@@ -197,10 +197,6 @@ unsafe fn start_gather_like(
     let p = c.size() as u64;
     let root = root.map(|r| root_rank(&c, r)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank());
-    let (sn, rn) = (
-        count(sendcount as i64, "sendcount")?,
-        count(recvcount as i64, "recvcount")?,
-    );
     // SAFETY (every block below): the caller's buffers, untouched until completion.
     let (plan, inp, o) = match which {
         Which::Gather | Which::Allgather | Which::Alltoall => {
@@ -214,6 +210,7 @@ unsafe fn start_gather_like(
                 None
             };
             let sdt = if ip { None } else { Some(m.committed(sendtype)?) };
+            let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
             // Bytes per rank: what one rank sends (in place: what it receives).
             let block = match (&sdt, &rdt) {
                 (Some(s), _) => (sn * s.size()) as usize,
@@ -253,6 +250,7 @@ unsafe fn start_gather_like(
             } else {
                 None
             };
+            let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
             let block = match (&rdt, &sdt) {
                 (Some(r), _) => (rn * r.size()) as usize,
                 (None, Some(s)) => (sn * s.size()) as usize,

@@ -7,7 +7,7 @@ use pontoon::lent::Buffer;
 use pontoon::{Comm, Data, DataMut, Datatype, Rank, Status};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, out_opt, Fail, Res};
+use crate::boundary::{count, fail, out, Fail, Res};
 use crate::mpi_fn;
 use crate::requests::{start, ReqEntry, Unpack};
 use crate::state::mpi;
@@ -78,6 +78,22 @@ pub fn status_of(st: &Status) -> MPI_Status {
     };
     set_bytes(&mut s, st.bytes);
     s
+}
+
+/// Writes a completed operation's status to the program's optional `p`, leaving its
+/// MPI_ERROR field as the program set it: only the functions of several statuses set
+/// that field, and only when they fail with MPI_ERR_IN_STATUS (MPI-4.1 §3.2.5).
+///
+/// # Safety
+/// `p` is null or valid for writes.
+pub unsafe fn put_status(p: *mut MPI_Status, v: MPI_Status) {
+    // SAFETY: as documented.
+    if let Some(r) = unsafe { p.as_mut() } {
+        *r = MPI_Status {
+            MPI_ERROR: r.MPI_ERROR,
+            ..v
+        };
+    }
 }
 
 /// The empty status (of a null or inactive request): any source, any tag, no data.
@@ -279,7 +295,7 @@ mpi_fn! {
     fn MPI_Recv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
         let RecvArgs { comm: c, dt, n, tag, source } = recv_args(n, datatype, source, tag, comm)?;
         let Some(from) = source else {
-            out_opt(status, proc_null_status());
+            put_status(status, proc_null_status());
             return Ok(());
         };
         let mut d = data_mut(buf, n, &dt)?;
@@ -293,7 +309,7 @@ unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> R
     match st {
         Ok(st) => {
             // SAFETY: the caller's optional status.
-            unsafe { out_opt(status, status_of(&st)) };
+            unsafe { put_status(status, status_of(&st)) };
             Ok(())
         }
         Err(pontoon::Error::Truncated {
@@ -306,10 +322,8 @@ unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> R
                 tag,
                 bytes: count,
             };
-            let mut s = status_of(&st);
-            s.MPI_ERROR = MPI_ERR_TRUNCATE;
             // SAFETY: as above.
-            unsafe { out_opt(status, s) };
+            unsafe { put_status(status, status_of(&st)) };
             Err(pontoon::Error::Truncated {
                 source_rank,
                 tag,
@@ -373,18 +387,36 @@ pub unsafe fn send_entry(
     comm: MPI_Comm,
     sync: bool,
 ) -> Result<ReqEntry, Fail> {
+    let args = send_args(n, datatype, dest, tag, comm)?;
+    // SAFETY: as documented.
+    unsafe { send_entry_with(buf, &args, comm, sync) }
+}
+
+/// [`send_entry`] with its arguments resolved already: a persistent request keeps its
+/// own references to the communicator and the datatype, which the program may free
+/// before it starts the request again (MPI counts the request as a user of both).
+///
+/// # Safety
+/// As [`send_entry`].
+pub unsafe fn send_entry_with(
+    buf: *const c_void,
+    a: &SendArgs,
+    comm: MPI_Comm,
+    sync: bool,
+) -> Result<ReqEntry, Fail> {
     let SendArgs {
         comm: c,
         dt,
         n,
         tag,
         dest,
-    } = send_args(n, datatype, dest, tag, comm)?;
-    let Some(dest) = dest else {
+    } = a;
+    let (n, tag) = (*n, *tag);
+    let Some(dest) = *dest else {
         return Ok(ReqEntry::Done(empty_status()));
     };
     // SAFETY: as documented.
-    let d = unsafe { data(buf, n, &dt)? };
+    let d = unsafe { data(buf, n, dt)? };
     let buffer = if dt.is_dense() {
         // SAFETY: as documented: the engine may read the memory until completion.
         unsafe {
@@ -463,18 +495,22 @@ pub unsafe fn recv_entry(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<ReqEntry, Fail> {
-    let RecvArgs {
-        comm: c,
-        dt,
-        n,
-        tag,
-        source,
-    } = recv_args(n, datatype, source, tag, comm)?;
-    let Some(from) = source else {
+    let args = recv_args(n, datatype, source, tag, comm)?;
+    // SAFETY: as documented.
+    unsafe { recv_entry_with(buf, &args, comm) }
+}
+
+/// [`recv_entry`] with its arguments resolved already (see [`send_entry_with`]).
+///
+/// # Safety
+/// As [`recv_entry`].
+pub unsafe fn recv_entry_with(buf: *mut c_void, a: &RecvArgs, comm: MPI_Comm) -> Result<ReqEntry, Fail> {
+    let Some(from) = a.source else {
         return Ok(ReqEntry::Done(proc_null_status()));
     };
-    let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
-    let op = c.irecv_lent(buffer, from, tag)?;
+    // SAFETY: as documented.
+    let (buffer, unpack) = unsafe { recv_target(buf, a.n, &a.dt)? };
+    let op = a.comm.irecv_lent(buffer, from, a.tag)?;
     Ok(ReqEntry::P2p { op, comm, unpack })
 }
 
@@ -512,11 +548,11 @@ mpi_fn! {
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
         let Some(from) = source_rank(&c, source)? else {
-            out_opt(status, proc_null_status());
+            put_status(status, proc_null_status());
             return Ok(());
         };
         let st = c.probe(from, tag)?;
-        out_opt(status, status_of(&st));
+        put_status(status, status_of(&st));
         Ok(())
     }
 }
@@ -529,13 +565,13 @@ mpi_fn! {
         let flag = out(flag, "flag")?;
         let Some(from) = source_rank(&c, source)? else {
             *flag = 1;
-            out_opt(status, proc_null_status());
+            put_status(status, proc_null_status());
             return Ok(());
         };
         match c.iprobe(from, tag)? {
             Some(st) => {
                 *flag = 1;
-                out_opt(status, status_of(&st));
+                put_status(status, status_of(&st));
             }
             None => *flag = 0,
         }

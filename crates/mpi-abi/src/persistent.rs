@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::mpi_fn;
-use crate::p2p::{recv_args, recv_entry, send_args, send_entry};
+use crate::p2p::{recv_args, recv_entry_with, send_args, send_entry_with};
 use crate::requests::persistent;
 
 #[allow(clippy::too_many_arguments)]
@@ -20,13 +20,14 @@ fn send_init(
     sync: bool,
     request: *mut MPI_Request,
 ) -> crate::boundary::Res {
-    // Checked now, so errors come from the init call.
-    send_args(n, datatype, dest, tag, comm)?;
+    // Checked and resolved now: errors come from the init call, and the request keeps
+    // the datatype and communicator even if the program frees its handles.
+    let args = send_args(n, datatype, dest, tag, comm)?;
     // SAFETY: the program keeps the buffer valid while the request exists and leaves it
     // alone while it is active (MPI's rule for persistent requests).
     persistent(
         request,
-        Box::new(move || unsafe { send_entry(buf, n, datatype, dest, tag, comm, sync) }),
+        Box::new(move || unsafe { send_entry_with(buf, &args, comm, sync) }),
     )
 }
 
@@ -50,8 +51,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Recv_init(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
-        recv_args(n, datatype, source, tag, comm)?;
+        let args = recv_args(n, datatype, source, tag, comm)?;
         // SAFETY: as for the sends: the buffer is the program's until the request is freed.
-        persistent(request, Box::new(move || unsafe { recv_entry(buf, n, datatype, source, tag, comm) }))
+        persistent(request, Box::new(move || unsafe { recv_entry_with(buf, &args, comm) }))
     }
 }

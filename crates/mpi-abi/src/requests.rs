@@ -9,7 +9,7 @@ use pontoon::Datatype;
 use crate::abi::*;
 use crate::boundary::{count, fail, out, out_opt, slice_mut, Fail, Res};
 use crate::mpi_fn;
-use crate::p2p::{data_mut, empty_status, set_cancelled, status_of};
+use crate::p2p::{data_mut, empty_status, put_status, set_cancelled, status_of};
 use crate::state::{mpi, Mpi};
 
 /// What a request handle stands for.
@@ -192,7 +192,7 @@ fn reap_detached(m: &Mpi) {
 pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
     if *h == MPI_REQUEST_NULL {
         // SAFETY: the caller's optional status.
-        unsafe { out_opt(status, empty_status()) };
+        unsafe { put_status(status, empty_status()) };
         return Ok(());
     }
     // A persistent request stays; its operation in flight completes.
@@ -211,7 +211,7 @@ pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
         }
     };
     // SAFETY: as above.
-    unsafe { out_opt(status, st) };
+    unsafe { put_status(status, st) };
     res
 }
 
@@ -242,15 +242,28 @@ fn complete_set(
     out_index: &mut dyn FnMut(usize, usize),
 ) -> Res {
     let mut failed = None;
+    let mut done = Vec::with_capacity(which.len());
     for (k, &i) in which.iter().enumerate() {
-        let st = nth(statuses, k);
         let mut own = MPI_Status::default();
         let res = wait_one(m, &mut reqs[i], &mut own);
-        // SAFETY: the caller's status array holds `which.len()` entries (or is null).
-        unsafe { out_opt(st, own) };
+        own.MPI_ERROR = res.as_ref().map_or_else(|f| f.class, |()| MPI_SUCCESS);
+        done.push(own);
         out_index(k, i);
         if let Err(f) = res {
             failed.get_or_insert(f);
+        }
+    }
+    // Every MPI_ERROR field is set when the call fails with MPI_ERR_IN_STATUS (to
+    // MPI_SUCCESS for those that succeeded), and left alone otherwise.
+    let in_status = failed.is_some() && which.len() > 1;
+    for (k, own) in done.into_iter().enumerate() {
+        // SAFETY: the caller's status array holds `which.len()` entries (or is null).
+        unsafe {
+            if in_status {
+                out_opt(nth(statuses, k), own);
+            } else {
+                put_status(nth(statuses, k), own);
+            }
         }
     }
     match failed {
@@ -367,7 +380,7 @@ mpi_fn! {
         let live = active(m, reqs);
         if live.is_empty() {
             *index = MPI_UNDEFINED;
-            out_opt(status, empty_status());
+            put_status(status, empty_status());
             return Ok(());
         }
         let i = wait_some(m, reqs, &live)?[0];
@@ -386,7 +399,7 @@ mpi_fn! {
         *index = MPI_UNDEFINED;
         if live.is_empty() {
             *flag = 1;
-            out_opt(status, empty_status());
+            put_status(status, empty_status());
             return Ok(());
         }
         match ready_among(m, reqs, &live)?.first() {
@@ -555,7 +568,7 @@ mpi_fn! {
         let flag = out(flag, "flag")?;
         if request == MPI_REQUEST_NULL {
             *flag = 1;
-            out_opt(status, empty_status());
+            put_status(status, empty_status());
             return Ok(());
         }
         let mut reqs = m.reqs.borrow_mut();
@@ -563,7 +576,7 @@ mpi_fn! {
         let st = peek_status(e);
         *flag = st.is_some() as c_int;
         if let Some(st) = st {
-            out_opt(status, st);
+            put_status(status, st);
         }
         Ok(())
     }
@@ -635,7 +648,7 @@ mpi_fn! {
         *index = MPI_UNDEFINED;
         if live.is_empty() {
             *flag = 1;
-            out_opt(status, empty_status());
+            put_status(status, empty_status());
             return Ok(());
         }
         *flag = 0;
@@ -643,7 +656,7 @@ mpi_fn! {
             if let Some(st) = get_status_at(m, reqs[i])? {
                 *flag = 1;
                 *index = i as c_int;
-                out_opt(status, st);
+                put_status(status, st);
                 break;
             }
         }

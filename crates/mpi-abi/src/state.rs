@@ -85,7 +85,9 @@ pub struct Mpi {
     pub detached: RefCell<Vec<ReqEntry>>,
     pub errhandlers: RefCell<Slab<ErrhandlerFn>>,
     pub keyvals: RefCell<HashMap<i32, Keyval>>,
-    pub infos: RefCell<Slab<crate::info::InfoEntries>>,
+    /// Keyvals the program freed while values set with them remained: those values may
+    /// still be read and deleted through them (MPI-4.1 §7.7.2).
+    pub retired_keyvals: RefCell<HashMap<i32, Keyval>>,
     pub messages: RefCell<Slab<crate::mprobe::MessageEntry>>,
 }
 
@@ -127,7 +129,7 @@ impl Mpi {
             detached: RefCell::new(Vec::new()),
             errhandlers: RefCell::new(Slab::new(Kind::Errhandler)),
             keyvals: RefCell::new(HashMap::new()),
-            infos: RefCell::new(Slab::new(Kind::Info)),
+            retired_keyvals: RefCell::new(HashMap::new()),
             messages: RefCell::new(Slab::new(Kind::Message)),
         }));
         MPI.with(|m| m.set(Some(mpi)));

@@ -156,6 +156,10 @@ mpi_fn! {
             (TYPECLASS_REAL, 8) => 0x2da,
             (TYPECLASS_COMPLEX, 8) => 0x2db,
             (TYPECLASS_COMPLEX, 16) => 0x2e3,
+            // Fortran's REAL16 is IEEE quad precision, which C compilers here do not
+            // have; the C type of 16 bytes is long double (x87 extended on x86-64).
+            (TYPECLASS_REAL, 16) => 0x220,
+            (TYPECLASS_COMPLEX, 32) => 0x224,
             _ => return fail(MPI_ERR_ARG, format!("no predefined type of class {typeclass} and size {size} here")),
         };
         *out(datatype, "datatype")? = h;

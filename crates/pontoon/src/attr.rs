@@ -26,6 +26,8 @@ pub struct Keyval(Rc<KeyvalData>);
 
 thread_local! {
     static NEXT_KEYVAL: Cell<u32> = const { Cell::new(1) };
+    /// Orders the setting of values, so that they can be deleted in reverse.
+    static NEXT_SET: Cell<u64> = const { Cell::new(1) };
 }
 
 impl Keyval {
@@ -47,11 +49,34 @@ impl Keyval {
     pub fn id(&self) -> u32 {
         self.0.id
     }
+
+    /// Whether a value set with it still holds it (besides this handle): a keyval the
+    /// program freed stays usable for those values until they are deleted.
+    pub fn in_use(&self) -> bool {
+        Rc::strong_count(&self.0) > 1
+    }
 }
 
 pub(crate) struct Attr {
     kv: Keyval,
     value: usize,
+    /// When it was set (see `NEXT_SET`).
+    order: u64,
+}
+
+impl Attr {
+    fn new(kv: &Keyval, value: usize) -> Attr {
+        let order = NEXT_SET.with(|n| {
+            let o = n.get();
+            n.set(o + 1);
+            o
+        });
+        Attr {
+            kv: kv.clone(),
+            value,
+            order,
+        }
+    }
 }
 
 pub(crate) fn get(c: &Comm<'_>, kv: &Keyval) -> Option<usize> {
@@ -65,35 +90,40 @@ fn run_delete(c: &Comm<'_>, a: Attr) -> Result<()> {
     }
 }
 
-pub(crate) fn set(c: &Comm<'_>, kv: &Keyval, value: usize) -> Result<()> {
+/// Takes `kv`'s value out and runs its delete callback (outside the table's borrow, so
+/// the callback may use the communicator). When the callback fails, the value stays
+/// set and its error is the caller's: the program's callback refused the deletion.
+fn remove(c: &Comm<'_>, kv: &Keyval) -> Result<()> {
     let old = c.d.attrs.borrow_mut().remove(&kv.0.id);
-    if let Some(old) = old {
-        run_delete(c, old)?;
-    }
-    c.d.attrs.borrow_mut().insert(
-        kv.0.id,
-        Attr {
-            kv: kv.clone(),
-            value,
-        },
-    );
-    Ok(())
-}
-
-pub(crate) fn delete(c: &Comm<'_>, kv: &Keyval) -> Result<()> {
-    let old = c.d.attrs.borrow_mut().remove(&kv.0.id);
-    match old {
-        Some(a) => run_delete(c, a),
+    let Some(old) = old else { return Ok(()) };
+    match &old.kv.0.delete {
+        Some(f) => f(c, old.value).inspect_err(|_| {
+            c.d.attrs.borrow_mut().entry(kv.0.id).or_insert(old);
+        }),
         None => Ok(()),
     }
 }
 
-/// Deletes every attribute (callbacks run outside the table's borrow, so they may
-/// use the communicator); the first failure is returned after all ran.
+pub(crate) fn set(c: &Comm<'_>, kv: &Keyval, value: usize) -> Result<()> {
+    remove(c, kv)?;
+    c.d.attrs.borrow_mut().insert(kv.0.id, Attr::new(kv, value));
+    Ok(())
+}
+
+pub(crate) fn delete(c: &Comm<'_>, kv: &Keyval) -> Result<()> {
+    remove(c, kv)
+}
+
+/// Deletes every attribute, the last set first (MPI orders it so for MPI_COMM_SELF at
+/// finalize, where libraries hook their clean-up in); every callback runs, and the
+/// first failure is returned after all ran.
 pub(crate) fn delete_all(c: &Comm<'_>) -> Result<()> {
-    let all = std::mem::take(&mut *c.d.attrs.borrow_mut());
+    let mut all: Vec<Attr> = std::mem::take(&mut *c.d.attrs.borrow_mut())
+        .into_values()
+        .collect();
+    all.sort_by_key(|a| std::cmp::Reverse(a.order));
     let mut first = Ok(());
-    for (_, a) in all {
+    for a in all {
         let r = run_delete(c, a);
         if first.is_ok() {
             first = r;
@@ -104,23 +134,19 @@ pub(crate) fn delete_all(c: &Comm<'_>) -> Result<()> {
 
 /// Runs every copy callback of `from` and sets what they return on `to`.
 pub(crate) fn copy_all(from: &Comm<'_>, to: &Comm<'_>) -> Result<()> {
-    let keys: Vec<(Keyval, usize)> = from
+    // In the order they were set, which the copies keep.
+    let mut keys: Vec<(u64, Keyval, usize)> = from
         .d
         .attrs
         .borrow()
         .values()
-        .map(|a| (a.kv.clone(), a.value))
+        .map(|a| (a.order, a.kv.clone(), a.value))
         .collect();
-    for (kv, value) in keys {
+    keys.sort_by_key(|k| k.0);
+    for (_, kv, value) in keys {
         if let Some(copy) = &kv.0.copy {
             if let Some(v) = copy(from, value)? {
-                to.d.attrs.borrow_mut().insert(
-                    kv.0.id,
-                    Attr {
-                        kv: kv.clone(),
-                        value: v,
-                    },
-                );
+                to.d.attrs.borrow_mut().insert(kv.0.id, Attr::new(&kv, v));
             }
         }
     }

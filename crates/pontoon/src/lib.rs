@@ -51,6 +51,10 @@ pub enum Error {
     Arg(String),
     #[error("{0}")]
     Runtime(String),
+    /// A callback of the program (an attribute's copy or delete function) returned the
+    /// error `code`; the call that ran it fails with that code.
+    #[error("the program's {what} callback returned error {code}")]
+    Callback { what: &'static str, code: i32 },
 }
 
 impl From<runtime::Error> for Error {

@@ -179,10 +179,10 @@ fn applies(op: &Op, b: Basic) -> bool {
     let complex = matches!(b, ComplexF32 | ComplexF64);
     match op {
         Op::Sum | Op::Prod => int || float || complex,
-        Op::Min | Op::Max => int || float,
+        Op::Min | Op::Max => int || float || b == LongDouble,
         Op::Land | Op::Lor | Op::Lxor => int || matches!(b, Bool | Logical),
         Op::Band | Op::Bor | Op::Bxor => int || b == Byte,
-        Op::Minloc | Op::Maxloc => matches!(b, Pair(v) if v != PairValue::LongDouble),
+        Op::Minloc | Op::Maxloc => matches!(b, Pair(_)),
         Op::Replace | Op::NoOp | Op::User(_) => true,
     }
 }
@@ -318,12 +318,104 @@ fn kernel(op: &Op, b: Basic, input: &[u8], inout: &mut [u8]) -> Result<()> {
                 PairValue::I64 => loc(op, input, inout, vs, read!(i64)),
                 PairValue::I32 => loc(op, input, inout, vs, read!(i32)),
                 PairValue::I16 => loc(op, input, inout, vs, read!(i16)),
-                PairValue::LongDouble => unreachable!("checked by applies"),
+                PairValue::LongDouble => loc(op, input, inout, vs, CLongDouble::read),
+            }
+        }
+        // Compared exactly, never converted: MIN and MAX pick one of the operands.
+        Basic::LongDouble => {
+            for (a, b) in input.chunks_exact(16).zip(inout.chunks_exact_mut(16)) {
+                let (x, y) = (CLongDouble::read(a), CLongDouble::read(b));
+                // As C's fminl/fmaxl: a NaN operand gives way to the other.
+                let take_input = match x.partial_cmp(&y) {
+                    Some(o) => {
+                        o == std::cmp::Ordering::Less && matches!(op, Op::Min)
+                            || o == std::cmp::Ordering::Greater && matches!(op, Op::Max)
+                    }
+                    None => y.is_nan() && !x.is_nan(),
+                };
+                if take_input {
+                    b.copy_from_slice(a);
+                }
             }
         }
         _ => unreachable!("checked by applies"),
     }
     Ok(())
+}
+
+/// A C `long double` as stored (16 bytes, native byte order), ordered without arithmetic:
+/// x86-64's 80-bit extended format (64-bit significand with its integer bit, then sign
+/// and 15-bit exponent, then padding), elsewhere IEEE binary128 (112-bit fraction, then
+/// sign and exponent). Both are sign and magnitude with the exponent above the
+/// significand, so magnitudes order as (exponent, significand).
+#[derive(Clone, Copy)]
+struct CLongDouble {
+    negative: bool,
+    exponent: u16,
+    significand: u128,
+}
+
+impl CLongDouble {
+    #[cfg(target_arch = "x86_64")]
+    fn read(s: &[u8]) -> CLongDouble {
+        let top = u16::from_le_bytes([s[8], s[9]]);
+        CLongDouble {
+            negative: top & 0x8000 != 0,
+            exponent: top & 0x7fff,
+            significand: u128::from(u64::from_le_bytes(s[..8].try_into().expect("8 bytes"))),
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn read(s: &[u8]) -> CLongDouble {
+        let all = u128::from_le_bytes(s[..16].try_into().expect("16 bytes"));
+        let top = (all >> 112) as u16;
+        CLongDouble {
+            negative: top & 0x8000 != 0,
+            exponent: top & 0x7fff,
+            significand: all & ((1u128 << 112) - 1),
+        }
+    }
+
+    fn is_nan(&self) -> bool {
+        // The maximal exponent holds the infinities (fraction 0) and the NaNs; x86's
+        // significand carries an explicit integer bit, which is not part of the fraction.
+        let fraction = if cfg!(target_arch = "x86_64") {
+            self.significand & ((1u128 << 63) - 1)
+        } else {
+            self.significand
+        };
+        self.exponent == 0x7fff && fraction != 0
+    }
+
+    fn is_zero(&self) -> bool {
+        self.exponent == 0 && self.significand == 0
+    }
+}
+
+impl PartialEq for CLongDouble {
+    fn eq(&self, other: &Self) -> bool {
+        self.partial_cmp(other) == Some(std::cmp::Ordering::Equal)
+    }
+}
+
+impl PartialOrd for CLongDouble {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        use std::cmp::Ordering;
+        if self.is_nan() || other.is_nan() {
+            return None;
+        }
+        if self.is_zero() && other.is_zero() {
+            return Some(Ordering::Equal); // +0 == -0
+        }
+        let magnitude = (self.exponent, self.significand).cmp(&(other.exponent, other.significand));
+        Some(match (self.negative, other.negative) {
+            (false, false) => magnitude,
+            (true, true) => magnitude.reverse(),
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+        })
+    }
 }
 
 fn logical(op: &Op, a: bool, b: bool) -> bool {
@@ -369,6 +461,64 @@ mod tests {
             "MPI_CHAR is text"
         );
         assert!(Op::Minloc.check(&i32::datatype()).is_err());
+    }
+
+    /// `v` as x86-64 stores a C `long double` (exact for normal doubles), NaN for NaN.
+    #[cfg(target_arch = "x86_64")]
+    fn x87(v: f64) -> [u8; 16] {
+        let bits = v.to_bits();
+        let (sign, exp, frac) = (
+            (bits >> 63) as u16,
+            ((bits >> 52) & 0x7ff) as u16,
+            bits & ((1 << 52) - 1),
+        );
+        let (e, m) = match exp {
+            0 if frac == 0 => (0, 0),
+            0x7ff => (0x7fff, (1u64 << 63) | (frac << 11)),
+            _ => (exp - 1023 + 16383, (1u64 << 63) | (frac << 11)),
+        };
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&m.to_le_bytes());
+        out[8..10].copy_from_slice(&((sign << 15) | e).to_le_bytes());
+        out
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn min_max_and_minloc_on_long_double_pick_an_operand_exactly() {
+        let ld = Datatype::basic(Basic::LongDouble);
+        let bytes = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|&x| x87(x)).collect() };
+        let a = bytes(&[1.5, -2.0, 3.0, 0.0, -1e300]);
+        let b = bytes(&[2.0, -3.0, f64::NAN, -0.0, 1e-300]);
+        let mut min = b.clone();
+        Op::Min.apply(&ld, 5, &a, &mut min).unwrap();
+        assert_eq!(min[..48], bytes(&[1.5, -3.0, 3.0])[..], "NaN gives way");
+        assert_eq!(min[64..], bytes(&[-1e300])[..]);
+        let mut max = b.clone();
+        Op::Max.apply(&ld, 5, &a, &mut max).unwrap();
+        assert_eq!(max[..48], bytes(&[2.0, -2.0, 3.0])[..]);
+        assert_eq!(max[64..], bytes(&[1e-300])[..]);
+        assert!(Op::Sum.check(&ld).is_err(), "no arithmetic on long double yet");
+        // MPI_LONG_DOUBLE_INT, packed as value then index.
+        let pair = Datatype::basic(Basic::Pair(PairValue::LongDouble));
+        let pairs = |v: &[(f64, i32)]| -> Vec<u8> {
+            v.iter()
+                .flat_map(|&(x, i)| x87(x).into_iter().chain(i.to_ne_bytes()))
+                .collect()
+        };
+        let mut loc = pairs(&[(5.0, 1), (7.0, 4)]);
+        Op::Minloc
+            .apply(&pair, 2, &pairs(&[(-5.0, 0), (7.0, 2)]), &mut loc)
+            .unwrap();
+        assert_eq!(
+            loc,
+            pairs(&[(-5.0, 0), (7.0, 2)]),
+            "equal values: the lower index"
+        );
+        Op::Maxloc
+            .apply(&pair, 2, &pairs(&[(9.0, 3), (1.0, 9)]), &mut loc)
+            .unwrap();
+        assert_eq!(loc, pairs(&[(9.0, 3), (7.0, 2)]));
     }
 
     #[test]
