@@ -4,7 +4,8 @@
  *   sendcount on non-roots of MPI_Scatter;
  * - MPI_MIN/MPI_MAX on long double, MPI_MINLOC/MPI_MAXLOC on MPI_LONG_DOUBLE_INT;
  * - single-status calls (MPI_Recv, MPI_Mprobe, MPI_Mrecv, MPI_Wait) leave MPI_ERROR alone;
- * - MPI_Info_* before MPI_Init; MPI_Type_match_size for 16-byte reals;
+ * - MPI_Info_* before MPI_Init; MPI_Type_match_size for 16-byte reals; MPI_Type_vector of
+ *   64 M blocks;
  * - a persistent send whose derived datatype was freed after MPI_Send_init still starts;
  * - attributes: delete callbacks on MPI_COMM_SELF at MPI_Finalize run in reverse order of
  *   setting; a keyval freed while a value uses it still reads and deletes that value; a
@@ -215,6 +216,15 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Type_match_size(MPI_TYPECLASS_REAL, 16, &real16));
     CHECK_OK(MPI_Type_size(real16, &bytes));
     CHECK(bytes == 16);
+    /* A vector of 64 M blocks is described, not expanded ("too fragmented" before). */
+    MPI_Datatype huge;
+    MPI_Aint lb, extent;
+    CHECK_OK(MPI_Type_vector(1 << 26, 1, 2, MPI_INT, &huge));
+    CHECK_OK(MPI_Type_commit(&huge));
+    CHECK_OK(MPI_Type_size(huge, &bytes));
+    CHECK_OK(MPI_Type_get_extent(huge, &lb, &extent));
+    CHECK(bytes == 4 << 26 && lb == 0 && extent == ((MPI_Aint)8 << 26) - 4);
+    CHECK_OK(MPI_Type_free(&huge));
 
     not_significant(rank, size);
     long_double_reductions(rank, size);

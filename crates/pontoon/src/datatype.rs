@@ -1,7 +1,9 @@
 //! MPI datatypes: the basic types, derived constructors, and the pack/unpack engine.
 //!
 //! A datatype is kept flattened: the byte runs of one element in type-map order
-//! (`blocks`, adjacent runs merged) for moving data, and its type signature as runs
+//! (`blocks`, adjacent runs merged, equal runs at a constant stride kept as one
+//! [`Run`] with a count, so a vector of 64 M elements is one entry, not 64 M) for moving
+//! data, and its type signature as runs
 //! of basic types (`signature`) for reductions and `get_elements`. Communication
 //! and reductions work on the *packed* form (the runs back to back); a datatype
 //! whose one run starts at 0 and fills its extent is `dense`, and then the packed
@@ -120,8 +122,8 @@ struct TypeData {
     true_lb: i64,
     true_ub: i64,
     align: u64,
-    /// Byte runs `(displacement, length)` of one element, in type-map order.
-    blocks: Vec<(i64, u64)>,
+    /// Byte runs of one element, in type-map order.
+    blocks: Vec<Run>,
     /// The type signature of one element as runs of basic types.
     signature: Vec<(Basic, u64)>,
     predefined: bool,
@@ -148,13 +150,64 @@ fn push_run<T: PartialEq + Copy>(runs: &mut Vec<(T, u64)>, item: T, n: u64) {
     }
 }
 
-fn push_block(blocks: &mut Vec<(i64, u64)>, disp: i64, len: u64) {
+/// `count` runs of `len` bytes, the first at `disp`, each `stride` bytes after the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    disp: i64,
+    len: u64,
+    count: u64,
+    stride: i64,
+}
+
+impl Run {
+    fn one(disp: i64, len: u64) -> Run {
+        Run {
+            disp,
+            len,
+            count: 1,
+            stride: 0,
+        }
+    }
+
+    /// Where the copy after the last would start.
+    fn next(&self) -> i64 {
+        self.disp + self.count as i64 * self.stride
+    }
+
+    /// Calls `f(displacement, length)` for each of its runs.
+    fn each(&self, mut f: impl FnMut(i64, u64)) {
+        for k in 0..self.count as i64 {
+            f(self.disp + k * self.stride, self.len);
+        }
+    }
+}
+
+/// Appends `len` bytes at `disp`: joins the last run when adjacent, or its stride when
+/// it is one more at the same distance.
+fn push_block(blocks: &mut Vec<Run>, disp: i64, len: u64) {
     if len == 0 {
         return;
     }
     match blocks.last_mut() {
-        Some((d, l)) if *d + *l as i64 == disp => *l += len,
-        _ => blocks.push((disp, len)),
+        Some(r) if r.count == 1 && r.disp + r.len as i64 == disp => r.len += len,
+        Some(r) if r.count == 1 && r.len == len && disp != r.disp => {
+            r.stride = disp - r.disp;
+            r.count = 2;
+        }
+        Some(r) if r.count > 1 && r.len == len && disp == r.next() => r.count += 1,
+        _ => blocks.push(Run::one(disp, len)),
+    }
+}
+
+/// Appends a run of copies as it is (after joining its first copy when it can).
+fn push_run_group(blocks: &mut Vec<Run>, r: Run) {
+    if r.count > 1 && r.stride == r.len as i64 {
+        // Copies end to end: one run.
+        push_block(blocks, r.disp, r.len * r.count);
+    } else if r.count == 1 {
+        push_block(blocks, r.disp, r.len);
+    } else if r.len > 0 {
+        blocks.push(r);
     }
 }
 
@@ -178,14 +231,14 @@ impl Datatype {
                 push_block(&mut blocks, idx_at as i64, 4);
                 (blocks, ub as i64)
             }
-            _ => (vec![(0, size)], size as i64),
+            _ => (vec![Run::one(0, size)], size as i64),
         };
         Datatype(Rc::new(TypeData {
             size,
             lb: 0,
             ub,
             true_lb: 0,
-            true_ub: blocks.last().map_or(0, |(d, l)| d + *l as i64),
+            true_ub: blocks.last().map_or(0, |r| r.disp + r.len as i64),
             align: b.align(),
             blocks,
             signature: vec![(b, 1)],
@@ -231,16 +284,24 @@ impl Datatype {
     pub fn signature(&self) -> &[(Basic, u64)] {
         &self.0.signature
     }
-    /// Byte runs of one element, `(displacement, length)`, in type-map order.
-    pub fn blocks(&self) -> &[(i64, u64)] {
-        &self.0.blocks
+    /// Byte runs of one element, `(displacement, length)`, in type-map order, each
+    /// listed (a vector of 64 M elements lists 64 M: for tests and small types).
+    pub fn blocks(&self) -> Vec<(i64, u64)> {
+        let mut out = Vec::new();
+        for r in &self.0.blocks {
+            r.each(|d, l| out.push((d, l)));
+        }
+        out
     }
 
     /// True when `count` elements are one run of `count * size` bytes starting at the
     /// buffer: the packed form is the memory itself.
     pub fn is_dense(&self) -> bool {
         let d = &*self.0;
-        d.size == 0 || (d.blocks.len() == 1 && d.blocks[0].0 == 0 && d.lb == 0 && d.ub == d.size as i64)
+        d.size == 0
+            || (matches!(d.blocks.as_slice(), [r] if r.count == 1 && r.disp == 0)
+                && d.lb == 0
+                && d.ub == d.size as i64)
     }
 
     /// A new derived type with this type map (MPI_Type_dup).
@@ -291,10 +352,26 @@ impl Datatype {
     /// As [`Datatype::vector`] with the stride in bytes (MPI_Type_create_hvector).
     pub fn hvector(&self, count: u64, blocklen: u64, stride_bytes: i64) -> Result<Datatype> {
         let mut b = Builder::default();
-        for i in 0..count {
-            b.add(i as i64 * stride_bytes, blocklen, self)?;
+        if let (Some(block), true) = (self.dense_block(blocklen), count > 1) {
+            // Blocks of a dense type: one run of `count` copies, however many.
+            b.add_strided(block, count, stride_bytes, blocklen, self)?;
+        } else {
+            for i in 0..count {
+                b.add(i as i64 * stride_bytes, blocklen, self)?;
+            }
         }
         Ok(b.finish(self.0.align, false))
+    }
+
+    /// The one run `n` back-to-back copies of a dense-in-its-extent type make.
+    fn dense_block(&self, n: u64) -> Option<Run> {
+        let ext = self.0.ub - self.0.lb;
+        match self.0.blocks.as_slice() {
+            [r] if r.count == 1 && r.len as i64 == ext && n > 0 => {
+                Some(Run::one(r.disp, n.checked_mul(r.len)?))
+            }
+            _ => None,
+        }
     }
 
     /// Blocks of `blocklens[i]` elements at `displs[i]` elements (MPI_Type_indexed).
@@ -391,13 +468,15 @@ impl Datatype {
         let ext = self.extent().1;
         let mut left = limit;
         for i in 0..count {
-            for (d, l) in &self.0.blocks {
-                if left == 0 {
-                    return;
+            for r in &self.0.blocks {
+                for k in 0..r.count as i64 {
+                    if left == 0 {
+                        return;
+                    }
+                    let n = r.len.min(left);
+                    f(i as i64 * ext + r.disp + k * r.stride, n as usize);
+                    left -= n;
                 }
-                let n = (*l).min(left);
-                f(i as i64 * ext + d, n as usize);
-                left -= n;
             }
         }
     }
@@ -425,7 +504,7 @@ impl Datatype {
 /// Accumulates the type map of a derived type.
 #[derive(Default)]
 struct Builder {
-    blocks: Vec<(i64, u64)>,
+    blocks: Vec<Run>,
     signature: Vec<(Basic, u64)>,
     size: u64,
     bounds: Option<(i64, i64)>,
@@ -440,6 +519,56 @@ fn widen(b: &mut Option<(i64, i64)>, lo: i64, hi: i64) {
 }
 
 impl Builder {
+    /// `count` blocks of `blocklen` copies of the dense type `t` (`block`: the bytes of
+    /// one such block), `stride` bytes apart: one run, and the signature of them all.
+    fn add_strided(
+        &mut self,
+        block: Run,
+        count: u64,
+        stride: i64,
+        blocklen: u64,
+        t: &Datatype,
+    ) -> Result<()> {
+        let d = &*t.0;
+        let total = count
+            .checked_mul(blocklen)
+            .ok_or_else(|| Error::Arg(format!("{count} blocks of {blocklen} elements overflow")))?;
+        let ext = d.ub - d.lb;
+        let (first, last) = (0i64, (count as i64 - 1) * stride);
+        let block_end = (blocklen as i64 - 1) * ext;
+        widen(
+            &mut self.bounds,
+            first.min(last) + d.lb,
+            first.max(last) + block_end + d.ub,
+        );
+        if d.size > 0 {
+            widen(
+                &mut self.true_bounds,
+                first.min(last) + d.true_lb,
+                first.max(last) + block_end + d.true_ub,
+            );
+        }
+        push_run_group(
+            &mut self.blocks,
+            Run {
+                count,
+                stride,
+                ..block
+            },
+        );
+        if let [(b, c)] = d.signature.as_slice() {
+            push_run(&mut self.signature, *b, c * total);
+        } else {
+            for _ in 0..total {
+                for (b, c) in &d.signature {
+                    push_run(&mut self.signature, *b, *c);
+                }
+            }
+        }
+        self.size += total * d.size;
+        Ok(())
+    }
+
     /// `n` copies of `t` back to back from byte `disp`.
     fn add(&mut self, disp: i64, n: u64, t: &Datatype) -> Result<()> {
         if n == 0 {
@@ -449,7 +578,7 @@ impl Builder {
         let ext = d.ub - d.lb;
         // A dense child (one run of bytes as long as its extent) repeats as one longer
         // run: MPI_Type_contiguous(INT_MAX, MPI_BYTE) is one run, not 2^31.
-        let dense = matches!(d.blocks.as_slice(), [(_, len)] if *len as i64 == ext);
+        let dense = matches!(d.blocks.as_slice(), [r] if r.count == 1 && r.len as i64 == ext);
         let runs = if dense {
             1
         } else {
@@ -475,11 +604,17 @@ impl Builder {
                     "{n} copies of a {ext}-byte type overflow the address space"
                 ))
             })?;
-            push_block(&mut self.blocks, disp + d.blocks[0].0, len);
+            push_block(&mut self.blocks, disp + d.blocks[0].disp, len);
         } else {
             for i in 0..n as i64 {
-                for (bd, bl) in &d.blocks {
-                    push_block(&mut self.blocks, disp + i * ext + bd, *bl);
+                for r in &d.blocks {
+                    push_run_group(
+                        &mut self.blocks,
+                        Run {
+                            disp: disp + i * ext + r.disp,
+                            ..*r
+                        },
+                    );
                 }
             }
         }
@@ -584,6 +719,33 @@ mod tests {
     }
 
     #[test]
+    fn a_vector_of_sixty_four_million_blocks_is_one_run_and_packs_right() {
+        // An external suite's MPI_Type_vector(64 M, ...) was "too fragmented".
+        let big = i32t().vector(1 << 26, 1, 2).unwrap();
+        assert_eq!(big.size(), 4 << 26);
+        assert_eq!(big.extent(), (0, (8 << 26) - 4));
+        assert_eq!(big.0.blocks.len(), 1);
+        assert_eq!(big.signature(), &[(Basic::I32, 1 << 26)]);
+        // A smaller one of the same shape moves the same bytes as the listed runs say.
+        let v = Datatype::basic(Basic::U8).vector(1 << 16, 3, 5).unwrap();
+        assert_eq!(v.0.blocks.len(), 1);
+        let src: Vec<u8> = (0..(5u32 << 16)).map(|i| (i % 251) as u8).collect();
+        let mut out = vec![0; 3 << 16];
+        v.pack(1, &src, 0, &mut out).unwrap();
+        let expect: Vec<u8> = (0..1u32 << 16)
+            .flat_map(|b| (0..3).map(move |k| ((5 * b + k) % 251) as u8))
+            .collect();
+        assert_eq!(out, expect);
+        // Negative strides and a vector of vectors keep type-map order.
+        let back = i32t().vector(3, 1, -2).unwrap();
+        assert_eq!(back.blocks(), [(0, 4), (-8, 4), (-16, 4)]);
+        let nested = i32t().vector(2, 1, 2).unwrap().contiguous(2).unwrap();
+        assert_eq!(nested.blocks(), [(0, 4), (8, 4), (12, 4), (20, 4)]);
+        // Blocks end to end are one run: a dense type.
+        assert!(i32t().vector(4, 2, 2).unwrap().is_dense());
+    }
+
+    #[test]
     fn a_struct_is_padded_like_c_and_pairs_match_their_c_struct() {
         let s = Datatype::create_struct(
             &[1, 1],
@@ -597,7 +759,7 @@ mod tests {
         let si = Datatype::basic(Basic::Pair(PairValue::I16));
         assert_eq!(
             (si.size(), si.extent(), si.blocks()),
-            (6, (0, 8), &[(0, 2), (4, 4)][..])
+            (6, (0, 8), vec![(0, 2), (4, 4)])
         );
         assert_eq!(di.elements_in(24), 4);
     }
@@ -609,7 +771,7 @@ mod tests {
         assert_eq!(r.true_extent(), (0, 4));
         assert_eq!(r.span(3), (0, 28));
         let c = r.contiguous(2).unwrap();
-        assert_eq!(c.blocks(), &[(0, 4), (12, 4)]);
+        assert_eq!(c.blocks(), [(0, 4), (12, 4)]);
         assert_eq!(c.extent(), (-4, 24));
         let neg = i32t().hvector(2, 1, -8).unwrap();
         assert_eq!(neg.true_extent(), (-8, 12));
@@ -636,7 +798,7 @@ mod tests {
         let ix = i32t().indexed(&[2, 1], &[3, 0]).unwrap();
         assert_eq!(
             ix.blocks(),
-            &[(12, 8), (0, 4)],
+            [(12, 8), (0, 4)],
             "type-map order, not address order"
         );
         assert_eq!(ix.extent(), (0, 20));
