@@ -77,6 +77,7 @@ pub const MPI_ERR_REQUEST: c_int = 7;
 pub const MPI_ERR_ROOT: c_int = 8;
 pub const MPI_ERR_GROUP: c_int = 9;
 pub const MPI_ERR_OP: c_int = 10;
+pub const MPI_ERR_TOPOLOGY: c_int = 11;
 pub const MPI_ERR_DIMS: c_int = 12;
 pub const MPI_ERR_ARG: c_int = 13;
 pub const MPI_ERR_UNKNOWN: c_int = 14;
@@ -103,6 +104,9 @@ pub const MPI_UNDEFINED: c_int = -32766;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1024;
+
+/// MPI_Topo_test's answers.
+pub const MPI_CART: c_int = 211;
 
 pub const MPI_COMM_TYPE_SHARED: c_int = 221;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 222;

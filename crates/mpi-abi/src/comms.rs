@@ -21,7 +21,7 @@ fn compare_value(c: Compare) -> c_int {
 
 /// Registers a new communicator (or MPI_COMM_NULL) in `*newcomm`; it inherits the
 /// error handler of the communicator it came from.
-fn publish(m: &Mpi, parent: MPI_Comm, made: Option<Comm<'static>>, newcomm: &mut MPI_Comm) -> Res {
+pub(crate) fn publish(m: &Mpi, parent: MPI_Comm, made: Option<Comm<'static>>, newcomm: &mut MPI_Comm) -> Res {
     *newcomm = match made {
         Some(c) => m.add_comm(c, m.comm_errhandler(parent).unwrap_or(MPI_ERRORS_ARE_FATAL))?,
         None => MPI_COMM_NULL,
@@ -635,8 +635,8 @@ fn delete_attr(comm: MPI_Comm, keyval_: c_int) -> Res {
 mpi_fn! {
     /// No virtual topologies yet: every communicator has none.
     fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) on comm {
-        mpi()?.comm(comm)?;
-        *out(status, "status")? = MPI_UNDEFINED;
+        let c = mpi()?.comm(comm)?;
+        *out(status, "status")? = if c.cart().is_some() { MPI_CART } else { MPI_UNDEFINED };
         Ok(())
     }
 }

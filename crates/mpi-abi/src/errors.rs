@@ -85,6 +85,8 @@ fn class_text(class: c_int) -> &'static str {
         MPI_ERR_ROOT => "invalid root",
         MPI_ERR_GROUP => "invalid group",
         MPI_ERR_OP => "invalid operation",
+        MPI_ERR_TOPOLOGY => "invalid topology",
+        MPI_ERR_DIMS => "invalid dimension argument",
         MPI_ERR_ARG => "invalid argument",
         MPI_ERR_UNKNOWN => "unknown error",
         MPI_ERR_TRUNCATE => "message truncated",

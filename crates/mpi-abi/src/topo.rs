@@ -1,12 +1,134 @@
-//! Virtual topologies: only `MPI_Dims_create` so far, the balanced factorisation that
-//! programs (and mpi4py's darray test) use to lay a grid over the ranks. Cartesian and
-//! graph communicators are not exported.
+//! Virtual topologies: `MPI_Dims_create`, the balanced factorisation that programs use to
+//! lay a grid over the ranks, and Cartesian communicators (`pontoon::topo`). Graph and
+//! distributed-graph communicators and neighbourhood collectives are not exported yet.
 
 use std::os::raw::c_int;
+use std::rc::Rc;
+
+use pontoon::Cart;
 
 use crate::abi::*;
-use crate::boundary::{fail, slice_mut, Fail};
+use crate::boundary::{fail, out, slice, slice_mut, Fail};
+use crate::comms::publish;
 use crate::mpi_fn;
+use crate::state::mpi;
+
+/// The grid of `comm`, or the error MPI gives a communicator without one.
+fn cart_of(comm: MPI_Comm) -> Result<Rc<Cart>, Fail> {
+    mpi()?
+        .comm(comm)?
+        .cart()
+        .ok_or_else(|| Fail::new(MPI_ERR_TOPOLOGY, "the communicator has no Cartesian topology"))
+}
+
+/// `ndims` entries of a C array (none for 0 dimensions, where the pointer may be null).
+///
+/// # Safety
+/// `p` holds `ndims` entries when `ndims` > 0.
+unsafe fn dims_arg<'a>(p: *const c_int, ndims: c_int, what: &str) -> Result<&'a [c_int], Fail> {
+    let n =
+        usize::try_from(ndims).map_err(|_| Fail::new(MPI_ERR_DIMS, format!("ndims {ndims} is negative")))?;
+    // SAFETY: as documented.
+    unsafe { slice(p, n, what) }
+}
+
+mpi_fn! {
+    fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) on comm_old {
+        let _ = reorder; // ranks keep their order: MPI allows it
+        let m = mpi()?;
+        let newcomm = out(comm_cart, "comm_cart")?;
+        let dims = dims_arg(dims, ndims, "dims")?;
+        let periods: Vec<bool> = dims_arg(periods, ndims, "periods")?.iter().map(|p| *p != 0).collect();
+        let made = m.comm(comm_old)?.cart_create(dims, &periods)?;
+        publish(m, comm_old, made, newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) on comm {
+        *out(ndims, "ndims")? = cart_of(comm)?.dims().len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) on comm {
+        let g = cart_of(comm)?;
+        let n = g.dims().len().min(usize::try_from(maxdims).unwrap_or(0));
+        let here = g.coords(mpi()?.comm(comm)?.rank())?;
+        for (i, d) in slice_mut(dims, n, "dims")?.iter_mut().enumerate() {
+            *d = g.dims()[i] as c_int;
+        }
+        for (i, p) in slice_mut(periods, n, "periods")?.iter_mut().enumerate() {
+            *p = g.periods()[i] as c_int;
+        }
+        for (i, c) in slice_mut(coords, n, "coords")?.iter_mut().enumerate() {
+            *c = here[i] as c_int;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) on comm {
+        let g = cart_of(comm)?;
+        let coords = slice(coords, g.dims().len(), "coords")?;
+        *out(rank, "rank")? = g.rank(coords).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))? as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) on comm {
+        let g = cart_of(comm)?;
+        let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
+        let here = g.coords(r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
+        if usize::try_from(maxdims).unwrap_or(0) < here.len() {
+            return fail(MPI_ERR_ARG, format!("maxdims {maxdims} is below the grid's {} dimensions", here.len()));
+        }
+        for (c, v) in slice_mut(coords, here.len(), "coords")?.iter_mut().zip(here) {
+            *c = v as c_int;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) on comm {
+        let m = mpi()?;
+        let g = cart_of(comm)?;
+        let dim = usize::try_from(direction).map_err(|_| Fail::new(MPI_ERR_ARG, format!("direction {direction} is negative")))?;
+        let (from, to) = g.shift(m.comm(comm)?.rank(), dim, disp).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))?;
+        let rank = |r: Option<u32>| r.map_or(MPI_PROC_NULL, |r| r as c_int);
+        *out(rank_source, "rank_source")? = rank(from);
+        *out(rank_dest, "rank_dest")? = rank(to);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, newcomm: *mut MPI_Comm) on comm {
+        let m = mpi()?;
+        let g = cart_of(comm)?;
+        let newcomm = out(newcomm, "newcomm")?;
+        let keep: Vec<bool> = slice(remain_dims, g.dims().len(), "remain_dims")?.iter().map(|k| *k != 0).collect();
+        let made = m.comm(comm)?.cart_sub(&keep)?;
+        publish(m, comm, Some(made), newcomm)
+    }
+}
+
+mpi_fn! {
+    /// Without reordering, a rank's place in the grid is its rank; ranks beyond the
+    /// grid get MPI_UNDEFINED.
+    fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) on comm {
+        let c = mpi()?.comm(comm)?;
+        let dims = dims_arg(dims, ndims, "dims")?;
+        let periods: Vec<bool> = dims_arg(periods, ndims, "periods")?.iter().map(|p| *p != 0).collect();
+        let g = Cart::new(dims, &periods)?;
+        *out(newrank, "newrank")? = if c.rank() < g.size() { c.rank() as c_int } else { MPI_UNDEFINED };
+        Ok(())
+    }
+}
 
 /// Fills the zero entries of `dims` so that the product of all entries is `nnodes`, the
 /// filled ones as close to each other as possible and in non-increasing order.

@@ -26,6 +26,7 @@ mod described;
 pub mod group;
 pub mod lent;
 pub mod op;
+pub mod topo;
 
 pub use attr::{CopyFn, DeleteFn, Keyval};
 pub use coll::{CollPending, CollRequest, Input, Plan};
@@ -34,6 +35,7 @@ pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
 pub use op::Op;
+pub use topo::Cart;
 
 /// Plain-old-data element types that can be sent as bytes.
 pub use bytemuck::Pod;

@@ -1,0 +1,83 @@
+/* Cartesian topologies: a 2-D grid over the ranks (MPI_Dims_create), periodic in one
+ * dimension; coordinates and ranks round-trip; a halo exchange along each dimension with
+ * MPI_Cart_shift and MPI_Sendrecv lands each neighbour's rank where the grid says;
+ * MPI_Cart_sub gives rows and columns whose sizes and ranks match the grid; ranks beyond
+ * a smaller grid get MPI_COMM_NULL. */
+#include "check.h"
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int dims[2] = {0, 0}, periods[2] = {1, 0}, status;
+    CHECK_OK(MPI_Dims_create(size, 2, dims));
+    MPI_Comm grid;
+    CHECK_OK(MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 1, &grid));
+    CHECK_OK(MPI_Topo_test(grid, &status));
+    CHECK(status == MPI_CART);
+    CHECK_OK(MPI_Topo_test(MPI_COMM_WORLD, &status));
+    CHECK(status == MPI_UNDEFINED);
+    int me, nd, gd[2], gp[2], gc[2], coords[2], back;
+    CHECK_OK(MPI_Comm_rank(grid, &me));
+    CHECK_OK(MPI_Cartdim_get(grid, &nd));
+    CHECK(nd == 2);
+    CHECK_OK(MPI_Cart_get(grid, 2, gd, gp, gc));
+    CHECK(gd[0] == dims[0] && gd[1] == dims[1] && gp[0] == 1 && gp[1] == 0);
+    CHECK_OK(MPI_Cart_coords(grid, me, 2, coords));
+    CHECK(coords[0] == gc[0] && coords[1] == gc[1]);
+    CHECK(coords[0] == me / dims[1] && coords[1] == me % dims[1]);
+    CHECK_OK(MPI_Cart_rank(grid, coords, &back));
+    CHECK(back == me);
+    /* A halo exchange along each dimension. */
+    for (int d = 0; d < 2; d++) {
+        int src, dst, got = -7;
+        CHECK_OK(MPI_Cart_shift(grid, d, 1, &src, &dst));
+        int expect_src[2] = {coords[0], coords[1]};
+        expect_src[d] -= 1;
+        if (d == 0)
+            expect_src[0] = (expect_src[0] + dims[0]) % dims[0]; /* periodic */
+        if (expect_src[d] < 0) {
+            CHECK(src == MPI_PROC_NULL);
+        } else {
+            int r;
+            CHECK_OK(MPI_Cart_rank(grid, expect_src, &r));
+            CHECK(src == r);
+        }
+        CHECK_OK(MPI_Sendrecv(&me, 1, MPI_INT, dst, d, &got, 1, MPI_INT, src, d, grid, MPI_STATUS_IGNORE));
+        CHECK(src == MPI_PROC_NULL ? got == -7 : got == src);
+    }
+    /* Rows: the second dimension kept. */
+    int keep[2] = {0, 1}, rsize, rrank, rnd;
+    MPI_Comm row;
+    CHECK_OK(MPI_Cart_sub(grid, keep, &row));
+    CHECK_OK(MPI_Comm_size(row, &rsize));
+    CHECK_OK(MPI_Comm_rank(row, &rrank));
+    CHECK_OK(MPI_Cartdim_get(row, &rnd));
+    CHECK(rsize == dims[1] && rrank == coords[1] && rnd == 1);
+    int sum = 0;
+    CHECK_OK(MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, row));
+    CHECK(sum == coords[0] * dims[1] * dims[1] + dims[1] * (dims[1] - 1) / 2);
+    CHECK_OK(MPI_Comm_free(&row));
+    /* A duplicate keeps the topology. */
+    MPI_Comm dup;
+    CHECK_OK(MPI_Comm_dup(grid, &dup));
+    CHECK_OK(MPI_Topo_test(dup, &status));
+    CHECK(status == MPI_CART);
+    CHECK_OK(MPI_Comm_free(&dup));
+    CHECK_OK(MPI_Comm_free(&grid));
+    /* A grid smaller than the job leaves the rest out. */
+    int one[1] = {1}, nonperiodic[1] = {0}, newrank;
+    MPI_Comm small;
+    CHECK_OK(MPI_Cart_create(MPI_COMM_WORLD, 1, one, nonperiodic, 0, &small));
+    CHECK(rank == 0 ? small != MPI_COMM_NULL : small == MPI_COMM_NULL);
+    CHECK_OK(MPI_Cart_map(MPI_COMM_WORLD, 1, one, nonperiodic, &newrank));
+    CHECK(rank == 0 ? newrank == 0 : newrank == MPI_UNDEFINED);
+    if (small != MPI_COMM_NULL)
+        CHECK_OK(MPI_Comm_free(&small));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("topo OK on %d ranks\n", size);
+    MPI_Finalize();
+    return 0;
+}
