@@ -2,7 +2,10 @@
  * dimension; coordinates and ranks round-trip; a halo exchange along each dimension with
  * MPI_Cart_shift and MPI_Sendrecv lands each neighbour's rank where the grid says;
  * MPI_Cart_sub gives rows and columns whose sizes and ranks match the grid; ranks beyond
- * a smaller grid get MPI_COMM_NULL. */
+ * a smaller grid get MPI_COMM_NULL; neighbourhood allgather and alltoall (blocking, non-
+ * blocking, v) land every neighbour's block where MPI orders it, also where one rank is
+ * the neighbour on both sides (periodic dimensions of 1 or 2), and leave the blocks of
+ * neighbours off the grid alone. */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -47,6 +50,48 @@ int main(int argc, char **argv) {
         CHECK_OK(MPI_Sendrecv(&me, 1, MPI_INT, dst, d, &got, 1, MPI_INT, src, d, grid, MPI_STATUS_IGNORE));
         CHECK(src == MPI_PROC_NULL ? got == -7 : got == src);
     }
+    /* Neighbourhood collectives: neighbours in the order (dim 0 before, after, dim 1
+     * before, after). What a neighbour before me sent towards its "after" side is mine. */
+    int nb[4];
+    for (int d = 0; d < 2; d++)
+        CHECK_OK(MPI_Cart_shift(grid, d, 1, &nb[2 * d], &nb[2 * d + 1]));
+    int gathered[4] = {-1, -1, -1, -1};
+    CHECK_OK(MPI_Neighbor_allgather(&me, 1, MPI_INT, gathered, 1, MPI_INT, grid));
+    for (int i = 0; i < 4; i++)
+        CHECK(gathered[i] == (nb[i] == MPI_PROC_NULL ? -1 : nb[i]));
+    int out[4], in[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 4; i++)
+        out[i] = 10 * me + i;
+    MPI_Request req;
+    CHECK_OK(MPI_Ineighbor_alltoall(out, 1, MPI_INT, in, 1, MPI_INT, grid, &req));
+    CHECK_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 4; i++)
+        CHECK(in[i] == (nb[i] == MPI_PROC_NULL ? -1 : 10 * nb[i] + (i ^ 1)));
+    /* v form: neighbour i gets i + 1 ints, at displacements in reverse. */
+    int vout[10], vin[10], counts[4], displs[4], at = 0;
+    for (int i = 3; i >= 0; i--) {
+        counts[i] = i + 1;
+        displs[i] = at;
+        at += i + 1;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < counts[i]; j++)
+            vout[displs[i] + j] = 100 * me + 10 * i + j;
+    for (int i = 0; i < 10; i++)
+        vin[i] = -1;
+    /* What arrives from neighbour i is what it sent towards me: its block i ^ 1, which has
+     * (i ^ 1) + 1 ints; receive what each sends. */
+    int rcounts[4], rdispls[4];
+    at = 0;
+    for (int i = 0; i < 4; i++) {
+        rcounts[i] = (i ^ 1) + 1;
+        rdispls[i] = at;
+        at += rcounts[i];
+    }
+    CHECK_OK(MPI_Neighbor_alltoallv(vout, counts, displs, MPI_INT, vin, rcounts, rdispls, MPI_INT, grid));
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < rcounts[i]; j++)
+            CHECK(vin[rdispls[i] + j] == (nb[i] == MPI_PROC_NULL ? -1 : 100 * nb[i] + 10 * (i ^ 1) + j));
     /* Rows: the second dimension kept. */
     int keep[2] = {0, 1}, rsize, rrank, rnd;
     MPI_Comm row;

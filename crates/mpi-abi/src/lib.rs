@@ -25,6 +25,7 @@ mod handles;
 mod info;
 mod mprobe;
 mod nbcolls;
+mod neighbor;
 mod p2p;
 mod persistent;
 mod requests;

@@ -22,7 +22,7 @@ use crate::vcolls::{rank_counts, Pieces};
 ///
 /// # Safety
 /// The program leaves the buffer alone until the request completes (MPI's rule).
-unsafe fn input(buf: *const c_void, n: u64, dt: &Datatype) -> Result<Buffer, Fail> {
+pub(crate) unsafe fn input(buf: *const c_void, n: u64, dt: &Datatype) -> Result<Buffer, Fail> {
     // SAFETY: the caller's buffer, as documented.
     let d = unsafe { data(buf, n, dt)? };
     if dt.is_dense() {
@@ -38,7 +38,7 @@ unsafe fn input(buf: *const c_void, n: u64, dt: &Datatype) -> Result<Buffer, Fai
 ///
 /// # Safety
 /// As [`input`], for writing.
-unsafe fn output(
+pub(crate) unsafe fn output(
     buf: *mut c_void,
     n: u64,
     dt: &Datatype,
@@ -78,7 +78,7 @@ unsafe fn output(
 }
 
 /// Output as pieces, always packed (v and w forms).
-unsafe fn pieces_output(p: Pieces, load: bool) -> Result<(Buffer, Option<Finish>), Fail> {
+pub(crate) unsafe fn pieces_output(p: Pieces, load: bool) -> Result<(Buffer, Option<Finish>), Fail> {
     // SAFETY: the caller's memory, as for `output`.
     let mut tmp = if load {
         unsafe { p.pack()? }
@@ -95,7 +95,7 @@ unsafe fn pieces_output(p: Pieces, load: bool) -> Result<(Buffer, Option<Finish>
     Ok((b, Some(finish)))
 }
 
-fn launch(
+pub(crate) fn launch(
     m: &Mpi,
     c: &Comm<'static>,
     comm: MPI_Comm,
@@ -118,7 +118,7 @@ fn launch(
     )
 }
 
-fn none() -> Buffer {
+pub(crate) fn none() -> Buffer {
     Buffer::owned(Vec::new())
 }
 
@@ -311,7 +311,7 @@ unsafe fn send_side(
     Ok((unsafe { input(sendbuf, n, &st)? }, Some((n * st.size()) as usize)))
 }
 
-fn blocks(p: &Pieces) -> Vec<(usize, usize)> {
+pub(crate) fn blocks(p: &Pieces) -> Vec<(usize, usize)> {
     p.offsets().into_iter().zip(p.counts()).collect()
 }
 

@@ -189,6 +189,21 @@ impl<'u> Comm<'u> {
         Ok(c)
     }
 
+    /// This rank's neighbours in its topology, in the order MPI gives them (a Cartesian
+    /// grid: for each dimension, the one before, then the one after; `None` off the
+    /// edge): the ranks its neighbourhood collectives send to and receive from.
+    pub fn neighbor_ranks(&self) -> Result<Vec<Option<Rank>>> {
+        let cart = self
+            .cart()
+            .ok_or_else(|| Error::Arg("the communicator has no topology to take neighbours from".into()))?;
+        let mut out = Vec::with_capacity(2 * cart.dims().len());
+        for dim in 0..cart.dims().len() {
+            let (before, after) = cart.shift(self.rank(), dim, 1)?;
+            out.extend([before, after]);
+        }
+        Ok(out)
+    }
+
     /// The Cartesian grid of this communicator, if it has one.
     pub fn cart(&self) -> Option<Rc<Cart>> {
         self.d.cart.borrow().clone()

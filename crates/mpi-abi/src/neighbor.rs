@@ -1,0 +1,201 @@
+//! Neighbourhood collectives on Cartesian communicators (MPI 4.1 §8.6): each rank
+//! exchanges blocks with the neighbours of its grid (`Comm::neighbor_ranks`), planned on
+//! packed bytes like every other collective (`Comm::plan_neighbor_alltoallv`). The
+//! blocking forms start the non-blocking one and wait for it. The receive side is
+//! loaded first, so that the blocks of neighbours off the grid keep what they held.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::Comm;
+
+use crate::abi::*;
+use crate::boundary::{count, out, Fail, Res};
+use crate::mpi_fn;
+use crate::nbcolls::{blocks, input, launch, output, pieces_output};
+use crate::requests::wait_one;
+use crate::state::{mpi, Mpi};
+use crate::vcolls::Pieces;
+
+/// `k` blocks of `bytes` back to back.
+fn equal(k: usize, bytes: usize) -> Vec<(usize, usize)> {
+    (0..k).map(|i| (i * bytes, bytes)).collect()
+}
+
+/// Runs a non-blocking start to completion (the blocking forms).
+fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
+    let mut req = MPI_REQUEST_NULL;
+    start(&mut req)?;
+    wait_one(mpi()?, &mut req, std::ptr::null_mut())
+}
+
+fn comm_and_neighbors(m: &Mpi, comm: MPI_Comm) -> Result<(Comm<'static>, usize), Fail> {
+    let c = m.comm(comm)?;
+    let k = c.neighbor_ranks()?.len();
+    Ok((c, k))
+}
+
+/// # Safety
+/// The caller's buffers hold what the counts and datatypes describe, untouched until
+/// the request completes (MPI's contract).
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    recvbuf: *mut c_void,
+    recv: Recv,
+    recvtype: MPI_Datatype,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let (c, k) = comm_and_neighbors(m, comm)?;
+    let st = m.committed(sendtype)?;
+    let n = count(sendcount as i64, "sendcount")?;
+    // SAFETY (both blocks): as documented.
+    let inp = unsafe { input(sendbuf, n, &st)? };
+    let send = vec![(0, (n * st.size()) as usize); k];
+    match recv {
+        Recv::Each(recvcount) => {
+            let rt = m.committed(recvtype)?;
+            let rn = count(recvcount as i64, "recvcount")?;
+            let plan = c.plan_neighbor_alltoallv(&send, &equal(k, (rn * rt.size()) as usize))?;
+            let o = unsafe { output(recvbuf, rn * k as u64, &rt, true)? };
+            launch(m, &c, comm, plan, inp, o, request)
+        }
+        Recv::Pieces(counts, displs) => {
+            let pieces = unsafe { Pieces::uniform(m, recvbuf, k, counts, displs, recvtype)? };
+            let plan = c.plan_neighbor_alltoallv(&send, &blocks(&pieces))?;
+            let o = unsafe { pieces_output(pieces, true)? };
+            launch(m, &c, comm, plan, inp, o, request)
+        }
+    }
+}
+
+/// A receive side: a count per neighbour, or counts and displacements.
+enum Recv {
+    Each(c_int),
+    Pieces(*const c_int, *const c_int),
+}
+
+/// # Safety
+/// As [`start_allgather`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_alltoall(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let (c, k) = comm_and_neighbors(m, comm)?;
+    let (st, rt) = (m.committed(sendtype)?, m.committed(recvtype)?);
+    let (sn, rn) = (
+        count(sendcount as i64, "sendcount")?,
+        count(recvcount as i64, "recvcount")?,
+    );
+    let plan = c.plan_neighbor_alltoallv(
+        &equal(k, (sn * st.size()) as usize),
+        &equal(k, (rn * rt.size()) as usize),
+    )?;
+    // SAFETY: as documented.
+    let (inp, o) = unsafe {
+        (
+            input(sendbuf, sn * k as u64, &st)?,
+            output(recvbuf, rn * k as u64, &rt, true)?,
+        )
+    };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+/// # Safety
+/// As [`start_allgather`]; the count and displacement arrays hold one entry per neighbour.
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: MPI_Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: MPI_Datatype,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let (c, k) = comm_and_neighbors(m, comm)?;
+    // SAFETY: as documented.
+    let (send, recv) = unsafe {
+        (
+            Pieces::uniform(m, sendbuf, k, sendcounts, sdispls, sendtype)?,
+            Pieces::uniform(m, recvbuf, k, recvcounts, rdispls, recvtype)?,
+        )
+    };
+    let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;
+    // SAFETY: as documented.
+    let (inp, o) = unsafe {
+        (
+            pontoon::lent::Buffer::owned(send.pack()?),
+            pieces_output(recv, true)?,
+        )
+    };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        out(request, "request")?;
+        start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Each(recvcount), recvtype, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Each(recvcount), recvtype, comm, r))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        out(request, "request")?;
+        start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, r))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        out(request, "request")?;
+        start_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        blocking(|r| start_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        out(request, "request")?;
+        start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        blocking(|r| start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))
+    }
+}
