@@ -107,6 +107,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("nbc_mix", &[1, 4, 5, 10]),
         ("conform", &[1, 2, 3]),
         ("topo", &[1, 2, 4, 6]),
+        ("pcoll", &[1, 2, 3, 5]),
         ("types", &[1, 2]),
     ] {
         let exe = dir.join(name);

@@ -27,6 +27,7 @@ mod mprobe;
 mod nbcolls;
 mod neighbor;
 mod p2p;
+mod pcolls;
 mod persistent;
 mod requests;
 mod state;

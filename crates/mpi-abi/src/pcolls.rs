@@ -1,0 +1,176 @@
+//! Persistent collectives (MPI 4.1 §6.13): `MPI_X_init` checks nothing more than its info
+//! and makes an inactive request; each `MPI_Start` starts the non-blocking `MPI_IX` with the
+//! arguments given at init, whose checks and planning run then. The program keeps every
+//! buffer, count array and handle valid while the request exists (MPI's rule for persistent
+//! requests).
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use crate::abi::*;
+use crate::boundary::Fail;
+use crate::mpi_fn;
+use crate::requests::{persistent, ReqEntry};
+use crate::state::mpi;
+
+/// Starts the non-blocking form on a request of its own and takes its entry back for the
+/// persistent request (the error, if any, went through the error handler already).
+fn restart(start: impl FnOnce(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fail> {
+    let mut h = MPI_REQUEST_NULL;
+    let rc = start(&mut h);
+    if rc != MPI_SUCCESS {
+        return Err(Fail::new(rc, "starting the persistent collective failed"));
+    }
+    mpi()?
+        .reqs
+        .borrow_mut()
+        .remove(h)
+        .ok_or_else(|| Fail::new(MPI_ERR_INTERN, "the started collective left no request"))
+}
+
+mpi_fn! {
+    fn MPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallreduce::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoall::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv::f(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw::f(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibarrier::f(comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Bcast_init(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibcast::f(buffer, n, datatype, root, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iexscan::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoall::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv::f(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_scatter_block_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_block::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, recvcounts, datatype, op, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscan::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatter::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+    }
+}
