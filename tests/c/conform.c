@@ -3,7 +3,8 @@
  *   MPI_Gather/MPI_Igather, the send side with MPI_IN_PLACE (MPI_Alltoall, MPI_Allgather),
  *   sendcount on non-roots of MPI_Scatter;
  * - MPI_MIN/MPI_MAX on long double, MPI_MINLOC/MPI_MAXLOC on MPI_LONG_DOUBLE_INT;
- * - single-status calls (MPI_Recv, MPI_Mprobe, MPI_Mrecv, MPI_Wait) leave MPI_ERROR alone;
+ * - single-status calls (MPI_Recv, MPI_Mprobe, MPI_Mrecv, MPI_Wait) leave MPI_ERROR alone,
+ *   and the empty status is written whole (error MPI_SUCCESS);
  * - MPI_Info_* before MPI_Init; MPI_Type_match_size for 16-byte reals; MPI_Type_vector of
  *   64 M blocks;
  * - a persistent send whose derived datatype was freed after MPI_Send_init still starts;
@@ -103,6 +104,12 @@ static void status_error_left_alone(int rank, int size) {
         CHECK_OK(MPI_Wait(&req, &st));
         CHECK(st.MPI_ERROR == SENTINEL && x == 2);
     }
+    /* The empty status (null requests only) is defined whole: its error is MPI_SUCCESS. */
+    MPI_Request nulls[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int index;
+    st.MPI_ERROR = SENTINEL;
+    CHECK_OK(MPI_Waitany(2, nulls, &index, &st));
+    CHECK(index == MPI_UNDEFINED && st.MPI_ERROR == MPI_SUCCESS && st.MPI_SOURCE == MPI_ANY_SOURCE);
 }
 
 static void persistent_send_outlives_its_datatype(int rank, int size) {

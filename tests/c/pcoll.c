@@ -1,6 +1,7 @@
 /* Persistent collectives (MPI-4): each request is made once and started several times,
  * with new data each round, alone (MPI_Start) and together (MPI_Startall); the results are
- * those of the blocking collectives. */
+ * those of the blocking collectives. The count and displacement arrays are freed after
+ * init, as mpi4py's temporaries are. */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -8,7 +9,8 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int bc[4], mine[2], sum[2], all[64], counts[64], displs[64], gathered[64];
+    int bc[4], mine[2], sum[2], all[64], gathered[64];
+    int *counts = malloc(size * sizeof(int)), *displs = malloc(size * sizeof(int));
     MPI_Request req[5];
     CHECK_OK(MPI_Bcast_init(bc, 4, MPI_INT, size - 1, MPI_COMM_WORLD, MPI_INFO_NULL, &req[0]));
     CHECK_OK(MPI_Allreduce_init(mine, sum, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req[1]));
@@ -19,6 +21,10 @@ int main(int argc, char **argv) {
     }
     CHECK_OK(MPI_Allgatherv_init(&mine[0], 1, MPI_INT, gathered, counts, displs, MPI_INT, MPI_COMM_WORLD,
                                  MPI_INFO_NULL, &req[3]));
+    for (int r = 0; r < size; r++)
+        counts[r] = displs[r] = -99;
+    free(counts);
+    free(displs);
     CHECK_OK(MPI_Alltoall_init(all, 1, MPI_INT, all + 32, 1, MPI_INT, MPI_COMM_WORLD, MPI_INFO_NULL, &req[4]));
     for (int round = 0; round < 4; round++) {
         for (int i = 0; i < 4; i++)

@@ -82,15 +82,19 @@ pub fn status_of(st: &Status) -> MPI_Status {
 
 /// Writes a completed operation's status to the program's optional `p`, leaving its
 /// MPI_ERROR field as the program set it: only the functions of several statuses set
-/// that field, and only when they fail with MPI_ERR_IN_STATUS (MPI-4.1 §3.2.5).
+/// that field, and only when they fail with MPI_ERR_IN_STATUS (MPI-4.1 §3.2.5). The
+/// empty status (of a null or inactive request, a send, a collective) is defined whole,
+/// error MPI_SUCCESS included (§3.7.3), and written whole.
 ///
 /// # Safety
 /// `p` is null or valid for writes.
 pub unsafe fn put_status(p: *mut MPI_Status, v: MPI_Status) {
+    let empty = v.MPI_SOURCE == MPI_ANY_SOURCE && v.MPI_TAG == MPI_ANY_TAG;
     // SAFETY: as documented.
     if let Some(r) = unsafe { p.as_mut() } {
+        let error = if empty { v.MPI_ERROR } else { r.MPI_ERROR };
         *r = MPI_Status {
-            MPI_ERROR: r.MPI_ERROR,
+            MPI_ERROR: error,
             ..v
         };
     }

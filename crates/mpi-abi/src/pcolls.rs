@@ -1,8 +1,8 @@
-//! Persistent collectives (MPI 4.1 §6.13): `MPI_X_init` checks nothing more than its info
-//! and makes an inactive request; each `MPI_Start` starts the non-blocking `MPI_IX` with the
-//! arguments given at init, whose checks and planning run then. The program keeps every
-//! buffer, count array and handle valid while the request exists (MPI's rule for persistent
-//! requests).
+//! Persistent collectives (MPI 4.1 §6.13): `MPI_X_init` checks its info, copies the count,
+//! displacement and datatype arrays (programs free them after init: mpi4py does) and makes
+//! an inactive request; each `MPI_Start` starts the non-blocking `MPI_IX` with those
+//! arguments, whose checks and planning run then. The program keeps the buffers and the
+//! handles valid while the request exists (MPI's rule for persistent requests).
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -12,6 +12,34 @@ use crate::boundary::Fail;
 use crate::mpi_fn;
 use crate::requests::{persistent, ReqEntry};
 use crate::state::mpi;
+
+/// A copy of an argument array of `n` entries (none for a null pointer: an array that is
+/// not significant at this rank).
+///
+/// # Safety
+/// A non-null `p` holds `n` entries.
+unsafe fn keep<T: Copy>(p: *const T, n: usize) -> Result<Option<Vec<T>>, Fail> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: as documented.
+    Ok(Some(unsafe { crate::boundary::slice(p, n, "array")? }.to_vec()))
+}
+
+/// The copy's address, as the non-blocking form takes it.
+fn at<T>(v: &Option<Vec<T>>) -> *const T {
+    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
+}
+
+/// The entries of a collective's arrays: one per rank, or one per neighbour.
+fn entries(comm: MPI_Comm, neighbours: bool) -> Result<usize, Fail> {
+    let c = mpi()?.comm(comm)?;
+    Ok(if neighbours {
+        c.neighbor_ranks()?.len()
+    } else {
+        c.size() as usize
+    })
+}
 
 /// Starts the non-blocking form on a request of its own and takes its entry back for the
 /// persistent request (the error, if any, went through the error handler already).
@@ -38,7 +66,10 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r))))
+        let n = entries(comm, false)?;
+        let recvcounts = keep(recvcounts, n)?;
+        let displs = keep(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
     }
 }
 
@@ -59,14 +90,26 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv::f(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))))
+        let n = entries(comm, false)?;
+        let sendcounts = keep(sendcounts, n)?;
+        let sdispls = keep(sdispls, n)?;
+        let recvcounts = keep(recvcounts, n)?;
+        let rdispls = keep(rdispls, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
     }
 }
 
 mpi_fn! {
     fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw::f(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, r))))
+        let n = entries(comm, false)?;
+        let sendcounts = keep(sendcounts, n)?;
+        let sdispls = keep(sdispls, n)?;
+        let sendtypes = keep(sendtypes, n)?;
+        let recvcounts = keep(recvcounts, n)?;
+        let rdispls = keep(rdispls, n)?;
+        let recvtypes = keep(recvtypes, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
     }
 }
 
@@ -101,7 +144,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, r))))
+        // Significant at the root only (others may pass anything).
+        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm, false)? } else { 0 };
+        let recvcounts = keep(recvcounts, n)?;
+        let displs = keep(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
     }
 }
 
@@ -115,7 +162,10 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv::f(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r))))
+        let n = entries(comm, true)?;
+        let recvcounts = keep(recvcounts, n)?;
+        let displs = keep(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
     }
 }
 
@@ -129,7 +179,12 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv::f(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))))
+        let n = entries(comm, true)?;
+        let sendcounts = keep(sendcounts, n)?;
+        let sdispls = keep(sdispls, n)?;
+        let recvcounts = keep(recvcounts, n)?;
+        let rdispls = keep(rdispls, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
     }
 }
 
@@ -150,7 +205,9 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, recvcounts, datatype, op, comm, r))))
+        let n = entries(comm, false)?;
+        let recvcounts = keep(recvcounts, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
     }
 }
 
@@ -171,6 +228,10 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        // Significant at the root only (others may pass anything).
+        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm, false)? } else { 0 };
+        let sendcounts = keep(sendcounts, n)?;
+        let displs = keep(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
     }
 }
