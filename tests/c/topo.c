@@ -5,7 +5,9 @@
  * a smaller grid get MPI_COMM_NULL; neighbourhood allgather and alltoall (blocking, non-
  * blocking, v) land every neighbour's block where MPI orders it, also where one rank is
  * the neighbour on both sides (periodic dimensions of 1 or 2), and leave the blocks of
- * neighbours off the grid alone. */
+ * neighbours off the grid alone; a graph (a ring) and a distributed graph (a chain, given
+ * adjacently with weights and by rank 0 alone) with their queries and neighbourhood
+ * collectives. */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -120,6 +122,65 @@ int main(int argc, char **argv) {
     CHECK(rank == 0 ? newrank == 0 : newrank == MPI_UNDEFINED);
     if (small != MPI_COMM_NULL)
         CHECK_OK(MPI_Comm_free(&small));
+    /* A graph: a ring given whole (rank i's neighbours i - 1 and i + 1). */
+    int *index = malloc(size * sizeof(int)), *edges = malloc(2 * size * sizeof(int));
+    for (int i = 0; i < size; i++) {
+        index[i] = 2 * (i + 1);
+        edges[2 * i] = (i + size - 1) % size;
+        edges[2 * i + 1] = (i + 1) % size;
+    }
+    MPI_Comm ring;
+    CHECK_OK(MPI_Graph_create(MPI_COMM_WORLD, size, index, edges, 0, &ring));
+    CHECK_OK(MPI_Topo_test(ring, &status));
+    CHECK(status == MPI_GRAPH);
+    int nnodes, nedges, nn, ring_nb[2], got_nb[2] = {-1, -1};
+    CHECK_OK(MPI_Graphdims_get(ring, &nnodes, &nedges));
+    CHECK(nnodes == size && nedges == 2 * size);
+    CHECK_OK(MPI_Graph_neighbors_count(ring, rank, &nn));
+    CHECK(nn == 2);
+    CHECK_OK(MPI_Graph_neighbors(ring, rank, 2, ring_nb));
+    CHECK(ring_nb[0] == (rank + size - 1) % size && ring_nb[1] == (rank + 1) % size);
+    CHECK_OK(MPI_Neighbor_allgather(&rank, 1, MPI_INT, got_nb, 1, MPI_INT, ring));
+    CHECK(got_nb[0] == ring_nb[0] && got_nb[1] == ring_nb[1]);
+    CHECK_OK(MPI_Comm_free(&ring));
+    free(index);
+    free(edges);
+    /* A distributed graph: each rank sends to the next and hears from the one before. */
+    int prev = (rank + size - 1) % size, next = (rank + 1) % size, w_in = 7, w_out = 9;
+    MPI_Comm chain;
+    CHECK_OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &prev, &w_in, 1, &next, &w_out, MPI_INFO_NULL, 0,
+                                            &chain));
+    CHECK_OK(MPI_Topo_test(chain, &status));
+    CHECK(status == MPI_DIST_GRAPH);
+    int indeg, outdeg, weighted, s1, sw1, d1, dw1, token = -1;
+    CHECK_OK(MPI_Dist_graph_neighbors_count(chain, &indeg, &outdeg, &weighted));
+    CHECK(indeg == 1 && outdeg == 1 && weighted);
+    CHECK_OK(MPI_Dist_graph_neighbors(chain, 1, &s1, &sw1, 1, &d1, &dw1));
+    CHECK(s1 == prev && d1 == next && sw1 == 7 && dw1 == 9);
+    int mine_out = 1000 + rank;
+    CHECK_OK(MPI_Neighbor_alltoall(&mine_out, 1, MPI_INT, &token, 1, MPI_INT, chain));
+    CHECK(token == 1000 + prev);
+    CHECK_OK(MPI_Comm_free(&chain));
+    /* The same chain given by rank 0 alone (MPI_Dist_graph_create), unweighted. */
+    int *srcs = malloc(size * sizeof(int)), *degs = malloc(size * sizeof(int)), *dsts = malloc(size * sizeof(int));
+    for (int i = 0; i < size; i++) {
+        srcs[i] = i;
+        degs[i] = 1;
+        dsts[i] = (i + 1) % size;
+    }
+    CHECK_OK(MPI_Dist_graph_create(MPI_COMM_WORLD, rank == 0 ? size : 0, srcs, degs, dsts, MPI_UNWEIGHTED,
+                                   MPI_INFO_NULL, 0, &chain));
+    CHECK_OK(MPI_Dist_graph_neighbors_count(chain, &indeg, &outdeg, &weighted));
+    CHECK(indeg == 1 && outdeg == 1 && !weighted);
+    CHECK_OK(MPI_Dist_graph_neighbors(chain, 1, &s1, MPI_UNWEIGHTED, 1, &d1, MPI_UNWEIGHTED));
+    CHECK(s1 == prev && d1 == next);
+    token = -1;
+    CHECK_OK(MPI_Neighbor_allgather(&mine_out, 1, MPI_INT, &token, 1, MPI_INT, chain));
+    CHECK(token == 1000 + prev);
+    CHECK_OK(MPI_Comm_free(&chain));
+    free(srcs);
+    free(degs);
+    free(dsts);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         printf("topo OK on %d ranks\n", size);

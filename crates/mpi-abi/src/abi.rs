@@ -107,6 +107,11 @@ pub const MPI_THREAD_FUNNELED: c_int = 1024;
 
 /// MPI_Topo_test's answers.
 pub const MPI_CART: c_int = 211;
+pub const MPI_GRAPH: c_int = 212;
+pub const MPI_DIST_GRAPH: c_int = 213;
+/// The weights arguments' special values (addresses no array has).
+pub const MPI_UNWEIGHTED: usize = 10;
+pub const MPI_WEIGHTS_EMPTY: usize = 11;
 
 pub const MPI_COMM_TYPE_SHARED: c_int = 221;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 222;

@@ -636,7 +636,12 @@ mpi_fn! {
     /// No virtual topologies yet: every communicator has none.
     fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) on comm {
         let c = mpi()?.comm(comm)?;
-        *out(status, "status")? = if c.cart().is_some() { MPI_CART } else { MPI_UNDEFINED };
+        *out(status, "status")? = match c.topology().as_deref() {
+            Some(pontoon::Topology::Cart(_)) => MPI_CART,
+            Some(pontoon::Topology::Graph { .. }) => MPI_GRAPH,
+            Some(pontoon::Topology::DistGraph { .. }) => MPI_DIST_GRAPH,
+            None => MPI_UNDEFINED,
+        };
         Ok(())
     }
 }

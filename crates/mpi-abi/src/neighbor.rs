@@ -1,5 +1,5 @@
-//! Neighbourhood collectives on Cartesian communicators (MPI 4.1 §8.6): each rank
-//! exchanges blocks with the neighbours of its grid (`Comm::neighbor_ranks`), planned on
+//! Neighbourhood collectives (MPI 4.1 §8.6): each rank exchanges blocks with the
+//! neighbours of its topology (`Comm::neighbors`: sources and destinations), planned on
 //! packed bytes like every other collective (`Comm::plan_neighbor_alltoallv`). The
 //! blocking forms start the non-blocking one and wait for it. The receive side is
 //! loaded first, so that the blocks of neighbours off the grid keep what they held.
@@ -29,10 +29,12 @@ fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
     wait_one(mpi()?, &mut req, std::ptr::null_mut())
 }
 
-fn comm_and_neighbors(m: &Mpi, comm: MPI_Comm) -> Result<(Comm<'static>, usize), Fail> {
+/// The communicator, its number of sources (receive blocks) and of destinations (send
+/// blocks).
+fn comm_and_neighbors(m: &Mpi, comm: MPI_Comm) -> Result<(Comm<'static>, usize, usize), Fail> {
     let c = m.comm(comm)?;
-    let k = c.neighbor_ranks()?.len();
-    Ok((c, k))
+    let n = c.neighbors()?;
+    Ok((c, n.sources.len(), n.destinations.len()))
 }
 
 /// # Safety
@@ -50,12 +52,12 @@ unsafe fn start_allgather(
     request: *mut MPI_Request,
 ) -> Res {
     let m = mpi()?;
-    let (c, k) = comm_and_neighbors(m, comm)?;
+    let (c, k, k_out) = comm_and_neighbors(m, comm)?;
     let st = m.committed(sendtype)?;
     let n = count(sendcount as i64, "sendcount")?;
     // SAFETY (both blocks): as documented.
     let inp = unsafe { input(sendbuf, n, &st)? };
-    let send = vec![(0, (n * st.size()) as usize); k];
+    let send = vec![(0, (n * st.size()) as usize); k_out];
     match recv {
         Recv::Each(recvcount) => {
             let rt = m.committed(recvtype)?;
@@ -93,28 +95,29 @@ unsafe fn start_alltoall(
     request: *mut MPI_Request,
 ) -> Res {
     let m = mpi()?;
-    let (c, k) = comm_and_neighbors(m, comm)?;
+    let (c, k_in, k_out) = comm_and_neighbors(m, comm)?;
     let (st, rt) = (m.committed(sendtype)?, m.committed(recvtype)?);
     let (sn, rn) = (
         count(sendcount as i64, "sendcount")?,
         count(recvcount as i64, "recvcount")?,
     );
     let plan = c.plan_neighbor_alltoallv(
-        &equal(k, (sn * st.size()) as usize),
-        &equal(k, (rn * rt.size()) as usize),
+        &equal(k_out, (sn * st.size()) as usize),
+        &equal(k_in, (rn * rt.size()) as usize),
     )?;
     // SAFETY: as documented.
     let (inp, o) = unsafe {
         (
-            input(sendbuf, sn * k as u64, &st)?,
-            output(recvbuf, rn * k as u64, &rt, true)?,
+            input(sendbuf, sn * k_out as u64, &st)?,
+            output(recvbuf, rn * k_in as u64, &rt, true)?,
         )
     };
     launch(m, &c, comm, plan, inp, o, request)
 }
 
 /// # Safety
-/// As [`start_allgather`]; the count and displacement arrays hold one entry per neighbour.
+/// As [`start_allgather`]; the send arrays hold one entry per destination, the receive
+/// arrays one per source.
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_alltoallv(
     sendbuf: *const c_void,
@@ -129,12 +132,12 @@ unsafe fn start_alltoallv(
     request: *mut MPI_Request,
 ) -> Res {
     let m = mpi()?;
-    let (c, k) = comm_and_neighbors(m, comm)?;
+    let (c, k_in, k_out) = comm_and_neighbors(m, comm)?;
     // SAFETY: as documented.
     let (send, recv) = unsafe {
         (
-            Pieces::uniform(m, sendbuf, k, sendcounts, sdispls, sendtype)?,
-            Pieces::uniform(m, recvbuf, k, recvcounts, rdispls, recvtype)?,
+            Pieces::uniform(m, sendbuf, k_out, sendcounts, sdispls, sendtype)?,
+            Pieces::uniform(m, recvbuf, k_in, recvcounts, rdispls, recvtype)?,
         )
     };
     let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;

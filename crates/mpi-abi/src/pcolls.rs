@@ -31,14 +31,16 @@ fn at<T>(v: &Option<Vec<T>>) -> *const T {
     v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
 }
 
-/// The entries of a collective's arrays: one per rank, or one per neighbour.
-fn entries(comm: MPI_Comm, neighbours: bool) -> Result<usize, Fail> {
-    let c = mpi()?.comm(comm)?;
-    Ok(if neighbours {
-        c.neighbor_ranks()?.len()
-    } else {
-        c.size() as usize
-    })
+/// The entries of a collective's arrays: one per rank.
+fn entries(comm: MPI_Comm) -> Result<usize, Fail> {
+    Ok(mpi()?.comm(comm)?.size() as usize)
+}
+
+/// The entries of a neighbourhood collective's arrays: `(receive side: one per source,
+/// send side: one per destination)`.
+fn neighbour_entries(comm: MPI_Comm) -> Result<(usize, usize), Fail> {
+    let n = mpi()?.comm(comm)?.neighbors()?;
+    Ok((n.sources.len(), n.destinations.len()))
 }
 
 /// Starts the non-blocking form on a request of its own and takes its entry back for the
@@ -66,7 +68,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, false)?;
+        let n = entries(comm)?;
         let recvcounts = keep(recvcounts, n)?;
         let displs = keep(displs, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
@@ -90,7 +92,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, false)?;
+        let n = entries(comm)?;
         let sendcounts = keep(sendcounts, n)?;
         let sdispls = keep(sdispls, n)?;
         let recvcounts = keep(recvcounts, n)?;
@@ -102,7 +104,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, false)?;
+        let n = entries(comm)?;
         let sendcounts = keep(sendcounts, n)?;
         let sdispls = keep(sdispls, n)?;
         let sendtypes = keep(sendtypes, n)?;
@@ -145,7 +147,7 @@ mpi_fn! {
     fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
-        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm, false)? } else { 0 };
+        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm)? } else { 0 };
         let recvcounts = keep(recvcounts, n)?;
         let displs = keep(displs, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
@@ -162,9 +164,9 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, true)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let displs = keep(displs, n)?;
+        let (n_in, _) = neighbour_entries(comm)?;
+        let recvcounts = keep(recvcounts, n_in)?;
+        let displs = keep(displs, n_in)?;
         persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
     }
 }
@@ -179,11 +181,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, true)?;
-        let sendcounts = keep(sendcounts, n)?;
-        let sdispls = keep(sdispls, n)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let rdispls = keep(rdispls, n)?;
+        let (n_in, n_out) = neighbour_entries(comm)?;
+        let sendcounts = keep(sendcounts, n_out)?;
+        let sdispls = keep(sdispls, n_out)?;
+        let recvcounts = keep(recvcounts, n_in)?;
+        let rdispls = keep(rdispls, n_in)?;
         persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
     }
 }
@@ -205,7 +207,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm, false)?;
+        let n = entries(comm)?;
         let recvcounts = keep(recvcounts, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
     }
@@ -229,7 +231,7 @@ mpi_fn! {
     fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
-        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm, false)? } else { 0 };
+        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm)? } else { 0 };
         let sendcounts = keep(sendcounts, n)?;
         let displs = keep(displs, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))

@@ -1,11 +1,11 @@
 //! Virtual topologies: `MPI_Dims_create`, the balanced factorisation that programs use to
-//! lay a grid over the ranks, and Cartesian communicators (`pontoon::topo`). Graph and
-//! distributed-graph communicators and neighbourhood collectives are not exported yet.
+//! lay a grid over the ranks, and Cartesian, graph and distributed-graph communicators
+//! (`pontoon::topo`).
 
 use std::os::raw::c_int;
 use std::rc::Rc;
 
-use pontoon::Cart;
+use pontoon::{Cart, Topology};
 
 use crate::abi::*;
 use crate::boundary::{fail, out, slice, slice_mut, Fail};
@@ -14,7 +14,7 @@ use crate::mpi_fn;
 use crate::state::mpi;
 
 /// The grid of `comm`, or the error MPI gives a communicator without one.
-fn cart_of(comm: MPI_Comm) -> Result<Rc<Cart>, Fail> {
+fn cart_of(comm: MPI_Comm) -> Result<Cart, Fail> {
     mpi()?
         .comm(comm)?
         .cart()
@@ -323,5 +323,223 @@ mod tests {
         assert_eq!(dims_create(10, &mut [3, 0]).unwrap_err().class, MPI_ERR_DIMS);
         assert_eq!(dims_create(6, &mut [2, 2]).unwrap_err().class, MPI_ERR_DIMS);
         assert_eq!(dims_create(6, &mut [-1, 0]).unwrap_err().class, MPI_ERR_DIMS);
+    }
+}
+
+/// The topology of `comm`, or the error MPI gives a communicator without one.
+fn topology_of(comm: MPI_Comm) -> Result<Rc<Topology>, Fail> {
+    mpi()?
+        .comm(comm)?
+        .topology()
+        .ok_or_else(|| Fail::new(MPI_ERR_TOPOLOGY, "the communicator has no topology"))
+}
+
+/// A graph's `index` and `edges` arrays (`nnodes` entries, then as many as the last index).
+///
+/// # Safety
+/// The arrays hold what `nnodes` and the index say.
+unsafe fn graph_args<'a>(
+    nnodes: c_int,
+    index: *const c_int,
+    edges: *const c_int,
+) -> Result<(&'a [c_int], &'a [c_int]), Fail> {
+    // SAFETY: as documented.
+    let index = unsafe { dims_arg(index, nnodes, "index")? };
+    let nedges = index.last().copied().unwrap_or(0).max(0) as usize;
+    // SAFETY: as documented.
+    Ok((index, unsafe { slice(edges, nedges, "edges")? }))
+}
+
+/// The graph of a graph communicator.
+fn graph_of(comm: MPI_Comm) -> Result<(Vec<u32>, Vec<u32>), Fail> {
+    match &*topology_of(comm)? {
+        Topology::Graph { index, edges } => Ok((index.clone(), edges.clone())),
+        _ => fail(MPI_ERR_TOPOLOGY, "the communicator has no graph topology"),
+    }
+}
+
+mpi_fn! {
+    fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) on comm_old {
+        let _ = reorder;
+        let m = mpi()?;
+        let newcomm = out(comm_graph, "comm_graph")?;
+        let (index, edges) = graph_args(nnodes, index, edges)?;
+        let made = m.comm(comm_old)?.graph_create(index, edges)?;
+        publish(m, comm_old, made, newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) on comm {
+        let (index, edges) = graph_of(comm)?;
+        *out(nnodes, "nnodes")? = index.len() as c_int;
+        *out(nedges, "nedges")? = edges.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) on comm {
+        let (gi, ge) = graph_of(comm)?;
+        let ni = gi.len().min(usize::try_from(maxindex).unwrap_or(0));
+        let ne = ge.len().min(usize::try_from(maxedges).unwrap_or(0));
+        for (d, v) in slice_mut(index, ni, "index")?.iter_mut().zip(&gi) {
+            *d = *v as c_int;
+        }
+        for (d, v) in slice_mut(edges, ne, "edges")?.iter_mut().zip(&ge) {
+            *d = *v as c_int;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) on comm {
+        let (index, edges) = graph_of(comm)?;
+        let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
+        let n = Topology::graph_neighbors(&index, &edges, r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
+        *out(nneighbors, "nneighbors")? = n.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm {
+        let (index, edges) = graph_of(comm)?;
+        let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
+        let n = Topology::graph_neighbors(&index, &edges, r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
+        let k = n.len().min(usize::try_from(maxneighbors).unwrap_or(0));
+        for (d, v) in slice_mut(neighbors, k, "neighbors")?.iter_mut().zip(n) {
+            *d = v as c_int;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// Without reordering, a rank's place in the graph is its rank; ranks beyond it get
+    /// MPI_UNDEFINED.
+    fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) on comm {
+        let c = mpi()?.comm(comm)?;
+        let (index, edges) = graph_args(nnodes, index, edges)?;
+        Topology::graph(index, edges)?;
+        *out(newrank, "newrank")? = if (c.rank() as c_int) < nnodes { c.rank() as c_int } else { MPI_UNDEFINED };
+        Ok(())
+    }
+}
+
+/// Neighbour ranks from C (each within the communicator; checked by the library).
+fn ranks(v: &[c_int]) -> Result<Vec<u32>, Fail> {
+    v.iter()
+        .map(|&r| {
+            u32::try_from(r).map_err(|_| Fail::new(MPI_ERR_RANK, format!("neighbour {r} is not a rank")))
+        })
+        .collect()
+}
+
+/// Edge weights: `None` for MPI_UNWEIGHTED; MPI_WEIGHTS_EMPTY (or no edges) is none.
+///
+/// # Safety
+/// A real weights array holds `n` entries.
+unsafe fn weights(p: *const c_int, n: usize) -> Result<Option<Vec<i32>>, Fail> {
+    if p as usize == MPI_UNWEIGHTED {
+        return Ok(None);
+    }
+    if p as usize == MPI_WEIGHTS_EMPTY || n == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    // SAFETY: as documented.
+    Ok(Some(unsafe { slice(p, n, "weights")? }.to_vec()))
+}
+
+mpi_fn! {
+    fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) on comm_old {
+        let _ = reorder;
+        let m = mpi()?;
+        crate::info::accepted(info)?;
+        let newcomm = out(comm_dist_graph, "comm_dist_graph")?;
+        let src = ranks(dims_arg(sources, indegree, "sources")?)?;
+        let dst = ranks(dims_arg(destinations, outdegree, "destinations")?)?;
+        let w = match (weights(sourceweights, src.len())?, weights(destweights, dst.len())?) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        };
+        let made = m.comm(comm_old)?.dist_graph_create_adjacent(&src, &dst, w)?;
+        publish(m, comm_old, Some(made), newcomm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) on comm_old {
+        let _ = reorder;
+        let m = mpi()?;
+        crate::info::accepted(info)?;
+        let newcomm = out(comm_dist_graph, "comm_dist_graph")?;
+        let src = ranks(dims_arg(sources, n, "sources")?)?;
+        let deg = dims_arg(degrees, n, "degrees")?;
+        let total: usize = deg.iter().map(|d| (*d).max(0) as usize).sum();
+        let dst = ranks(slice(destinations, total, "destinations")?)?;
+        let w = weights(weights_, total)?;
+        let mut edges = Vec::with_capacity(total);
+        let mut at = 0;
+        for (s, d) in src.iter().zip(deg) {
+            for _ in 0..(*d).max(0) {
+                let weight = w.as_ref().and_then(|w| w.get(at)).copied().unwrap_or(1);
+                edges.push((*s, dst[at], weight));
+                at += 1;
+            }
+        }
+        let made = m.comm(comm_old)?.dist_graph_create(&edges, w.is_some())?;
+        publish(m, comm_old, Some(made), newcomm)
+    }
+}
+
+/// This rank's in- and out-neighbours and weights in any topology (a Cartesian grid's and
+/// a graph's are their neighbours both ways; off-grid neighbours are MPI_PROC_NULL).
+fn dist_neighbors(comm: MPI_Comm) -> Result<(Vec<c_int>, Vec<c_int>, pontoon::Weights), Fail> {
+    let c = mpi()?.comm(comm)?;
+    let pontoon::Neighbors {
+        sources,
+        destinations,
+    } = c.neighbors()?;
+    let as_c = |v: Vec<Option<u32>>| -> Vec<c_int> {
+        v.into_iter()
+            .map(|r| r.map_or(MPI_PROC_NULL, |r| r as c_int))
+            .collect()
+    };
+    let w = match c.topology().as_deref() {
+        Some(Topology::DistGraph { weights, .. }) => weights.clone(),
+        _ => None,
+    };
+    Ok((as_c(sources), as_c(destinations), w))
+}
+
+mpi_fn! {
+    fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) on comm {
+        let (s, d, w) = dist_neighbors(comm)?;
+        *out(indegree, "indegree")? = s.len() as c_int;
+        *out(outdegree, "outdegree")? = d.len() as c_int;
+        *out(weighted, "weighted")? = w.is_some() as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) on comm {
+        let (s, d, w) = dist_neighbors(comm)?;
+        let ni = s.len().min(usize::try_from(maxindegree).unwrap_or(0));
+        let no = d.len().min(usize::try_from(maxoutdegree).unwrap_or(0));
+        slice_mut(sources, ni, "sources")?.copy_from_slice(&s[..ni]);
+        slice_mut(destinations, no, "destinations")?.copy_from_slice(&d[..no]);
+        if let Some((sw, dw)) = w {
+            let real = |p: *mut c_int| !p.is_null() && p as usize != MPI_UNWEIGHTED && p as usize != MPI_WEIGHTS_EMPTY;
+            if real(sourceweights) {
+                slice_mut(sourceweights, ni, "sourceweights")?.copy_from_slice(&sw[..ni]);
+            }
+            if real(destweights) {
+                slice_mut(destweights, no, "destweights")?.copy_from_slice(&dw[..no]);
+            }
+        }
+        Ok(())
     }
 }

@@ -74,8 +74,8 @@ pub(crate) struct CommData {
     pub(crate) schedules: RefCell<Vec<(crate::coll::SchedKey, Rc<crate::coll::schedule::Schedule>)>>,
     /// The sites of its ranks when it spans two or more (found on first use).
     pub(crate) sites: std::cell::OnceCell<Option<Rc<crate::coll::hier::Sites>>>,
-    /// Its Cartesian topology, if it has one (`topo.rs`).
-    pub(crate) cart: RefCell<Option<Rc<crate::topo::Cart>>>,
+    /// Its process topology, if it has one (`topo.rs`).
+    pub(crate) topology: RefCell<Option<Rc<crate::topo::Topology>>>,
 }
 
 /// A communicator. Cloning gives another handle to the same communicator; it is
@@ -109,7 +109,7 @@ pub(crate) fn new_comm_data(
         predefined,
         schedules: RefCell::new(Vec::new()),
         sites: std::cell::OnceCell::new(),
-        cart: RefCell::new(None),
+        topology: RefCell::new(None),
     }
 }
 
@@ -307,7 +307,7 @@ impl<'u> Comm<'u> {
         let c = self.with_members(self.d.group.members().to_vec(), id);
         crate::attr::copy_all(self, &c)?;
         // A duplicate keeps the topology (MPI 4.1 §7.4.2).
-        c.set_cart(self.cart());
+        c.set_topology(self.topology());
         Ok(c)
     }
 

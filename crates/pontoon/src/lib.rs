@@ -35,7 +35,7 @@ pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
 pub use op::Op;
-pub use topo::Cart;
+pub use topo::{Cart, Neighbors, Topology, Weights};
 
 /// Plain-old-data element types that can be sent as bytes.
 pub use bytemuck::Pod;

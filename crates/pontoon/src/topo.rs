@@ -1,12 +1,93 @@
-//! Cartesian process topologies (MPI 4.1 §8.5): a grid of `dims` over the ranks of a
-//! communicator, row-major (the last dimension varies fastest), each dimension
-//! periodic or not. Ranks keep their order (no reordering: MPI allows it, and pontoon
-//! knows no placement that a grid would improve yet).
+//! Process topologies (MPI 4.1 §8): a Cartesian grid of `dims` over the ranks of a
+//! communicator, row-major (the last dimension varies fastest), each dimension periodic
+//! or not; a graph given whole (every rank the same `index` and `edges`); a distributed
+//! graph, where each rank knows its own sources and destinations. Ranks keep their order
+//! (no reordering: MPI allows it, and pontoon knows no placement a topology would improve
+//! yet). A topology names the neighbours of the neighbourhood collectives.
 
 use std::rc::Rc;
 
 use crate::comm::{Comm, UNDEFINED};
 use crate::{Error, Rank, Result};
+
+/// A rank's neighbours in its topology: what its neighbourhood collectives receive from
+/// (`sources`) and send to (`destinations`); `None` off the edge of a grid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbors {
+    pub sources: Vec<Option<Rank>>,
+    pub destinations: Vec<Option<Rank>>,
+}
+
+impl Neighbors {
+    fn both_ways(around: Vec<Option<Rank>>) -> Neighbors {
+        Neighbors {
+            sources: around.clone(),
+            destinations: around,
+        }
+    }
+}
+
+/// A distributed graph's edge weights, `(of the sources, of the destinations)`; `None`:
+/// unweighted.
+pub type Weights = Option<(Vec<i32>, Vec<i32>)>;
+
+/// The topology a communicator carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topology {
+    Cart(Cart),
+    /// Rank i's neighbours are `edges[index[i-1]..index[i]]` (`index[-1]` = 0).
+    Graph {
+        index: Vec<u32>,
+        edges: Vec<u32>,
+    },
+    /// This rank's own in- and out-neighbours, with their weights if given.
+    DistGraph {
+        sources: Vec<Rank>,
+        destinations: Vec<Rank>,
+        weights: Weights,
+    },
+}
+
+impl Topology {
+    /// A graph of `index.len()` nodes: `index` cumulative degrees, `edges` neighbours.
+    pub fn graph(index: &[i32], edges: &[i32]) -> Result<Topology> {
+        let bad = |what: String| Error::Arg(format!("graph: {what}"));
+        let mut last = 0;
+        for &i in index {
+            if i < last {
+                return Err(bad(format!("index {index:?} decreases")));
+            }
+            last = i;
+        }
+        if last as usize != edges.len() {
+            return Err(bad(format!(
+                "index ends at {last} but there are {} edges",
+                edges.len()
+            )));
+        }
+        let n = index.len() as i32;
+        if let Some(e) = edges.iter().find(|e| !(0..n).contains(*e)) {
+            return Err(bad(format!("edge to {e} outside the {n} nodes")));
+        }
+        Ok(Topology::Graph {
+            index: index.iter().map(|&i| i as u32).collect(),
+            edges: edges.iter().map(|&e| e as u32).collect(),
+        })
+    }
+
+    /// The neighbours of graph node `rank`.
+    pub fn graph_neighbors(index: &[u32], edges: &[u32], rank: Rank) -> Result<Vec<Rank>> {
+        let r = rank as usize;
+        if r >= index.len() {
+            return Err(Error::Arg(format!(
+                "rank {rank} is not a node of the graph of {}",
+                index.len()
+            )));
+        }
+        let from = if r == 0 { 0 } else { index[r - 1] as usize };
+        Ok(edges[from..index[r] as usize].to_vec())
+    }
+}
 
 /// The grid a Cartesian communicator carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,43 +255,146 @@ impl<'u> Comm<'u> {
     /// (MPI_Cart_create); `None` on the ranks left out. Collective.
     pub fn cart_create(&self, dims: &[i32], periods: &[bool]) -> Result<Option<Comm<'u>>> {
         let cart = Cart::new(dims, periods)?;
-        if cart.size() > self.size() {
+        self.first_ranks_with(cart.size(), Topology::Cart(cart))
+    }
+
+    /// A communicator of the first `index.len()` ranks with a graph on them
+    /// (MPI_Graph_create); `None` on the ranks left out. Collective.
+    pub fn graph_create(&self, index: &[i32], edges: &[i32]) -> Result<Option<Comm<'u>>> {
+        let g = Topology::graph(index, edges)?;
+        self.first_ranks_with(index.len() as u32, g)
+    }
+
+    /// A duplicate carrying this rank's part of a distributed graph
+    /// (MPI_Dist_graph_create_adjacent). Collective.
+    pub fn dist_graph_create_adjacent(
+        &self,
+        sources: &[Rank],
+        destinations: &[Rank],
+        weights: Weights,
+    ) -> Result<Comm<'u>> {
+        if let Some(r) = sources.iter().chain(destinations).find(|r| **r >= self.size()) {
             return Err(Error::Arg(format!(
-                "a grid of {} ranks on a communicator of {}",
-                cart.size(),
+                "distributed graph: neighbour {r} outside a communicator of {}",
                 self.size()
             )));
         }
-        let inside = self.rank() < cart.size();
+        let c = self.dup()?;
+        c.set_topology(Some(Rc::new(Topology::DistGraph {
+            sources: sources.to_vec(),
+            destinations: destinations.to_vec(),
+            weights,
+        })));
+        Ok(c)
+    }
+
+    /// A duplicate carrying a distributed graph whose edges `(source, destination,
+    /// weight)` any rank may give (MPI_Dist_graph_create): every rank learns its own in-
+    /// and out-edges, in the order of the giving ranks, then of their lists. Collective.
+    pub fn dist_graph_create(&self, edges: &[(Rank, Rank, i32)], weighted: bool) -> Result<Comm<'u>> {
+        let flat: Vec<i32> = edges
+            .iter()
+            .flat_map(|&(s, d, w)| [s as i32, d as i32, w])
+            .collect();
+        let mut lens = vec![0i32; self.size() as usize];
+        self.allgather(&[flat.len() as i32], &mut lens)?;
+        let counts: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
+        let displs: Vec<usize> = counts
+            .iter()
+            .scan(0, |at, n| {
+                let d = *at;
+                *at += n;
+                Some(d)
+            })
+            .collect();
+        let mut all = vec![0i32; counts.iter().sum()];
+        self.allgatherv(&flat[..], &mut all, &counts, &displs)?;
+        let me = self.rank();
+        let (mut sources, mut destinations, mut sw, mut dw) = (vec![], vec![], vec![], vec![]);
+        for e in all.chunks_exact(3) {
+            let (s, d, w) = (e[0] as Rank, e[1] as Rank, e[2]);
+            if s >= self.size() || d >= self.size() {
+                return Err(Error::Arg(format!(
+                    "distributed graph: edge {s} -> {d} outside the communicator"
+                )));
+            }
+            if d == me {
+                sources.push(s);
+                sw.push(w);
+            }
+            if s == me {
+                destinations.push(d);
+                dw.push(w);
+            }
+        }
+        let weights = weighted.then_some((sw, dw));
+        self.dist_graph_create_adjacent(&sources, &destinations, weights)
+    }
+
+    /// The first `n` ranks (in their order) as a communicator with `topo`; `None` on the others.
+    fn first_ranks_with(&self, n: u32, topo: Topology) -> Result<Option<Comm<'u>>> {
+        if n > self.size() {
+            return Err(Error::Arg(format!(
+                "a topology of {n} ranks on a communicator of {}",
+                self.size()
+            )));
+        }
+        let inside = self.rank() < n;
         let c = self.split(if inside { 0 } else { UNDEFINED }, self.rank() as i32)?;
         if let Some(c) = &c {
-            c.set_cart(Some(Rc::new(cart)));
+            c.set_topology(Some(Rc::new(topo)));
         }
         Ok(c)
     }
 
-    /// This rank's neighbours in its topology, in the order MPI gives them (a Cartesian
-    /// grid: for each dimension, the one before, then the one after; `None` off the
-    /// edge): the ranks its neighbourhood collectives send to and receive from.
-    pub fn neighbor_ranks(&self) -> Result<Vec<Option<Rank>>> {
-        let cart = self
-            .cart()
-            .ok_or_else(|| Error::Arg("the communicator has no topology to take neighbours from".into()))?;
-        let mut out = Vec::with_capacity(2 * cart.dims().len());
-        for dim in 0..cart.dims().len() {
-            let (before, after) = cart.shift(self.rank(), dim, 1)?;
-            out.extend([before, after]);
+    /// The topology of this communicator, if it has one.
+    pub fn topology(&self) -> Option<Rc<Topology>> {
+        self.d.topology.borrow().clone()
+    }
+
+    /// Its Cartesian grid, if it has one.
+    pub fn cart(&self) -> Option<Cart> {
+        match self.topology().as_deref() {
+            Some(Topology::Cart(c)) => Some(c.clone()),
+            _ => None,
         }
-        Ok(out)
     }
 
-    /// The Cartesian grid of this communicator, if it has one.
-    pub fn cart(&self) -> Option<Rc<Cart>> {
-        self.d.cart.borrow().clone()
+    pub(crate) fn set_topology(&self, topo: Option<Rc<Topology>>) {
+        *self.d.topology.borrow_mut() = topo;
     }
 
-    pub(crate) fn set_cart(&self, cart: Option<Rc<Cart>>) {
-        *self.d.cart.borrow_mut() = cart;
+    /// This rank's neighbours in its topology, in the order MPI gives them. A Cartesian
+    /// grid: for each dimension, the one before, then the one after, both ways.
+    pub fn neighbors(&self) -> Result<Neighbors> {
+        let topo = self
+            .topology()
+            .ok_or_else(|| Error::Arg("the communicator has no topology to take neighbours from".into()))?;
+        Ok(match &*topo {
+            Topology::Cart(cart) => {
+                let mut around = Vec::with_capacity(2 * cart.dims().len());
+                for dim in 0..cart.dims().len() {
+                    let (before, after) = cart.shift(self.rank(), dim, 1)?;
+                    around.extend([before, after]);
+                }
+                Neighbors::both_ways(around)
+            }
+            Topology::Graph { index, edges } => {
+                let n: Vec<Option<Rank>> = Topology::graph_neighbors(index, edges, self.rank())?
+                    .into_iter()
+                    .map(Some)
+                    .collect();
+                Neighbors::both_ways(n)
+            }
+            Topology::DistGraph {
+                sources,
+                destinations,
+                ..
+            } => Neighbors {
+                sources: sources.iter().copied().map(Some).collect(),
+                destinations: destinations.iter().copied().map(Some).collect(),
+            },
+        })
     }
 
     /// The sub-grids of the dimensions `keep` marks, one communicator each
@@ -224,7 +408,7 @@ impl<'u> Comm<'u> {
         let c = self
             .split(color, self.rank() as i32)?
             .ok_or_else(|| Error::Runtime("cart_sub: a rank was left out of its sub-grid".into()))?;
-        c.set_cart(Some(Rc::new(sub)));
+        c.set_topology(Some(Rc::new(Topology::Cart(sub))));
         Ok(c)
     }
 }

@@ -203,33 +203,40 @@ impl<'u> Comm<'u> {
     }
 
     /// A neighbourhood alltoallv (MPI_Neighbor_alltoallv): block i of the input to
-    /// neighbour i of [`Comm::neighbor_ranks`], block i of the output from neighbour i;
-    /// blocks of neighbours off the grid are left alone. One step, every transfer at once.
+    /// destination i of [`Comm::neighbors`], block i of the output from source i; blocks
+    /// of neighbours off a grid are left alone. One step, every transfer at once.
     pub fn plan_neighbor_alltoallv(&self, send: &[(usize, usize)], recv: &[(usize, usize)]) -> Result<Plan> {
-        let around = self.neighbor_ranks()?;
-        if send.len() != around.len() || recv.len() != around.len() {
+        let crate::topo::Neighbors {
+            sources,
+            destinations,
+        } = self.neighbors()?;
+        if send.len() != destinations.len() || recv.len() != sources.len() {
             return Err(Error::Arg(format!(
-                "neighbourhood collective: {} send and {} receive blocks for {} neighbours",
+                "neighbourhood collective: {} send and {} receive blocks for {} destinations and {} sources",
                 send.len(),
                 recv.len(),
-                around.len()
+                destinations.len(),
+                sources.len()
             )));
         }
         let mut s = Schedule::default();
-        for (i, peer) in around.iter().enumerate() {
+        for (i, peer) in destinations.iter().enumerate() {
             if let Some(p) = peer {
                 s.send(*p, region(INPUT, send[i].0, send[i].1));
             }
         }
         // Messages between two ranks match in the order posted. Where one rank is the
-        // neighbour on both sides of a dimension (a periodic dimension of 1 or 2), what it
+        // neighbour on both sides of a grid's dimension (periodic, of 1 or 2), what it
         // sends towards "before" arrives from "after": receive each dimension's pair in
-        // the opposite order to the sends.
-        for pair in (0..around.len()).collect::<Vec<_>>().chunks(2) {
-            for &i in pair.iter().rev() {
-                if let Some(p) = around[i] {
-                    s.recv(p, region(OUTPUT, recv[i].0, recv[i].1));
-                }
+        // the opposite order to the sends. A graph's edges match in their order.
+        let order: Vec<usize> = if self.cart().is_some() {
+            (0..sources.len()).map(|i| i ^ 1).collect()
+        } else {
+            (0..sources.len()).collect()
+        };
+        for i in order {
+            if let Some(p) = sources[i] {
+                s.recv(p, region(OUTPUT, recv[i].0, recv[i].1));
             }
         }
         Ok(plain(s))
