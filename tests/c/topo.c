@@ -160,6 +160,14 @@ int main(int argc, char **argv) {
     int mine_out = 1000 + rank;
     CHECK_OK(MPI_Neighbor_alltoall(&mine_out, 1, MPI_INT, &token, 1, MPI_INT, chain));
     CHECK(token == 1000 + prev);
+    /* The w form: a type and a byte displacement (MPI_Aint) per neighbour. */
+    double wout[2] = {0.5 + rank, -1}, win[2] = {-1, -1};
+    int one_count = 1;
+    MPI_Aint at_second = sizeof(double);
+    MPI_Datatype dbl = MPI_DOUBLE;
+    CHECK_OK(MPI_Neighbor_alltoallw(wout, &one_count, &(MPI_Aint){0}, &dbl, win, &one_count, &at_second, &dbl,
+                                    chain));
+    CHECK(win[0] == -1 && win[1] == 0.5 + prev);
     CHECK_OK(MPI_Comm_free(&chain));
     /* The same chain given by rank 0 alone (MPI_Dist_graph_create), unweighted. */
     int *srcs = malloc(size * sizeof(int)), *degs = malloc(size * sizeof(int)), *dsts = malloc(size * sizeof(int));

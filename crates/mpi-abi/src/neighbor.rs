@@ -151,6 +151,55 @@ unsafe fn start_alltoallv(
     launch(m, &c, comm, plan, inp, o, request)
 }
 
+/// # Safety
+/// As [`start_allgather`]; the send arrays hold one entry per destination, the receive
+/// arrays one per source.
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const MPI_Aint,
+    sendtypes: *const MPI_Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const MPI_Aint,
+    recvtypes: *const MPI_Datatype,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> Res {
+    let m = mpi()?;
+    let (c, k_in, k_out) = comm_and_neighbors(m, comm)?;
+    // SAFETY: as documented.
+    let (send, recv) = unsafe {
+        (
+            Pieces::typed(m, sendbuf, k_out, sendcounts, sdispls, sendtypes)?,
+            Pieces::typed(m, recvbuf, k_in, recvcounts, rdispls, recvtypes)?,
+        )
+    };
+    let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;
+    // SAFETY: as documented.
+    let (inp, o) = unsafe {
+        (
+            pontoon::lent::Buffer::owned(send.pack()?),
+            pieces_output(recv, true)?,
+        )
+    };
+    launch(m, &c, comm, plan, inp, o, request)
+}
+
+mpi_fn! {
+    fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        out(request, "request")?;
+        start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
+        blocking(|r| start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, r))
+    }
+}
+
 mpi_fn! {
     fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         out(request, "request")?;

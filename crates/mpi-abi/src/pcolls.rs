@@ -237,3 +237,17 @@ mpi_fn! {
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
     }
 }
+
+mpi_fn! {
+    fn MPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        let (n_in, n_out) = neighbour_entries(comm)?;
+        let sendcounts = keep(sendcounts, n_out)?;
+        let sdispls = keep(sdispls, n_out)?;
+        let sendtypes = keep(sendtypes, n_out)?;
+        let recvcounts = keep(recvcounts, n_in)?;
+        let rdispls = keep(rdispls, n_in)?;
+        let recvtypes = keep(recvtypes, n_in)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallw::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
+    }
+}

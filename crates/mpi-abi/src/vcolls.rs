@@ -20,6 +20,21 @@ pub(crate) struct Pieces {
     list: Vec<(u64, i64, Datatype)>,
 }
 
+/// A byte displacement of either C type (`int`, `MPI_Aint`), as `i64`.
+pub(crate) struct ByteDispl(i64);
+
+impl From<c_int> for ByteDispl {
+    fn from(d: c_int) -> Self {
+        ByteDispl(i64::from(d))
+    }
+}
+
+impl From<MPI_Aint> for ByteDispl {
+    fn from(d: MPI_Aint) -> Self {
+        ByteDispl(d as i64)
+    }
+}
+
 impl Pieces {
     /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
     pub(crate) unsafe fn uniform(
@@ -45,13 +60,14 @@ impl Pieces {
         })
     }
 
-    /// Alltoallw's form: a datatype per piece, displacements in bytes.
-    pub(crate) unsafe fn typed(
+    /// Alltoallw's form: a datatype per piece, displacements in bytes (`int`, or
+    /// `MPI_Aint` for the neighbourhood form).
+    pub(crate) unsafe fn typed<D: Copy + Into<ByteDispl>>(
         m: &Mpi,
         base: *const c_void,
         n: usize,
         counts: *const c_int,
-        displs: *const c_int,
+        displs: *const D,
         types: *const MPI_Datatype,
     ) -> Result<Pieces, Fail> {
         // SAFETY: the caller's arrays of one entry per rank.
@@ -64,7 +80,7 @@ impl Pieces {
         };
         let mut list = Vec::with_capacity(n);
         for i in 0..n {
-            list.push((count(c[i] as i64, "count")?, d[i] as i64, m.committed(t[i])?));
+            list.push((count(c[i] as i64, "count")?, d[i].into().0, m.committed(t[i])?));
         }
         Ok(Pieces {
             base: base as *mut c_void,
