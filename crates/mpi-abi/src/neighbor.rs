@@ -115,6 +115,27 @@ unsafe fn start_alltoall(
     launch(m, &c, comm, plan, inp, o, request)
 }
 
+/// Starts the exchange of `send` (a piece per destination) and `recv` (a piece per source):
+/// the v and w forms, which differ only in how their pieces are described.
+fn start_pieces(
+    m: &Mpi,
+    c: &Comm<'static>,
+    comm: MPI_Comm,
+    send: Pieces,
+    recv: Pieces,
+    request: *mut MPI_Request,
+) -> Res {
+    let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;
+    // SAFETY: the pieces are the program's memory, untouched until completion (MPI's contract).
+    let (inp, o) = unsafe {
+        (
+            pontoon::lent::Buffer::owned(send.pack()?),
+            pieces_output(recv, true)?,
+        )
+    };
+    launch(m, c, comm, plan, inp, o, request)
+}
+
 /// # Safety
 /// As [`start_allgather`]; the send arrays hold one entry per destination, the receive
 /// arrays one per source.
@@ -140,20 +161,11 @@ unsafe fn start_alltoallv(
             Pieces::uniform(m, recvbuf, k_in, recvcounts, rdispls, recvtype)?,
         )
     };
-    let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;
-    // SAFETY: as documented.
-    let (inp, o) = unsafe {
-        (
-            pontoon::lent::Buffer::owned(send.pack()?),
-            pieces_output(recv, true)?,
-        )
-    };
-    launch(m, &c, comm, plan, inp, o, request)
+    start_pieces(m, &c, comm, send, recv, request)
 }
 
 /// # Safety
-/// As [`start_allgather`]; the send arrays hold one entry per destination, the receive
-/// arrays one per source.
+/// As [`start_alltoallv`], with a datatype per piece and byte displacements.
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_alltoallw(
     sendbuf: *const c_void,
@@ -176,15 +188,7 @@ unsafe fn start_alltoallw(
             Pieces::typed(m, recvbuf, k_in, recvcounts, rdispls, recvtypes)?,
         )
     };
-    let plan = c.plan_neighbor_alltoallv(&blocks(&send), &blocks(&recv))?;
-    // SAFETY: as documented.
-    let (inp, o) = unsafe {
-        (
-            pontoon::lent::Buffer::owned(send.pack()?),
-            pieces_output(recv, true)?,
-        )
-    };
-    launch(m, &c, comm, plan, inp, o, request)
+    start_pieces(m, &c, comm, send, recv, request)
 }
 
 mpi_fn! {

@@ -32,13 +32,41 @@ unsafe fn dims_arg<'a>(p: *const c_int, ndims: c_int, what: &str) -> Result<&'a 
     unsafe { slice(p, n, what) }
 }
 
+/// A grid's `dims` and `periods` arguments.
+///
+/// # Safety
+/// Both arrays hold `ndims` entries.
+unsafe fn grid_args<'a>(
+    ndims: c_int,
+    dims: *const c_int,
+    periods: *const c_int,
+) -> Result<(&'a [c_int], Vec<bool>), Fail> {
+    // SAFETY: as documented.
+    let (dims, periods) = unsafe {
+        (
+            dims_arg(dims, ndims, "dims")?,
+            dims_arg(periods, ndims, "periods")?,
+        )
+    };
+    Ok((dims, periods.iter().map(|p| *p != 0).collect()))
+}
+
+/// MPI_Cart_map's and MPI_Graph_map's answer without reordering: a rank keeps its place
+/// if the topology has room for it (`n` places).
+fn place(rank: u32, n: u32) -> c_int {
+    if rank < n {
+        rank as c_int
+    } else {
+        MPI_UNDEFINED
+    }
+}
+
 mpi_fn! {
     fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) on comm_old {
         let _ = reorder; // ranks keep their order: MPI allows it
         let m = mpi()?;
         let newcomm = out(comm_cart, "comm_cart")?;
-        let dims = dims_arg(dims, ndims, "dims")?;
-        let periods: Vec<bool> = dims_arg(periods, ndims, "periods")?.iter().map(|p| *p != 0).collect();
+        let (dims, periods) = grid_args(ndims, dims, periods)?;
         let made = m.comm(comm_old)?.cart_create(dims, &periods)?;
         publish(m, comm_old, made, newcomm)
     }
@@ -122,10 +150,8 @@ mpi_fn! {
     /// grid get MPI_UNDEFINED.
     fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) on comm {
         let c = mpi()?.comm(comm)?;
-        let dims = dims_arg(dims, ndims, "dims")?;
-        let periods: Vec<bool> = dims_arg(periods, ndims, "periods")?.iter().map(|p| *p != 0).collect();
-        let g = Cart::new(dims, &periods)?;
-        *out(newrank, "newrank")? = if c.rank() < g.size() { c.rank() as c_int } else { MPI_UNDEFINED };
+        let (dims, periods) = grid_args(ndims, dims, periods)?;
+        *out(newrank, "newrank")? = place(c.rank(), Cart::new(dims, &periods)?.size());
         Ok(())
     }
 }
@@ -350,12 +376,19 @@ unsafe fn graph_args<'a>(
     Ok((index, unsafe { slice(edges, nedges, "edges")? }))
 }
 
-/// The graph of a graph communicator.
-fn graph_of(comm: MPI_Comm) -> Result<(Vec<u32>, Vec<u32>), Fail> {
+/// `f` of the `index` and `edges` of a graph communicator.
+fn with_graph<R>(comm: MPI_Comm, f: impl FnOnce(&[u32], &[u32]) -> R) -> Result<R, Fail> {
     match &*topology_of(comm)? {
-        Topology::Graph { index, edges } => Ok((index.clone(), edges.clone())),
+        Topology::Graph { index, edges } => Ok(f(index, edges)),
         _ => fail(MPI_ERR_TOPOLOGY, "the communicator has no graph topology"),
     }
+}
+
+/// The neighbours of node `rank` of a graph communicator.
+fn graph_neighbors(comm: MPI_Comm, rank: c_int) -> Result<Vec<u32>, Fail> {
+    let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
+    with_graph(comm, |index, edges| Topology::graph_neighbors(index, edges, r))?
+        .map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))
 }
 
 mpi_fn! {
@@ -371,43 +404,39 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) on comm {
-        let (index, edges) = graph_of(comm)?;
-        *out(nnodes, "nnodes")? = index.len() as c_int;
-        *out(nedges, "nedges")? = edges.len() as c_int;
+        let (n, e) = with_graph(comm, |index, edges| (index.len(), edges.len()))?;
+        *out(nnodes, "nnodes")? = n as c_int;
+        *out(nedges, "nedges")? = e as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) on comm {
-        let (gi, ge) = graph_of(comm)?;
-        let ni = gi.len().min(usize::try_from(maxindex).unwrap_or(0));
-        let ne = ge.len().min(usize::try_from(maxedges).unwrap_or(0));
-        for (d, v) in slice_mut(index, ni, "index")?.iter_mut().zip(&gi) {
-            *d = *v as c_int;
-        }
-        for (d, v) in slice_mut(edges, ne, "edges")?.iter_mut().zip(&ge) {
-            *d = *v as c_int;
-        }
-        Ok(())
+        with_graph(comm, |gi, ge| {
+            let ni = gi.len().min(usize::try_from(maxindex).unwrap_or(0));
+            let ne = ge.len().min(usize::try_from(maxedges).unwrap_or(0));
+            for (d, v) in slice_mut(index, ni, "index")?.iter_mut().zip(gi) {
+                *d = *v as c_int;
+            }
+            for (d, v) in slice_mut(edges, ne, "edges")?.iter_mut().zip(ge) {
+                *d = *v as c_int;
+            }
+            Ok(())
+        })?
     }
 }
 
 mpi_fn! {
     fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) on comm {
-        let (index, edges) = graph_of(comm)?;
-        let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
-        let n = Topology::graph_neighbors(&index, &edges, r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
-        *out(nneighbors, "nneighbors")? = n.len() as c_int;
+        *out(nneighbors, "nneighbors")? = graph_neighbors(comm, rank)?.len() as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm {
-        let (index, edges) = graph_of(comm)?;
-        let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
-        let n = Topology::graph_neighbors(&index, &edges, r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
+        let n = graph_neighbors(comm, rank)?;
         let k = n.len().min(usize::try_from(maxneighbors).unwrap_or(0));
         for (d, v) in slice_mut(neighbors, k, "neighbors")?.iter_mut().zip(n) {
             *d = v as c_int;
@@ -423,7 +452,7 @@ mpi_fn! {
         let c = mpi()?.comm(comm)?;
         let (index, edges) = graph_args(nnodes, index, edges)?;
         Topology::graph(index, edges)?;
-        *out(newrank, "newrank")? = if (c.rank() as c_int) < nnodes { c.rank() as c_int } else { MPI_UNDEFINED };
+        *out(newrank, "newrank")? = place(c.rank(), index.len() as u32);
         Ok(())
     }
 }

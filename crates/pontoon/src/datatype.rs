@@ -556,15 +556,7 @@ impl Builder {
                 ..block
             },
         );
-        if let [(b, c)] = d.signature.as_slice() {
-            push_run(&mut self.signature, *b, c * total);
-        } else {
-            for _ in 0..total {
-                for (b, c) in &d.signature {
-                    push_run(&mut self.signature, *b, *c);
-                }
-            }
-        }
+        self.repeat_signature(&d.signature, total);
         self.size += total * d.size;
         Ok(())
     }
@@ -618,25 +610,23 @@ impl Builder {
                 }
             }
         }
-        for _ in 0..n.min(2) {
-            for (b, c) in &d.signature {
+        self.repeat_signature(&d.signature, n);
+        self.size += n * d.size;
+        Ok(())
+    }
+
+    /// Appends `n` copies of the signature `sig`; a single-run one grows by all of them at
+    /// once (a vector of 64 M ints is one run of 64 M).
+    fn repeat_signature(&mut self, sig: &[(Basic, u64)], n: u64) {
+        if let [(b, c)] = sig {
+            push_run(&mut self.signature, *b, c * n);
+            return;
+        }
+        for _ in 0..n {
+            for (b, c) in sig {
                 push_run(&mut self.signature, *b, *c);
             }
         }
-        if n > 2 {
-            // Runs repeat: a single-run child just grows by (n - 2) copies.
-            if let [(b, c)] = d.signature.as_slice() {
-                push_run(&mut self.signature, *b, c * (n - 2));
-            } else {
-                for _ in 2..n {
-                    for (b, c) in &d.signature {
-                        push_run(&mut self.signature, *b, *c);
-                    }
-                }
-            }
-        }
-        self.size += n * d.size;
-        Ok(())
     }
 
     fn finish(self, align: u64, pad_to_align: bool) -> Datatype {

@@ -229,7 +229,8 @@ impl<'u> Comm<'u> {
         // neighbour on both sides of a grid's dimension (periodic, of 1 or 2), what it
         // sends towards "before" arrives from "after": receive each dimension's pair in
         // the opposite order to the sends. A graph's edges match in their order.
-        let order: Vec<usize> = if self.cart().is_some() {
+        let grid = matches!(self.topology().as_deref(), Some(crate::topo::Topology::Cart(_)));
+        let order: Vec<usize> = if grid {
             (0..sources.len()).map(|i| i ^ 1).collect()
         } else {
             (0..sources.len()).collect()
