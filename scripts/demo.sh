@@ -22,6 +22,11 @@ local_ranks() {
     echo "demo: $np ranks on this host: shared-memory lanes between them (pontoon doctor)"
     "$pontoon" run -n "$np" "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
     "$pontoon" run -n "$np" "$examples/ring"
+    echo "demo: 128 ranks on this host, every pair connected at once (timeouts stretch with the"
+    echo "      ranks per CPU, handshakes are read when epoll reports them)"
+    local start=$SECONDS
+    "$pontoon" run -n 128 "$examples/all_connect" | tail -n 1
+    echo "demo: 128 ranks wired up every pair in about $((SECONDS - start)) s"
 }
 
 if [[ "$(id -u)" -ne 0 ]]; then
