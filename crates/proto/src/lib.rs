@@ -12,6 +12,7 @@ pub mod engine;
 pub mod handshake;
 pub mod matching;
 pub mod punch;
+pub mod reliable;
 pub mod sim;
 pub mod wire;
 

@@ -3,6 +3,7 @@
 //! All integers are little-endian.
 
 pub mod data;
+pub mod eth;
 pub mod handshake;
 pub mod relay;
 

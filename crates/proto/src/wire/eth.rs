@@ -1,0 +1,366 @@
+//! The raw-Ethernet datagram: what follows the Ethernet header (EtherType 0x88B5, IEEE
+//! local experimental) on an `eth` lane. It carries a piece of the lane's byte stream
+//! of data frames ([`super::data`]) and the reliability layer's fields
+//! ([`crate::reliable`]).
+//!
+//! ```text
+//!  0 [2] magic "Pn"
+//!  2 u8  version (1)
+//!  3 u8  kind: 1 DATA (stream bytes follow), 2 ACK (no payload)
+//!  4 u32 lane: the receiver's tag of the lane (one socket serves every peer on a NIC)
+//!  8 u32 DATA: sequence number of this datagram; ACK: 0
+//! 12 u32 ack: every datagram before this one arrived (cumulative)
+//! 16 u32 window end: the sender of this datagram takes datagrams before this one
+//! 20 u16 payload length
+//! 22 u8  SACK blocks that follow the header (0..=3)
+//! 23 u8  reserved, 0
+//! 24 [8] tag: BLAKE3 keyed with the lane's key over bytes 0..24 and 32..end, first 8 bytes
+//! 32     SACK blocks, 8 bytes each: start u32, end u32 (datagrams start..end arrived)
+//!        then the payload; Ethernet may pad the frame after it
+//! ```
+//!
+//! Why a tag rather than trusting the Ethernet FCS: the FCS covers one wire only. A frame
+//! that a switch, a software bridge or a NIC's memory corrupts gets a fresh, valid FCS on
+//! the next hop, and any station on the segment can forge a frame from a peer's MAC. The
+//! keyed tag catches both: a frame whose tag does not verify is dropped like a lost one,
+//! and the reliability layer sends it again. Sequence numbers travel as 32 bits and are
+//! widened against the receiver's position ([`widen`]); windows stay far below 2^31.
+
+use super::{get_u16, get_u32, put_u16, put_u32, WireError};
+
+pub const ETHERTYPE: u16 = 0x88B5;
+/// Bytes of the Ethernet header before the datagram (destination, source, EtherType).
+pub const ETH_HEADER_LEN: usize = 14;
+pub const MAGIC: [u8; 2] = *b"Pn";
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 32;
+pub const SACK_LEN: usize = 8;
+pub const MAX_SACKS: usize = 3;
+/// Header with the most SACK blocks: the payload of a datagram is at most MTU minus this.
+pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACKS * SACK_LEN;
+const TAG_AT: usize = 24;
+const TAG_LEN: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EthKind {
+    Data = 1,
+    Ack = 2,
+}
+
+/// Checked zero-copy view of a datagram; the buffer may be longer (Ethernet padding).
+#[derive(Debug, Clone, Copy)]
+pub struct EthFrame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> EthFrame<T> {
+    /// Checks magic, version, kind, reserved bits, SACK blocks and lengths. The tag is
+    /// checked separately ([`EthFrame::verify`]): it needs the lane's key.
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let b = buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(WireError::Truncated {
+                need: HEADER_LEN,
+                have: b.len(),
+            });
+        }
+        if b[0..2] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if b[2] != VERSION {
+            return Err(WireError::Version(u16::from(b[2])));
+        }
+        let kind = match b[3] {
+            1 => EthKind::Data,
+            2 => EthKind::Ack,
+            k => return Err(WireError::UnknownKind(k)),
+        };
+        if b[23] != 0 {
+            return Err(WireError::Reserved);
+        }
+        let sacks = usize::from(b[22]);
+        if sacks > MAX_SACKS {
+            return Err(WireError::Field("sack count"));
+        }
+        let payload = usize::from(get_u16(b, 20));
+        match kind {
+            EthKind::Data if payload == 0 => return Err(WireError::Field("payload length")),
+            EthKind::Ack if payload != 0 || get_u32(b, 8) != 0 => return Err(WireError::Field("ack seq")),
+            _ => {}
+        }
+        let need = HEADER_LEN + sacks * SACK_LEN + payload;
+        if b.len() < need {
+            return Err(WireError::Truncated { need, have: b.len() });
+        }
+        for i in 0..sacks {
+            let at = HEADER_LEN + i * SACK_LEN;
+            let span = get_u32(b, at + 4).wrapping_sub(get_u32(b, at));
+            if span == 0 || span >= 1 << 31 {
+                return Err(WireError::Field("sack block"));
+            }
+        }
+        Ok(EthFrame { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    pub fn kind(&self) -> EthKind {
+        if self.b()[3] == 1 {
+            EthKind::Data
+        } else {
+            EthKind::Ack
+        }
+    }
+    pub fn lane(&self) -> u32 {
+        get_u32(self.b(), 4)
+    }
+    fn sack_count(&self) -> usize {
+        usize::from(self.b()[22])
+    }
+    /// Bytes of header and SACK blocks before the payload.
+    pub fn header_len(&self) -> usize {
+        HEADER_LEN + self.sack_count() * SACK_LEN
+    }
+    /// Bytes of the datagram without Ethernet padding.
+    pub fn len(&self) -> usize {
+        self.header_len() + usize::from(get_u16(self.b(), 20))
+    }
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..self.len()]
+    }
+    /// Whether the tag is the one `key` gives (compared in constant time).
+    pub fn verify(&self, key: &[u8; 32]) -> bool {
+        let b = &self.b()[..self.len()];
+        let want = tag(key, b);
+        let diff = want
+            .iter()
+            .zip(&b[TAG_AT..TAG_AT + TAG_LEN])
+            .fold(0u8, |d, (x, y)| d | (x ^ y));
+        diff == 0
+    }
+}
+
+/// One SACK block: wire sequence numbers `start..end` arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SackBlock {
+    pub start: u32,
+    pub end: u32,
+}
+
+/// Owned form of a datagram header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthRepr {
+    pub kind: EthKind,
+    pub lane: u32,
+    pub seq: u32,
+    pub ack: u32,
+    pub window_end: u32,
+    pub payload_len: u16,
+    pub sack_count: u8,
+    pub sacks: [SackBlock; MAX_SACKS],
+}
+
+impl EthRepr {
+    pub fn parse<T: AsRef<[u8]>>(f: &EthFrame<T>) -> EthRepr {
+        let b = f.b();
+        let mut sacks = [SackBlock::default(); MAX_SACKS];
+        for (i, s) in sacks.iter_mut().enumerate().take(f.sack_count()) {
+            let at = HEADER_LEN + i * SACK_LEN;
+            *s = SackBlock {
+                start: get_u32(b, at),
+                end: get_u32(b, at + 4),
+            };
+        }
+        EthRepr {
+            kind: f.kind(),
+            lane: f.lane(),
+            seq: get_u32(b, 8),
+            ack: get_u32(b, 12),
+            window_end: get_u32(b, 16),
+            payload_len: get_u16(b, 20),
+            sack_count: b[22],
+            sacks,
+        }
+    }
+
+    pub fn header_len(&self) -> usize {
+        HEADER_LEN + usize::from(self.sack_count) * SACK_LEN
+    }
+
+    pub fn sacks(&self) -> &[SackBlock] {
+        &self.sacks[..usize::from(self.sack_count)]
+    }
+
+    /// Writes the header (tag zero) into `out`, which must hold `header_len()` bytes;
+    /// the payload goes right after it, then [`seal`] writes the tag.
+    pub fn emit(&self, out: &mut [u8]) -> usize {
+        out[0..2].copy_from_slice(&MAGIC);
+        out[2] = VERSION;
+        out[3] = self.kind as u8;
+        put_u32(out, 4, self.lane);
+        put_u32(out, 8, self.seq);
+        put_u32(out, 12, self.ack);
+        put_u32(out, 16, self.window_end);
+        put_u16(out, 20, self.payload_len);
+        out[22] = self.sack_count;
+        out[23] = 0;
+        out[TAG_AT..TAG_AT + TAG_LEN].fill(0);
+        for (i, s) in self.sacks().iter().enumerate() {
+            let at = HEADER_LEN + i * SACK_LEN;
+            put_u32(out, at, s.start);
+            put_u32(out, at + 4, s.end);
+        }
+        self.header_len()
+    }
+}
+
+/// Writes the tag of the datagram `frame` (header and payload, no padding).
+pub fn seal(frame: &mut [u8], key: &[u8; 32]) {
+    let t = tag(key, frame);
+    frame[TAG_AT..TAG_AT + TAG_LEN].copy_from_slice(&t);
+}
+
+fn tag(key: &[u8; 32], frame: &[u8]) -> [u8; TAG_LEN] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&frame[..TAG_AT]);
+    h.update(&frame[TAG_AT + TAG_LEN..]);
+    let mut t = [0u8; TAG_LEN];
+    t.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
+    t
+}
+
+/// The 64-bit sequence number nearest to `reference` whose low 32 bits are `wire`.
+pub fn widen(wire: u32, reference: u64) -> u64 {
+    let candidate = (reference & !0xFFFF_FFFF) | u64::from(wire);
+    let half = 1u64 << 31;
+    if candidate + half <= reference {
+        candidate + (1 << 32)
+    } else if candidate > reference + half && candidate >= 1 << 32 {
+        candidate - (1 << 32)
+    } else {
+        candidate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KEY: [u8; 32] = [7; 32];
+
+    fn frame(repr: &EthRepr, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; repr.header_len() + payload.len()];
+        let at = repr.emit(&mut out);
+        out[at..].copy_from_slice(payload);
+        seal(&mut out, &KEY);
+        out
+    }
+
+    fn data(seq: u32, payload_len: u16) -> EthRepr {
+        EthRepr {
+            kind: EthKind::Data,
+            lane: 9,
+            seq,
+            ack: 3,
+            window_end: 70,
+            payload_len,
+            sack_count: 1,
+            sacks: [
+                SackBlock { start: 5, end: 7 },
+                SackBlock::default(),
+                SackBlock::default(),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_sealed_datagram_parses_back_and_verifies_also_when_padded() {
+        let repr = data(4, 3);
+        let mut bytes = frame(&repr, b"abc");
+        bytes.extend_from_slice(&[0; 20]);
+        let f = EthFrame::new_checked(&bytes[..]).unwrap();
+        assert_eq!(EthRepr::parse(&f), repr);
+        assert_eq!(f.payload(), b"abc");
+        assert!(f.verify(&KEY));
+        assert!(!f.verify(&[8; 32]), "another key does not verify");
+    }
+
+    #[test]
+    fn every_flipped_bit_is_refused_or_fails_the_tag() {
+        let bytes = frame(&data(4, 3), b"abc");
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            if let Ok(f) = EthFrame::new_checked(&b[..]) {
+                assert!(!f.verify(&KEY), "bit {bit} flipped went unnoticed");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_refused() {
+        let good = frame(&data(4, 3), b"abc");
+        let refuse = |at: usize, v: u8| {
+            let mut b = good.clone();
+            b[at] = v;
+            EthFrame::new_checked(&b[..]).unwrap_err()
+        };
+        assert_eq!(refuse(0, b'x'), WireError::BadMagic);
+        assert_eq!(refuse(2, 2), WireError::Version(2));
+        assert_eq!(refuse(3, 9), WireError::UnknownKind(9));
+        assert_eq!(refuse(22, 4), WireError::Field("sack count"));
+        assert_eq!(refuse(23, 1), WireError::Reserved);
+        assert!(matches!(refuse(20, 200), WireError::Truncated { .. }));
+        assert_eq!(refuse(HEADER_LEN + 4, 5), WireError::Field("sack block"));
+        let mut ack = data(0, 0);
+        ack.kind = EthKind::Ack;
+        let mut b = frame(&ack, b"");
+        assert!(EthFrame::new_checked(&b[..]).is_ok());
+        b[8] = 1;
+        assert_eq!(
+            EthFrame::new_checked(&b[..]).unwrap_err(),
+            WireError::Field("ack seq")
+        );
+        let empty = frame(&data(1, 0), b"");
+        assert_eq!(
+            EthFrame::new_checked(&empty[..]).unwrap_err(),
+            WireError::Field("payload length")
+        );
+    }
+
+    #[test]
+    fn widening_picks_the_nearest_sequence_number() {
+        assert_eq!(widen(5, 3), 5);
+        assert_eq!(widen(1, 3), 1);
+        assert_eq!(widen(0xFFFF_FFFF, 1 << 32), 0xFFFF_FFFF);
+        assert_eq!(widen(2, 0xFFFF_FFF0), (1 << 32) + 2);
+        assert_eq!(widen(0xFFFF_FFFF, 0), 0xFFFF_FFFF, "no number below zero");
+    }
+
+    proptest! {
+        #[test]
+        fn widen_inverts_truncation_near_the_reference(reference in 0u64..1 << 40, delta in -(1i64 << 30)..(1i64 << 30)) {
+            let value = reference as i64 + delta;
+            prop_assume!(value >= 0);
+            prop_assert_eq!(widen(value as u32, reference), value as u64);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            if let Ok(f) = EthFrame::new_checked(&bytes[..]) {
+                let repr = EthRepr::parse(&f);
+                let mut out = vec![0u8; repr.header_len()];
+                repr.emit(&mut out);
+                prop_assert_eq!(&out[..24], &bytes[..24]);
+                prop_assert_eq!(&out[32..], &bytes[32..repr.header_len()]);
+                let _ = f.verify(&KEY);
+            }
+        }
+    }
+}
