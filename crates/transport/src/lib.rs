@@ -3,6 +3,7 @@
 //!
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
+pub mod eth;
 pub mod ledger;
 pub mod mem;
 pub mod packet;

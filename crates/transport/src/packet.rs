@@ -69,6 +69,17 @@ impl PacketSocket {
     /// wire must see frames for every MAC), bypasses the qdisc on transmit and, where
     /// the kernel allows, enlarges the socket buffers to ride out scheduling hiccups.
     pub fn bind(ifname: &str) -> io::Result<PacketSocket> {
+        Self::open(ifname, libc::ETH_P_ALL as u16, true)
+    }
+
+    /// Opens a raw socket on `ifname` that receives only frames of `ethertype` sent to
+    /// this interface's MAC (or broadcast): what a lane of one protocol needs, leaving
+    /// every other frame to the kernel's stack.
+    pub fn bind_protocol(ifname: &str, ethertype: u16) -> io::Result<PacketSocket> {
+        Self::open(ifname, ethertype, false)
+    }
+
+    fn open(ifname: &str, protocol: u16, promiscuous: bool) -> io::Result<PacketSocket> {
         let ctx = |e: io::Error, what: &str| -> io::Error {
             let hint = match e.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => " (needs root or CAP_NET_RAW)",
@@ -104,14 +115,16 @@ impl PacketSocket {
             .map_err(|e| ctx(e, "PACKET_IGNORE_OUTGOING (needs Linux >= 4.20)"))?;
         sock.setsockopt(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1 as libc::c_int)
             .map_err(|e| ctx(e, "PACKET_QDISC_BYPASS"))?;
-        let mreq = PacketMreq {
-            mr_ifindex: ifindex as libc::c_int,
-            mr_type: PACKET_MR_PROMISC,
-            mr_alen: 0,
-            mr_address: [0; 8],
-        };
-        sock.setsockopt(libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
-            .map_err(|e| ctx(e, "promiscuous mode"))?;
+        if promiscuous {
+            let mreq = PacketMreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: PACKET_MR_PROMISC,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            sock.setsockopt(libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+                .map_err(|e| ctx(e, "promiscuous mode"))?;
+        }
         // Best effort: the plain sizes are capped by net.core.[rw]mem_max.
         let _ = sock.set_buffer_sizes(8 << 20, 8 << 20);
         // Best effort too: without it, RxMeta::stamp is None.
@@ -120,7 +133,7 @@ impl PacketSocket {
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_protocol = protocol.to_be();
         sll.sll_ifindex = ifindex as i32;
         // SAFETY: `sll` is a valid sockaddr_ll and the length passed is its size.
         let rc = unsafe {
@@ -148,6 +161,19 @@ impl PacketSocket {
 
     /// MTU of the bound interface: frames up to `mtu + 14` (+4 with a VLAN tag) fit.
     pub fn mtu(&self) -> io::Result<usize> {
+        let mut req = self.ifreq()?;
+        // SAFETY: SIOCGIFMTU reads the NUL-terminated name and writes ifru_mtu of `req`,
+        // which outlives the call.
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: SIOCGIFMTU filled the ifru_mtu member.
+        Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
+    }
+
+    /// A request about the bound interface, its name filled in.
+    fn ifreq(&self) -> io::Result<libc::ifreq> {
         let name = self.ifname.as_bytes();
         // SAFETY: ifreq is plain old data; all-zero is a valid value.
         let mut req: libc::ifreq = unsafe { zeroed() };
@@ -160,14 +186,7 @@ impl PacketSocket {
         for (d, s) in req.ifr_name.iter_mut().zip(name) {
             *d = *s as libc::c_char;
         }
-        // SAFETY: SIOCGIFMTU reads the NUL-terminated name and writes ifru_mtu of `req`,
-        // which outlives the call.
-        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: SIOCGIFMTU filled the ifru_mtu member.
-        Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
+        Ok(req)
     }
 
     /// From now on, every received frame is preceded by a [`VNET_HDR_LEN`]-byte
@@ -263,6 +282,20 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// The interface's hardware (MAC) address.
+    pub fn mac(&self) -> io::Result<[u8; 6]> {
+        let mut req = self.ifreq()?;
+        // SAFETY: SIOCGIFHWADDR reads the NUL-terminated name and writes ifru_hwaddr of
+        // `req`, which outlives the call.
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFHWADDR as _, &mut req) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member.
+        let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+        Ok(std::array::from_fn(|i| data[i] as u8))
     }
 
     /// Receives up to `min(bufs.len(), meta.len(), MAX_BATCH)` waiting frames with one

@@ -67,6 +67,11 @@ pub trait Pipe {
     /// Reads up to `dst.len()` bytes: `Some(n)` (never 0), `None` when nothing is there
     /// now, `Err(LinkError::Closed)` once the other end is gone.
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError>;
+    /// Bytes written to the pipe that it still holds (a datagram lane keeps them until
+    /// the peer acknowledges them); counted in [`Link::tx_queued`].
+    fn queued(&self) -> u64 {
+        0
+    }
     /// See [`Link::fd`].
     fn fd(&self) -> Option<BorrowedFd<'_>>;
     /// See [`Link::polled`].
@@ -356,7 +361,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
     }
 
     fn tx_queued(&self) -> u64 {
-        self.tx_bytes
+        self.tx_bytes + self.pipe.queued()
     }
 
     fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {

@@ -6,15 +6,19 @@
 //! ```text
 //!  0 [2] magic "Pn"
 //!  2 u8  version (1)
-//!  3 u8  kind: 1 DATA (stream bytes follow), 2 ACK (no payload)
-//!  4 u32 lane: the receiver's tag of the lane (one socket serves every peer on a NIC)
-//!  8 u32 DATA: sequence number of this datagram; ACK: 0
+//!  3 u8  kind: 1 DATA (stream bytes follow), 2 ACK (no payload), 3 HANDSHAKE (a
+//!        handshake frame follows: `super::handshake`, authenticated by its own MAC)
+//!  4 u32 lane: the receiver's tag of the lane (one socket serves every peer on a NIC);
+//!        0 in a HANDSHAKE that opens a lane
+//!  8 u32 DATA: sequence number of this datagram; HANDSHAKE: the sender's tag of the
+//!        lane; ACK: 0
 //! 12 u32 ack: every datagram before this one arrived (cumulative)
 //! 16 u32 window end: the sender of this datagram takes datagrams before this one
 //! 20 u16 payload length
 //! 22 u8  SACK blocks that follow the header (0..=3)
 //! 23 u8  reserved, 0
-//! 24 [8] tag: BLAKE3 keyed with the lane's key over bytes 0..24 and 32..end, first 8 bytes
+//! 24 [8] tag: BLAKE3 keyed with the lane's key over bytes 0..24 and 32..end, first 8
+//!        bytes; 0 in a HANDSHAKE (there is no lane key yet)
 //! 32     SACK blocks, 8 bytes each: start u32, end u32 (datagrams start..end arrived)
 //!        then the payload; Ethernet may pad the frame after it
 //! ```
@@ -46,6 +50,7 @@ const TAG_LEN: usize = 8;
 pub enum EthKind {
     Data = 1,
     Ack = 2,
+    Handshake = 3,
 }
 
 /// Checked zero-copy view of a datagram; the buffer may be longer (Ethernet padding).
@@ -74,6 +79,7 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         let kind = match b[3] {
             1 => EthKind::Data,
             2 => EthKind::Ack,
+            3 => EthKind::Handshake,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b[23] != 0 {
@@ -85,7 +91,9 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         }
         let payload = usize::from(get_u16(b, 20));
         match kind {
-            EthKind::Data if payload == 0 => return Err(WireError::Field("payload length")),
+            EthKind::Data | EthKind::Handshake if payload == 0 => {
+                return Err(WireError::Field("payload length"))
+            }
             EthKind::Ack if payload != 0 || get_u32(b, 8) != 0 => return Err(WireError::Field("ack seq")),
             _ => {}
         }
@@ -107,10 +115,10 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         self.buffer.as_ref()
     }
     pub fn kind(&self) -> EthKind {
-        if self.b()[3] == 1 {
-            EthKind::Data
-        } else {
-            EthKind::Ack
+        match self.b()[3] {
+            1 => EthKind::Data,
+            2 => EthKind::Ack,
+            _ => EthKind::Handshake, // new_checked allowed 1..=3 only
         }
     }
     pub fn lane(&self) -> u32 {

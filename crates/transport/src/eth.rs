@@ -1,0 +1,523 @@
+//! The raw-Ethernet lane: pontoon's datagrams (`proto::wire::eth`, EtherType 0x88B5)
+//! straight on a NIC that shares an L2 segment with the peer, beside the kernel's IP
+//! traffic on the same NIC (as Open-MX does, unlike GAMMA's dedicated NIC).
+//!
+//! - One [`EthPort`] per interface: an `AF_PACKET` socket that takes only this
+//!   EtherType, shared by every eth lane of the rank on that interface. Whichever lane
+//!   reads the socket sorts what arrives by the datagram's lane field: its own datagrams
+//!   it handles, others wait in their lane's inbox, handshakes in the port's.
+//! - One [`EthPipe`] per lane: `proto::reliable::Channel` makes the datagrams an
+//!   ordered, reliable byte stream, under the same framing as every stream lane
+//!   (`stream.rs`). The pipe keeps a copy of every byte written until the peer
+//!   acknowledges it, and sends again what the channel says was lost.
+//! - Frames are sent in batches (`sendmmsg`) and read in batches (`recvmmsg`); the lane
+//!   is polled on every progress pass like shared memory (a datagram for one lane may
+//!   be read by another), and its fd (a duplicate of the port's socket) wakes a
+//!   sleeping rank.
+//! - Every datagram carries a keyed tag (see `wire::eth` for why not only the FCS);
+//!   one whose tag, source MAC or lane does not match is dropped, like a lost one.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use proto::reliable::{Channel, ChannelConfig, ChannelError, Received};
+use proto::wire::eth::{seal, EthFrame, EthKind, EthRepr, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN};
+
+use crate::packet::{PacketSocket, RxMeta, MAX_BATCH};
+use crate::stream::{Pipe, StreamLink};
+use crate::{Caps, LinkError, PathFigures};
+
+pub type Mac = [u8; 6];
+
+/// Largest frame read: a 9000-byte jumbo MTU and the Ethernet header, with room.
+const RX_FRAME: usize = 9216;
+/// Receive staging of the stream framing (many small frames per read).
+const RX_STAGING: usize = 64 << 10;
+
+/// Starting capabilities of an eth lane until measured: reliable and ordered as the
+/// engine sees it (the channel makes it so).
+pub fn eth_caps(max_eager: u32) -> Caps {
+    Caps {
+        latency_ns: 5_000,
+        bandwidth: 1_250_000_000,
+        max_frame: 1 << 30,
+        max_eager,
+        reliable: true,
+        ordered: true,
+        node_local: false,
+        relayed: false,
+    }
+}
+
+pub type EthLink<T> = StreamLink<EthPipe, T>;
+
+pub fn eth_link<T>(pipe: EthPipe, caps: Caps) -> EthLink<T> {
+    StreamLink::new(pipe, caps, RX_STAGING)
+}
+
+/// A datagram that arrived, with the MAC it came from.
+pub struct Arrival {
+    pub from: Mac,
+    pub bytes: Vec<u8>,
+}
+
+struct Port {
+    sock: PacketSocket,
+    mac: Mac,
+    mtu: usize,
+    /// Datagrams read by another lane, by the local lane tag they are for.
+    inboxes: HashMap<u32, VecDeque<Arrival>>,
+    /// Handshake datagrams, for the wire-up.
+    handshakes: VecDeque<Arrival>,
+    rx: Vec<Vec<u8>>,
+    meta: Vec<RxMeta>,
+    next_tag: u32,
+    /// Datagrams dropped: for an unknown lane, malformed, or over a full inbox.
+    dropped: u64,
+}
+
+/// One interface's raw socket, shared by the rank's eth lanes on it (clones share it).
+#[derive(Clone)]
+pub struct EthPort(Arc<Mutex<Port>>);
+
+/// Datagrams of one lane waiting in its inbox at most; more are dropped (and sent again
+/// by the peer): a lane that is never read cannot grow the port's memory.
+const INBOX_MAX: usize = 1024;
+
+impl EthPort {
+    /// Opens the port on `ifname`. Needs `CAP_NET_RAW`.
+    pub fn open(ifname: &str) -> io::Result<EthPort> {
+        let sock = PacketSocket::bind_protocol(ifname, ETHERTYPE)?;
+        let mac = sock.mac()?;
+        let mtu = sock.mtu()?;
+        let _ = sock.set_buffer_sizes(4 << 20, 4 << 20);
+        Ok(EthPort(Arc::new(Mutex::new(Port {
+            sock,
+            mac,
+            mtu,
+            inboxes: HashMap::new(),
+            handshakes: VecDeque::new(),
+            rx: (0..MAX_BATCH).map(|_| vec![0u8; RX_FRAME]).collect(),
+            meta: vec![RxMeta::default(); MAX_BATCH],
+            next_tag: 1,
+            dropped: 0,
+        }))))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Port> {
+        // A panic elsewhere while holding the lock leaves plain data behind: go on.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn mac(&self) -> Mac {
+        self.lock().mac
+    }
+
+    pub fn mtu(&self) -> usize {
+        self.lock().mtu
+    }
+
+    pub fn ifname(&self) -> String {
+        self.lock().sock.ifname().to_owned()
+    }
+
+    /// A fresh lane tag on this port (never 0, which handshakes use), with its inbox.
+    pub fn new_tag(&self) -> u32 {
+        let mut p = self.lock();
+        loop {
+            let tag = p.next_tag;
+            p.next_tag = p.next_tag.wrapping_add(1).max(1);
+            if let std::collections::hash_map::Entry::Vacant(e) = p.inboxes.entry(tag) {
+                e.insert(VecDeque::new());
+                return tag;
+            }
+        }
+    }
+
+    /// The lane `tag` is gone: datagrams for it are dropped from now on.
+    pub fn release_tag(&self, tag: u32) {
+        self.lock().inboxes.remove(&tag);
+    }
+
+    /// Handshake datagrams that arrived (reading the socket first).
+    pub fn take_handshakes(&self) -> Vec<Arrival> {
+        let mut p = self.lock();
+        p.pump(0, &mut |_, _| {});
+        p.handshakes.drain(..).collect()
+    }
+
+    /// Sends one datagram (`header` then `payload`, sealed with `key` unless it is a
+    /// handshake) to `to`. A full device queue drops it: the sender tries again.
+    pub fn send_one(
+        &self,
+        to: Mac,
+        header: &EthRepr,
+        payload: &[u8],
+        key: Option<&[u8; 32]>,
+    ) -> io::Result<()> {
+        let p = self.lock();
+        let mut frame = vec![0u8; ETH_HEADER_LEN + header.header_len() + payload.len()];
+        p.ethernet_header(&mut frame, to);
+        let at = ETH_HEADER_LEN + header.emit(&mut frame[ETH_HEADER_LEN..]);
+        frame[at..].copy_from_slice(payload);
+        if let Some(key) = key {
+            seal(&mut frame[ETH_HEADER_LEN..], key);
+        }
+        p.sock.send(&frame)
+    }
+
+    /// A duplicate of the socket's fd, for waking a sleeping rank (each lane watches its
+    /// own: epoll takes a file once per fd number).
+    fn wake_fd(&self) -> io::Result<OwnedFd> {
+        self.lock().sock.as_fd().try_clone_to_owned()
+    }
+}
+
+impl Port {
+    fn ethernet_header(&self, frame: &mut [u8], to: Mac) {
+        frame[0..6].copy_from_slice(&to);
+        frame[6..12].copy_from_slice(&self.mac);
+        frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    }
+
+    /// Reads what waits on the socket: datagrams for lane `mine` go to `handle` (source
+    /// MAC, and the datagram without its Ethernet header), handshakes and other lanes'
+    /// to their queues (copied). Returns whether anything was read.
+    fn pump(&mut self, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) -> bool {
+        let mut any = false;
+        loop {
+            let Port { sock, rx, meta, .. } = self;
+            let n = match sock.recv_batch(rx, meta) {
+                Ok(n) => n,
+                Err(_) => return any, // WouldBlock, or nothing useful to do about it
+            };
+            any |= n > 0;
+            for i in 0..n {
+                let len = self.meta[i].len.min(RX_FRAME);
+                let frame = &self.rx[i][..len];
+                if len < ETH_HEADER_LEN + 4 + 4 {
+                    self.dropped += 1;
+                    continue;
+                }
+                let from: Mac = frame[6..12].try_into().expect("6 bytes");
+                let datagram = &frame[ETH_HEADER_LEN..];
+                // Sorted by kind and lane before any check: the receiver checks all.
+                let kind = datagram[3];
+                let lane = u32::from_le_bytes(datagram[4..8].try_into().expect("4 bytes"));
+                let arrival = || Arrival {
+                    from,
+                    bytes: datagram.to_vec(),
+                };
+                if kind == EthKind::Handshake as u8 {
+                    if self.handshakes.len() < INBOX_MAX {
+                        self.handshakes.push_back(arrival());
+                    }
+                } else if lane == mine {
+                    handle(from, datagram);
+                } else if let Some(q) = self.inboxes.get_mut(&lane).filter(|q| q.len() < INBOX_MAX) {
+                    q.push_back(arrival());
+                } else {
+                    self.dropped += 1;
+                }
+            }
+            if n < MAX_BATCH {
+                return any;
+            }
+        }
+    }
+}
+
+/// The far end of an eth lane, and what both ends agreed in the handshake.
+#[derive(Debug, Clone, Copy)]
+pub struct EthPeer {
+    pub mac: Mac,
+    /// The peer's tag of the lane (written into every datagram we send).
+    pub tag: u32,
+    /// The lane's key (from the job secret and both handshake nonces).
+    pub key: [u8; 32],
+}
+
+/// An eth lane's byte stream: see the module documentation.
+pub struct EthPipe {
+    port: EthPort,
+    tag: u32,
+    peer: EthPeer,
+    rx_side: RxSide,
+    epoch: Instant,
+    /// Stream bytes from `tx_base` on, kept until acknowledged.
+    tx: VecDeque<u8>,
+    tx_base: u64,
+    tx_cap: usize,
+    wake: OwnedFd,
+    frames: Vec<Vec<u8>>,
+    /// When the delivery rate was last measured, and the bytes acknowledged then.
+    rate_since: Cell<(Instant, u64)>,
+}
+
+/// The channel and what arrived through it.
+struct RxSide {
+    channel: Channel,
+    /// Stream bytes received in order, not read yet.
+    bytes: VecDeque<u8>,
+    /// Smallest smoothed round trip seen.
+    min_rtt: u64,
+}
+
+impl RxSide {
+    /// One datagram for this lane from `from`: checked, then given to the channel.
+    fn handle(&mut self, peer: &EthPeer, now: u64, from: Mac, bytes: &[u8]) -> Result<(), LinkError> {
+        if from != peer.mac {
+            return Ok(()); // another station using this lane's number: not our peer
+        }
+        let Ok(frame) = EthFrame::new_checked(bytes) else {
+            return Ok(());
+        };
+        if !frame.verify(&peer.key) {
+            return Ok(()); // corrupted or forged: as good as lost
+        }
+        let repr = EthRepr::parse(&frame);
+        let before = self.channel.srtt();
+        match self.channel.handle_datagram(now, &repr, frame.payload()) {
+            Ok(Received::InOrder) => {
+                self.bytes.extend(frame.payload());
+                while let Some(p) = self.channel.take_ready() {
+                    self.bytes.extend(&p);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(LinkError::Protocol(format!("raw Ethernet lane: {e}"))),
+        }
+        if let Some(srtt) = self.channel.srtt().filter(|_| before != self.channel.srtt()) {
+            self.min_rtt = if self.min_rtt == 0 {
+                srtt
+            } else {
+                self.min_rtt.min(srtt)
+            };
+        }
+        Ok(())
+    }
+}
+
+impl EthPipe {
+    /// The lane `tag` of `port` (from [`EthPort::new_tag`]) to `peer`.
+    pub fn new(port: EthPort, tag: u32, peer: EthPeer, mut cfg: ChannelConfig) -> io::Result<EthPipe> {
+        let mtu = port.mtu();
+        cfg.max_payload = mtu
+            .saturating_sub(MAX_HEADER_LEN)
+            .clamp(64, RX_FRAME - ETH_HEADER_LEN - MAX_HEADER_LEN) as u16;
+        let wake = port.wake_fd()?;
+        let now = Instant::now();
+        Ok(EthPipe {
+            tx_cap: cfg.window as usize * usize::from(cfg.max_payload),
+            rx_side: RxSide {
+                channel: Channel::new(cfg, peer.tag, 0),
+                bytes: VecDeque::new(),
+                min_rtt: 0,
+            },
+            port,
+            tag,
+            peer,
+            epoch: now,
+            tx: VecDeque::new(),
+            tx_base: 0,
+            wake,
+            frames: Vec::new(),
+            rate_since: Cell::new((now, 0)),
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    pub fn stats(&self) -> proto::reliable::ChannelStats {
+        self.rx_side.channel.stats()
+    }
+
+    /// Reads and handles what arrived for this lane, fires due timers, lets go of
+    /// acknowledged bytes and sends what the channel wants sent.
+    fn service(&mut self) -> Result<(), LinkError> {
+        let now = self.now();
+        {
+            let EthPipe {
+                port,
+                tag,
+                peer,
+                rx_side,
+                ..
+            } = self;
+            let mut p = port.lock();
+            let waiting = p.inboxes.get_mut(tag).map(std::mem::take).unwrap_or_default();
+            let mut failed = None;
+            let mut on = |from: Mac, bytes: &[u8]| {
+                if failed.is_none() {
+                    failed = rx_side.handle(peer, now, from, bytes).err();
+                }
+            };
+            for a in &waiting {
+                on(a.from, &a.bytes);
+            }
+            p.pump(*tag, &mut on);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        let channel = &mut self.rx_side.channel;
+        if channel.poll_timeout().is_some_and(|t| t <= now) {
+            channel.handle_timeout(now).map_err(|e| stalled(&e))?;
+        }
+        let acked = channel.acked_offset();
+        if acked > self.tx_base {
+            self.tx.drain(..(acked - self.tx_base) as usize);
+            self.tx_base = acked;
+        }
+        self.transmit(now)
+    }
+
+    /// Sends every datagram the channel has ready, in batches.
+    fn transmit(&mut self, now: u64) -> Result<(), LinkError> {
+        let p = self.port.lock();
+        let mut n = 0;
+        while let Some(t) = self.rx_side.channel.poll_transmit(now) {
+            if self.frames.len() <= n {
+                self.frames
+                    .push(Vec::with_capacity(ETH_HEADER_LEN + MAX_HEADER_LEN + 1500));
+            }
+            let f = &mut self.frames[n];
+            let len = usize::from(t.header.payload_len);
+            f.resize(ETH_HEADER_LEN + t.header.header_len() + len, 0);
+            p.ethernet_header(f, self.peer.mac);
+            let at = ETH_HEADER_LEN + t.header.emit(&mut f[ETH_HEADER_LEN..]);
+            if len > 0 {
+                copy_out(&self.tx, (t.offset - self.tx_base) as usize, &mut f[at..]);
+            }
+            seal(&mut f[ETH_HEADER_LEN..], &self.peer.key);
+            n += 1;
+            if n == MAX_BATCH {
+                send_all(&p.sock, &self.frames[..n]);
+                n = 0;
+            }
+        }
+        send_all(&p.sock, &self.frames[..n]);
+        Ok(())
+    }
+}
+
+/// Sends `frames`; what the device does not take is lost, and the channel's timers
+/// send it again (the usual cause, a full transmit queue, is congestion anyway).
+fn send_all(sock: &PacketSocket, frames: &[Vec<u8>]) {
+    let mut at = 0;
+    while at < frames.len() {
+        match sock.send_batch(&frames[at..]) {
+            Ok(n) => at += n.max(1),
+            Err(_) => at += 1,
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes of `q` from `from` on into `dst`.
+fn copy_out(q: &VecDeque<u8>, from: usize, dst: &mut [u8]) {
+    let (a, b) = q.as_slices();
+    let mut done = 0;
+    if from < a.len() {
+        let n = (a.len() - from).min(dst.len());
+        dst[..n].copy_from_slice(&a[from..from + n]);
+        done = n;
+    }
+    if done < dst.len() {
+        let (at, n) = ((from + done) - a.len(), dst.len() - done);
+        dst[done..].copy_from_slice(&b[at..at + n]);
+    }
+}
+
+fn stalled(e: &ChannelError) -> LinkError {
+    LinkError::Stalled(format!("raw Ethernet lane: {e}"))
+}
+
+impl Drop for EthPipe {
+    fn drop(&mut self) {
+        self.port.release_tag(self.tag);
+    }
+}
+
+impl Pipe for EthPipe {
+    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
+        let room = self.tx_cap.saturating_sub(self.tx.len());
+        let mut taken = 0;
+        for s in iov {
+            let n = s.len().min(room - taken);
+            self.tx.extend(&s[..n]);
+            taken += n;
+            if taken == room {
+                break;
+            }
+        }
+        if taken > 0 {
+            self.rx_side.channel.queue(taken as u64);
+            self.transmit(self.now())?;
+        } else {
+            self.service()?;
+        }
+        Ok(taken)
+    }
+
+    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+        if self.rx_side.bytes.is_empty() {
+            self.service()?;
+        }
+        let bytes = &mut self.rx_side.bytes;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let n = dst.len().min(bytes.len());
+        copy_out(bytes, 0, &mut dst[..n]);
+        bytes.drain(..n);
+        Ok(Some(n))
+    }
+
+    fn queued(&self) -> u64 {
+        self.rx_side.channel.unacked()
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.wake.as_fd())
+    }
+
+    fn polled(&self) -> bool {
+        true
+    }
+
+    /// No sleep while the channel has a timer running (acknowledgements or data
+    /// outstanding) or bytes wait: a timer does not wake an epoll sleep.
+    fn arm_wakeup(&mut self) -> bool {
+        self.rx_side.bytes.is_empty()
+            && self.rx_side.channel.poll_timeout().is_none()
+            && self
+                .port
+                .lock()
+                .inboxes
+                .get(&self.tag)
+                .is_none_or(VecDeque::is_empty)
+    }
+
+    fn check_path(&self, _stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        // The rate over the time since the last look, once enough has flowed for it
+        // to mean something (else 0: not measured).
+        let (since, base) = self.rate_since.get();
+        let acked = self.rx_side.channel.acked_offset();
+        let mut delivery_rate = 0;
+        if acked - base >= 1 << 20 {
+            let secs = since.elapsed().as_secs_f64().max(1e-6);
+            delivery_rate = ((acked - base) as f64 / secs) as u64;
+            self.rate_since.set((Instant::now(), acked));
+        }
+        Ok(Some(PathFigures {
+            min_rtt_ns: self.rx_side.min_rtt,
+            delivery_rate,
+        }))
+    }
+}
