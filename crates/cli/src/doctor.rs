@@ -123,6 +123,12 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
             if remote.is_ipv4() { "ipv4" } else { "ipv6" },
         ),
         runtime::Route::Node => (None, None, "node-local".to_string(), "local"),
+        runtime::Route::Eth { local, remote, .. } => (
+            Some(runtime::mac_text(&local)),
+            Some(runtime::mac_text(&remote)),
+            "same-segment".to_string(),
+            "ethernet",
+        ),
     };
     // The route's remote end is the relay next to us; a two-proxy lane we set up also
     // knows the one at the peer's site.

@@ -70,6 +70,9 @@ pub struct CardIface {
     pub bridge: bool,
     pub loopback: bool,
     pub addrs: Vec<IpAddr>,
+    /// The rank takes raw-Ethernet lanes on this interface (it holds `CAP_NET_RAW` and
+    /// opened a socket there): peers on its L2 segment may probe it.
+    pub raw_eth: bool,
 }
 
 /// How to reach one rank.
@@ -136,6 +139,7 @@ impl EndpointCard {
                     bridge: is_virtual_bridge(&i.name),
                     loopback: i.loopback,
                     addrs,
+                    raw_eth: false,
                 })
             })
             .collect();
@@ -299,6 +303,7 @@ mod tests {
                 bridge: false,
                 loopback: false,
                 addrs: vec![],
+                raw_eth: false,
             };
             MAX_IFACES + 1
         ];

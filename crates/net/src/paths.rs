@@ -251,6 +251,7 @@ mod tests {
                     bridge: crate::card::is_virtual_bridge(name),
                     loopback: *name == "lo",
                     addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+                    raw_eth: false,
                 })
                 .collect(),
         }

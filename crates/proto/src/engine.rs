@@ -202,6 +202,8 @@ struct Peer {
     backlog: VecDeque<(DataRepr, Option<SendSlice>, Option<SendId>)>,
     /// Largest eager message towards this peer: the configured limit, capped by its best lane.
     eager_limit: u32,
+    /// Largest eager message the eager lane takes; larger ones go on `plan.large_eager`.
+    small_eager: u32,
     /// Rendezvous fragment size towards this peer: the configured size, capped by its lanes.
     frag_size: u32,
     /// Rendezvous payloads being handed out to lanes, oldest first.
@@ -211,6 +213,15 @@ struct Peer {
 }
 
 impl Peer {
+    /// Index of the lane a frame goes on: the eager lane, but an eager message above
+    /// what it takes on the lane the plan has for those.
+    fn eager_lane_for(&self, repr: &DataRepr) -> usize {
+        match (repr, self.plan.large_eager) {
+            (DataRepr::Match { env }, Some(large)) if env.msg_len > u64::from(self.small_eager) => large,
+            _ => self.plan.eager,
+        }
+    }
+
     /// The envelope of the next message to this peer; takes its sequence number.
     fn next_envelope(&mut self, me: Rank, ctx: u32, tag: i32, len: u64) -> Envelope {
         let seq = self.next_send_seq;
@@ -303,6 +314,7 @@ impl Endpoint {
                 held: BTreeMap::new(),
                 backlog: VecDeque::new(),
                 eager_limit: cfg.eager_limit,
+                small_eager: cfg.eager_limit,
                 frag_size: cfg.frag_size,
                 streams: VecDeque::new(),
                 credit: Credit::new(grant),
@@ -443,7 +455,7 @@ impl Endpoint {
         let p = &mut self.peers[peer as usize];
         match p.state {
             PeerState::Up => {
-                let lane = p.lanes[p.plan.eager].id;
+                let lane = p.lanes[p.eager_lane_for(&repr)].id;
                 let header = HeaderBytes::new(&repr);
                 self.outputs.push_back(Output::Transmit {
                     peer,
@@ -483,10 +495,8 @@ impl Endpoint {
             return None;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
-        Some((
-            p.lanes[p.plan.eager].id,
-            HeaderBytes::new(&DataRepr::Match { env }),
-        ))
+        let repr = DataRepr::Match { env };
+        Some((p.lanes[p.eager_lane_for(&repr)].id, HeaderBytes::new(&repr)))
     }
 
     // ---- receives ----------------------------------------------------------------

@@ -124,6 +124,18 @@ impl Initiator {
         lane_tag(&self.nonce)
     }
 
+    /// The key of a lane whose datagrams carry their own tag (raw Ethernet), from the
+    /// job secret and both nonces: fresh for every lane, known only to its two ends.
+    /// `ack` is the ACK [`Initiator::handle_ack`] accepted.
+    pub fn lane_key(&self, ack: &[u8]) -> Option<[u8; 32]> {
+        let f = HandshakeFrame::new_checked(ack).ok()?;
+        Some(lane_key(
+            &self.id.secret,
+            &self.nonce,
+            &HandshakeRepr::parse(&f).nonce,
+        ))
+    }
+
     /// Judges the ACK. On success returns the CONFIRM to send; the connection is then
     /// established towards `target`.
     pub fn handle_ack(&self, bytes: &[u8]) -> Result<[u8; FRAME_LEN], HandshakeError> {
@@ -194,6 +206,16 @@ pub struct Acceptor {
     extra_lane: bool,
     path: PathKind,
     tag: u64,
+    peer_nonce: [u8; 16],
+}
+
+/// See [`Initiator::lane_key`].
+fn lane_key(secret: &[u8; 32], initiator_nonce: &[u8; 16], acceptor_nonce: &[u8; 16]) -> [u8; 32] {
+    let mut material = [0u8; 64];
+    material[..32].copy_from_slice(secret);
+    material[32..48].copy_from_slice(initiator_nonce);
+    material[48..].copy_from_slice(acceptor_nonce);
+    blake3::derive_key("pontoon lane key v1", &material)
 }
 
 /// The name both ends give a lane: from the initiator's nonce, which both hold (random,
@@ -323,6 +345,7 @@ pub fn accept_hello(
             my_rank: id.rank,
             nonce,
             tag: lane_tag(&r.nonce),
+            peer_nonce: r.nonce,
         }),
     }
 }
@@ -345,6 +368,11 @@ impl Acceptor {
     /// The lane's name at both ends (`Initiator::lane_tag` is the same).
     pub fn lane_tag(&self) -> u64 {
         self.tag
+    }
+
+    /// See [`Initiator::lane_key`]: both ends derive the same.
+    pub fn lane_key(&self) -> [u8; 32] {
+        lane_key(&self.secret, &self.peer_nonce, &self.nonce)
     }
 
     /// Judges the CONFIRM; on success the connection is established with `peer()`.
@@ -516,6 +544,16 @@ mod tests {
             assert!(acc.extra_lane());
             assert_eq!(acc.path(), PathKind::Punched, "a punched lane says so");
             assert_eq!(acc.lane_tag(), ini.lane_tag(), "both ends name the lane alike");
+            assert_eq!(
+                Some(acc.lane_key()),
+                ini.lane_key(&v.ack),
+                "both ends key the lane alike"
+            );
+            assert_ne!(
+                Some(acc.lane_key()),
+                Initiator::new(id(1), 2, [5; 16]).0.lane_key(&v.ack),
+                "another nonce, another key"
+            );
             let confirm = ini.handle_ack(&v.ack).unwrap();
             assert_eq!(acc.handle_confirm(&confirm), Ok(1));
         }

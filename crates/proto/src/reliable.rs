@@ -149,11 +149,19 @@ pub struct Channel {
     // Receiving.
     recv_next: u64,
     held: BTreeMap<u64, Vec<u8>>,
-    /// The newest datagram that arrived, for the first SACK block.
+    /// The newest datagram that arrived, for the first SACK block, and when.
     last_arrival: u64,
+    last_arrival_at: Option<Nanos>,
     unacked_arrivals: u32,
     ack_now: bool,
     ack_deadline: Option<Nanos>,
+    /// A PING to send (its number), the one out (number and when), a PONG owed.
+    pings: u32,
+    ping_due: Option<u32>,
+    ping_out: Option<(u32, Nanos)>,
+    pong_due: Option<u32>,
+    /// Smallest round trip a PING measured.
+    min_ping_rtt: Option<Nanos>,
     stats: ChannelStats,
 }
 
@@ -184,9 +192,15 @@ impl Channel {
             recv_next: 0,
             held: BTreeMap::new(),
             last_arrival: 0,
+            last_arrival_at: None,
             unacked_arrivals: 0,
             ack_now: false,
             ack_deadline: None,
+            pings: 0,
+            ping_due: None,
+            ping_out: None,
+            pong_due: None,
+            min_ping_rtt: None,
             stats: ChannelStats::default(),
         }
     }
@@ -230,9 +244,25 @@ impl Channel {
         self.rto
     }
 
-    /// The next datagram to send, if any: a retransmission first, then new stream bytes
-    /// within the peer's credits, then a bare acknowledgement once one is due.
+    /// Measures a round trip with a PING, which the peer answers at once (the lane's
+    /// latency before data has flowed, and refreshed while it is idle).
+    pub fn ping(&mut self) {
+        self.pings = self.pings.wrapping_add(1);
+        self.ping_due = Some(self.pings);
+    }
+
+    /// The smallest round trip a PING measured: the path and both ends' receive paths,
+    /// without data's acknowledgement delays.
+    pub fn ping_rtt(&self) -> Option<Nanos> {
+        self.min_ping_rtt
+    }
+
+    /// The next datagram to send, if any: a PONG owed, a retransmission, new stream
+    /// bytes within the peer's credits, a PING, then a bare acknowledgement once due.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if let Some(number) = self.pong_due.take() {
+            return Some(self.probe(now, EthKind::Pong, number));
+        }
         while let Some(seq) = self.lost.pop_front() {
             let Some(i) = seq.checked_sub(self.first_unacked) else {
                 continue;
@@ -275,8 +305,12 @@ impl Channel {
             self.next_offset += u64::from(len);
             return Some(self.data(now, seq, offset, len, false));
         }
+        if let Some(number) = self.ping_due.take() {
+            self.ping_out = Some((number, now));
+            return Some(self.probe(now, EthKind::Ping, number));
+        }
         if self.ack_now || self.ack_deadline.is_some_and(|t| t <= now) {
-            let header = self.header(EthKind::Ack, 0, 0);
+            let header = self.header(now, EthKind::Ack, 0, 0);
             return Some(Transmit {
                 header,
                 offset: 0,
@@ -286,20 +320,28 @@ impl Channel {
         None
     }
 
+    fn probe(&mut self, now: Nanos, kind: EthKind, number: u32) -> Transmit {
+        Transmit {
+            header: self.header(now, kind, number, 0),
+            offset: 0,
+            retransmission: false,
+        }
+    }
+
     fn data(&mut self, now: Nanos, seq: u64, offset: u64, len: u16, retransmission: bool) -> Transmit {
         self.stats.sent += 1;
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.rto);
         }
         Transmit {
-            header: self.header(EthKind::Data, seq as u32, len),
+            header: self.header(now, EthKind::Data, seq as u32, len),
             offset,
             retransmission,
         }
     }
 
     /// A header with this side's acknowledgement, which it now has sent.
-    fn header(&mut self, kind: EthKind, seq: u32, payload_len: u16) -> EthRepr {
+    fn header(&mut self, now: Nanos, kind: EthKind, seq: u32, payload_len: u16) -> EthRepr {
         self.ack_now = false;
         self.ack_deadline = None;
         self.unacked_arrivals = 0;
@@ -313,6 +355,9 @@ impl Channel {
             window_end: self.window_end() as u32,
             payload_len,
             sack_count: n as u8,
+            ack_delay_us: self
+                .last_arrival_at
+                .map_or(0, |t| (now.saturating_sub(t) / 1000).min(255) as u8),
             sacks,
         }
     }
@@ -357,8 +402,20 @@ impl Channel {
         payload: &[u8],
     ) -> Result<Received, ChannelError> {
         self.handle_ack(now, repr)?;
-        if repr.kind == EthKind::Ack {
-            return Ok(Received::Nothing);
+        match repr.kind {
+            EthKind::Ack | EthKind::Handshake => return Ok(Received::Nothing),
+            EthKind::Ping => {
+                self.pong_due = Some(repr.seq);
+                return Ok(Received::Nothing);
+            }
+            EthKind::Pong => {
+                if let Some((_, sent)) = self.ping_out.take_if(|(n, _)| *n == repr.seq) {
+                    let rtt = now.saturating_sub(sent);
+                    self.min_ping_rtt = Some(self.min_ping_rtt.map_or(rtt, |m| m.min(rtt)));
+                }
+                return Ok(Received::Nothing);
+            }
+            EthKind::Data => {}
         }
         if payload.len() > usize::from(self.cfg.max_payload) {
             return Err(ChannelError::TooLong {
@@ -375,6 +432,7 @@ impl Channel {
         }
         self.stats.received += 1;
         self.last_arrival = seq;
+        self.last_arrival_at = Some(now);
         if seq < self.recv_next || self.held.contains_key(&seq) {
             // Our acknowledgement was lost or late: say again at once what arrived.
             self.stats.duplicates += 1;
@@ -447,8 +505,11 @@ impl Channel {
                 }
             }
         }
-        if let Some(rtt) = sample {
-            self.sample_rtt(rtt);
+        // The time the peer held its acknowledgement is not path: taken off, and a
+        // sample whose delay is unknown (255 µs or more) is not taken.
+        if let Some(rtt) = sample.filter(|_| repr.ack_delay_us < u8::MAX) {
+            let held = u64::from(repr.ack_delay_us) * 1000;
+            self.sample_rtt(rtt.saturating_sub(held).max(rtt / 8));
         }
         if progress {
             self.last_progress = now;

@@ -33,6 +33,9 @@ impl Rng {
     }
 }
 
+/// Eager messages a simulated raw lane takes (a 1500-byte datagram's worth).
+pub const RAW_EAGER: u32 = 1400;
+
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     pub ranks: u32,
@@ -53,6 +56,9 @@ pub struct SimConfig {
     pub lane_node_local: Vec<bool>,
     /// Whether the lane of each index passes through a relay; missing: not.
     pub lane_relayed: Vec<bool>,
+    /// Whether the lane of each index is raw Ethernet (one datagram's eager messages,
+    /// `RAW_EAGER`); missing: not.
+    pub lane_raw: Vec<bool>,
     /// The lanes from this index on come up only by hole punching ([`Puncher`]), which
     /// the lower rank of a pair starts once lane 0 is up.
     pub punched_from: Option<usize>,
@@ -76,6 +82,7 @@ impl Default for SimConfig {
             lane_rate: Vec::new(),
             lane_node_local: Vec::new(),
             lane_relayed: Vec::new(),
+            lane_raw: Vec::new(),
             punched_from: None,
             punch_failures: 0,
             eager_limit: 4096,
@@ -488,6 +495,7 @@ impl Sim {
             ordered: true,
             node_local: false,
             relayed: false,
+            raw: false,
         }
     }
 
@@ -525,6 +533,15 @@ impl Sim {
             node_local: self.cfg.lane_node_local.get(lane).copied().unwrap_or(false),
             relayed: self.cfg.lane_relayed.get(lane).copied().unwrap_or(false),
             ..self.caps()
+        };
+        let caps = if self.cfg.lane_raw.get(lane).copied().unwrap_or(false) {
+            Caps {
+                raw: true,
+                max_eager: RAW_EAGER,
+                ..caps
+            }
+        } else {
+            caps
         };
         for (x, y) in [(a, b), (b, a)] {
             if !self.nodes[x as usize].dead {

@@ -154,6 +154,7 @@ mod replay {
             ordered: true,
             node_local: false,
             relayed: false,
+            raw: false,
         };
         ep.handle_lane_up(0, caps).unwrap();
         ep.handle_lane_up(0, caps).unwrap();

@@ -444,7 +444,7 @@ fn a_datagram_past_the_granted_window_or_an_ack_of_nothing_sent_is_refused() {
 }
 
 #[test]
-fn the_round_trip_is_measured_and_a_lone_datagram_is_acknowledged_after_the_ack_delay() {
+fn the_round_trip_is_measured_without_the_ack_delay_after_which_a_lone_datagram_is_acknowledged() {
     let cfg = ChannelConfig::default();
     let stream = vec![5u8; 100];
     let (mut a, mut b) = (Channel::new(cfg, 2, 0), Channel::new(cfg, 1, 0));
@@ -465,7 +465,12 @@ fn the_round_trip_is_measured_and_a_lone_datagram_is_acknowledged_after_the_ack_
         .poll_transmit(due)
         .expect("a bare acknowledgement once the delay is over");
     a.handle_datagram(due + 30_000, &ack.header, &[]).unwrap();
-    assert_eq!(a.srtt(), Some(60_000 + cfg.ack_delay));
+    assert_eq!(ack.header.ack_delay_us, (cfg.ack_delay / 1000) as u8);
+    assert_eq!(
+        a.srtt(),
+        Some(60_000),
+        "the time the acknowledgement was held is not path"
+    );
     assert_eq!(a.acked_offset(), 100);
     assert_eq!(a.poll_timeout(), None, "no timer once everything is acknowledged");
     assert_eq!(a.rto(), cfg.min_rto, "a LAN round trip gives the floor");
@@ -486,4 +491,25 @@ fn an_answer_carries_the_acknowledgement_without_a_bare_ack() {
     );
     assert_eq!(a.acked_offset(), 8);
     assert_eq!(a.stats().sent + b.stats().sent, 2);
+}
+
+#[test]
+fn a_ping_measures_the_round_trip_and_is_answered_at_once() {
+    let cfg = ChannelConfig::default();
+    let (mut a, mut b) = (Channel::new(cfg, 2, 0), Channel::new(cfg, 1, 0));
+    a.ping();
+    let ping = a.poll_transmit(1_000).expect("the PING");
+    assert_eq!(
+        b.handle_datagram(21_000, &ping.header, &[]),
+        Ok(Received::Nothing)
+    );
+    let pong = b
+        .poll_transmit(22_000)
+        .expect("the PONG, without waiting for an ack delay");
+    a.handle_datagram(43_000, &pong.header, &[]).unwrap();
+    assert_eq!(a.ping_rtt(), Some(42_000));
+    // A PONG that comes again measures nothing.
+    a.handle_datagram(99_000, &pong.header, &[]).unwrap();
+    assert_eq!(a.ping_rtt(), Some(42_000));
+    assert_eq!(a.poll_timeout(), None, "a ping holds no timer");
 }

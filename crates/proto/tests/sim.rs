@@ -119,6 +119,51 @@ fn a_peer_with_a_shared_memory_lane_and_a_network_lane_uses_each_for_its_part() 
 }
 
 #[test]
+fn a_raw_lane_carries_small_messages_and_the_kernel_lane_the_rest_in_mpi_order() {
+    use pontoon_proto::sim::RAW_EAGER;
+    // Lane 0: TCP, 10 µs. Lane 1: raw Ethernet, 8 µs. Messages of every size in one
+    // stream: those of a datagram go raw, larger eager ones and all fragments by TCP,
+    // and the receiver still matches them in the order they were sent.
+    let cfg = SimConfig {
+        lanes: 2,
+        lane_latency_ns: Some(vec![10_000, 8_000]),
+        lane_raw: vec![false, true],
+        eager_limit: 16 << 10,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let r = sim.irecv(1, 0, 0, 0, 8);
+    sim.isend(0, 1, 0, 0, bytes(1, 8), false);
+    sim.run();
+    assert_eq!(received(&sim, 1, r).count, 8);
+    let before = |sim: &Sim, lane| sim.lane_frames.get(&(0, 1, lane)).copied().unwrap_or(0);
+    let (tcp0, raw0) = (before(&sim, 0), before(&sim, 1));
+    let sizes = [8usize, 100_000, 1400, 1401, 12_000, 0, 64, 3000, 8];
+    // All posted with one tag: the receives must complete in the order of the sends.
+    let recvs: Vec<_> = sizes.iter().map(|&n| sim.irecv(1, 0, 0, 1, n)).collect();
+    for (i, &n) in sizes.iter().enumerate() {
+        sim.isend(0, 1, 0, 1, bytes(100 + i as u64, n), false);
+    }
+    sim.run();
+    for (i, (&n, &r)) in sizes.iter().zip(&recvs).enumerate() {
+        assert!(
+            sim.recv_buf(1, r) == &bytes(100 + i as u64, n)[..],
+            "message {i} of {n} B"
+        );
+    }
+    let small = sizes.iter().filter(|&&n| n as u32 <= RAW_EAGER).count() as u64;
+    assert_eq!(
+        before(&sim, 1) - raw0,
+        small + 1,
+        "the small ones and the large one's RTS went raw"
+    );
+    assert!(
+        before(&sim, 0) - tcp0 >= 4,
+        "the larger eager ones and the fragments by TCP"
+    );
+}
+
+#[test]
 fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
     use pontoon_proto::wire::data::{DataRepr, Envelope};
     let mut ep = pontoon_proto::Endpoint::new(

@@ -34,10 +34,11 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_TRANSPORTS",
-        default: "all",
+        default: "tcp,shm",
         meaning: "the transports lanes may use, a comma list of `shm` (shared memory between ranks of \
-                  one node) and `tcp`, or `all`; e.g. `tcp` makes ranks of one node talk over loopback \
-                  TCP (for tests and comparisons)",
+                  one node), `tcp` and `eth` (raw Ethernet frames between ranks on one L2 segment: needs \
+                  CAP_NET_RAW; small messages go raw, larger ones and bulk by TCP), or `all`; e.g. `tcp` \
+                  makes ranks of one node talk over loopback TCP (for tests and comparisons)",
     },
     Param {
         name: "PONTOON_SPIN_US",
@@ -306,7 +307,10 @@ fn paths(value: &str) -> Result<Vec<net::PathKind>, ConfigError> {
 fn transports(value: &str) -> Result<Vec<transport::Transport>, ConfigError> {
     use transport::Transport;
     let value = value.trim();
-    if value.is_empty() || value == "all" {
+    if value.is_empty() {
+        return Ok(Transport::DEFAULT.to_vec());
+    }
+    if value == "all" {
         return Ok(Transport::ALL.to_vec());
     }
     let mut out = Vec::new();
@@ -454,19 +458,24 @@ mod tests {
     }
 
     #[test]
-    fn transports_are_all_by_default_and_named_ones_otherwise() {
+    fn transports_are_tcp_and_shm_by_default_and_named_ones_otherwise() {
         use transport::Transport;
         let t = |v: &str| {
             Config::from_lookup(&|k| (k == "PONTOON_TRANSPORTS").then(|| v.to_string())).map(|c| c.transports)
         };
         assert_eq!(
             Config::from_lookup(&|_| None).unwrap().transports,
-            Transport::ALL.to_vec()
+            vec![Transport::Tcp, Transport::Shm]
         );
+        assert_eq!(t("all").unwrap(), Transport::ALL.to_vec());
+        assert_eq!(t("eth,tcp").unwrap(), vec![Transport::Eth, Transport::Tcp]);
         assert_eq!(t("tcp").unwrap(), vec![Transport::Tcp]);
         assert_eq!(t(" shm , tcp,shm").unwrap(), vec![Transport::Shm, Transport::Tcp]);
         let e = t("ib").unwrap_err().to_string();
-        assert!(e.contains("PONTOON_TRANSPORTS") && e.contains("tcp,shm"), "{e}");
+        assert!(
+            e.contains("PONTOON_TRANSPORTS") && e.contains("tcp,shm,eth"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -358,6 +358,12 @@ impl ControlClient {
     }
 
     /// Tells the coordinator this rank finalizes and blocks until every rank has.
+    /// Tells the coordinator that this rank finalizes, without waiting for the others
+    /// (the caller watches for `FinalizeDone` with [`ControlClient::poll_event`]).
+    pub fn start_finalize(&mut self) -> Result<(), ControlError> {
+        Ok(self.send(&ToCoordinator::Finalize)?)
+    }
+
     pub fn finalize(&mut self) -> Result<(), ControlError> {
         self.send(&ToCoordinator::Finalize)?;
         self.wait_for(|m| matches!(m, FromCoordinator::FinalizeDone))

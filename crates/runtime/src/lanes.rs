@@ -19,6 +19,12 @@ pub enum Route {
     },
     /// Within one node (shared memory).
     Node,
+    /// Raw Ethernet from this rank's interface `ifindex` to the peer's MAC.
+    Eth {
+        ifindex: u32,
+        local: [u8; 6],
+        remote: [u8; 6],
+    },
 }
 
 impl std::fmt::Display for Route {
@@ -26,6 +32,12 @@ impl std::fmt::Display for Route {
         match self {
             Route::Ip { local, remote, .. } => write!(f, "{local} -> {remote}"),
             Route::Node => write!(f, "within the node"),
+            Route::Eth { local, remote, .. } => write!(
+                f,
+                "{} -> {} (raw Ethernet)",
+                crate::eth_wireup::mac_text(local),
+                crate::eth_wireup::mac_text(remote)
+            ),
         }
     }
 }

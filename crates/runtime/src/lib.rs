@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod control;
+mod eth_wireup;
 pub mod jobenv;
 mod lanes;
 mod requests;
@@ -13,6 +14,7 @@ mod waiter;
 pub mod wireup;
 
 pub use config::Config;
+pub use eth_wireup::mac_text;
 pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};

@@ -29,6 +29,7 @@ use net::EndpointCard;
 const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(5);
 
 mod connect;
+mod eth;
 mod health;
 mod p2p;
 mod punch;
@@ -92,7 +93,7 @@ pub enum Error {
 /// Completion of a request.
 pub type Completion = Result<Status, Error>;
 
-fn nonce() -> [u8; 16] {
+pub(crate) fn nonce() -> [u8; 16] {
     let mut n = [0u8; 16];
     getrandom::fill(&mut n).expect("the OS provides randomness");
     n
@@ -198,6 +199,10 @@ pub struct Runtime {
     broken: HashMap<(Rank, u64), transport::Ledger>,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
+    /// Raw-Ethernet ports and handshakes.
+    eth: crate::eth_wireup::EthWireup,
+    /// The coordinator said that every rank has finalized.
+    finalize_done: bool,
 }
 
 /// See [`Runtime::set_background`]; returns whether it did anything.
@@ -271,6 +276,12 @@ impl Runtime {
             cfg.site.clone(),
             listeners.ports(),
         );
+        let eth = if cfg.transports.contains(&Transport::Eth) {
+            crate::eth_wireup::EthWireup::open(&card.ifaces, env.rank)
+        } else {
+            Default::default()
+        };
+        eth.mark_card(&mut card);
         let own: Vec<std::net::IpAddr> = local.iter().map(|(ip, _, _)| *ip).collect();
         let registered = transport::relay::register_all(
             &cfg.relays,
@@ -321,6 +332,7 @@ impl Runtime {
             rt.waiter.watch_as(&l, Waiter::LISTENING);
             rt.shm_listener = Some(l);
         }
+        rt.take_eth(eth);
         Ok(rt)
     }
 
@@ -379,6 +391,8 @@ impl Runtime {
             registrations: Vec::new(),
             punching: punch::Punching::new(rank, Vec::new()),
             broken: HashMap::new(),
+            eth: Default::default(),
+            finalize_done: false,
         })
     }
 
@@ -564,6 +578,7 @@ impl Runtime {
             || !self.incoming.is_empty()
             || !self.shm_dials.is_empty()
             || !self.shm_accepts.is_empty()
+            || self.eth.busy()
             || self.punching.dialling()
     }
 
@@ -789,8 +804,15 @@ impl Runtime {
 
     fn poll_control(&mut self) {
         loop {
-            let Some(ctl) = self.control.as_mut() else { return };
+            let Some(ctl) = self.control.as_mut().filter(|_| !self.finalize_done) else {
+                return;
+            };
             match ctl.poll_event() {
+                Ok(Some(proto::control::FromCoordinator::FinalizeDone)) => {
+                    // Nothing more comes: the coordinator may close the connection now.
+                    self.finalize_done = true;
+                    return;
+                }
                 Ok(None) => return,
                 Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
                     // Frames queued for the dead rank are dropped with its lanes.
@@ -821,12 +843,22 @@ impl Runtime {
                 self.sleep(Duration::from_millis(1));
             }
         }
-        if let Some(mut ctl) = self.control.take() {
-            match ctl.finalize() {
+        if let Some(ctl) = self.control.as_mut() {
+            match ctl.start_finalize() {
                 Ok(()) => {}
                 Err(ControlError::Shutdown(reason)) => job_ended_by_launcher(self.id.rank, &reason),
                 Err(e) => return Err(Error::Setup(format!("finalize: {e}"))),
             }
+            // The lanes are served until every rank has finalized: a peer may still
+            // need an acknowledgement from this rank, or a frame of ours sent again
+            // (raw-Ethernet lanes, whose reliability is ours, not the kernel's).
+            while !self.finalize_done {
+                self.poll_control();
+                if !self.finalize_done && !self.progress() {
+                    self.sleep(Duration::from_millis(1));
+                }
+            }
+            self.control = None;
         }
         self.lanes.clear();
         Ok(())

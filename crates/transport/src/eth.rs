@@ -50,6 +50,7 @@ pub fn eth_caps(max_eager: u32) -> Caps {
         ordered: true,
         node_local: false,
         relayed: false,
+        raw: true,
     }
 }
 
@@ -75,7 +76,13 @@ struct Port {
     handshakes: VecDeque<Arrival>,
     rx: Vec<Vec<u8>>,
     meta: Vec<RxMeta>,
+    /// This rank's tags are `tag_base | n` for n in 1..2^TAG_BITS.
+    tag_base: u32,
     next_tag: u32,
+    /// The last look found frames: read the next batch with one recvmmsg().
+    streaming: bool,
+    /// Datagrams in all inboxes (a lane looks in its own only when some wait).
+    waiting: usize,
     /// Datagrams dropped: for an unknown lane, malformed, or over a full inbox.
     dropped: u64,
 }
@@ -88,10 +95,45 @@ pub struct EthPort(Arc<Mutex<Port>>);
 /// by the peer): a lane that is never read cannot grow the port's memory.
 const INBOX_MAX: usize = 1024;
 
+/// Bits of a lane tag below the rank's (see [`EthPort::open`]).
+const TAG_BITS: u32 = 12;
+
+/// A classic BPF program that keeps the datagrams whose lane field names one of
+/// `rank`'s tags, and opening handshakes (lane 0), and drops the rest in the kernel:
+/// every rank of a host has a socket on the NIC, and each would otherwise get, wake up
+/// for and copy every frame meant for the others.
+fn rank_filter(rank: u32) -> [libc::sock_filter; 6] {
+    // The lane field is little-endian at byte 4 of the datagram (18 of the frame); BPF
+    // loads words big-endian, so the mask and value are byte-swapped to match.
+    let mask = (u32::MAX << TAG_BITS).swap_bytes();
+    let want = (rank << TAG_BITS).swap_bytes();
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const AND_K: u16 = 0x54;
+    const RET_K: u16 = 0x06;
+    [
+        op(LD_W_ABS, 0, 0, (ETH_HEADER_LEN + 4) as u32),
+        op(JEQ_K, 2, 0, 0), // lane 0: an opening handshake, for whichever rank it names
+        op(AND_K, 0, 0, mask),
+        op(JEQ_K, 0, 1, want),
+        op(RET_K, 0, 0, u32::MAX), // keep the whole frame
+        op(RET_K, 0, 0, 0),        // not this rank's
+    ]
+}
+
 impl EthPort {
-    /// Opens the port on `ifname`. Needs `CAP_NET_RAW`.
-    pub fn open(ifname: &str) -> io::Result<EthPort> {
-        let sock = PacketSocket::bind_protocol(ifname, ETHERTYPE)?;
+    /// Opens the port of rank `rank` on `ifname`. Needs `CAP_NET_RAW`. Its lane tags
+    /// carry the rank in their high bits, so that the kernel hands each rank of a host
+    /// only its own datagrams ([`rank_filter`]).
+    pub fn open(ifname: &str, rank: u32) -> io::Result<EthPort> {
+        if rank >= 1 << (32 - TAG_BITS) {
+            return Err(io::Error::other(format!(
+                "raw Ethernet lanes name at most {} ranks",
+                1u32 << (32 - TAG_BITS)
+            )));
+        }
+        let sock = PacketSocket::bind_protocol(ifname, ETHERTYPE, &rank_filter(rank))?;
         let mac = sock.mac()?;
         let mtu = sock.mtu()?;
         let _ = sock.set_buffer_sizes(4 << 20, 4 << 20);
@@ -103,7 +145,10 @@ impl EthPort {
             handshakes: VecDeque::new(),
             rx: (0..MAX_BATCH).map(|_| vec![0u8; RX_FRAME]).collect(),
             meta: vec![RxMeta::default(); MAX_BATCH],
+            tag_base: rank << TAG_BITS,
             next_tag: 1,
+            streaming: false,
+            waiting: 0,
             dropped: 0,
         }))))
     }
@@ -121,32 +166,53 @@ impl EthPort {
         self.lock().mtu
     }
 
+    /// Datagrams this port read and dropped (for no lane of its own, or malformed).
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+
     pub fn ifname(&self) -> String {
         self.lock().sock.ifname().to_owned()
     }
 
-    /// A fresh lane tag on this port (never 0, which handshakes use), with its inbox.
-    pub fn new_tag(&self) -> u32 {
+    /// A fresh lane tag on this port (never 0, which handshakes use), with its inbox;
+    /// `None` when all of the rank's tags on this port are in use.
+    pub fn new_tag(&self) -> Option<u32> {
         let mut p = self.lock();
-        loop {
-            let tag = p.next_tag;
-            p.next_tag = p.next_tag.wrapping_add(1).max(1);
+        for _ in 1..1u32 << TAG_BITS {
+            let tag = p.tag_base | p.next_tag;
+            p.next_tag = (p.next_tag + 1) % (1 << TAG_BITS);
+            p.next_tag = p.next_tag.max(1);
             if let std::collections::hash_map::Entry::Vacant(e) = p.inboxes.entry(tag) {
                 e.insert(VecDeque::new());
-                return tag;
+                return Some(tag);
             }
         }
+        None
     }
 
     /// The lane `tag` is gone: datagrams for it are dropped from now on.
     pub fn release_tag(&self, tag: u32) {
-        self.lock().inboxes.remove(&tag);
+        let mut p = self.lock();
+        let dropped = p.inboxes.remove(&tag).map_or(0, |q| q.len());
+        p.waiting -= dropped;
+    }
+
+    /// Whether a datagram waits for lane `tag` from `from` that `key` verifies (the
+    /// socket is read first).
+    pub fn inbox_verifies(&self, tag: u32, from: Mac, key: &[u8; 32]) -> bool {
+        let mut p = self.lock();
+        p.drain_socket();
+        p.inboxes.get(&tag).is_some_and(|q| {
+            q.iter()
+                .any(|a| a.from == from && EthFrame::new_checked(&a.bytes[..]).is_ok_and(|f| f.verify(key)))
+        })
     }
 
     /// Handshake datagrams that arrived (reading the socket first).
     pub fn take_handshakes(&self) -> Vec<Arrival> {
         let mut p = self.lock();
-        p.pump(0, &mut |_, _| {});
+        p.drain_socket();
         p.handshakes.drain(..).collect()
     }
 
@@ -172,7 +238,7 @@ impl EthPort {
 
     /// A duplicate of the socket's fd, for waking a sleeping rank (each lane watches its
     /// own: epoll takes a file once per fd number).
-    fn wake_fd(&self) -> io::Result<OwnedFd> {
+    pub fn wake_fd(&self) -> io::Result<OwnedFd> {
         self.lock().sock.as_fd().try_clone_to_owned()
     }
 }
@@ -188,45 +254,66 @@ impl Port {
     /// MAC, and the datagram without its Ethernet header), handshakes and other lanes'
     /// to their queues (copied). Returns whether anything was read.
     fn pump(&mut self, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) -> bool {
-        let mut any = false;
-        loop {
-            let Port { sock, rx, meta, .. } = self;
-            let n = match sock.recv_batch(rx, meta) {
-                Ok(n) => n,
-                Err(_) => return any, // WouldBlock, or nothing useful to do about it
-            };
-            any |= n > 0;
-            for i in 0..n {
-                let len = self.meta[i].len.min(RX_FRAME);
-                let frame = &self.rx[i][..len];
-                if len < ETH_HEADER_LEN + 4 + 4 {
-                    self.dropped += 1;
-                    continue;
+        // One system call per look. While frames stream in, a batch (recvmmsg); on an
+        // idle or latency-bound lane one recv(), which costs less than preparing a
+        // batch, and is not followed by a second call that would only find nothing.
+        let Port { sock, rx, meta, .. } = self;
+        let n = if self.streaming {
+            sock.recv_batch(rx, meta).unwrap_or(0)
+        } else {
+            match sock.recv(&mut rx[0]) {
+                Ok(len) => {
+                    meta[0].len = len;
+                    1
                 }
-                let from: Mac = frame[6..12].try_into().expect("6 bytes");
-                let datagram = &frame[ETH_HEADER_LEN..];
-                // Sorted by kind and lane before any check: the receiver checks all.
-                let kind = datagram[3];
-                let lane = u32::from_le_bytes(datagram[4..8].try_into().expect("4 bytes"));
-                let arrival = || Arrival {
-                    from,
-                    bytes: datagram.to_vec(),
-                };
-                if kind == EthKind::Handshake as u8 {
-                    if self.handshakes.len() < INBOX_MAX {
-                        self.handshakes.push_back(arrival());
-                    }
-                } else if lane == mine {
-                    handle(from, datagram);
-                } else if let Some(q) = self.inboxes.get_mut(&lane).filter(|q| q.len() < INBOX_MAX) {
-                    q.push_back(arrival());
-                } else {
-                    self.dropped += 1;
-                }
+                Err(_) => 0, // WouldBlock, or nothing useful to do about it
             }
-            if n < MAX_BATCH {
-                return any;
+        };
+        self.streaming = n > 1 || (n == 1 && !self.streaming);
+        for i in 0..n {
+            self.sort(i, mine, handle);
+        }
+        n > 0
+    }
+
+    /// Reads everything waiting into the queues (bounded: a flood cannot hold the
+    /// caller here).
+    fn drain_socket(&mut self) {
+        for _ in 0..64 {
+            if !self.pump(0, &mut |_, _| {}) {
+                return;
             }
+        }
+    }
+
+    /// Hands frame `i` of the receive buffers to `handle`, or to the queue it is for.
+    fn sort(&mut self, i: usize, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) {
+        let len = self.meta[i].len.min(RX_FRAME);
+        let frame = &self.rx[i][..len];
+        if len < ETH_HEADER_LEN + 8 {
+            self.dropped += 1;
+            return;
+        }
+        let from: Mac = frame[6..12].try_into().expect("6 bytes");
+        let datagram = &frame[ETH_HEADER_LEN..];
+        // Sorted by kind and lane before any check: the receiver checks all.
+        let kind = datagram[3];
+        let lane = u32::from_le_bytes(datagram[4..8].try_into().expect("4 bytes"));
+        let arrival = || Arrival {
+            from,
+            bytes: datagram.to_vec(),
+        };
+        if kind == EthKind::Handshake as u8 {
+            if self.handshakes.len() < INBOX_MAX {
+                self.handshakes.push_back(arrival());
+            }
+        } else if lane == mine {
+            handle(from, datagram);
+        } else if let Some(q) = self.inboxes.get_mut(&lane).filter(|q| q.len() < INBOX_MAX) {
+            q.push_back(arrival());
+            self.waiting += 1;
+        } else {
+            self.dropped += 1;
         }
     }
 }
@@ -256,7 +343,20 @@ pub struct EthPipe {
     frames: Vec<Vec<u8>>,
     /// When the delivery rate was last measured, and the bytes acknowledged then.
     rate_since: Cell<(Instant, u64)>,
+    /// Stream bytes per datagram.
+    max_payload: u16,
+    /// Looks at the lane so far (see `service`).
+    looks: u32,
+    /// When the last PING went out (lane clock), and how many did.
+    pinged: u64,
+    pings: u32,
 }
+
+/// How often the lane's round trip is measured again.
+const PING_EVERY: u64 = 1_000_000_000;
+
+/// Looks at an idle lane between two readings of the clock for its timers.
+const TIMER_PASSES: u32 = 32;
 
 /// The channel and what arrived through it.
 struct RxSide {
@@ -311,10 +411,13 @@ impl EthPipe {
             .clamp(64, RX_FRAME - ETH_HEADER_LEN - MAX_HEADER_LEN) as u16;
         let wake = port.wake_fd()?;
         let now = Instant::now();
+        let mut channel = Channel::new(cfg, peer.tag, 0);
+        // The lane's latency before any data flows: the engine plans with it.
+        channel.ping();
         Ok(EthPipe {
             tx_cap: cfg.window as usize * usize::from(cfg.max_payload),
             rx_side: RxSide {
-                channel: Channel::new(cfg, peer.tag, 0),
+                channel,
                 bytes: VecDeque::new(),
                 min_rtt: 0,
             },
@@ -327,11 +430,26 @@ impl EthPipe {
             wake,
             frames: Vec::new(),
             rate_since: Cell::new((now, 0)),
+            max_payload: cfg.max_payload,
+            looks: 0,
+            pinged: 0,
+            pings: 0,
         })
     }
 
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The largest eager message that fits one datagram with its frame header: what
+    /// the lane carries eagerly (seed 003's "below 1488 bytes"); larger ones go by TCP.
+    pub fn one_datagram(&self) -> u32 {
+        u32::from(self.max_payload).saturating_sub(proto::wire::data::MAX_HEADER_LEN as u32)
+    }
+
+    /// The MAC of this end's interface.
+    pub fn local_mac(&self) -> Mac {
+        self.port.mac()
     }
 
     pub fn stats(&self) -> proto::reliable::ChannelStats {
@@ -341,32 +459,61 @@ impl EthPipe {
     /// Reads and handles what arrived for this lane, fires due timers, lets go of
     /// acknowledged bytes and sends what the channel wants sent.
     fn service(&mut self) -> Result<(), LinkError> {
-        let now = self.now();
-        {
+        // The clock is read when a datagram arrives (for round trips) and otherwise on
+        // every TIMER_PASSES-th look: on a busy-polling rank, reading it on every look
+        // was a tenth of the idle loop, and the timers (50 µs and up) do not need it.
+        let mut now = None;
+        let arrived = {
             let EthPipe {
                 port,
                 tag,
                 peer,
                 rx_side,
+                epoch,
                 ..
             } = self;
             let mut p = port.lock();
-            let waiting = p.inboxes.get_mut(tag).map(std::mem::take).unwrap_or_default();
+            let waiting = if p.waiting > 0 {
+                let q = p.inboxes.get_mut(tag).map(std::mem::take).unwrap_or_default();
+                p.waiting -= q.len();
+                q
+            } else {
+                VecDeque::new()
+            };
             let mut failed = None;
             let mut on = |from: Mac, bytes: &[u8]| {
+                let t = *now.get_or_insert_with(|| epoch.elapsed().as_nanos() as u64);
                 if failed.is_none() {
-                    failed = rx_side.handle(peer, now, from, bytes).err();
+                    failed = rx_side.handle(peer, t, from, bytes).err();
                 }
             };
             for a in &waiting {
                 on(a.from, &a.bytes);
             }
-            p.pump(*tag, &mut on);
+            let pumped = p.pump(*tag, &mut on);
             if let Some(e) = failed {
                 return Err(e);
             }
+            pumped || !waiting.is_empty()
+        };
+        self.looks = self.looks.wrapping_add(1);
+        if !arrived && !self.looks.is_multiple_of(TIMER_PASSES) {
+            return Ok(());
         }
+        let now = now.unwrap_or_else(|| self.now());
         let channel = &mut self.rx_side.channel;
+        // A round trip needs the peer looking at its lanes: the smallest of several
+        // tries, a few at first, then one now and then.
+        let every = if self.pings < 8 {
+            PING_EVERY / 100
+        } else {
+            PING_EVERY
+        };
+        if now.saturating_sub(self.pinged) >= every {
+            self.pinged = now;
+            self.pings += 1;
+            channel.ping();
+        }
         if channel.poll_timeout().is_some_and(|t| t <= now) {
             channel.handle_timeout(now).map_err(|e| stalled(&e))?;
         }
@@ -380,9 +527,13 @@ impl EthPipe {
 
     /// Sends every datagram the channel has ready, in batches.
     fn transmit(&mut self, now: u64) -> Result<(), LinkError> {
+        let Some(first) = self.rx_side.channel.poll_transmit(now) else {
+            return Ok(());
+        };
         let p = self.port.lock();
         let mut n = 0;
-        while let Some(t) = self.rx_side.channel.poll_transmit(now) {
+        let mut next = Some(first);
+        while let Some(t) = next.take().or_else(|| self.rx_side.channel.poll_transmit(now)) {
             if self.frames.len() <= n {
                 self.frames
                     .push(Vec::with_capacity(ETH_HEADER_LEN + MAX_HEADER_LEN + 1500));
@@ -410,6 +561,11 @@ impl EthPipe {
 /// Sends `frames`; what the device does not take is lost, and the channel's timers
 /// send it again (the usual cause, a full transmit queue, is congestion anyway).
 fn send_all(sock: &PacketSocket, frames: &[Vec<u8>]) {
+    if let [one] = frames {
+        // send() costs the kernel less than a batch of one.
+        let _ = sock.send(one);
+        return;
+    }
     let mut at = 0;
     while at < frames.len() {
         match sock.send_batch(&frames[at..]) {
@@ -491,11 +647,18 @@ impl Pipe for EthPipe {
         true
     }
 
-    /// No sleep while the channel has a timer running (acknowledgements or data
-    /// outstanding) or bytes wait: a timer does not wake an epoll sleep.
+    fn watch_while_sleeping(&self) -> bool {
+        true
+    }
+
+    fn wake_within(&self) -> Option<std::time::Duration> {
+        let due = self.rx_side.channel.poll_timeout()?;
+        Some(std::time::Duration::from_nanos(due.saturating_sub(self.now())))
+    }
+
+    /// No sleep while bytes wait (timers bound the sleep instead: `wake_within`).
     fn arm_wakeup(&mut self) -> bool {
         self.rx_side.bytes.is_empty()
-            && self.rx_side.channel.poll_timeout().is_none()
             && self
                 .port
                 .lock()
@@ -515,8 +678,14 @@ impl Pipe for EthPipe {
             delivery_rate = ((acked - base) as f64 / secs) as u64;
             self.rate_since.set((Instant::now(), acked));
         }
+        let channel = &self.rx_side.channel;
+        let min_rtt_ns = match (channel.ping_rtt(), self.rx_side.min_rtt) {
+            (Some(p), 0) => p,
+            (Some(p), d) => p.min(d),
+            (None, d) => d,
+        };
         Ok(Some(PathFigures {
-            min_rtt_ns: self.rx_side.min_rtt,
+            min_rtt_ns,
             delivery_rate,
         }))
     }

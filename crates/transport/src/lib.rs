@@ -88,6 +88,17 @@ pub trait Link {
     /// Frames arrive without making [`Link::fd`] readable (shared memory): the runtime
     /// looks at the link on every progress pass, and its fd only wakes a sleeping rank.
     fn polled(&self) -> bool;
+    /// [`Link::fd`] of a polled link is readable on every frame (a shared raw socket,
+    /// not a doorbell): it is watched only while the rank sleeps, since a watched fd
+    /// costs every arriving frame an epoll callback on the busy path.
+    fn watch_while_sleeping(&self) -> bool {
+        false
+    }
+    /// How long a sleeping rank may leave the link alone: the link has a timer of its
+    /// own (a retransmission, an acknowledgement), which no fd announces.
+    fn wake_within(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Before the rank sleeps on [`Link::fd`]: make the next frame wake it. `false` when
     /// something is already waiting (do not sleep).
     fn arm_wakeup(&mut self) -> bool;
@@ -128,15 +139,21 @@ pub struct PathFigures {
 pub enum Transport {
     Tcp,
     Shm,
+    /// Raw Ethernet frames (`eth.rs`).
+    Eth,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::Shm];
+    pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::Shm, Transport::Eth];
+    /// What a job uses unless told otherwise: raw Ethernet is opt-in for now (ranks
+    /// that share CPUs wait on its user-level acknowledgements; see issue 20's note).
+    pub const DEFAULT: [Transport; 2] = [Transport::Tcp, Transport::Shm];
 
     pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
             Transport::Shm => "shm",
+            Transport::Eth => "eth",
         }
     }
 
@@ -159,9 +176,13 @@ impl std::fmt::Display for Transport {
 
 /// A lane of any transport: the one dispatch point of the runtime (a `match`, inlined,
 /// so a message pays no indirect call).
+// The eth variant is the largest (its channel's state inline): a lane is one of a few
+// per peer, and boxing it would put a pointer chase on every message of the fast path.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyLink<T> {
     Tcp(tcp::TcpLink<T>),
     Shm(shm::ShmLink<T>),
+    Eth(eth::EthLink<T>),
 }
 
 macro_rules! each {
@@ -169,6 +190,7 @@ macro_rules! each {
         match $self {
             AnyLink::Tcp($l) => $e,
             AnyLink::Shm($l) => $e,
+            AnyLink::Eth($l) => $e,
         }
     };
 }
@@ -178,6 +200,7 @@ impl<T> AnyLink<T> {
         match self {
             AnyLink::Tcp(_) => Transport::Tcp,
             AnyLink::Shm(_) => Transport::Shm,
+            AnyLink::Eth(_) => Transport::Eth,
         }
     }
 
@@ -223,6 +246,12 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn polled(&self) -> bool {
         each!(self, l => l.polled())
+    }
+    fn watch_while_sleeping(&self) -> bool {
+        each!(self, l => l.watch_while_sleeping())
+    }
+    fn wake_within(&self) -> Option<std::time::Duration> {
+        each!(self, l => l.wake_within())
     }
     fn arm_wakeup(&mut self) -> bool {
         each!(self, l => l.arm_wakeup())

@@ -69,17 +69,28 @@ impl PacketSocket {
     /// wire must see frames for every MAC), bypasses the qdisc on transmit and, where
     /// the kernel allows, enlarges the socket buffers to ride out scheduling hiccups.
     pub fn bind(ifname: &str) -> io::Result<PacketSocket> {
-        Self::open(ifname, libc::ETH_P_ALL as u16, true)
+        Self::open(ifname, libc::ETH_P_ALL as u16, true, &[])
     }
 
     /// Opens a raw socket on `ifname` that receives only frames of `ethertype` sent to
-    /// this interface's MAC (or broadcast): what a lane of one protocol needs, leaving
-    /// every other frame to the kernel's stack.
-    pub fn bind_protocol(ifname: &str, ethertype: u16) -> io::Result<PacketSocket> {
-        Self::open(ifname, ethertype, false)
+    /// this interface's MAC (or broadcast), without timestamps: what a lane of one
+    /// protocol needs, leaving every other frame to the kernel's stack.
+    /// `filter`, a classic BPF program (none if empty), is attached before the socket
+    /// is bound, so that no frame it refuses is ever queued.
+    pub fn bind_protocol(
+        ifname: &str,
+        ethertype: u16,
+        filter: &[libc::sock_filter],
+    ) -> io::Result<PacketSocket> {
+        Self::open(ifname, ethertype, false, filter)
     }
 
-    fn open(ifname: &str, protocol: u16, promiscuous: bool) -> io::Result<PacketSocket> {
+    fn open(
+        ifname: &str,
+        protocol: u16,
+        promiscuous: bool,
+        filter: &[libc::sock_filter],
+    ) -> io::Result<PacketSocket> {
         let ctx = |e: io::Error, what: &str| -> io::Error {
             let hint = match e.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => " (needs root or CAP_NET_RAW)",
@@ -125,10 +136,22 @@ impl PacketSocket {
             sock.setsockopt(libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
                 .map_err(|e| ctx(e, "promiscuous mode"))?;
         }
+        if !filter.is_empty() {
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            // The kernel copies the program during the call; `filter` outlives it.
+            sock.setsockopt(libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, prog)
+                .map_err(|e| ctx(e, "SO_ATTACH_FILTER"))?;
+        }
         // Best effort: the plain sizes are capped by net.core.[rw]mem_max.
         let _ = sock.set_buffer_sizes(8 << 20, 8 << 20);
-        // Best effort too: without it, RxMeta::stamp is None.
-        let _ = sock.setsockopt(libc::SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1 as libc::c_int);
+        // Best effort too: without it, RxMeta::stamp is None. Only a forwarder wants
+        // it: a timestamp per frame costs the receive path a control message.
+        if promiscuous {
+            let _ = sock.setsockopt(libc::SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1 as libc::c_int);
+        }
 
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };

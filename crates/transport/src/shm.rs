@@ -61,6 +61,7 @@ pub fn shm_caps(max_eager: u32) -> Caps {
         ordered: true,
         node_local: true,
         relayed: false,
+        raw: false,
     }
 }
 

@@ -76,6 +76,14 @@ pub trait Pipe {
     fn fd(&self) -> Option<BorrowedFd<'_>>;
     /// See [`Link::polled`].
     fn polled(&self) -> bool;
+    /// See [`Link::watch_while_sleeping`].
+    fn watch_while_sleeping(&self) -> bool {
+        false
+    }
+    /// See [`Link::wake_within`].
+    fn wake_within(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// See [`Link::arm_wakeup`].
     fn arm_wakeup(&mut self) -> bool;
     /// See [`Link::service_wakeup`].
@@ -422,6 +430,12 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.pipe.fd()
+    }
+    fn watch_while_sleeping(&self) -> bool {
+        self.pipe.watch_while_sleeping()
+    }
+    fn wake_within(&self) -> Option<std::time::Duration> {
+        self.pipe.wake_within()
     }
 
     fn polled(&self) -> bool {

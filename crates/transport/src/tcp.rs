@@ -31,6 +31,7 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
         ordered: true,
         node_local: false,
         relayed: false,
+        raw: false,
     }
 }
 

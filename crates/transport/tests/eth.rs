@@ -55,9 +55,9 @@ impl Sink for Collect {
 }
 
 fn lanes() -> (EthLink<DataRepr>, EthLink<DataRepr>, EthPort) {
-    let (pa, pb) = (EthPort::open("pa").unwrap(), EthPort::open("pb").unwrap());
+    let (pa, pb) = (EthPort::open("pa", 0).unwrap(), EthPort::open("pb", 1).unwrap());
     let key = [9u8; 32];
-    let (ta, tb) = (pa.new_tag(), pb.new_tag());
+    let (ta, tb) = (pa.new_tag().unwrap(), pb.new_tag().unwrap());
     let a = EthPipe::new(
         pa.clone(),
         ta,
@@ -152,19 +152,20 @@ fn a_datagram_without_the_lanes_key_is_dropped() {
         // A forger on the segment knows the MACs and the lane number, not the key.
         let forged = proto::wire::eth::EthRepr {
             kind: proto::wire::eth::EthKind::Data,
-            lane: 1,
+            lane: (1 << 12) | 1,
             seq: 0,
             ack: 0,
             window_end: 100,
             payload_len: 48,
             sack_count: 0,
+            ack_delay_us: 0,
             sacks: Default::default(),
         };
         let (h, p) = message(1);
         let mut bytes = h.as_slice().to_vec();
         bytes.extend_from_slice(&p);
         bytes.resize(48, 0);
-        let pb_mac = EthPort::open("pb").unwrap().mac();
+        let pb_mac = EthPort::open("pb", 1).unwrap().mac();
         pa.send_one(pb_mac, &forged, &bytes, Some(&[1; 32])).unwrap();
         let got = exchange(&mut a, &mut b, 3);
         (got, b.recv(&mut Collect::default()).unwrap())
@@ -174,4 +175,46 @@ fn a_datagram_without_the_lanes_key_is_dropped() {
     assert_eq!(got.len(), 3, "only the real frames");
     check(&got);
     assert!(!clean, "nothing more arrives");
+}
+
+#[test]
+fn each_rank_of_a_host_reads_only_its_own_datagrams_and_every_opening_handshake() {
+    let Some((dropped_by_1, verified_by_2, handshakes)) = in_namespace(1500, || {
+        let pa = EthPort::open("pa", 0).unwrap();
+        let (p1, p2) = (EthPort::open("pb", 1).unwrap(), EthPort::open("pb", 2).unwrap());
+        let t2 = p2.new_tag().unwrap();
+        let key = [3u8; 32];
+        let repr = |kind, lane, len| proto::wire::eth::EthRepr {
+            kind,
+            lane,
+            seq: 0,
+            ack: 0,
+            window_end: 10,
+            payload_len: len,
+            sack_count: 0,
+            ack_delay_us: 0,
+            sacks: Default::default(),
+        };
+        use proto::wire::eth::EthKind;
+        pa.send_one(p1.mac(), &repr(EthKind::Data, t2, 4), b"data", Some(&key))
+            .unwrap();
+        pa.send_one(p1.mac(), &repr(EthKind::Handshake, 0, 4), b"helo", None)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let h1 = p1.take_handshakes().len();
+        let h2 = p2.take_handshakes().len();
+        (p1.dropped(), p2.inbox_verifies(t2, pa.mac(), &key), (h1, h2))
+    }) else {
+        return;
+    };
+    assert_eq!(
+        dropped_by_1, 0,
+        "rank 1's socket never saw rank 2's datagram (the kernel filtered it)"
+    );
+    assert!(verified_by_2, "rank 2 got it");
+    assert_eq!(
+        handshakes,
+        (1, 1),
+        "an opening handshake reaches every rank of the host"
+    );
 }

@@ -136,7 +136,9 @@ impl Endpoint {
             return false;
         };
         p.control = Some(p.lanes[plan.eager].id);
-        p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager);
+        let eager_max = plan.large_eager.map_or(0, |i| caps[i].max_eager);
+        p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager.max(eager_max));
+        p.small_eager = caps[plan.eager].max_eager;
         p.frag_size = plan
             .bulk
             .iter()

@@ -7,16 +7,18 @@
 //!  0 [2] magic "Pn"
 //!  2 u8  version (1)
 //!  3 u8  kind: 1 DATA (stream bytes follow), 2 ACK (no payload), 3 HANDSHAKE (a
-//!        handshake frame follows: `super::handshake`, authenticated by its own MAC)
+//!        handshake frame follows: `super::handshake`, authenticated by its own MAC),
+//!        4 PING and 5 PONG (no payload: a round trip measured on request)
 //!  4 u32 lane: the receiver's tag of the lane (one socket serves every peer on a NIC);
 //!        0 in a HANDSHAKE that opens a lane
 //!  8 u32 DATA: sequence number of this datagram; HANDSHAKE: the sender's tag of the
-//!        lane; ACK: 0
+//!        lane; PING: a number, which the PONG answering it carries; ACK: 0
 //! 12 u32 ack: every datagram before this one arrived (cumulative)
 //! 16 u32 window end: the sender of this datagram takes datagrams before this one
 //! 20 u16 payload length
 //! 22 u8  SACK blocks that follow the header (0..=3)
-//! 23 u8  reserved, 0
+//! 23 u8  ack delay: µs between the arrival of the newest datagram acknowledged and
+//!        this datagram (255: that or more), which the sender takes off its round trip
 //! 24 [8] tag: BLAKE3 keyed with the lane's key over bytes 0..24 and 32..end, first 8
 //!        bytes; 0 in a HANDSHAKE (there is no lane key yet)
 //! 32     SACK blocks, 8 bytes each: start u32, end u32 (datagrams start..end arrived)
@@ -51,6 +53,8 @@ pub enum EthKind {
     Data = 1,
     Ack = 2,
     Handshake = 3,
+    Ping = 4,
+    Pong = 5,
 }
 
 /// Checked zero-copy view of a datagram; the buffer may be longer (Ethernet padding).
@@ -80,11 +84,10 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
             1 => EthKind::Data,
             2 => EthKind::Ack,
             3 => EthKind::Handshake,
+            4 => EthKind::Ping,
+            5 => EthKind::Pong,
             k => return Err(WireError::UnknownKind(k)),
         };
-        if b[23] != 0 {
-            return Err(WireError::Reserved);
-        }
         let sacks = usize::from(b[22]);
         if sacks > MAX_SACKS {
             return Err(WireError::Field("sack count"));
@@ -95,6 +98,7 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
                 return Err(WireError::Field("payload length"))
             }
             EthKind::Ack if payload != 0 || get_u32(b, 8) != 0 => return Err(WireError::Field("ack seq")),
+            EthKind::Ping | EthKind::Pong if payload != 0 => return Err(WireError::Field("payload length")),
             _ => {}
         }
         let need = HEADER_LEN + sacks * SACK_LEN + payload;
@@ -118,7 +122,9 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         match self.b()[3] {
             1 => EthKind::Data,
             2 => EthKind::Ack,
-            _ => EthKind::Handshake, // new_checked allowed 1..=3 only
+            3 => EthKind::Handshake,
+            4 => EthKind::Ping,
+            _ => EthKind::Pong, // new_checked allowed 1..=5 only
         }
     }
     pub fn lane(&self) -> u32 {
@@ -170,6 +176,7 @@ pub struct EthRepr {
     pub window_end: u32,
     pub payload_len: u16,
     pub sack_count: u8,
+    pub ack_delay_us: u8,
     pub sacks: [SackBlock; MAX_SACKS],
 }
 
@@ -192,6 +199,7 @@ impl EthRepr {
             window_end: get_u32(b, 16),
             payload_len: get_u16(b, 20),
             sack_count: b[22],
+            ack_delay_us: b[23],
             sacks,
         }
     }
@@ -216,7 +224,7 @@ impl EthRepr {
         put_u32(out, 16, self.window_end);
         put_u16(out, 20, self.payload_len);
         out[22] = self.sack_count;
-        out[23] = 0;
+        out[23] = self.ack_delay_us;
         out[TAG_AT..TAG_AT + TAG_LEN].fill(0);
         for (i, s) in self.sacks().iter().enumerate() {
             let at = HEADER_LEN + i * SACK_LEN;
@@ -279,6 +287,7 @@ mod tests {
             window_end: 70,
             payload_len,
             sack_count: 1,
+            ack_delay_us: 12,
             sacks: [
                 SackBlock { start: 5, end: 7 },
                 SackBlock::default(),
@@ -323,7 +332,6 @@ mod tests {
         assert_eq!(refuse(2, 2), WireError::Version(2));
         assert_eq!(refuse(3, 9), WireError::UnknownKind(9));
         assert_eq!(refuse(22, 4), WireError::Field("sack count"));
-        assert_eq!(refuse(23, 1), WireError::Reserved);
         assert!(matches!(refuse(20, 200), WireError::Truncated { .. }));
         assert_eq!(refuse(HEADER_LEN + 4, 5), WireError::Field("sack block"));
         let mut ack = data(0, 0);

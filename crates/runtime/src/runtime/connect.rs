@@ -23,7 +23,7 @@ use net::{EndpointCard, PathKind};
 /// What this rank already has going with each other rank, for judging a HELLO: only a
 /// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
 /// towards some address may never get anywhere).
-fn contention<'a>(
+pub(super) fn contention<'a>(
     lanes: &'a Lanes,
     outgoing: &[Outgoing],
     dials: &[ShmDial],
@@ -86,6 +86,9 @@ impl Runtime {
             }
         }
         if !self.cfg.transports.contains(&Transport::Tcp) {
+            if self.eth_possible(peer) && self.start_eth(peer, true) {
+                return;
+            }
             let why = format!(
                 "rank {peer} cannot be reached by the transports allowed (PONTOON_TRANSPORTS={}){}",
                 Transport::list(&self.cfg.transports),
@@ -151,6 +154,7 @@ impl Runtime {
     fn connecting(&self, peer: Rank) -> bool {
         self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
             || self.shm_dials.iter().any(|d| d.peer == peer)
+            || self.eth.dialling_first(peer)
     }
 
     /// The first lane to `peer` is up: what we were setting up ourselves is abandoned.
@@ -165,6 +169,7 @@ impl Runtime {
             self.attempt_log.entry(peer).or_default().extend(o.attempts);
         }
         self.shm_dials.retain(|d| d.peer != peer);
+        self.eth.abandon_first(peer);
         self.yielded_at.remove(&peer);
         self.connect_deadline.remove(&peer);
     }
@@ -217,6 +222,9 @@ impl Runtime {
         // pair that needs a relay has no direct interface pairs to add.
         if !extra_lane && self.id.rank < peer && via.kind == PathKind::Direct {
             self.open_extra_lanes(peer, local.ip(), remote.ip());
+            if self.eth_possible(peer) {
+                self.start_eth(peer, false);
+            }
         }
     }
 
@@ -240,7 +248,7 @@ impl Runtime {
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
     /// the lane was taken.
-    fn add_lane(
+    pub(super) fn add_lane(
         &mut self,
         peer: Rank,
         link: AnyLink<PayloadToken>,
@@ -254,9 +262,12 @@ impl Runtime {
             return false; // the peer failed meanwhile
         };
         let watched = match (link.fd(), link.polled()) {
-            // A polled lane's fd only wakes a sleeping rank: with the rarely busy sockets.
+            // A polled lane's fd only wakes a sleeping rank: with the rarely busy sockets
+            // (or only during sleeps: see `Link::watch_while_sleeping`).
             (Some(fd), true) => {
-                self.waiter.watch(fd);
+                if !link.watch_while_sleeping() {
+                    self.waiter.watch(fd);
+                }
                 Ok(())
             }
             (Some(fd), false) if self.links_watched => self.ready.watch(fd, u64::from(lane.0), false),
@@ -330,6 +341,7 @@ impl Runtime {
             }
         }
         any |= self.shm_wireup(&ready, now);
+        any |= self.eth_wireup();
         let timeout = self.cfg.attempt_timeout;
         let timing = Timing {
             attempt: timeout,

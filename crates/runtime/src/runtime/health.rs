@@ -15,7 +15,7 @@ use super::Runtime;
 pub(super) const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 impl Runtime {
-    /// Looks at every socket lane once `CHECK_EVERY` has passed since the last look.
+    /// Looks at every lane once `CHECK_EVERY` has passed since the last look.
     pub(super) fn check_lanes(&mut self) {
         let now = Instant::now();
         if now < self.next_lane_check {
@@ -23,9 +23,8 @@ impl Runtime {
         }
         self.next_lane_check = now + CHECK_EVERY;
         let stall_ms = self.cfg.lane_timeout.as_millis().min(u128::from(u32::MAX)) as u32;
-        let mut i = 0;
-        while let Some(&lane) = self.lanes.sockets().get(i) {
-            i += 1;
+        let all: Vec<proto::LaneId> = self.lanes.iter().map(|l| l.info.lane).collect();
+        for lane in all {
             let Some(l) = self.lanes.get(lane) else { continue };
             match l.link.check_path(stall_ms) {
                 Ok(Some(figures)) => {
@@ -39,10 +38,7 @@ impl Runtime {
                     }
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    self.lane_down(lane, e);
-                    i = 0; // the list changed
-                }
+                Err(e) => self.lane_down(lane, e),
             }
         }
     }

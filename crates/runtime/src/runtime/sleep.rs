@@ -8,7 +8,10 @@ use std::time::Duration;
 use proto::LaneId;
 use transport::Link;
 
+use std::os::fd::AsFd;
+
 use super::Runtime;
+use crate::waiter::Waiter;
 
 impl Runtime {
     /// Sleeps until a lane or socket is ready, or `max` passed.
@@ -26,6 +29,18 @@ impl Runtime {
         } else {
             Duration::from_millis(1)
         };
+        // A lane's own timers (raw Ethernet: retransmissions, acknowledgements) cut
+        // the sleep short; no fd would announce them.
+        let lane_timer = self
+            .lanes
+            .polled()
+            .iter()
+            .filter_map(|&k| self.lanes.get(k)?.link.wake_within())
+            .min();
+        let max = lane_timer.map_or(max, |t| max.min(t));
+        if max.is_zero() {
+            return;
+        }
         // Shared-memory lanes ring their doorbell from now on; one with a frame already
         // waiting means there is no sleep to take.
         for i in 0..self.lanes.polled().len() {
@@ -54,7 +69,9 @@ impl Runtime {
         } else {
             max.min(Duration::from_millis(1))
         };
+        self.watch_raw_sockets(true);
         self.ready.wait(max, &mut [0; 1]);
+        self.watch_raw_sockets(false);
         if temporary {
             self.socket_lanes().for_each(|k| self.ready.unwatch(self.fd(k)));
         } else {
@@ -65,6 +82,26 @@ impl Runtime {
         // Look at wire-up, doorbells and the coordinator on the next pass.
         self.polls = 1023;
         self.next_housekeeping = std::time::Instant::now();
+    }
+
+    /// Raw sockets that are readable on every frame (eth ports and lanes) wake the rank
+    /// only while it sleeps: watched, every arriving frame would cost an epoll callback
+    /// on the busy path. A frame that came before the registration still wakes it (a
+    /// fresh registration reports a socket already readable).
+    fn watch_raw_sockets(&self, watch: bool) {
+        let lanes = self.lanes.polled().iter().filter_map(|&k| self.lanes.get(k));
+        let fds = lanes
+            .filter(|l| l.link.watch_while_sleeping())
+            .filter_map(|l| l.link.fd())
+            .map(|fd| (fd, 0))
+            .chain(self.eth.wake.iter().map(|fd| (fd.as_fd(), Waiter::LISTENING)));
+        for (fd, key) in fds {
+            if watch {
+                self.waiter.watch_as(fd, key);
+            } else {
+                self.waiter.unwatch(fd);
+            }
+        }
     }
 
     /// Adds every socket lane to the ready set (all or none; blocked ones also for writing).

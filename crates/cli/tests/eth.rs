@@ -1,0 +1,137 @@
+//! Raw-Ethernet lanes between testbed hosts (root only; skipped with a message
+//! otherwise): they come up next to TCP on a shared segment, they alone carry
+//! the C programs, and every payload arrives over a segment that loses and reorders.
+
+mod common;
+
+use common::{is_root, pontoon, preset, text, Bed};
+use testbed::PresetOptions;
+
+fn c_program(name: &str) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("pontoon-eth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let cc = pontoon().with_file_name("pontoon-cc");
+    let ok = std::process::Command::new(cc)
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join(format!("tests/c/{name}.c")))
+        .status()
+        .expect("pontoon-cc runs")
+        .success();
+    assert!(ok, "{name} compiles");
+    exe
+}
+
+fn run(bed: &Bed, transports: &str, prog: &std::path::Path) -> (bool, String) {
+    let out = bed
+        .pontoon()
+        .args(["run", "--testbed", &bed.name, "-n", "2", "--timeout", "60"])
+        .args(["-x", &format!("PONTOON_TRANSPORTS={transports}")])
+        // A SYN lost on the lossy segment costs TCP a second: the control connection
+        // to the launcher must outlast that.
+        .args(["-x", "PONTOON_ATTEMPT_TIMEOUT_MS=5000"])
+        .arg(prog)
+        .output()
+        .expect("pontoon runs");
+    (
+        out.status.success(),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn an_eth_lane_comes_up_beside_tcp_on_one_segment() {
+    if !is_root() {
+        return;
+    }
+    let bed = Bed::up(&preset(
+        "lan",
+        PresetOptions {
+            nodes: Some(2),
+            ..PresetOptions::default()
+        },
+    ));
+    let out = bed
+        .pontoon()
+        .args([
+            "run",
+            "--testbed",
+            &bed.name,
+            "-n",
+            "2",
+            "-x",
+            "PONTOON_TRANSPORTS=all",
+            "--",
+        ])
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor runs");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor's JSON");
+    for r in report["ranks"].as_array().expect("ranks") {
+        for p in r["peers"].as_array().expect("peers") {
+            let lanes: Vec<&str> = p["lanes"]
+                .as_array()
+                .expect("lanes")
+                .iter()
+                .filter_map(|l| l["transport"].as_str())
+                .collect();
+            assert!(lanes.contains(&"tcp") && lanes.contains(&"eth"), "{lanes:?}");
+            let eth = p["lanes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["transport"] == "eth")
+                .unwrap();
+            assert_eq!(eth["class"], "same-segment", "{eth:#}");
+            // Which lane carries eager messages depends on the round trips measured so
+            // far (`proto::caps::plan`, tested in the simulator), not asserted here.
+        }
+    }
+}
+
+#[test]
+fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
+    if !is_root() {
+        return;
+    }
+    let programs: Vec<_> = ["p2p", "coll", "nbc", "types"]
+        .iter()
+        .map(|n| (*n, c_program(n)))
+        .collect();
+    let clean = Bed::up(&preset(
+        "lan",
+        PresetOptions {
+            nodes: Some(2),
+            mtu: 9000,
+            ..PresetOptions::default()
+        },
+    ));
+    for (name, exe) in &programs {
+        let (ok, out) = run(&clean, "eth", exe);
+        assert!(
+            ok && out.contains(&format!("{name} OK on 2 ranks")),
+            "{name}: {out}"
+        );
+    }
+    drop(clean);
+    for loss in ["1.0", "5.0"] {
+        let topo = format!(
+            "[[segment]]\nname = \"lan\"\nipv4 = \"10.9.0.0/24\"\nmtu = 1500\n\n[segment.wan]\n\
+             delay_ms = 0.0\njitter_ms = 0.0\nloss_pct = {loss}\nreorder_pct = {loss}\n\n\
+             [[host]]\nname = \"x1\"\n\n[[host.nic]]\nsegment = \"lan\"\nindex = 1\n\n\
+             [[host]]\nname = \"x2\"\n\n[[host.nic]]\nsegment = \"lan\"\nindex = 2\n"
+        );
+        let lossy = Bed::up(&testbed::Topology::from_toml(&topo).expect("topology"));
+        for (name, exe) in &programs[..2] {
+            let (ok, out) = run(&lossy, "eth", exe);
+            assert!(
+                ok && out.contains(&format!("{name} OK on 2 ranks")),
+                "{loss}% loss, {name}: {out}"
+            );
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Raw-Ethernet lanes as the event loop drives them (`eth_wireup.rs` has the
+//! handshakes): when a peer is probed, what becomes of each probe, and the lanes that
+//! come out of them.
+
+use proto::handshake::Contention;
+use proto::{PayloadToken, Rank};
+use transport::eth::{eth_caps, eth_link};
+use transport::{AnyLink, Transport};
+
+use super::Runtime;
+use crate::eth_wireup::{EthProgress, EthWireup};
+use crate::lanes::{Route, Via};
+use net::PathKind;
+
+impl Runtime {
+    /// Keeps the ports opened at start and says, once, why there are none where a
+    /// peer on another node could have used them.
+    pub(super) fn take_eth(&mut self, eth: EthWireup) {
+        if let Some(why) = &eth.refusal {
+            let node = self.cards.get(&self.id.rank).map(|c| c.node);
+            let wanted = self.cfg.transports.contains(&Transport::Eth)
+                && self
+                    .cards
+                    .values()
+                    .any(|c| Some(c.node) != node && EthWireup::offers(c));
+            if wanted {
+                tracing::warn!(
+                    "rank {}: no raw Ethernet, TCP carries everything: {why}. Raw-Ethernet lanes need \
+                     CAP_NET_RAW (run as root, or `setcap cap_net_raw+ep` on the program)",
+                    self.id.rank
+                );
+            } else {
+                tracing::info!("rank {}: no raw Ethernet: {why}", self.id.rank);
+            }
+        }
+        self.eth = eth;
+    }
+
+    /// Why this rank has no raw-Ethernet lanes, if it has none (doctor).
+    pub fn eth_refusal(&self) -> Option<&str> {
+        self.eth.refusal.as_deref()
+    }
+
+    /// The interfaces this rank takes raw-Ethernet lanes on.
+    pub fn eth_interfaces(&self) -> Vec<String> {
+        self.eth.port_names()
+    }
+
+    /// Whether raw Ethernet may be tried with `peer`: allowed, this rank has ports, the
+    /// peer takes lanes on some interface, and it runs on another node.
+    pub(super) fn eth_possible(&self, peer: Rank) -> bool {
+        let (Some(mine), Some(theirs)) = (self.cards.get(&self.id.rank), self.cards.get(&peer)) else {
+            return false;
+        };
+        self.cfg.transports.contains(&Transport::Eth)
+            && self.eth.has_ports()
+            && mine.node != theirs.node
+            && EthWireup::offers(theirs)
+    }
+
+    /// Probes `peer` for a raw-Ethernet lane. Returns whether any probe went out.
+    pub(super) fn start_eth(&mut self, peer: Rank, first_lane: bool) -> bool {
+        let Some(theirs) = self.cards.get(&peer) else {
+            return false;
+        };
+        self.eth.start(&self.id, peer, theirs, first_lane) > 0
+    }
+
+    /// Drives the raw-Ethernet handshakes. Returns whether anything happened.
+    pub(super) fn eth_wireup(&mut self) -> bool {
+        if !self.eth.has_ports() {
+            return false;
+        }
+        let first: Vec<Rank> = (0..self.id.size)
+            .filter(|&r| self.eth.dialling_first(r))
+            .collect();
+        let events = {
+            let tcp_or_shm = super::connect::contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            let contention = |r: Rank| match tcp_or_shm(r) {
+                Contention::None if first.contains(&r) => Contention::Connecting(PathKind::Direct),
+                c => c,
+            };
+            self.eth.poll(&self.id, self.cfg.attempt_timeout, contention)
+        };
+        let any = !events.is_empty();
+        for e in events {
+            match e {
+                EthProgress::Established {
+                    peer,
+                    pipe,
+                    initiated,
+                    lane_tag,
+                    ifindex,
+                    remote,
+                } => {
+                    let local = pipe.local_mac();
+                    let eager = self.cfg.eager_limit.min(pipe.one_datagram());
+                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, eth_caps(eager)));
+                    let route = Route::Eth {
+                        ifindex,
+                        local,
+                        remote,
+                    };
+                    if self.lanes.connected(peer)
+                        && self.lanes.of_peer(peer).iter().any(|&l| {
+                            self.lanes
+                                .get(l)
+                                .is_some_and(|l| l.info.transport == Transport::Eth)
+                        })
+                    {
+                        continue; // one raw-Ethernet lane per peer
+                    }
+                    self.add_lane(peer, link, route, initiated, Via::default(), lane_tag);
+                }
+                EthProgress::Failed {
+                    peer,
+                    first_lane,
+                    why,
+                } => {
+                    if first_lane {
+                        self.connect_reports.insert(peer, why);
+                    } else {
+                        tracing::debug!(peer, "no raw-Ethernet lane: {why}");
+                    }
+                }
+                EthProgress::Yielded { peer } => {
+                    self.yielded += 1;
+                    self.yielded_at.insert(peer, std::time::Instant::now());
+                }
+            }
+        }
+        any
+    }
+}
