@@ -74,6 +74,9 @@ struct RankReport {
     /// The relays this rank is registered with (their addresses on its card).
     relays: Vec<String>,
     interfaces: Vec<String>,
+    /// Raw-Ethernet lanes: `on IFACE …`, `off: why` (no CAP_NET_RAW, …), or `not
+    /// allowed` (not in PONTOON_TRANSPORTS).
+    raw_ethernet: String,
     peers: Vec<PeerReport>,
 }
 
@@ -216,6 +219,11 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
                 format!("{}{bridge}: {}", i.name, addrs.join(" "))
             })
             .collect(),
+        raw_ethernet: match universe.raw_ethernet() {
+            Some(Ok(ifaces)) => format!("on {}", ifaces.join(" ")),
+            Some(Err(why)) => format!("off: {why}"),
+            None => "not allowed (add `eth` to PONTOON_TRANSPORTS)".into(),
+        },
         peers,
     }
 }
@@ -280,6 +288,12 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
         }
         for relay in r["relays"].as_array().into_iter().flatten() {
             let _ = writeln!(out, "      relay {}", relay.as_str().unwrap_or(""));
+        }
+        if let Some(raw) = r["raw_ethernet"]
+            .as_str()
+            .filter(|s| !s.starts_with("not allowed"))
+        {
+            let _ = writeln!(out, "      raw Ethernet {raw}");
         }
     }
     let _ = writeln!(

@@ -135,3 +135,53 @@ fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
         }
     }
 }
+
+#[test]
+fn without_cap_net_raw_doctor_says_why_and_tcp_carries_everything() {
+    if !is_root() {
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let bed = Bed::up(&preset(
+        "lan",
+        PresetOptions {
+            nodes: Some(2),
+            ..PresetOptions::default()
+        },
+    ));
+    // Dropped from the bounding set, CAP_NET_RAW is gone from root too after exec.
+    let out = bed
+        .pontoon()
+        .args([
+            "run",
+            "--testbed",
+            &bed.name,
+            "-n",
+            "2",
+            "-x",
+            "PONTOON_TRANSPORTS=all",
+            "--",
+        ])
+        .args(["setpriv", "--bounding-set", "-net_raw"])
+        .arg(pontoon())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor runs");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor's JSON ({e}): {}", text(&out.stderr)));
+    for r in report["ranks"].as_array().expect("ranks") {
+        let raw = r["raw_ethernet"].as_str().unwrap_or("");
+        assert!(raw.starts_with("off:") && raw.contains("CAP_NET_RAW"), "{raw}");
+        for p in r["peers"].as_array().expect("peers") {
+            assert_eq!(p["ok"], true, "{p:#}");
+            assert_eq!(p["path"]["transport"], "tcp");
+        }
+    }
+}

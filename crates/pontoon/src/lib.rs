@@ -225,6 +225,16 @@ impl Universe {
         self.rt.borrow().lanes(peer)
     }
 
+    /// Where this rank takes raw-Ethernet lanes: its interfaces, or why it takes none
+    /// (`None`: raw Ethernet is not in `PONTOON_TRANSPORTS`), for diagnostics.
+    pub fn raw_ethernet(&self) -> Option<std::result::Result<Vec<String>, String>> {
+        let rt = self.rt.borrow();
+        match rt.eth_refusal() {
+            Some(why) => Some(Err(why.to_string())),
+            None => Some(Ok(rt.eth_interfaces())).filter(|i| i.as_ref().is_ok_and(|v| !v.is_empty())),
+        }
+    }
+
     /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
     pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
         self.rt.borrow().lane_caps(lane)
