@@ -38,7 +38,8 @@ fi
 name="demo-$$"
 nics="demo-nics-$$"
 wan="demo-wan-$$"
-trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1' EXIT
+lan="demo-lan-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1; "$pontoon" testbed down "$lan" >/dev/null 2>&1' EXIT
 "$pontoon" testbed up two-clusters --name "$name" --docker --no-ipv6 a --no-ipv6 b
 echo
 echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more; no IPv6"
@@ -69,6 +70,17 @@ echo "      takes its second NIC down mid-way (nothing tells either end: the sta
 echo "      notices within PONTOON_LANE_TIMEOUT_MS, 1 s here, and the first NIC carries the rest)"
 "$pontoon" run --testbed "$nics" -n 2 -x PONTOON_LANE_TIMEOUT_MS=1000 "$examples/lane_failover" --down 2>&1
 "$pontoon" testbed down "$nics" >/dev/null
+echo
+"$pontoon" testbed up lan --nodes 2 --name "$lan" >/dev/null
+echo "demo: two hosts on one Ethernet segment with raw Ethernet allowed (PONTOON_TRANSPORTS=all):"
+echo "      an eth lane (frames of EtherType 0x88B5, reliable through proto's own acks) beside TCP;"
+echo "      small messages go raw, larger ones and bulk by TCP. 8-byte one-way latency, TCP then eth:"
+"$pontoon" run --testbed "$lan" -n 2 -x PONTOON_TRANSPORTS=all "$pontoon" doctor | grep -E 'raw Ethernet' | sort -u
+for t in tcp eth; do
+    printf '      %s: ' "$t"
+    "$pontoon" run --testbed "$lan" -n 2 -x PONTOON_TRANSPORTS=$t "$examples/pingpong" --max 8 --iters 20000 | awk '$1 == 8 {print $2 " us"}'
+done
+"$pontoon" testbed down "$lan" >/dev/null
 echo
 echo "demo: pontoon bench experiment 001 --quick: seed 001's experiment end to end on its own"
 echo "      testbeds (routed IPv6, nat-proxy, two-proxy), the paper's claims beside pontoon's"

@@ -79,6 +79,7 @@ fn caps() -> Caps {
         ordered: true,
         node_local: true,
         relayed: false,
+        raw: false,
     }
 }
 
