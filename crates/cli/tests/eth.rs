@@ -42,18 +42,21 @@ fn run(bed: &Bed, transports: &str, prog: &std::path::Path) -> (bool, String) {
     )
 }
 
-#[test]
-fn an_eth_lane_comes_up_beside_tcp_on_one_segment() {
-    if !is_root() {
-        return;
-    }
-    let bed = Bed::up(&preset(
+/// Two hosts on one segment of `mtu` bytes.
+fn two_hosts(mtu: u32) -> Bed {
+    Bed::up(&preset(
         "lan",
         PresetOptions {
             nodes: Some(2),
+            mtu,
             ..PresetOptions::default()
         },
-    ));
+    ))
+}
+
+/// `pontoon doctor --json` on both hosts with every transport allowed, started through
+/// `wrapper` (a command that runs the rest of its arguments); its report.
+fn doctor(bed: &Bed, wrapper: &[&str]) -> serde_json::Value {
     let out = bed
         .pontoon()
         .args([
@@ -66,11 +69,21 @@ fn an_eth_lane_comes_up_beside_tcp_on_one_segment() {
             "PONTOON_TRANSPORTS=all",
             "--",
         ])
+        .args(wrapper)
         .arg(pontoon())
         .args(["doctor", "--json"])
         .output()
         .expect("doctor runs");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor's JSON");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor's JSON ({e}): {}", text(&out.stderr)))
+}
+
+#[test]
+fn an_eth_lane_comes_up_beside_tcp_on_one_segment() {
+    if !is_root() {
+        return;
+    }
+    let report = doctor(&two_hosts(1500), &[]);
     for r in report["ranks"].as_array().expect("ranks") {
         for p in r["peers"].as_array().expect("peers") {
             let lanes: Vec<&str> = p["lanes"]
@@ -102,14 +115,7 @@ fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
         .iter()
         .map(|n| (*n, c_program(n)))
         .collect();
-    let clean = Bed::up(&preset(
-        "lan",
-        PresetOptions {
-            nodes: Some(2),
-            mtu: 9000,
-            ..PresetOptions::default()
-        },
-    ));
+    let clean = two_hosts(9000);
     for (name, exe) in &programs {
         let (ok, out) = run(&clean, "eth", exe);
         assert!(
@@ -149,33 +155,8 @@ fn without_cap_net_raw_doctor_says_why_and_tcp_carries_everything() {
         eprintln!("skipped: setpriv (util-linux) is not installed");
         return;
     }
-    let bed = Bed::up(&preset(
-        "lan",
-        PresetOptions {
-            nodes: Some(2),
-            ..PresetOptions::default()
-        },
-    ));
     // Dropped from the bounding set, CAP_NET_RAW is gone from root too after exec.
-    let out = bed
-        .pontoon()
-        .args([
-            "run",
-            "--testbed",
-            &bed.name,
-            "-n",
-            "2",
-            "-x",
-            "PONTOON_TRANSPORTS=all",
-            "--",
-        ])
-        .args(["setpriv", "--bounding-set", "-net_raw"])
-        .arg(pontoon())
-        .args(["doctor", "--json"])
-        .output()
-        .expect("doctor runs");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("doctor's JSON ({e}): {}", text(&out.stderr)));
+    let report = doctor(&two_hosts(1500), &["setpriv", "--bounding-set", "-net_raw"]);
     for r in report["ranks"].as_array().expect("ranks") {
         let raw = r["raw_ethernet"].as_str().unwrap_or("");
         assert!(raw.starts_with("off:") && raw.contains("CAP_NET_RAW"), "{raw}");

@@ -522,13 +522,15 @@ impl Channel {
     /// Marks as lost every unacknowledged datagram sent `REORDER_THRESHOLD`
     /// transmissions before one that was acknowledged.
     fn detect_losses(&mut self) {
+        // One sent too recently is not judged (a retransmission among older ones still is).
+        let judged_below = self.largest_acked_tx.saturating_sub(REORDER_THRESHOLD - 1);
+        self.mark_lost(|d| d.tx < judged_below);
+    }
+
+    /// Queues for sending again every unacknowledged datagram that `lost` says is lost.
+    fn mark_lost(&mut self, lost: impl Fn(&InFlight) -> bool) {
         for (i, d) in self.in_flight.iter_mut().enumerate() {
-            if d.tx + REORDER_THRESHOLD > self.largest_acked_tx {
-                // Sent too recently to be judged; and later ones only more so, unless
-                // retransmitted, which the loop still visits.
-                continue;
-            }
-            if !d.sacked && !d.lost {
+            if !d.sacked && !d.lost && lost(d) {
                 d.lost = true;
                 self.lost.push_back(self.first_unacked + i as u64);
             }
@@ -587,12 +589,7 @@ impl Channel {
             });
         }
         self.stats.timeouts += 1;
-        for (i, d) in self.in_flight.iter_mut().enumerate() {
-            if !d.sacked && !d.lost {
-                d.lost = true;
-                self.lost.push_back(self.first_unacked + i as u64);
-            }
-        }
+        self.mark_lost(|_| true);
         self.rto = (self.rto * 2).min(self.cfg.max_rto);
         self.rto_deadline = Some(now + self.rto);
         Ok(())

@@ -149,13 +149,17 @@ impl EthWireup {
 
     /// The peer's own first lane came up: our probes for one are moot.
     pub fn abandon_first(&mut self, peer: Rank) {
+        self.drop_dials(|d| d.peer == peer && d.first_lane);
+    }
+
+    /// Ends the probes `done` picks, giving their lane tags back.
+    fn drop_dials(&mut self, done: impl Fn(&Dial) -> bool) {
         let ports = &self.ports;
         self.dials.retain(|d| {
-            let keep = !(d.peer == peer && d.first_lane);
-            if !keep {
+            if done(d) {
                 ports[d.port].0.release_tag(d.tag);
             }
-            keep
+            !done(d)
         });
     }
 
@@ -371,14 +375,7 @@ impl EthWireup {
         };
         let _ = port.send_one(d.to, &handshake(their_tag, d.tag, FRAME_LEN), &confirm, None);
         // One lane per peer: the other probes to it are done.
-        let ports = &self.ports;
-        self.dials.retain(|o| {
-            let keep = o.peer != d.peer;
-            if !keep {
-                ports[o.port].0.release_tag(o.tag);
-            }
-            keep
-        });
+        self.drop_dials(|o| o.peer == d.peer);
         let ifindex = self.ports[d.port].1;
         let peer = EthPeer {
             mac: d.to,

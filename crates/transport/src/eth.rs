@@ -43,14 +43,8 @@ const RX_STAGING: usize = 64 << 10;
 pub fn eth_caps(max_eager: u32) -> Caps {
     Caps {
         latency_ns: 5_000,
-        bandwidth: 1_250_000_000,
-        max_frame: 1 << 30,
-        max_eager,
-        reliable: true,
-        ordered: true,
-        node_local: false,
-        relayed: false,
         raw: true,
+        ..crate::tcp::tcp_caps(max_eager)
     }
 }
 

@@ -93,23 +93,21 @@ impl Runtime {
                     ifindex,
                     remote,
                 } => {
-                    let local = pipe.local_mac();
-                    let eager = self.cfg.eager_limit.min(pipe.one_datagram());
-                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, eth_caps(eager)));
-                    let route = Route::Eth {
-                        ifindex,
-                        local,
-                        remote,
+                    let has_eth = |l: &proto::LaneId| {
+                        self.lanes
+                            .get(*l)
+                            .is_some_and(|l| l.info.transport == Transport::Eth)
                     };
-                    if self.lanes.connected(peer)
-                        && self.lanes.of_peer(peer).iter().any(|&l| {
-                            self.lanes
-                                .get(l)
-                                .is_some_and(|l| l.info.transport == Transport::Eth)
-                        })
-                    {
+                    if self.lanes.of_peer(peer).iter().any(has_eth) {
                         continue; // one raw-Ethernet lane per peer
                     }
+                    let route = Route::Eth {
+                        ifindex,
+                        local: pipe.local_mac(),
+                        remote,
+                    };
+                    let eager = self.cfg.eager_limit.min(pipe.one_datagram());
+                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, eth_caps(eager)));
                     self.add_lane(peer, link, route, initiated, Via::default(), lane_tag);
                 }
                 EthProgress::Failed {
