@@ -74,9 +74,12 @@ pub struct Options {
     /// The system the ratio column divides by (default: MPICH if it runs, else Open MPI)
     #[arg(long, value_enum)]
     pub anchor: Option<System>,
-    /// Largest message, bytes (sizes double from 0, or from 1 KiB for bw)
+    /// Largest message, bytes (sizes double from 0, or from `--min` for bw)
     #[arg(long, default_value_t = 1 << 20)]
     pub max: u64,
+    /// Smallest message of bw, bytes (MPBench's bandwidth starts at 4)
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min: u64,
     /// Timed iterations per size (fewer above 8 KiB, as OSU does; default: the program's)
     #[arg(long)]
     pub iters: Option<u32>,
@@ -241,7 +244,7 @@ fn plan(o: &Options) -> Plan {
             let args = vec![
                 s.to_string(),
                 r.to_string(),
-                "1024".into(),
+                o.min.to_string(),
                 max,
                 volume,
                 "2".into(),

@@ -18,12 +18,15 @@ pub struct Program {
     source: &'static str,
 }
 
-/// The program `bench/c/NAME.c`.
+/// The program `bench/DIR/NAME.c` (`bench/c` by default).
 macro_rules! program {
     ($name:literal) => {
+        program!("c", $name)
+    };
+    ($dir:literal, $name:literal) => {
         Program {
             name: $name,
-            source: include_str!(concat!("../../../bench/c/", $name, ".c")),
+            source: include_str!(concat!("../../../bench/", $dir, "/", $name, ".c")),
         }
     };
 }
@@ -35,6 +38,8 @@ pub const COLLECTIVE: Program = program!("collective");
 pub const ALLREDUCE: Program = program!("allreduce");
 pub const APPLAT: Program = program!("applat");
 pub const OVERLAP: Program = program!("overlap");
+/// The bare AF_PACKET ping-pong (`bench/sock/ethpp.c`): no MPI, built with `cc`.
+pub const ETHPP: Program = program!("sock", "ethpp");
 
 /// A command line that starts ranks (the program follows), and the environment it needs.
 struct Launcher {
@@ -333,13 +338,23 @@ fn cache_dir() -> PathBuf {
 
 /// `program` built for `system` (once: kept under a name from the source and compiler).
 pub fn build(program: Program, system: System) -> Result<PathBuf, String> {
-    let cc = system.compiler()?;
+    compile(program, &system.compiler()?, system.name())
+}
+
+/// A program without MPI (a bare socket anchor), built with the system's `cc`.
+pub fn build_bare(program: Program) -> Result<PathBuf, String> {
+    compile(program, &in_path("cc")?, "bare")
+}
+
+/// `program` compiled with `cc` (once: kept under a name from the source and compiler);
+/// `tag` names what it is built for.
+fn compile(program: Program, cc: &Path, tag: &str) -> Result<PathBuf, String> {
     let mut key = blake3::Hasher::new();
     key.update(program.source.as_bytes());
     key.update(cc.as_os_str().as_encoded_bytes());
     let key = &key.finalize().to_hex()[..16];
     let dir = cache_dir();
-    let exe = dir.join(format!("{}-{}-{key}", program.name, system.name()));
+    let exe = dir.join(format!("{}-{tag}-{key}", program.name));
     if exe.is_file() {
         return Ok(exe);
     }
@@ -356,7 +371,7 @@ pub fn build(program: Program, system: System) -> Result<PathBuf, String> {
     let src = dir.join(format!("{}-{key}.{pid}.c", program.name));
     std::fs::write(&src, program.source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
     let tmp = dir.join(format!("{}.{pid}.tmp", exe.display()));
-    let out = Command::new(&cc)
+    let out = Command::new(cc)
         .args(["-O2", "-o"])
         .arg(&tmp)
         .arg(&src)
@@ -410,17 +425,20 @@ pub fn parse(text: &str) -> Output {
 /// the job's timeout).
 pub fn run(system: System, exe: &Path, job: &Job) -> Result<Output, String> {
     let Launcher { argv, env } = system.launcher(job)?;
-    let timeout = job.timeout;
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .arg(exe)
-        .args(job.args)
-        .envs(env)
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).arg(exe).args(job.args).envs(env);
+    finish(cmd, job.timeout, system.name())
+}
+
+/// Runs `cmd` to its end, or kills it after `timeout`; its output parsed, or why it
+/// failed (`name` says whose run it was).
+pub fn finish(mut cmd: Command, timeout: Duration, name: &str) -> Result<Output, String> {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", Path::new(&argv[0]).display()))?;
+        .map_err(|e| format!("cannot start {}: {e}", Path::new(cmd.get_program()).display()))?;
     // Read both pipes on threads: a chatty job must not block on a full pipe.
     let reader = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -438,11 +456,7 @@ pub fn run(system: System, exe: &Path, job: &Job) -> Result<Output, String> {
             Ok(None) if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "{} did not finish within {} s",
-                    system.name(),
-                    timeout.as_secs()
-                ));
+                return Err(format!("{name} did not finish within {} s", timeout.as_secs()));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(e.to_string()),
@@ -455,11 +469,7 @@ pub fn run(system: System, exe: &Path, job: &Job) -> Result<Output, String> {
     if !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "{} exited with {status}: {}",
-            system.name(),
-            tail.join(" / ")
-        ));
+        return Err(format!("{name} exited with {status}: {}", tail.join(" / ")));
     }
     Ok(parse(&stdout))
 }
@@ -487,5 +497,6 @@ mod tests {
         for p in [PINGPONG, STREAMS, BIBW, ALLREDUCE, COLLECTIVE, APPLAT, OVERLAP] {
             assert!(p.source.contains("MPI_Init"), "{}", p.name);
         }
+        assert!(ETHPP.source.contains("AF_PACKET") && !ETHPP.source.contains("MPI_Init"));
     }
 }

@@ -349,7 +349,8 @@ fn info() -> String {
     let _ = writeln!(s, "pontoon {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(
         s,
-        "transports: shm (shared memory between ranks of one node), tcp (PONTOON_TRANSPORTS chooses)"
+        "transports: shm (shared memory between ranks of one node), tcp, eth (raw Ethernet between \
+         hosts of one L2 segment, needs CAP_NET_RAW; add it with PONTOON_TRANSPORTS=tcp,shm,eth or all)"
     );
     match abi_paths::AbiPaths::find() {
         Ok(p) => {

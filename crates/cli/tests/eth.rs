@@ -125,9 +125,10 @@ fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
     }
     drop(clean);
     for loss in ["1.0", "5.0"] {
+        // Reordered frames are sent at once, overtaking the ones the emulator delays.
         let topo = format!(
             "[[segment]]\nname = \"lan\"\nipv4 = \"10.9.0.0/24\"\nmtu = 1500\n\n[segment.wan]\n\
-             delay_ms = 0.0\njitter_ms = 0.0\nloss_pct = {loss}\nreorder_pct = {loss}\n\n\
+             delay_ms = 0.1\njitter_ms = 0.0\nloss_pct = {loss}\nreorder_pct = {loss}\n\n\
              [[host]]\nname = \"x1\"\n\n[[host.nic]]\nsegment = \"lan\"\nindex = 1\n\n\
              [[host]]\nname = \"x2\"\n\n[[host.nic]]\nsegment = \"lan\"\nindex = 2\n"
         );

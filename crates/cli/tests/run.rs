@@ -400,6 +400,7 @@ fn info_lists_transports_parameters_and_launcher_variables() {
     let d = run(&["info"]);
     assert_eq!(d.code, Some(0));
     assert!(d.stdout.contains("transports: shm"), "{}", d.stdout);
+    assert!(d.stdout.contains("eth (raw Ethernet"), "{}", d.stdout);
     for name in [
         "PONTOON_EAGER_LIMIT",
         "PONTOON_LOG",

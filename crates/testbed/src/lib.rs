@@ -19,7 +19,7 @@ pub mod wan;
 pub use build::{agent_path, up, UpOptions};
 pub use presets::{preset, PresetOptions, PRESETS};
 pub use teardown::{down, list, Removed};
-pub use topology::{NatMode, Topology};
+pub use topology::{NatMode, Topology, WanImpairment};
 
 use std::path::PathBuf;
 use std::process::Command;

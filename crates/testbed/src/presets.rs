@@ -96,8 +96,13 @@ fn host(name: String, nics: &[(&str, u16)], opts: &PresetOptions) -> Host {
 
 fn lan(opts: &PresetOptions) -> Topology {
     let n = opts.nodes.unwrap_or(4);
+    let mut lan = segment("lan", Some("10.0.0.0/24"), Some("fd00:0:0:1::/64"), opts);
+    // Impairments (loss, reordering) make the one segment an emulated link.
+    if opts.wan != WanImpairment::default() {
+        lan.wan = Some(opts.wan.clone());
+    }
     Topology {
-        segments: vec![segment("lan", Some("10.0.0.0/24"), Some("fd00:0:0:1::/64"), opts)],
+        segments: vec![lan],
         hosts: (1..=n)
             .map(|i| host(format!("h{i}"), &[("lan", i)], opts))
             .collect(),
@@ -305,6 +310,22 @@ mod tests {
         opts.wan.delay_ms = 10.0;
         let topo = preset("two-clusters", &opts).unwrap();
         assert!(topo.segment("pub").unwrap().wan.is_some());
+        assert!(preset("lan", &PresetOptions::default())
+            .unwrap()
+            .segment("lan")
+            .unwrap()
+            .wan
+            .is_none());
+        opts.wan = WanImpairment {
+            loss_pct: 1.0,
+            ..Default::default()
+        };
+        assert!(preset("lan", &opts)
+            .unwrap()
+            .segment("lan")
+            .unwrap()
+            .wan
+            .is_some());
         assert!(preset("wan", &PresetOptions::default())
             .unwrap()
             .segment("wan")

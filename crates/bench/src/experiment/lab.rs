@@ -62,6 +62,22 @@ struct Table {
     lines: Vec<Line>,
 }
 
+impl Table {
+    /// Line `label`, added empty if new.
+    fn line(&mut self, label: &str) -> &mut Line {
+        match self.lines.iter().position(|l| l.label == label) {
+            Some(i) => &mut self.lines[i],
+            None => {
+                self.lines.push(Line {
+                    label: label.to_string(),
+                    runs: BTreeMap::new(),
+                });
+                self.lines.last_mut().expect("just pushed")
+            }
+        }
+    }
+}
+
 /// A claim of the seed's paper beside pontoon's figure.
 pub struct Claim {
     pub what: String,
@@ -127,6 +143,19 @@ impl<'a> Lab<'a> {
         }
     }
 
+    /// The anchors installed here, as `--systems` takes them (none in a quick run).
+    pub fn anchors(&self) -> String {
+        if self.quick {
+            return String::new();
+        }
+        [System::Mpich, System::Openmpi]
+            .into_iter()
+            .filter(|s| s.available().is_ok())
+            .map(System::name)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Builds a testbed for the experiment (noted in the report).
     pub fn bed(&mut self, preset: &str, opts: &testbed::PresetOptions, flags: &str) -> Result<Bed, String> {
         self.bar.set_message(format!("testbed up {preset} {flags}"));
@@ -186,6 +215,30 @@ impl<'a> Lab<'a> {
         Ok(())
     }
 
+    /// Adds figures measured outside `pontoon bench` (a bare socket anchor run by
+    /// `command`) to table `table` as line `label`; a `measure` made the table.
+    pub fn add_figures(
+        &mut self,
+        table: &str,
+        label: &str,
+        command: &str,
+        rows: &[(u64, f64)],
+    ) -> Result<(), String> {
+        if !self.commands.iter().any(|c| c == command) {
+            self.commands.push(command.to_string());
+        }
+        let line = self
+            .tables
+            .iter_mut()
+            .find(|t| t.id == table)
+            .ok_or_else(|| format!("no table {table} for {label}'s figures"))?
+            .line(label);
+        for &(bytes, v) in rows {
+            line.runs.entry(bytes).or_default().push(v);
+        }
+        Ok(())
+    }
+
     /// Adds the figures `pick` takes from `report` to table `at`: pontoon's as line
     /// `label`, each anchor's under its own name.
     fn add(
@@ -202,19 +255,10 @@ impl<'a> Lab<'a> {
             } else {
                 s.name.name().to_string()
             };
-            let i = match t.lines.iter().position(|l| l.label == name) {
-                Some(i) => i,
-                None => {
-                    t.lines.push(Line {
-                        label: name,
-                        runs: BTreeMap::new(),
-                    });
-                    t.lines.len() - 1
-                }
-            };
+            let line = t.line(&name);
             for row in &report.rows {
                 if let Some(m) = pick(row, s.name) {
-                    t.lines[i].runs.entry(row.bytes).or_default().extend(&m.runs);
+                    line.runs.entry(row.bytes).or_default().extend(&m.runs);
                 }
             }
         }

@@ -4,7 +4,6 @@
 //! transfer hides behind computation, and small-message latency at 100 Mbit/s and 1 Gbit/s.
 
 use super::{Claim, Lab};
-use crate::programs::System;
 use crate::report::figure as fig;
 
 /// `PONTOON_SOCKBUF` values: the paper's two and the kernel's autotuning (0).
@@ -16,16 +15,7 @@ pub fn run(lab: &mut Lab) -> Result<(), String> {
     } else {
         ("4194304", "4194304", "100", "10000")
     };
-    let anchors = if lab.quick {
-        String::new()
-    } else {
-        [System::Mpich, System::Openmpi]
-            .into_iter()
-            .filter(|s| s.available().is_ok())
-            .map(System::name)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let anchors = lab.anchors();
     for mtu in [1500u32, 9000] {
         let opts = testbed::PresetOptions {
             nodes: Some(2),
