@@ -80,6 +80,7 @@ fn caps() -> Caps {
         node_local: true,
         relayed: false,
         raw: false,
+        datagram: 0,
     }
 }
 

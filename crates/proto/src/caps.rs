@@ -41,6 +41,11 @@ pub struct Caps {
     /// lane's comes from the kernel (`TCP_INFO`), which leaves out both ends' socket
     /// layers: the two figures are not alike (see [`plan`]).
     pub raw: bool,
+    /// Largest eager message one datagram of this lane carries (raw lanes; 0 for a
+    /// stream). A raw lane beside a kernel lane carries eager messages up to this size
+    /// only (seed 003's "below 1488 bytes"); alone, it carries up to `max_eager`, cut
+    /// into datagrams by its reliability layer.
+    pub datagram: u32,
 }
 
 /// Which lanes of one peer carry what, decided by [`plan`].
@@ -50,8 +55,8 @@ pub struct LanePlan {
     pub eager: usize,
     /// Indices of the lanes that pull rendezvous fragments.
     pub bulk: Vec<usize>,
-    /// Where eager messages above the eager lane's `max_eager` go (a raw lane takes
-    /// one datagram's worth; larger eager messages take the best kernel-stack lane).
+    /// Where eager messages above one datagram go when the eager lane is raw
+    /// ([`Caps::datagram`]): the best kernel-stack lane.
     pub large_eager: Option<usize>,
 }
 
@@ -132,6 +137,7 @@ mod tests {
             node_local,
             relayed: false,
             raw: false,
+            datagram: 0,
         }
     }
 

@@ -202,7 +202,8 @@ struct Peer {
     backlog: VecDeque<(DataRepr, Option<SendSlice>, Option<SendId>)>,
     /// Largest eager message towards this peer: the configured limit, capped by its best lane.
     eager_limit: u32,
-    /// Largest eager message the eager lane takes; larger ones go on `plan.large_eager`.
+    /// Largest eager message one datagram of a raw eager lane takes; larger ones go on
+    /// `plan.large_eager` (when there is one).
     small_eager: u32,
     /// Rendezvous fragment size towards this peer: the configured size, capped by its lanes.
     frag_size: u32,

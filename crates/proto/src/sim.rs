@@ -496,6 +496,7 @@ impl Sim {
             node_local: false,
             relayed: false,
             raw: false,
+            datagram: 0,
         }
     }
 
@@ -537,7 +538,7 @@ impl Sim {
         let caps = if self.cfg.lane_raw.get(lane).copied().unwrap_or(false) {
             Caps {
                 raw: true,
-                max_eager: RAW_EAGER,
+                datagram: RAW_EAGER,
                 ..caps
             }
         } else {

@@ -155,6 +155,7 @@ mod replay {
             node_local: false,
             relayed: false,
             raw: false,
+            datagram: 0,
         };
         ep.handle_lane_up(0, caps).unwrap();
         ep.handle_lane_up(0, caps).unwrap();

@@ -164,6 +164,26 @@ fn a_raw_lane_carries_small_messages_and_the_kernel_lane_the_rest_in_mpi_order()
 }
 
 #[test]
+fn a_raw_lane_alone_carries_eager_messages_above_a_datagram_eagerly() {
+    // With no kernel lane beside it, a message of several datagrams within the eager
+    // limit is one MATCH frame (the channel cuts it into datagrams), not a rendezvous
+    // with its extra round trip.
+    let cfg = SimConfig {
+        lanes: 1,
+        lane_raw: vec![true],
+        eager_limit: 16 << 10,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let r = sim.irecv(1, 0, 0, 0, 12_000);
+    sim.isend(0, 1, 0, 0, bytes(7, 12_000), false);
+    sim.run();
+    assert!(sim.recv_buf(1, r) == &bytes(7, 12_000)[..]);
+    assert_eq!(sim.lane_frames[&(0, 1, 0)], 1, "one eager frame, no RTS and data");
+    assert_eq!(sim.lane_frames.get(&(1, 0, 0)), None, "and no CTS");
+}
+
+#[test]
 fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
     use pontoon_proto::wire::data::{DataRepr, Envelope};
     let mut ep = pontoon_proto::Endpoint::new(

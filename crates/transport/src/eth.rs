@@ -39,11 +39,12 @@ const RX_FRAME: usize = 9216;
 const RX_STAGING: usize = 64 << 10;
 
 /// Starting capabilities of an eth lane until measured: reliable and ordered as the
-/// engine sees it (the channel makes it so).
-pub fn eth_caps(max_eager: u32) -> Caps {
+/// engine sees it (the channel makes it so); `datagram` from [`EthPipe::one_datagram`].
+pub fn eth_caps(max_eager: u32, datagram: u32) -> Caps {
     Caps {
         latency_ns: 5_000,
         raw: true,
+        datagram,
         ..crate::tcp::tcp_caps(max_eager)
     }
 }

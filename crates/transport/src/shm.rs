@@ -62,6 +62,7 @@ pub fn shm_caps(max_eager: u32) -> Caps {
         node_local: true,
         relayed: false,
         raw: false,
+        datagram: 0,
     }
 }
 

@@ -32,6 +32,7 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
         node_local: false,
         relayed: false,
         raw: false,
+        datagram: 0,
     }
 }
 

@@ -80,7 +80,8 @@ fn lanes() -> (EthLink<DataRepr>, EthLink<DataRepr>, EthPort) {
         ChannelConfig::default(),
     )
     .unwrap();
-    (eth_link(a, eth_caps(1 << 16)), eth_link(b, eth_caps(1 << 16)), pa)
+    let caps = eth_caps(1 << 16, 1400);
+    (eth_link(a, caps), eth_link(b, caps), pa)
 }
 
 fn message(i: u32) -> (HeaderBytes, Vec<u8>) {

@@ -106,8 +106,8 @@ impl Runtime {
                         local: pipe.local_mac(),
                         remote,
                     };
-                    let eager = self.cfg.eager_limit.min(pipe.one_datagram());
-                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, eth_caps(eager)));
+                    let caps = eth_caps(self.cfg.eager_limit, pipe.one_datagram());
+                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, caps));
                     self.add_lane(peer, link, route, initiated, Via::default(), lane_tag);
                 }
                 EthProgress::Failed {
