@@ -223,4 +223,29 @@ mod replay {
         let lane = ep.control_lane(0).unwrap();
         assert_eq!(ep.handle_lane_down(0, lane, "reset", false), LaneLoss::PeerFailed);
     }
+
+    #[test]
+    fn without_copies_losing_the_kernel_lane_beside_a_raw_one_fails_the_peer() {
+        // The raw lane carries control frames and small eager messages, the TCP lane the
+        // eager messages above a datagram: losing it loses those, unless it kept copies.
+        let raw = Caps {
+            latency_ns: 500,
+            bandwidth: 1 << 28,
+            max_frame: 1 << 16,
+            max_eager: 4096,
+            reliable: true,
+            ordered: true,
+            node_local: false,
+            relayed: false,
+            raw: true,
+            datagram: 1400,
+        };
+        for (replayable, loss) in [(false, LaneLoss::PeerFailed), (true, LaneLoss::FailedOver)] {
+            let mut ep = endpoint();
+            let tcp = ep.control_lane(0).unwrap();
+            let raw = ep.handle_lane_up(0, raw).unwrap();
+            assert_eq!(ep.control_lane(0), Some(raw), "the raw lane takes control frames");
+            assert_eq!(ep.handle_lane_down(0, tcp, "reset", replayable), loss);
+        }
+    }
 }

@@ -20,9 +20,10 @@ pub fn run(lab: &mut Lab) -> Result<(), String> {
     let (max, iters, mtus, losses): (u64, &str, &[u32], &[f64]) = if quick {
         (4096, "300", &[1500], &[1.0])
     } else {
-        (4 << 20, "5000", &[1500, 9000], &[1.0, 5.0])
+        (4 << 20, "2000", &[1500, 9000], &[1.0, 5.0])
     };
     let max_text = max.to_string();
+    let loss_max = max.min(1 << 20).to_string();
     let anchors = lab.anchors();
     for &mtu in mtus {
         let opts = testbed::PresetOptions {
@@ -86,12 +87,15 @@ pub fn run(lab: &mut Lab) -> Result<(), String> {
         for _ in 0..lab.rounds {
             for (label, transports) in &SETTINGS[..2] {
                 let env = format!("PONTOON_TRANSPORTS={transports}");
+                // 4 MiB per size: TCP backs off hard under loss.
                 let args = [
                     "bw",
                     "--min",
                     "1024",
                     "--max",
-                    &max_text,
+                    &loss_max,
+                    "--volume",
+                    "4194304",
                     "--systems",
                     "pontoon",
                     "--hosts",

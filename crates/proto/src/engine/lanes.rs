@@ -189,9 +189,12 @@ impl Endpoint {
     /// control frames, or the last lane, fails the peer, unless it said BYE.
     pub fn handle_lane_down(&mut self, peer: Rank, lane: LaneId, cause: &str, replayable: bool) -> LaneLoss {
         let p = &mut self.peers[peer as usize];
-        let carried_control = p.control == Some(lane);
+        // Eager frames on it are lost with it unless the link kept copies: those of the
+        // control lane, and the large eager messages beside a raw lane.
+        let large_eager = p.plan.large_eager.and_then(|i| p.lanes.get(i)).map(|l| l.id);
+        let carried_eager = p.control == Some(lane) || large_eager == Some(lane);
         p.lanes.retain(|l| l.id != lane);
-        if p.state == PeerState::Up && (!carried_control || replayable) && self.replan(peer) {
+        if p.state == PeerState::Up && (!carried_eager || replayable) && self.replan(peer) {
             self.requeue_fragments(peer, lane);
             return LaneLoss::FailedOver;
         }

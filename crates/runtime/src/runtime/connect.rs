@@ -184,7 +184,16 @@ impl Runtime {
         via: Via,
         tag: u64,
     ) {
-        if !extra_lane && self.lanes.connected(peer) {
+        // A second first lane (both ends dialled at once) goes. A raw-Ethernet lane the
+        // peer opened on top of this one may have come up first here (its handshake
+        // overtook our last handshake frame): that is no first lane, and the peer counts
+        // on this one.
+        let first_lane_up = self.lanes.of_peer(peer).iter().any(|&l| {
+            self.lanes
+                .get(l)
+                .is_some_and(|l| l.info.transport != Transport::Eth)
+        });
+        if !extra_lane && first_lane_up {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
         }

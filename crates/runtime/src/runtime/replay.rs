@@ -14,9 +14,10 @@ use transport::{Link, LinkError, Transport};
 use super::Runtime;
 
 impl Runtime {
-    /// A peer with several network lanes: its links keep copies for a replay.
+    /// A peer with several network lanes (of any kinds: a TCP lane beside a raw-Ethernet
+    /// one carries eager messages above a datagram): its links keep copies for a replay.
     pub(super) fn keep_for_replay(&mut self, peer: Rank) {
-        let tcp: Vec<LaneId> = self
+        let network: Vec<LaneId> = self
             .lanes
             .of_peer(peer)
             .iter()
@@ -24,13 +25,13 @@ impl Runtime {
             .filter(|&id| {
                 self.lanes
                     .get(id)
-                    .is_some_and(|l| l.info.transport == Transport::Tcp)
+                    .is_some_and(|l| matches!(l.info.transport, Transport::Tcp | Transport::Eth))
             })
             .collect();
-        if tcp.len() < 2 {
+        if network.len() < 2 {
             return;
         }
-        for id in tcp {
+        for id in network {
             if let Some(l) = self.lanes.get_mut(id) {
                 l.link.ledger().keep();
             }
