@@ -8,6 +8,7 @@
 
 pub mod caps;
 pub mod control;
+pub mod dial;
 pub mod engine;
 pub mod handshake;
 pub mod matching;

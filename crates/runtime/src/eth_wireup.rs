@@ -11,10 +11,11 @@
 //! the lane's first datagram: only the initiator can have sealed it with the lane's
 //! key, which comes from both handshake nonces and the job secret.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use net::card::CardIface;
 use net::EndpointCard;
+use proto::dial::{Resend, ResendStep};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::reliable::ChannelConfig;
 use proto::wire::eth::{EthFrame, EthKind, EthRepr, SackBlock, MAX_SACKS};
@@ -22,8 +23,10 @@ use proto::wire::handshake::FRAME_LEN;
 use proto::wire::HandshakeStatus;
 use proto::wire::{HandshakeFrame, HandshakeRepr};
 use proto::PathKind;
-use proto::Rank;
+use proto::{Nanos, Rank};
 use transport::eth::{EthPeer, EthPipe, EthPort, Mac};
+
+use crate::clock;
 
 /// A HELLO unanswered for this long goes again.
 const RESEND: Duration = Duration::from_millis(25);
@@ -58,8 +61,7 @@ struct Dial {
     ini: Initiator,
     hello: [u8; FRAME_LEN],
     first_lane: bool,
-    started: Instant,
-    sent: Instant,
+    resend: Resend,
 }
 
 struct Accept {
@@ -69,7 +71,7 @@ struct Accept {
     tag: u32,
     acc: Acceptor,
     ack: [u8; FRAME_LEN],
-    started: Instant,
+    started: Nanos,
 }
 
 /// The rank's eth ports and the raw-Ethernet handshakes under way.
@@ -175,14 +177,21 @@ impl EthWireup {
 
     /// Probes `peer` from every port to every marked interface of its card. Returns
     /// how many probes went out.
-    pub fn start(&mut self, id: &Identity, peer: Rank, theirs: &EndpointCard, first_lane: bool) -> usize {
+    pub fn start(
+        &mut self,
+        id: &Identity,
+        peer: Rank,
+        theirs: &EndpointCard,
+        first_lane: bool,
+        timeout: Duration,
+    ) -> usize {
         let macs: Vec<Mac> = theirs
             .ifaces
             .iter()
             .filter(|i| i.raw_eth)
             .filter_map(|i| i.mac)
             .collect();
-        let now = Instant::now();
+        let now = clock::now();
         let mut started = 0;
         for (port, (p, _)) in self.ports.iter().enumerate() {
             for &to in &macs {
@@ -202,8 +211,7 @@ impl EthWireup {
                     ini,
                     hello,
                     first_lane,
-                    started: now,
-                    sent: now,
+                    resend: Resend::new(clock::nanos(RESEND), clock::nanos(timeout), now),
                 });
                 started += 1;
             }
@@ -250,7 +258,8 @@ impl EthWireup {
                 }
             }
         }
-        let now = Instant::now();
+        let now = clock::now();
+        let limit = clock::nanos(timeout);
         // A lost CONFIRM: the lane's first datagram, sealed with its key, stands for it.
         let mut i = 0;
         while i < self.accepts.len() {
@@ -261,7 +270,7 @@ impl EthWireup {
             {
                 let c = self.accepts.swap_remove(i);
                 out.push(self.accepted(c));
-            } else if now.duration_since(c.started) > timeout {
+            } else if now.saturating_sub(c.started) > limit {
                 let c = self.accepts.swap_remove(i);
                 self.ports[c.port].0.release_tag(c.tag);
             } else {
@@ -271,31 +280,34 @@ impl EthWireup {
         let mut i = 0;
         while i < self.dials.len() {
             let d = &mut self.dials[i];
-            if now.duration_since(d.started) > timeout {
-                let d = self.dials.swap_remove(i);
-                let port = &self.ports[d.port].0;
-                port.release_tag(d.tag);
-                // One probe of several failing says little; the last one says why.
-                if !self.dials.iter().any(|o| o.peer == d.peer) {
-                    out.push(EthProgress::Failed {
-                        peer: d.peer,
-                        first_lane: d.first_lane,
-                        why: format!(
-                            "no answer to raw-Ethernet probes within {} ms (last from {} to {}): not on \
-                             one L2 segment, or frames of EtherType 0x88B5 are filtered",
-                            timeout.as_millis(),
-                            port.ifname(),
-                            mac_text(&d.to)
-                        ),
-                    });
+            match d.resend.poll(now) {
+                ResendStep::Wait => {}
+                ResendStep::Send => {
+                    let _ =
+                        self.ports[d.port]
+                            .0
+                            .send_one(d.to, &handshake(0, d.tag, FRAME_LEN), &d.hello, None);
                 }
-                continue;
-            }
-            if now.duration_since(d.sent) >= RESEND {
-                d.sent = now;
-                let _ = self.ports[d.port]
-                    .0
-                    .send_one(d.to, &handshake(0, d.tag, FRAME_LEN), &d.hello, None);
+                ResendStep::Expired => {
+                    let d = self.dials.swap_remove(i);
+                    let port = &self.ports[d.port].0;
+                    port.release_tag(d.tag);
+                    // One probe of several failing says little; the last one says why.
+                    if !self.dials.iter().any(|o| o.peer == d.peer) {
+                        out.push(EthProgress::Failed {
+                            peer: d.peer,
+                            first_lane: d.first_lane,
+                            why: format!(
+                                "no answer to raw-Ethernet probes within {} ms (last from {} to {}): not \
+                                 on one L2 segment, or frames of EtherType 0x88B5 are filtered",
+                                timeout.as_millis(),
+                                port.ifname(),
+                                mac_text(&d.to)
+                            ),
+                        });
+                    }
+                    continue;
+                }
             }
             i += 1;
         }
@@ -338,7 +350,7 @@ impl EthWireup {
                     tag,
                     acc,
                     ack: verdict.ack,
-                    started: Instant::now(),
+                    started: clock::now(),
                 });
             }
             Err(e) => {

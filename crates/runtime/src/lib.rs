@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod clock;
 pub mod config;
 pub mod control;
 mod eth_wireup;

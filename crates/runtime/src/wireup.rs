@@ -7,11 +7,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use crate::clock;
 use crate::lanes::Via;
 use net::{AddrClass, Candidate, ConnEntry, PathKind};
+use proto::dial::{Race, RaceStep, RaceTiming};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::wire::handshake::{FRAME_LEN, MAGIC};
-use proto::Rank;
+use proto::{Nanos, Rank};
 use rustix::event::{PollFd, PollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 use transport::relay::{RelayDial, RelayStep};
@@ -148,14 +150,12 @@ pub enum Progress {
     Dropped(String),
 }
 
-/// At most this many connects to one peer are in flight at once.
-const MAX_RACING: usize = 3;
-
 /// A connect in flight (or finished, waiting for its turn at the handshake).
 struct Racer {
     cand: usize,
     sock: TcpStream,
-    started: Instant,
+    /// When its connect began (for the record).
+    started: Nanos,
     /// Connected (and, through a relay, joined to the peer): ready for the handshake.
     connected: bool,
     /// The exchange with a relay, once the TCP connect to it completed.
@@ -169,25 +169,22 @@ struct Handshake {
     sock: TcpStream,
     ini: Initiator,
     buf: Vec<u8>,
-    started: Instant,
     /// When the TCP connect of this candidate began.
-    connect_started: Instant,
+    connect_started: Nanos,
 }
 
-/// Connecting to one peer: candidates raced with staggered starts (a new connect every
-/// `stagger` while none has succeeded, at most [`MAX_RACING`] at once), each connect and
-/// each handshake with its own time limit; the identity handshake decides, one at a time,
-/// in candidate order among the connected ones. Every outcome is recorded.
+/// Connecting to one peer: its candidates raced as [`Race`] schedules them (staggered
+/// starts, a time limit per connect and per handshake, one for the whole); the identity
+/// handshake decides, one at a time, in candidate order among the connected ones. Every
+/// outcome is recorded.
 pub struct Outgoing {
     pub peer: Rank,
     candidates: Vec<Candidate>,
-    next: usize,
+    race: Race,
+    timing: RaceTiming,
     racing: Vec<Racer>,
     handshake: Option<Handshake>,
-    last_start: Option<Instant>,
     pub attempts: Vec<Attempt>,
-    pub started: Instant,
-    deadline: Instant,
     sockbuf: usize,
     /// An additional lane to a peer already connected (not its first connection).
     extra: bool,
@@ -195,28 +192,22 @@ pub struct Outgoing {
     lane_device: Option<String>,
 }
 
-/// How long attempts may take and how they are spread.
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    pub attempt: Duration,
-    pub stagger: Duration,
-    /// The whole connection set-up to one peer.
-    pub total: Duration,
-}
-
 impl Outgoing {
-    pub fn new(peer: Rank, candidates: Vec<Candidate>, sockbuf: usize, total: Duration) -> Outgoing {
-        let now = Instant::now();
+    pub fn new(
+        peer: Rank,
+        candidates: Vec<Candidate>,
+        sockbuf: usize,
+        timing: RaceTiming,
+        now: Nanos,
+    ) -> Outgoing {
         Outgoing {
             peer,
+            race: Race::new(candidates.len(), timing, now),
             candidates,
-            next: 0,
+            timing,
             racing: Vec::new(),
             handshake: None,
-            last_start: None,
             attempts: Vec::new(),
-            started: now,
-            deadline: now + total,
             sockbuf,
             extra: false,
             lane_device: None,
@@ -224,8 +215,14 @@ impl Outgoing {
     }
 
     /// An additional lane to a connected peer, through the plan's local interface.
-    pub fn lane(peer: Rank, plan: net::paths::LanePlan, sockbuf: usize, total: Duration) -> Outgoing {
-        let mut o = Outgoing::new(peer, plan.candidates, sockbuf, total);
+    pub fn lane(
+        peer: Rank,
+        plan: net::paths::LanePlan,
+        sockbuf: usize,
+        timing: RaceTiming,
+        now: Nanos,
+    ) -> Outgoing {
+        let mut o = Outgoing::new(peer, plan.candidates, sockbuf, timing, now);
         o.lane_device = Some(plan.device);
         o.extra = true;
         o
@@ -233,7 +230,7 @@ impl Outgoing {
 
     /// An additional lane to a connected peer over `sock`, which a hole punch connected
     /// to the peer's address `to` (both ends dialled; this one speaks first).
-    pub fn punched(peer: Rank, sock: TcpStream, to: SocketAddr, total: Duration) -> Outgoing {
+    pub fn punched(peer: Rank, sock: TcpStream, to: SocketAddr, timing: RaceTiming, now: Nanos) -> Outgoing {
         let cand = Candidate {
             addr: to,
             kind: PathKind::Punched,
@@ -242,13 +239,13 @@ impl Outgoing {
             remote_iface: 0,
             bridge: false,
         };
-        let mut o = Outgoing::new(peer, vec![cand], 0, total);
-        o.next = 1;
+        let mut o = Outgoing::new(peer, vec![cand], 0, timing, now);
+        o.race = Race::connected_at_start(timing, now);
         o.extra = true;
         o.racing.push(Racer {
             cand: 0,
             sock,
-            started: o.started,
+            started: now,
             connected: true,
             relay: None,
         });
@@ -273,17 +270,24 @@ impl Outgoing {
         self.handshake.as_ref().map(|h| self.candidates[h.cand].kind)
     }
 
+    /// When [`Outgoing::poll`] has something to do even if no socket is ready.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.race.poll_timeout()
+    }
+
     /// Ends every attempt still running, recording `why` for each.
-    pub fn abandon(&mut self, why: &str) {
+    pub fn abandon(&mut self, why: &str, now: Nanos) {
         if let Some(h) = self.handshake.take() {
-            self.record(h.cand, h.connect_started, Err(why.to_string()));
+            self.race.ended(h.cand);
+            self.record(h.cand, h.connect_started, now, Err(why.to_string()));
         }
         for r in std::mem::take(&mut self.racing) {
-            self.record(r.cand, r.started, Err(why.to_string()));
+            self.race.ended(r.cand);
+            self.record(r.cand, r.started, now, Err(why.to_string()));
         }
     }
 
-    fn record(&mut self, cand: usize, since: Instant, result: Result<(), String>) {
+    fn record(&mut self, cand: usize, since: Nanos, now: Nanos, result: Result<(), String>) {
         let c = self.candidates[cand];
         self.attempts.push(Attempt {
             addr: c.addr,
@@ -291,15 +295,18 @@ impl Outgoing {
             next: c.next,
             class: c.class,
             bridge: c.bridge,
-            elapsed: since.elapsed(),
+            elapsed: clock::duration(now.saturating_sub(since)),
             result,
         });
     }
 
-    fn start_next(&mut self, now: Instant) {
-        let cand = self.next;
-        self.next += 1;
-        self.last_start = Some(now);
+    /// An attempt at `cand` failed: recorded, and out of the race.
+    fn failed(&mut self, cand: usize, since: Nanos, now: Nanos, why: String) {
+        self.race.ended(cand);
+        self.record(cand, since, now, Err(why));
+    }
+
+    fn start(&mut self, cand: usize, now: Nanos) {
         match start_connect(
             self.candidates[cand].addr,
             self.sockbuf,
@@ -312,48 +319,68 @@ impl Outgoing {
                 connected: false,
                 relay: None,
             }),
-            Err(e) => self.record(cand, now, Err(e.to_string())),
+            Err(e) => self.failed(cand, now, now, e.to_string()),
         }
     }
 
-    /// Drives the attempts; `nonce` supplies fresh randomness for a new HELLO. `hold`:
-    /// send no HELLO now — the peer's own connection to us passed its HELLO and is
-    /// completing. A HELLO of ours sent then would reach a peer that has its connection
-    /// established from its side, while we might complete ours first: each side would keep
-    /// a different connection and drop the other's, losing both. Relays widen that window
-    /// (the exchange with a relay delays our HELLO).
-    pub fn poll(
-        &mut self,
-        id: &Identity,
-        timing: Timing,
-        nonce: impl Fn() -> [u8; 16],
-        hold: bool,
-    ) -> Progress {
-        let now = Instant::now();
-        if now > self.deadline {
-            self.abandon(&format!("given up after {} ms in all", timing.total.as_millis()));
+    /// Carries out what the race's timers say at `now`. Returns whether it gave up.
+    fn run_timers(&mut self, now: Nanos) -> bool {
+        let limit = self.timing.attempt / 1_000_000;
+        while let Some(step) = self.race.poll(now) {
+            match step {
+                RaceStep::Start(cand) => self.start(cand, now),
+                RaceStep::GiveUp => {
+                    let ms = self.timing.total / 1_000_000;
+                    self.abandon(&format!("given up after {ms} ms in all"), now);
+                    return true;
+                }
+                RaceStep::TimedOut { cand, stage } => {
+                    if let Some(h) = self.handshake.take_if(|h| h.cand == cand) {
+                        let why = format!("no handshake answer within {limit} ms");
+                        self.record(cand, h.connect_started, now, Err(why));
+                    } else if let Some(i) = self.racing.iter().position(|r| r.cand == cand) {
+                        let r = self.racing.remove(i);
+                        let why = match (stage, r.relay) {
+                            (_, Some(_)) => format!("the relay did not answer within {limit} ms"),
+                            _ => format!("no answer within {limit} ms"),
+                        };
+                        self.record(cand, r.started, now, Err(why));
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Drives the attempts at `now`; `nonce` supplies fresh randomness for a new HELLO.
+    /// `hold`: send no HELLO now — the peer's own connection to us passed its HELLO and
+    /// is completing. A HELLO of ours sent then would reach a peer that has its
+    /// connection established from its side, while we might complete ours first: each
+    /// side would keep a different connection and drop the other's, losing both. Relays
+    /// widen that window (the exchange with a relay delays our HELLO).
+    pub fn poll(&mut self, id: &Identity, now: Nanos, nonce: impl Fn() -> [u8; 16], hold: bool) -> Progress {
+        if self.run_timers(now) {
             return Progress::Failed(self.report());
         }
-        let busy = self.racing.len() + usize::from(self.handshake.is_some());
-        let stagger_over = !matches!(self.last_start, Some(t) if now.duration_since(t) < timing.stagger);
-        if self.next < self.candidates.len() && (busy == 0 || (stagger_over && busy < MAX_RACING)) {
-            self.start_next(now);
-        }
-        self.poll_connects(timing.attempt, id);
+        self.poll_connects(id, now);
         if self.handshake.is_none() && !hold {
-            self.begin_handshake(id, &nonce);
+            self.begin_handshake(id, &nonce, now);
         }
-        if let Some(done) = self.poll_handshake(timing.attempt) {
+        if let Some(done) = self.poll_handshake(now) {
             return done;
         }
-        if self.racing.is_empty() && self.handshake.is_none() && self.next >= self.candidates.len() {
+        // Attempts that ended leave room for the next candidate at once.
+        if self.run_timers(now) {
+            return Progress::Failed(self.report());
+        }
+        if self.race.exhausted() {
             return Progress::Failed(self.report());
         }
         Progress::Pending
     }
 
     /// Drives the TCP connects, and the relay exchange of those that reached a relay.
-    fn poll_connects(&mut self, limit: Duration, id: &Identity) {
+    fn poll_connects(&mut self, id: &Identity, now: Nanos) {
         let mut i = 0;
         while i < self.racing.len() {
             let cand = self.candidates[self.racing[i].cand];
@@ -362,16 +389,12 @@ impl Outgoing {
                 i += 1;
                 continue;
             }
-            let outcome = if r.started.elapsed() > limit {
-                Some(match r.relay {
-                    Some(_) => format!("the relay did not answer within {} ms", limit.as_millis()),
-                    None => format!("no answer within {} ms", limit.as_millis()),
-                })
-            } else if let Some(dial) = r.relay.as_mut() {
+            let outcome = if let Some(dial) = r.relay.as_mut() {
                 match dial.poll(&mut r.sock, &id.secret, self.peer) {
                     RelayStep::Pending => None,
                     RelayStep::Joined => {
                         r.connected = true;
+                        self.race.connected(r.cand, now);
                         None
                     }
                     RelayStep::Failed(why) => Some(format!("relay: {why}")),
@@ -385,6 +408,7 @@ impl Outgoing {
                     }
                     Ok(None) => {
                         r.connected = true;
+                        self.race.connected(r.cand, now);
                         None
                     }
                     Ok(Some(e)) | Err(e) => Some(e.to_string()),
@@ -395,7 +419,7 @@ impl Outgoing {
             match outcome {
                 Some(why) => {
                     let r = self.racing.remove(i);
-                    self.record(r.cand, r.started, Err(why));
+                    self.failed(r.cand, r.started, now, why);
                 }
                 None => i += 1,
             }
@@ -403,7 +427,7 @@ impl Outgoing {
     }
 
     /// Sends HELLO on the best connected racer.
-    fn begin_handshake(&mut self, id: &Identity, nonce: &impl Fn() -> [u8; 16]) {
+    fn begin_handshake(&mut self, id: &Identity, nonce: &impl Fn() -> [u8; 16], now: Nanos) {
         while let Some(pos) = self
             .racing
             .iter()
@@ -421,35 +445,30 @@ impl Outgoing {
             };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
+                    self.race.handshake_began(r.cand, now);
                     self.handshake = Some(Handshake {
                         cand: r.cand,
                         sock: r.sock,
                         ini,
                         buf: Vec::with_capacity(FRAME_LEN),
-                        started: Instant::now(),
                         connect_started: r.started,
                     });
                     return;
                 }
-                Err(e) => self.record(r.cand, r.started, Err(e)),
+                Err(e) => self.failed(r.cand, r.started, now, e),
             }
         }
     }
 
-    fn poll_handshake(&mut self, limit: Duration) -> Option<Progress> {
+    fn poll_handshake(&mut self, now: Nanos) -> Option<Progress> {
         let mut h = self.handshake.take()?;
-        if h.started.elapsed() > limit {
-            let why = format!("no handshake answer within {} ms", limit.as_millis());
-            self.record(h.cand, h.connect_started, Err(why));
-            return None;
-        }
         match read_frame(&mut h.sock, &mut h.buf) {
             Ok(false) => {
                 self.handshake = Some(h);
                 return None;
             }
             Err(e) => {
-                self.record(h.cand, h.connect_started, Err(e));
+                self.failed(h.cand, h.connect_started, now, e);
                 return None;
             }
             Ok(true) => {}
@@ -457,15 +476,17 @@ impl Outgoing {
         match h.ini.handle_ack(&h.buf) {
             Ok(confirm) => {
                 if let Err(e) = write_frame(&mut h.sock, &confirm) {
-                    self.record(h.cand, h.connect_started, Err(e));
+                    self.failed(h.cand, h.connect_started, now, e);
                     return None;
                 }
-                self.record(h.cand, h.connect_started, Ok(()));
+                self.race.ended(h.cand);
+                self.record(h.cand, h.connect_started, now, Ok(()));
                 for r in std::mem::take(&mut self.racing) {
-                    self.record(
+                    self.failed(
                         r.cand,
                         r.started,
-                        Err("abandoned: an earlier candidate connected".into()),
+                        now,
+                        "abandoned: an earlier candidate connected".into(),
                     );
                 }
                 Some(Progress::Established {
@@ -480,16 +501,17 @@ impl Outgoing {
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
-                self.record(
+                self.failed(
                     h.cand,
                     h.connect_started,
-                    Err("the peer is connecting to us at the same time; its connection is kept".into()),
+                    now,
+                    "the peer is connecting to us at the same time; its connection is kept".into(),
                 );
-                self.abandon("abandoned: the peer's own connection is kept");
+                self.abandon("abandoned: the peer's own connection is kept", now);
                 Some(Progress::Yielded)
             }
             Err(e) => {
-                self.record(h.cand, h.connect_started, Err(e.to_string()));
+                self.failed(h.cand, h.connect_started, now, e.to_string());
                 None
             }
         }
@@ -505,7 +527,7 @@ impl Outgoing {
                 .into();
         }
         let tried: Vec<String> = self.attempts.iter().map(Attempt::to_string).collect();
-        let untried: Vec<String> = self.candidates[self.next..]
+        let untried: Vec<String> = self.candidates[self.race.untried()]
             .iter()
             .map(|c| c.addr.to_string())
             .collect();
@@ -796,17 +818,17 @@ mod tests {
     #[test]
     fn a_held_outgoing_connects_but_says_no_hello_until_released() {
         let (rank1, how) = acceptor_telling(1);
-        let mut out = Outgoing::new(1, vec![candidate(rank1)], 0, TIMING.total);
+        let mut out = Outgoing::new(1, vec![candidate(rank1)], 0, TIMING, clock::now());
         for _ in 0..200 {
             assert!(matches!(
-                out.poll(&identity(0), TIMING, || [1; 16], true),
+                out.poll(&identity(0), clock::now(), || [1; 16], true),
                 Progress::Pending
             ));
             thread::sleep(Duration::from_millis(1));
         }
         assert!(out.in_handshake().is_none() && out.racing.iter().all(|r| r.connected));
         assert!(how.try_recv().is_err(), "the peer heard no HELLO");
-        let (done, _) = drive(&mut out, TIMING);
+        let (done, _) = drive(&mut out);
         assert!(
             matches!(done, Progress::Established { peer: 1, .. }),
             "{}",
@@ -826,8 +848,8 @@ mod tests {
         let id = identity(1);
         let (_registered, _) =
             transport::relay::register_unchecked(relay.addrs()[0], &id.secret, 1, rank1.port()).unwrap();
-        let mut out = Outgoing::new(1, vec![relayed(relay.addrs()[0])], 0, TIMING.total);
-        let (done, _) = drive(&mut out, TIMING);
+        let mut out = Outgoing::new(1, vec![relayed(relay.addrs()[0])], 0, TIMING, clock::now());
+        let (done, _) = drive(&mut out);
         assert_eq!(
             reached_rank_1_by(&done),
             Some(PathKind::NatProxy),
@@ -842,8 +864,8 @@ mod tests {
     fn a_relay_that_joins_the_wrong_rank_is_caught_and_the_next_path_taken() {
         let (wrong, right) = (acceptor(2), acceptor(1));
         let liar = lying_relay(wrong);
-        let mut out = Outgoing::new(1, vec![relayed(liar), candidate(right)], 0, TIMING.total);
-        let (done, _) = drive(&mut out, TIMING);
+        let mut out = Outgoing::new(1, vec![relayed(liar), candidate(right)], 0, TIMING, clock::now());
+        let (done, _) = drive(&mut out);
         assert_eq!(
             reached_rank_1_by(&done),
             Some(PathKind::Direct),
@@ -874,27 +896,34 @@ mod tests {
         (addr, keep)
     }
 
-    fn drive(out: &mut Outgoing, timing: Timing) -> (Progress, Duration) {
+    fn drive(out: &mut Outgoing) -> (Progress, Duration) {
         let start = Instant::now();
         loop {
-            match out.poll(&identity(0), timing, || [1; 16], false) {
+            match out.poll(&identity(0), clock::now(), || [1; 16], false) {
                 Progress::Pending => thread::sleep(Duration::from_millis(1)),
                 done => return (done, start.elapsed()),
             }
         }
     }
 
-    const TIMING: Timing = Timing {
-        attempt: Duration::from_millis(1500),
-        stagger: Duration::from_millis(100),
-        total: Duration::from_secs(4),
+    const MS: u64 = 1_000_000;
+    const TIMING: RaceTiming = RaceTiming {
+        attempt: 1500 * MS,
+        stagger: 100 * MS,
+        total: 4000 * MS,
     };
 
     #[test]
     fn the_wrong_rank_is_refused_and_the_next_candidate_connects() {
         let (wrong, right) = (acceptor(2), acceptor(1));
-        let mut out = Outgoing::new(1, vec![candidate(wrong), candidate(right)], 0, TIMING.total);
-        let (done, _) = drive(&mut out, TIMING);
+        let mut out = Outgoing::new(
+            1,
+            vec![candidate(wrong), candidate(right)],
+            0,
+            TIMING,
+            clock::now(),
+        );
+        let (done, _) = drive(&mut out);
         assert!(
             matches!(done, Progress::Established { peer: 1, .. }),
             "{}",
@@ -914,15 +943,25 @@ mod tests {
     fn a_silent_address_does_not_hold_up_the_next_one() {
         let (silent, _keep) = black_hole();
         let right = acceptor(1);
-        let mut out = Outgoing::new(1, vec![candidate(silent), candidate(right)], 0, TIMING.total);
-        let (done, took) = drive(&mut out, TIMING);
+        let mut out = Outgoing::new(
+            1,
+            vec![candidate(silent), candidate(right)],
+            0,
+            TIMING,
+            clock::now(),
+        );
+        let (done, took) = drive(&mut out);
         assert!(
             matches!(done, Progress::Established { peer: 1, .. }),
             "{}",
             out.report()
         );
         // Raced after one stagger, not after the silent attempt's time limit.
-        assert!(took < TIMING.attempt, "took {took:?}: {}", out.report());
+        assert!(
+            took < clock::duration(TIMING.attempt),
+            "took {took:?}: {}",
+            out.report()
+        );
         let silent_attempts: Vec<&Attempt> = out.attempts.iter().filter(|a| a.addr == silent).collect();
         assert_eq!(silent_attempts.len(), 1, "recorded once: {}", out.report());
         assert!(silent_attempts[0]
@@ -935,16 +974,22 @@ mod tests {
     #[test]
     fn silence_everywhere_fails_at_the_deadline_with_every_address() {
         let holes: Vec<(SocketAddr, Vec<Socket>)> = (0..5).map(|_| black_hole()).collect();
-        let timing = Timing {
-            attempt: Duration::from_secs(10),
-            stagger: Duration::from_millis(50),
-            total: Duration::from_millis(800),
+        let timing = RaceTiming {
+            attempt: 10_000 * MS,
+            stagger: 50 * MS,
+            total: 800 * MS,
         };
-        let mut out = Outgoing::new(1, holes.iter().map(|h| candidate(h.0)).collect(), 0, timing.total);
+        let mut out = Outgoing::new(
+            1,
+            holes.iter().map(|h| candidate(h.0)).collect(),
+            0,
+            timing,
+            clock::now(),
+        );
         let mut most_in_flight = 0;
         let start = Instant::now();
         let done = loop {
-            match out.poll(&identity(0), timing, || [1; 16], false) {
+            match out.poll(&identity(0), clock::now(), || [1; 16], false) {
                 Progress::Pending => {
                     most_in_flight = most_in_flight.max(out.racing.len());
                     thread::sleep(Duration::from_millis(1));
@@ -957,10 +1002,11 @@ mod tests {
             panic!("expected a failure: {}", out.report())
         };
         assert!(
-            took >= timing.total && took < timing.total + Duration::from_millis(300),
+            took >= clock::duration(timing.total)
+                && took < clock::duration(timing.total) + Duration::from_millis(300),
             "{took:?}"
         );
-        assert_eq!(most_in_flight, MAX_RACING);
+        assert_eq!(most_in_flight, proto::dial::MAX_RACING);
         assert!(
             report.contains("given up after 800 ms") && report.contains("not tried in time"),
             "{report}"

@@ -14,10 +14,11 @@ use transport::tcp::{tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
 
 use super::{nonce, Runtime};
+use crate::clock;
 use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
 use crate::shm_wireup::{ShmDial, ShmProgress};
 use crate::waiter::Waiter;
-use crate::wireup::{Incoming, Outgoing, Progress, Timing};
+use crate::wireup::{Incoming, Outgoing, Progress};
 use net::{EndpointCard, PathKind};
 
 /// What this rank already has going with each other rank, for judging a HELLO: only a
@@ -103,7 +104,8 @@ impl Runtime {
             peer,
             self.candidates_for(peer),
             self.cfg.sockbuf,
-            total,
+            self.race_timing(total),
+            clock::now(),
         ));
     }
 
@@ -165,7 +167,7 @@ impl Runtime {
             .position(|o| o.peer == peer && o.first_lane())
         {
             let mut o = self.outgoing.swap_remove(pos);
-            o.abandon("abandoned: the peer's own connection came first");
+            o.abandon("abandoned: the peer's own connection came first", clock::now());
             self.attempt_log.entry(peer).or_default().extend(o.attempts);
         }
         self.shm_dials.retain(|d| d.peer != peer);
@@ -303,6 +305,7 @@ impl Runtime {
             info,
             tag,
             acked: 0,
+            rest: 0,
         });
         self.keep_for_replay(peer);
         if first {
@@ -329,7 +332,8 @@ impl Runtime {
                 peer,
                 plan,
                 self.cfg.sockbuf,
-                self.cfg.connect_timeout,
+                self.race_timing(self.cfg.connect_timeout),
+                clock::now(),
             ));
         }
     }
@@ -352,11 +356,7 @@ impl Runtime {
         any |= self.shm_wireup(&ready, now);
         any |= self.eth_wireup();
         let timeout = self.cfg.attempt_timeout;
-        let timing = Timing {
-            attempt: timeout,
-            stagger: self.cfg.stagger,
-            total: self.cfg.connect_timeout,
-        };
+        let now_ns = clock::now();
         // Peers whose own first connection to us is completing: our HELLO waits.
         let completing: Vec<Rank> = self
             .incoming
@@ -368,7 +368,7 @@ impl Runtime {
         while i < self.outgoing.len() {
             let o = &mut self.outgoing[i];
             let hold = o.first_lane() && completing.contains(&o.peer);
-            let progress = o.poll(&self.id, timing, nonce, hold);
+            let progress = o.poll(&self.id, now_ns, nonce, hold);
             if matches!(progress, Progress::Pending) {
                 i += 1;
                 continue;
@@ -672,6 +672,15 @@ impl Runtime {
                 continue;
             };
             self.dial(peer, deadline - now);
+        }
+    }
+
+    /// How the candidates of one set-up taking at most `total` are raced.
+    pub(super) fn race_timing(&self, total: Duration) -> proto::dial::RaceTiming {
+        proto::dial::RaceTiming {
+            attempt: clock::nanos(self.cfg.attempt_timeout),
+            stagger: clock::nanos(self.cfg.stagger),
+            total: clock::nanos(total),
         }
     }
 

@@ -63,7 +63,9 @@ impl Runtime {
         let Some(theirs) = self.cards.get(&peer) else {
             return false;
         };
-        self.eth.start(&self.id, peer, theirs, first_lane) > 0
+        self.eth
+            .start(&self.id, peer, theirs, first_lane, self.cfg.attempt_timeout)
+            > 0
     }
 
     /// Drives the raw-Ethernet handshakes. Returns whether anything happened.

@@ -292,8 +292,9 @@ impl Runtime {
                     let sock: TcpStream = d.sock.into();
                     self.punching.handshaking.insert(peer, (round, now));
                     if lead {
-                        let total = self.cfg.attempt_timeout;
-                        self.outgoing.push(Outgoing::punched(peer, sock, to, total));
+                        let timing = self.race_timing(self.cfg.attempt_timeout);
+                        let at = crate::clock::now();
+                        self.outgoing.push(Outgoing::punched(peer, sock, to, timing, at));
                     } else {
                         self.take_incoming(sock);
                     }
