@@ -48,6 +48,19 @@ pub struct Caps {
     pub datagram: u32,
 }
 
+/// One-way cost of what a kernel-stack lane's measured latency leaves out: the system
+/// calls that send and receive at the two ends and the socket layer's wake-up. On the
+/// testbed pontoon's TCP one-way latency is 1–2 µs above its lane's figure (half the
+/// kernel's smallest round trip), which streaming brings down to under 1 µs.
+pub const KERNEL_SOCKET_NS: u64 = 2_000;
+
+/// Largest eager message a raw lane carries beside a kernel lane (and at most one
+/// datagram, [`Caps::datagram`]): per byte a raw lane costs about four times what TCP
+/// does (the keyed tag at both ends, copies), so on the testbed it is the faster up to
+/// about 1 KiB and the slower from 2 KiB on, even where a jumbo datagram holds 8 KiB
+/// (`pontoon bench experiment 003`).
+pub const RAW_SMALL_MAX: u32 = 1024;
+
 /// Which lanes of one peer carry what, decided by [`plan`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LanePlan {
@@ -55,8 +68,8 @@ pub struct LanePlan {
     pub eager: usize,
     /// Indices of the lanes that pull rendezvous fragments.
     pub bulk: Vec<usize>,
-    /// Where eager messages above one datagram go when the eager lane is raw
-    /// ([`Caps::datagram`]): the best kernel-stack lane.
+    /// Where eager messages above one datagram ([`Caps::datagram`], at most
+    /// [`RAW_SMALL_MAX`]) go when the eager lane is raw: the best kernel-stack lane.
     pub large_eager: Option<usize>,
 }
 
@@ -87,10 +100,18 @@ pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
             .map(|(i, _)| i)
     };
     // A raw lane's latency is an application-to-application figure, a kernel stack's
-    // a kernel-to-kernel one, which leaves out the very costs a raw lane saves: within
-    // a factor of two the raw lane is taken to be the faster (on one segment it is).
+    // a kernel-to-kernel one, which leaves out the very costs a raw lane saves (a send
+    // and a receive system call, KERNEL_SOCKET_NS): with those added, within a factor
+    // of two the raw lane is taken to be the faster (on one segment it is). Without
+    // them, a TCP lane that streams (its acknowledgements immediate, its measured round
+    // trip a few µs on a veth pair) took small messages from the raw lane.
     let best = match (fastest(true), fastest(false)) {
-        (Some(r), Some(k)) if u128::from(lanes[r].latency_ns) <= 2 * u128::from(lanes[k].latency_ns) => r,
+        (Some(r), Some(k))
+            if u128::from(lanes[r].latency_ns)
+                <= 2 * (u128::from(lanes[k].latency_ns) + u128::from(KERNEL_SOCKET_NS)) =>
+        {
+            r
+        }
         (Some(_), Some(k)) => k,
         (r, k) => r.or(k)?,
     };
@@ -210,15 +231,22 @@ mod tests {
             vec![0],
             "a raw lane alone carries all"
         );
+        let (mut streaming, mut fast) = (tcp, raw);
+        (streaming.latency_ns, fast.latency_ns) = (600, 3_500);
+        assert_eq!(
+            plan(&[streaming, fast], Some(1)).unwrap().eager,
+            1,
+            "a streaming TCP lane's few µs do not take small messages from the raw lane"
+        );
         let mut far = raw;
-        far.latency_ns = 9_000;
+        far.latency_ns = 13_000;
         assert_eq!(
             plan(&[tcp, far], Some(1)).unwrap().eager,
             0,
             "more than twice as slow"
         );
         let mut fast_tcp = tcp;
-        fast_tcp.latency_ns = 1_000;
+        fast_tcp.latency_ns = 500;
         assert_eq!(plan(&[fast_tcp, raw], None).unwrap().eager, 0);
     }
 

@@ -162,6 +162,8 @@ pub struct Channel {
     pong_due: Option<u32>,
     /// Smallest round trip a PING measured.
     min_ping_rtt: Option<Nanos>,
+    /// Smallest round trip of any sample (PINGs and acknowledged data).
+    min_rtt: Option<Nanos>,
     stats: ChannelStats,
 }
 
@@ -201,6 +203,7 @@ impl Channel {
             ping_out: None,
             pong_due: None,
             min_ping_rtt: None,
+            min_rtt: None,
             stats: ChannelStats::default(),
         }
     }
@@ -257,8 +260,8 @@ impl Channel {
         self.min_ping_rtt
     }
 
-    /// The next datagram to send, if any: a PONG owed, a retransmission, new stream
-    /// bytes within the peer's credits, a PING, then a bare acknowledgement once due.
+    /// The next datagram to send, if any: a PONG owed, a retransmission, a PING, new
+    /// stream bytes within the peer's credits, then a bare acknowledgement once due.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         if let Some(number) = self.pong_due.take() {
             return Some(self.probe(now, EthKind::Pong, number));
@@ -285,6 +288,12 @@ impl Channel {
             self.stats.retransmitted += 1;
             return Some(self.data(now, seq, offset, len, true));
         }
+        // Before new data: a PING that waited behind a stream measured nothing, and the
+        // lane's latency (the engine's plan) came from data round trips under load.
+        if let Some(number) = self.ping_due.take() {
+            self.ping_out = Some((number, now));
+            return Some(self.probe(now, EthKind::Ping, number));
+        }
         if self.next_offset < self.queued_end && self.next_seq < self.peer_window_end {
             let len = (self.queued_end - self.next_offset).min(u64::from(self.cfg.max_payload)) as u16;
             let (seq, offset) = (self.next_seq, self.next_offset);
@@ -304,10 +313,6 @@ impl Channel {
             self.next_seq += 1;
             self.next_offset += u64::from(len);
             return Some(self.data(now, seq, offset, len, false));
-        }
-        if let Some(number) = self.ping_due.take() {
-            self.ping_out = Some((number, now));
-            return Some(self.probe(now, EthKind::Ping, number));
         }
         if self.ack_now || self.ack_deadline.is_some_and(|t| t <= now) {
             let header = self.header(now, EthKind::Ack, 0, 0);
@@ -412,6 +417,7 @@ impl Channel {
                 if let Some((_, sent)) = self.ping_out.take_if(|(n, _)| *n == repr.seq) {
                     let rtt = now.saturating_sub(sent);
                     self.min_ping_rtt = Some(self.min_ping_rtt.map_or(rtt, |m| m.min(rtt)));
+                    self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
                 }
                 return Ok(Received::Nothing);
             }
@@ -538,6 +544,7 @@ impl Channel {
     }
 
     fn sample_rtt(&mut self, rtt: Nanos) {
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
         let r = &mut self.rtt;
         if r.sampled {
             let delta = r.srtt.abs_diff(rtt);
@@ -551,6 +558,14 @@ impl Channel {
             };
         }
         self.rto = (r.srtt + 4 * r.rttvar).clamp(self.cfg.min_rto, self.cfg.max_rto);
+    }
+
+    /// The smallest round trip measured, by a PING or by data and its acknowledgement
+    /// (less the delay the peer reported): the lane's latency for the engine's plan. Any
+    /// single sample may include the peer's waking up or a queue; the smallest one of
+    /// many does not.
+    pub fn min_rtt(&self) -> Option<Nanos> {
+        self.min_rtt
     }
 
     /// The smoothed round trip, once measured.

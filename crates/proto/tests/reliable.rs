@@ -513,3 +513,46 @@ fn a_ping_measures_the_round_trip_and_is_answered_at_once() {
     assert_eq!(a.ping_rtt(), Some(42_000));
     assert_eq!(a.poll_timeout(), None, "a ping holds no timer");
 }
+
+#[test]
+fn a_ping_goes_before_a_stream_of_data() {
+    // Behind a stream it would wait for a lull, and the lane's latency would come from
+    // data round trips under load (which once moved small messages off a raw lane).
+    let cfg = ChannelConfig::default();
+    let mut a = Channel::new(cfg, 2, 0);
+    a.queue(1 << 20);
+    a.ping();
+    let first = a.poll_transmit(1_000).expect("something to send");
+    assert_eq!(first.header.kind, pontoon_proto::wire::eth::EthKind::Ping);
+    let next = a.poll_transmit(1_000).expect("the stream");
+    assert_eq!(next.header.kind, pontoon_proto::wire::eth::EthKind::Data);
+}
+
+#[test]
+fn the_smallest_round_trip_counts_data_samples_and_pings() {
+    let cfg = ChannelConfig::default();
+    let stream = vec![5u8; 100];
+    let (mut a, mut b) = (Channel::new(cfg, 2, 0), Channel::new(cfg, 1, 0));
+    assert_eq!(a.min_rtt(), None);
+    // Data out at 0, the answer (carrying the ack, held 2 µs) back at 12 µs.
+    a.queue(8);
+    assert_eq!(hand_over(&mut a, &mut b, 0, &stream), 1);
+    b.queue(8);
+    let answer = b.poll_transmit(8_000).expect("the answer");
+    a.handle_datagram(12_000, &answer.header, &stream[..8]).unwrap();
+    let sample = a.min_rtt().expect("a data sample");
+    assert!((4_000..=12_000).contains(&sample), "{sample}");
+    // A slow PING does not raise it; a faster one lowers it.
+    a.ping();
+    let ping = a.poll_transmit(100_000).unwrap();
+    b.handle_datagram(150_000, &ping.header, &[]).unwrap();
+    let pong = b.poll_transmit(150_000).unwrap();
+    a.handle_datagram(200_000, &pong.header, &[]).unwrap();
+    assert_eq!(a.min_rtt(), Some(sample));
+    a.ping();
+    let ping = a.poll_transmit(300_000).unwrap();
+    b.handle_datagram(301_000, &ping.header, &[]).unwrap();
+    let pong = b.poll_transmit(301_000).unwrap();
+    a.handle_datagram(302_000, &pong.header, &[]).unwrap();
+    assert_eq!(a.min_rtt(), Some(2_000));
+}

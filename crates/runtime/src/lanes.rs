@@ -72,6 +72,8 @@ pub(crate) struct Lane {
     pub tag: u64,
     /// Frames of the peer on this lane acknowledged to it so far.
     pub acked: u64,
+    /// Passes to go before this lane is read again (see `Runtime::progress`).
+    pub rest: u8,
 }
 
 /// Every open lane, by identity, with an index by peer.

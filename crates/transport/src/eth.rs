@@ -358,8 +358,6 @@ struct RxSide {
     channel: Channel,
     /// Stream bytes received in order, not read yet.
     bytes: VecDeque<u8>,
-    /// Smallest smoothed round trip seen.
-    min_rtt: u64,
 }
 
 impl RxSide {
@@ -375,7 +373,6 @@ impl RxSide {
             return Ok(()); // corrupted or forged: as good as lost
         }
         let repr = EthRepr::parse(&frame);
-        let before = self.channel.srtt();
         match self.channel.handle_datagram(now, &repr, frame.payload()) {
             Ok(Received::InOrder) => {
                 self.bytes.extend(frame.payload());
@@ -385,13 +382,6 @@ impl RxSide {
             }
             Ok(_) => {}
             Err(e) => return Err(LinkError::Protocol(format!("raw Ethernet lane: {e}"))),
-        }
-        if let Some(srtt) = self.channel.srtt().filter(|_| before != self.channel.srtt()) {
-            self.min_rtt = if self.min_rtt == 0 {
-                srtt
-            } else {
-                self.min_rtt.min(srtt)
-            };
         }
         Ok(())
     }
@@ -414,7 +404,6 @@ impl EthPipe {
             rx_side: RxSide {
                 channel,
                 bytes: VecDeque::new(),
-                min_rtt: 0,
             },
             port,
             tag,
@@ -673,14 +662,8 @@ impl Pipe for EthPipe {
             delivery_rate = ((acked - base) as f64 / secs) as u64;
             self.rate_since.set((Instant::now(), acked));
         }
-        let channel = &self.rx_side.channel;
-        let min_rtt_ns = match (channel.ping_rtt(), self.rx_side.min_rtt) {
-            (Some(p), 0) => p,
-            (Some(p), d) => p.min(d),
-            (None, d) => d,
-        };
         Ok(Some(PathFigures {
-            min_rtt_ns,
+            min_rtt_ns: self.rx_side.channel.min_rtt().unwrap_or(0),
             delivery_rate,
         }))
     }

@@ -138,7 +138,10 @@ impl Endpoint {
         p.control = Some(p.lanes[plan.eager].id);
         let eager_max = plan.large_eager.map_or(0, |i| caps[i].max_eager);
         p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager.max(eager_max));
-        p.small_eager = caps[plan.eager].datagram.min(caps[plan.eager].max_eager);
+        p.small_eager = caps[plan.eager]
+            .datagram
+            .min(crate::caps::RAW_SMALL_MAX)
+            .min(caps[plan.eager].max_eager);
         p.frag_size = plan
             .bulk
             .iter()
