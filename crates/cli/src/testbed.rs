@@ -91,8 +91,8 @@ pub struct PresetArgs {
 /// The impairments of a WAN link, each way.
 #[derive(Args, Debug, Clone)]
 pub struct WanFlags {
-    /// WAN one-way delay, ms (two-clusters and lan: any WAN flag makes the public segment, or
-    /// the LAN, an emulated link)
+    /// WAN one-way delay, ms (two-clusters and lan --nodes 2: any WAN flag makes the public
+    /// segment, or the LAN, an emulated link)
     #[arg(long, default_value_t = 0.0)]
     delay_ms: f64,
     /// WAN jitter, ms (uniform ±)

@@ -646,9 +646,6 @@ impl Runtime {
         }
     }
 
-    /// Reads a link (with `read`) and writes what it has queued. A failed link goes
-    /// down ([`Runtime::lane_down`]). Returns whether anything happened.
-    #[inline]
     /// Whether socket lane `lane` is read on this pass (it is not resting).
     fn socket_lane_due(&mut self, lane: LaneId) -> bool {
         match self.lanes.get_mut(lane) {
@@ -680,6 +677,9 @@ impl Runtime {
         }
     }
 
+    /// Reads a link (with `read`) and writes what it has queued. A failed link goes
+    /// down ([`Runtime::lane_down`]). Returns whether anything happened.
+    #[inline]
     fn service_link(&mut self, lane: LaneId, read: bool) -> bool {
         let Some(Lane { peer, link, .. }) = self.lanes.get_mut(lane) else {
             return false; // closed since epoll reported it

@@ -320,6 +320,7 @@ mod tests {
             loss_pct: 1.0,
             ..Default::default()
         };
+        opts.nodes = Some(2);
         assert!(preset("lan", &opts)
             .unwrap()
             .segment("lan")
