@@ -54,6 +54,16 @@ impl Waiter {
         }
     }
 
+    /// Like [`watch_as`](Self::watch_as), for reading only: a socket that can always be
+    /// written to (a raw packet socket) reports EPOLLOUT as soon as it is added, so
+    /// watched for writing too, one added just before a sleep ended the sleep at once.
+    pub fn watch_readable(&self, fd: impl AsFd, key: u64) {
+        let flags = EventFlags::IN | EventFlags::ET;
+        if let Err(e) = epoll::add(&self.epoll, fd, EventData::new_u64(key), flags) {
+            tracing::warn!("cannot watch a socket with epoll: {e}");
+        }
+    }
+
     /// The keys reported since the last call (edge-triggered: each readiness once).
     pub fn take_ready(&mut self) -> HashSet<u64> {
         std::mem::take(&mut self.ready)
@@ -194,6 +204,33 @@ mod tests {
         set.unwatch(&b);
         a.write_all(b"x").unwrap();
         assert_eq!(ready(&mut set), Vec::<u64>::new(), "unwatched");
+    }
+
+    #[test]
+    fn a_socket_watched_for_reading_before_a_sleep_does_not_end_it_until_it_has_data() {
+        // A writable socket added for reading only: the sleep lasts (added with
+        // `watch_as`, its room to write ended every sleep at once).
+        let waiter = Waiter::new().unwrap();
+        let mut set = ReadySet::new(&waiter).unwrap();
+        let (mut a, b) = UnixStream::pair().unwrap();
+        waiter.watch_readable(&b, 0);
+        let start = std::time::Instant::now();
+        set.wait(Duration::from_millis(30), &mut [0; 1]);
+        assert!(
+            start.elapsed() >= Duration::from_millis(25),
+            "{:?}",
+            start.elapsed()
+        );
+        waiter.unwatch(&b);
+        a.write_all(b"x").unwrap();
+        waiter.watch_readable(&b, 0);
+        let start = std::time::Instant::now();
+        assert_eq!(
+            set.wait(Duration::from_secs(5), &mut [0; 1]),
+            1,
+            "data before the watch wakes it"
+        );
+        assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl Runtime {
             .chain(self.eth.wake.iter().map(|fd| (fd.as_fd(), Waiter::LISTENING)));
         for (fd, key) in fds {
             if watch {
-                self.waiter.watch_as(fd, key);
+                self.waiter.watch_readable(fd, key);
             } else {
                 self.waiter.unwatch(fd);
             }
