@@ -130,6 +130,10 @@ impl Race {
         None
     }
 
+    pub fn timing(&self) -> RaceTiming {
+        self.timing
+    }
+
     /// When [`Race::poll`] may have something to do next without a report coming in.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.given_up {

@@ -145,22 +145,23 @@ mod replay {
                 unexpected_cap: 1 << 20,
             },
         );
-        let caps = Caps {
-            latency_ns: 1000,
-            bandwidth: 1 << 30,
-            max_frame: 1 << 16,
-            max_eager: 4096,
-            reliable: true,
-            ordered: true,
-            node_local: false,
-            relayed: false,
-            raw: false,
-            datagram: 0,
-        };
-        ep.handle_lane_up(0, caps).unwrap();
-        ep.handle_lane_up(0, caps).unwrap();
+        ep.handle_lane_up(0, KERNEL_LANE).unwrap();
+        ep.handle_lane_up(0, KERNEL_LANE).unwrap();
         ep
     }
+
+    const KERNEL_LANE: Caps = Caps {
+        latency_ns: 1000,
+        bandwidth: 1 << 30,
+        max_frame: 1 << 16,
+        max_eager: 4096,
+        reliable: true,
+        ordered: true,
+        node_local: false,
+        relayed: false,
+        raw: false,
+        datagram: 0,
+    };
 
     fn matched(seq: u32, len: u64) -> DataRepr {
         DataRepr::Match {
@@ -231,14 +232,9 @@ mod replay {
         let raw = Caps {
             latency_ns: 500,
             bandwidth: 1 << 28,
-            max_frame: 1 << 16,
-            max_eager: 4096,
-            reliable: true,
-            ordered: true,
-            node_local: false,
-            relayed: false,
             raw: true,
             datagram: 1400,
+            ..KERNEL_LANE
         };
         for (replayable, loss) in [(false, LaneLoss::PeerFailed), (true, LaneLoss::FailedOver)] {
             let mut ep = endpoint();

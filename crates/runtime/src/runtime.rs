@@ -666,10 +666,13 @@ impl Runtime {
     /// data is read on every pass.
     fn rest_side_lane(&mut self, lane: LaneId) {
         const SIDE_LANE_EVERY: u8 = 4;
+        if self.lanes.polled().is_empty() {
+            return;
+        }
         let Some(peer) = self.lanes.get(lane).map(|l| l.peer) else {
             return;
         };
-        if self.lanes.polled().is_empty() || self.ep.control_lane(peer) == Some(lane) {
+        if self.ep.control_lane(peer) == Some(lane) {
             return;
         }
         if let Some(l) = self.lanes.get_mut(lane) {
