@@ -47,6 +47,8 @@ struct PathReport {
     latency_ns: Option<u64>,
     /// Bytes per second: the kernel's delivery rate on TCP lanes once data has flowed.
     bandwidth: Option<u64>,
+    /// A WAN lane: its round trip is 2 ms or more (`proto::caps::WAN_RTT_NS`).
+    wide_area: bool,
 }
 
 #[derive(Serialize)]
@@ -77,6 +79,9 @@ struct RankReport {
     /// Raw-Ethernet lanes: `on IFACE …`, `off: why` (no CAP_NET_RAW, …), or `not
     /// allowed` (not in PONTOON_TRANSPORTS).
     raw_ethernet: String,
+    /// Bytes one TCP socket may have in flight: the kernel's autotuning limits, or
+    /// PONTOON_SOCKBUF's buffers (what decides the streams of a WAN path).
+    tcp_window_limit: u64,
     peers: Vec<PeerReport>,
 }
 
@@ -154,6 +159,7 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         initiated: p.initiated,
         latency_ns: caps.map(|c| c.latency_ns),
         bandwidth: caps.map(|c| c.bandwidth),
+        wide_area: caps.is_some_and(|c| c.is_wan()),
     }
 }
 
@@ -224,6 +230,12 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             Some(Err(why)) => format!("off: {why}"),
             None => "not allowed (add `eth` to PONTOON_TRANSPORTS)".into(),
         },
+        tcp_window_limit: runtime::tcp_window_limit(
+            std::env::var("PONTOON_SOCKBUF")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+        ),
         peers,
     }
 }
@@ -252,6 +264,46 @@ fn cell(peer: &serde_json::Value) -> String {
         n if n > 1 => format!("{class}x{n}"),
         _ => class.to_string(),
     }
+}
+
+/// `  FROM -> TO: round trip, streams` for every pair with WAN lanes.
+fn wan_paths(ranks: &[serde_json::Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in ranks {
+        for p in r["peers"].as_array().into_iter().flatten() {
+            let wan: Vec<&serde_json::Value> = p["lanes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|l| l["wide_area"].as_bool() == Some(true))
+                .collect();
+            let Some(rtt_ns) = wan
+                .iter()
+                .filter_map(|l| l["latency_ns"].as_u64())
+                .min()
+                .map(|l| 2 * l)
+            else {
+                continue;
+            };
+            let use_of = match wan.len() {
+                1 => "one stream".to_string(),
+                2 => "2 TCP streams, both pull fragments".to_string(),
+                n => format!(
+                    "{n} TCP streams: 1 for eager messages and control frames, {} pull fragments",
+                    n - 1
+                ),
+            };
+            let window = r["tcp_window_limit"].as_u64().unwrap_or(0);
+            out.push(format!(
+                "  {} -> {}: round trip {:.1} ms, {use_of} (a socket's window: at most {} KiB)",
+                r["rank"],
+                p["peer"],
+                rtt_ns as f64 / 1e6,
+                window >> 10
+            ));
+        }
+    }
+    out
 }
 
 /// `  FROM -> TO: text` for every pair whose report has a text under `field`.
@@ -346,6 +398,14 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
                 );
             }
         }
+    }
+    let wan = wan_paths(ranks);
+    if !wan.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nWAN paths (a round trip of 2 ms or more; PONTOON_WAN_STREAMS sets the streams):\n{}",
+            wan.join("\n")
+        );
     }
     let unpunched = pair_notes(ranks, "punch");
     if !unpunched.is_empty() {

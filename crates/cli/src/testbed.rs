@@ -86,6 +86,14 @@ pub struct PresetArgs {
     nat: String,
     #[command(flatten)]
     wan: WanFlags,
+    /// The hosts' TCP congestion control (default: the machine's; this VM's is bbr, most
+    /// clusters' cubic)
+    #[arg(long, value_parser = ["cubic", "bbr", "reno"])]
+    tcp_cc: Option<String>,
+    /// Give the hosts Linux's default TCP socket-buffer limits (tcp_rmem 6 MiB, tcp_wmem
+    /// 4 MiB) instead of 64 MiB
+    #[arg(long)]
+    kernel_tcp_buffers: bool,
 }
 
 /// The impairments of a WAN link, each way.
@@ -143,6 +151,14 @@ impl PresetArgs {
             rate_mbit: self.rate_mbit,
             wan: self.wan.impairment(),
             nat: testbed::NatMode::from_name(&self.nat).expect("clap checked the name"),
+            tcp: self.tcp(),
+        }
+    }
+
+    fn tcp(&self) -> testbed::topology::HostTcp {
+        testbed::topology::HostTcp {
+            congestion: self.tcp_cc.clone(),
+            kernel_buffers: self.kernel_tcp_buffers,
         }
     }
 }
@@ -152,7 +168,10 @@ fn load(topology: &str, opts: &PresetArgs) -> Result<(Topology, String), String>
     let path = Path::new(topology);
     if topology.ends_with(".toml") || path.exists() {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{topology}: {e}"))?;
-        let topo = Topology::from_toml(&text).map_err(|e| format!("{topology}: {e}"))?;
+        let mut topo = Topology::from_toml(&text).map_err(|e| format!("{topology}: {e}"))?;
+        if !opts.tcp().is_default() {
+            topo.tcp = opts.tcp();
+        }
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("testbed");
         return Ok((topo, stem.to_string()));
     }

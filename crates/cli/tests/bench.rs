@@ -409,7 +409,7 @@ fn every_seed_experiment_runs_quick_and_writes_its_report() {
     let out = bench(&["experiment", "004", "--quick"]);
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).contains("not built yet (issue 19)"),
+        text(&out.stderr).contains("not built yet (issue 19"),
         "{}",
         text(&out.stderr)
     );

@@ -4,26 +4,8 @@
 
 mod common;
 
-use common::{is_root, pontoon, preset, text, Bed};
+use common::{c_program, is_root, pontoon, preset, text, Bed};
 use testbed::PresetOptions;
-
-fn c_program(name: &str) -> std::path::PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("pontoon-eth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join(name);
-    let cc = pontoon().with_file_name("pontoon-cc");
-    let ok = std::process::Command::new(cc)
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(root.join(format!("tests/c/{name}.c")))
-        .status()
-        .expect("pontoon-cc runs")
-        .success();
-    assert!(ok, "{name} compiles");
-    exe
-}
 
 fn run(bed: &Bed, transports: &str, prog: &std::path::Path) -> (bool, String) {
     let out = bed

@@ -48,6 +48,45 @@ pub struct Caps {
     pub datagram: u32,
 }
 
+impl Caps {
+    /// Whether the lane crosses a wide-area link: its round trip is at least
+    /// [`WAN_RTT_NS`]. A WAN lane gets a larger eager limit
+    /// ([`crate::EngineConfig::wan_eager_limit`]), parallel streams
+    /// ([`parallel_streams`]) and a stream of its own for control frames ([`plan`]).
+    pub fn is_wan(&self) -> bool {
+        !self.node_local && self.latency_ns.saturating_mul(2) >= WAN_RTT_NS
+    }
+}
+
+/// The round trip from which a lane counts as a WAN lane: 2 ms. A LAN's is tens of µs
+/// (a loaded one's a few hundred), a metropolitan link's a millisecond or two, and from
+/// there on a rendezvous's round trip costs more than sending 64 KiB at 1 Gbit/s.
+pub const WAN_RTT_NS: u64 = 2_000_000;
+
+/// Most TCP streams one WAN path gets ([`parallel_streams`]): each costs a socket, its
+/// buffers and a read on every progress pass.
+pub const MAX_WAN_STREAMS: u32 = 8;
+
+/// Fewest streams of a WAN path. Buffers alone would often ask for one, but over a
+/// lossy long path a stream's window is bounded by its losses, not its buffers (a
+/// loss halves one CUBIC window, about 1.2 / sqrt(p) segments per round trip): each
+/// more stream adds a window, while one loss slows only its own stream.
+pub const MIN_WAN_STREAMS: u32 = 4;
+
+/// How many TCP streams a path of round trip `rtt_ns` gets: one on a LAN; on a WAN
+/// enough for the bandwidth-delay product at `rate` bytes/s (what the local NIC can
+/// send) given `window`, the most one socket may have in flight (the kernel's
+/// autotuning limits), from [`MIN_WAN_STREAMS`] to [`MAX_WAN_STREAMS`].
+/// `PONTOON_WAN_STREAMS` overrides the count.
+pub fn parallel_streams(rtt_ns: u64, rate: u64, window: u64) -> u32 {
+    if rtt_ns < WAN_RTT_NS {
+        return 1;
+    }
+    let bdp = u128::from(rate) * u128::from(rtt_ns) / 1_000_000_000;
+    let needed = bdp.div_ceil(u128::from(window.max(1)));
+    needed.clamp(u128::from(MIN_WAN_STREAMS), u128::from(MAX_WAN_STREAMS)) as u32
+}
+
 /// One-way cost of what a kernel-stack lane's measured latency leaves out: the system
 /// calls that send and receive at the two ends and the socket layer's wake-up. On the
 /// testbed pontoon's TCP one-way latency is 1–2 µs above its lane's figure (half the
@@ -83,7 +122,10 @@ pub struct LanePlan {
 /// slow the fast lane down with the slow one's tail), else every network lane, each
 /// pulling in proportion to its bandwidth. Lanes that are not reliable and ordered are
 /// not used (a raw transport is made reliable inside its link: `crate::reliable`); a
-/// raw lane is compared with kernel-stack lanes as [`Caps::raw`] says. A relayed lane carries
+/// raw lane is compared with kernel-stack lanes as [`Caps::raw`] says. A WAN path's
+/// parallel streams leave the one of eager messages and control frames out of the bulk
+/// once two others pull fragments: behind a WAN lane's queue of fragments a small
+/// message would wait for milliseconds. A relayed lane carries
 /// nothing once the peer has a lane that is not (a punched one): the relay's hop costs
 /// latency and a front end's CPU shared by the whole cluster, whatever the measured
 /// figures say; the relayed lane stays open.
@@ -129,12 +171,15 @@ pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
     // MTU per frame and system call, where the kernel segments and checksums 64 KiB
     // at a time (on the testbed 0.3 against 5 GB/s).
     let kernel = fastest(false);
-    let bulk = lanes
+    let mut bulk: Vec<usize> = lanes
         .iter()
         .enumerate()
         .filter(|(_, c)| usable(c) && c.node_local == local && !(c.raw && kernel.is_some()))
         .map(|(i, _)| i)
         .collect();
+    if lanes[eager].is_wan() && bulk.len() >= 3 {
+        bulk.retain(|&i| i != eager);
+    }
     let large_eager = kernel.filter(|_| lanes[eager].raw);
     Some(LanePlan {
         eager,
@@ -248,6 +293,44 @@ mod tests {
         let mut fast_tcp = tcp;
         fast_tcp.latency_ns = 500;
         assert_eq!(plan(&[fast_tcp, raw], None).unwrap().eager, 0);
+    }
+
+    #[test]
+    fn a_wan_path_keeps_one_stream_for_control_frames_once_two_others_pull_fragments() {
+        let wan = lane(25_000_000, false);
+        assert!(wan.is_wan() && !lane(500_000, false).is_wan());
+        assert_eq!(
+            plan(&[wan, wan], None).unwrap().bulk,
+            vec![0, 1],
+            "two: both pull"
+        );
+        let p = plan(&[wan, wan, wan, wan], None).unwrap();
+        assert_eq!((p.eager, p.bulk), (0, vec![1, 2, 3]));
+        let lan = [lane(20_000, false), lane(20_000, false), lane(20_000, false)];
+        assert_eq!(
+            plan(&lan, None).unwrap().bulk,
+            vec![0, 1, 2],
+            "NIC lanes of a LAN all pull"
+        );
+    }
+
+    #[test]
+    fn wan_paths_get_streams_for_their_bandwidth_delay_product_within_bounds() {
+        const GBIT: u64 = 125_000_000;
+        assert_eq!(parallel_streams(100_000, 10 * GBIT, 1 << 20), 1, "a LAN: one");
+        assert_eq!(
+            parallel_streams(10_000_000, GBIT, 64 << 20),
+            MIN_WAN_STREAMS,
+            "buffers suffice, loss may not"
+        );
+        // 10 Gbit/s over 100 ms is 125 MB in flight; 32 MiB windows need 4 streams.
+        assert_eq!(parallel_streams(100_000_000, 10 * GBIT, 32 << 20), 4);
+        assert_eq!(parallel_streams(100_000_000, 10 * GBIT, 20 << 20), 6);
+        assert_eq!(
+            parallel_streams(100_000_000, 10 * GBIT, 3 << 20),
+            MAX_WAN_STREAMS,
+            "the kernel's default limits would need 40"
+        );
     }
 
     #[test]

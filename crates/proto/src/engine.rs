@@ -33,6 +33,10 @@ pub type RecvId = ReqId;
 #[derive(Debug, Clone, Copy)]
 pub struct EngineConfig {
     pub eager_limit: u32,
+    /// The eager limit towards a peer whose lane of eager messages is a WAN lane
+    /// ([`crate::caps::Caps::is_wan`]): there a rendezvous's extra round trip costs more
+    /// than sending a large message at once, whose memory the eager credit still bounds.
+    pub wan_eager_limit: u32,
     pub frag_size: u32,
     /// Fragment bytes a lane may have queued in the runtime before it gets more (for
     /// the lane with the most bandwidth; slower lanes get proportionally less).
@@ -40,6 +44,13 @@ pub struct EngineConfig {
     /// Bytes this rank holds at most for eager messages that no receive has matched
     /// yet, shared equally among the peers (flow control: `engine/credit.rs`).
     pub unexpected_cap: u64,
+}
+
+impl EngineConfig {
+    /// The largest eager message any peer may send (over a LAN lane or a WAN one).
+    pub fn largest_eager(&self) -> u32 {
+        self.eager_limit.max(self.wan_eager_limit)
+    }
 }
 
 /// Completion information of a receive.
@@ -691,11 +702,12 @@ impl Endpoint {
             DataRepr::Match { env } | DataRepr::Rts { env, .. } if env.src != peer => {
                 Err(violation(format!("message claims to come from rank {}", env.src)))
             }
-            DataRepr::Match { env } if env.msg_len > u64::from(self.cfg.eager_limit) => {
+            DataRepr::Match { env } if env.msg_len > u64::from(self.cfg.largest_eager()) => {
                 Err(violation(format!(
-                "eager message of {} bytes, above this rank's eager limit of {} (PONTOON_EAGER_LIMIT must \
-                 be the same on every rank)",
-                env.msg_len, self.cfg.eager_limit
+                "eager message of {} bytes, above this rank's eager limit of {} (PONTOON_EAGER_LIMIT and \
+                 PONTOON_WAN_EAGER_LIMIT must be the same on every rank)",
+                env.msg_len,
+                self.cfg.largest_eager()
             )))
             }
             DataRepr::Match { env } => {

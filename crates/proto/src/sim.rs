@@ -65,6 +65,8 @@ pub struct SimConfig {
     /// Punching rounds that fail before one succeeds.
     pub punch_failures: u8,
     pub eager_limit: u32,
+    /// The eager limit towards a peer over a WAN lane (latencies of 1 ms and more).
+    pub wan_eager_limit: u32,
     /// Each rank's cap on bytes held for unmatched eager messages (flow control).
     pub unexpected_cap: u64,
     pub seed: u64,
@@ -86,6 +88,7 @@ impl Default for SimConfig {
             punched_from: None,
             punch_failures: 0,
             eager_limit: 4096,
+            wan_eager_limit: 4096,
             unexpected_cap: 1 << 40,
             seed: 1,
         }
@@ -174,6 +177,7 @@ impl Sim {
     pub fn new(cfg: SimConfig) -> Sim {
         let ecfg = EngineConfig {
             eager_limit: cfg.eager_limit,
+            wan_eager_limit: cfg.wan_eager_limit,
             frag_size: cfg.mtu,
             lane_queue: 2 * u64::from(cfg.mtu),
             unexpected_cap: cfg.unexpected_cap,
@@ -490,7 +494,7 @@ impl Sim {
             latency_ns: self.cfg.latency_ns.0,
             bandwidth: 1 << 30,
             max_frame: self.cfg.mtu,
-            max_eager: self.cfg.eager_limit,
+            max_eager: self.cfg.eager_limit.max(self.cfg.wan_eager_limit),
             reliable: true,
             ordered: true,
             node_local: false,

@@ -140,6 +140,7 @@ mod replay {
             2,
             EngineConfig {
                 eager_limit: 4096,
+                wan_eager_limit: 4096,
                 frag_size: 1 << 16,
                 lane_queue: 1 << 17,
                 unexpected_cap: 1 << 20,

@@ -99,6 +99,7 @@ fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
         2,
         EngineConfig {
             eager_limit: 4096,
+            wan_eager_limit: 4096,
             frag_size: 1 << 16,
             lane_queue: 1 << 17,
             unexpected_cap: 2 * eager_cost(4096),

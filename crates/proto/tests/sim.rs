@@ -83,6 +83,63 @@ fn large_messages_are_striped_by_the_speed_lanes_really_have() {
 }
 
 #[test]
+fn wan_streams_share_a_transfer_by_speed_while_small_messages_pass_on_their_own() {
+    // Four streams of one 25 ms path, one twice as fast as the others. The first carries
+    // eager messages and control frames only; the others pull the fragments as they
+    // drain. A 64 KiB message sent mid-transfer goes eagerly (the WAN eager limit) on
+    // its own stream: one way, not behind 32 MiB, not after a rendezvous's round trip.
+    const ONE_WAY: u64 = 25_000_000;
+    let cfg = SimConfig {
+        lanes: 4,
+        latency_ns: (ONE_WAY, ONE_WAY),
+        lane_rate: vec![100, 100, 100, 200],
+        mtu: 64 << 10,
+        eager_limit: 4096,
+        wan_eager_limit: 1 << 20,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let warm = sim.irecv(1, 0, 0, 0, 0);
+    sim.isend(0, 1, 0, 0, Vec::new(), false);
+    sim.run();
+    received(&sim, 1, warm);
+    let data = bytes(5, 32 << 20);
+    let r = sim.irecv(1, 0, 0, 1, data.len());
+    let s = sim.isend(0, 1, 0, 1, data.clone(), false);
+    let start = sim.now();
+    while sim.now() < start + 3 * ONE_WAY {
+        assert!(sim.step());
+    }
+    let small = bytes(6, 64 << 10);
+    let rs = sim.irecv(1, 0, 0, 2, small.len());
+    let sent_at = sim.now();
+    sim.isend(0, 1, 0, 2, small.clone(), false);
+    while sim.completion(1, rs).is_none() {
+        assert!(sim.step());
+    }
+    let took = sim.now() - sent_at;
+    assert!(
+        took < ONE_WAY + ONE_WAY / 10,
+        "the small message took {took} ns: behind the transfer, or a rendezvous"
+    );
+    assert!(sim.completion(1, r).is_none(), "the transfer was still running");
+    assert_eq!(sim.recv_buf(1, rs), &small[..]);
+    sim.run();
+    assert_eq!(sim.completion(0, s), Some(&Completion::Sent(Ok(()))));
+    assert!(sim.recv_buf(1, r) == &data[..], "payload intact");
+    let frames = |lane| sim.lane_frames.get(&(0, 1, lane)).copied().unwrap_or(0) as f64;
+    assert!(frames(0) < 5.0, "the control stream carried {} frames", frames(0));
+    let ratio = frames(3) / ((frames(1) + frames(2)) / 2.0);
+    assert!(
+        (1.7..2.3).contains(&ratio),
+        "fast/slow stream fragments {} / {} {} = {ratio:.2}",
+        frames(3),
+        frames(1),
+        frames(2)
+    );
+}
+
+#[test]
 fn a_peer_with_a_shared_memory_lane_and_a_network_lane_uses_each_for_its_part() {
     // Lane 0: network, 20 µs. Lane 1: node-local, 0.3 µs, comes up second. Once both are
     // up, small messages take the node-local lane and no fragment of a large transfer
@@ -192,6 +249,7 @@ fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
         2,
         pontoon_proto::EngineConfig {
             eager_limit: 4096,
+            wan_eager_limit: 4096,
             frag_size: 1 << 16,
             lane_queue: 1 << 17,
             unexpected_cap: 1 << 30,

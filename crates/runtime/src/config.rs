@@ -19,6 +19,22 @@ pub const PARAMS: &[Param] = &[
                   rendezvous (RTS/CTS), so an unexpected large message never buffers its payload",
     },
     Param {
+        name: "PONTOON_WAN_EAGER_LIMIT",
+        default: "1048576",
+        meaning: "the eager limit towards a peer reached over a WAN lane (a round trip of 2 ms or more): \
+                  there a rendezvous's extra round trip costs more than sending the message at once; \
+                  the eager credit (PONTOON_UNEXPECTED_CAP) still bounds what a receiver holds (must be \
+                  the same on every rank)",
+    },
+    Param {
+        name: "PONTOON_WAN_STREAMS",
+        default: "auto",
+        meaning: "TCP streams per WAN path: `auto` counts them from the path's round trip, the local \
+                  NIC's speed and the kernel's socket-buffer limits (4 to 8), a number sets it (1 to 16; \
+                  1: one stream, as on a LAN). With 3 or more, one stream carries eager messages and \
+                  control frames and the others pull the fragments of large messages as they drain",
+    },
+    Param {
         name: "PONTOON_FRAG_SIZE",
         default: "524288",
         meaning: "rendezvous payload is sent in fragments of this many bytes, so small messages can \
@@ -195,6 +211,9 @@ pub struct Config {
     /// The transports lanes may use (`PONTOON_TRANSPORTS`), never empty.
     pub transports: Vec<transport::Transport>,
     pub eager_limit: u32,
+    pub wan_eager_limit: u32,
+    /// TCP streams per WAN path (`PONTOON_WAN_STREAMS`); `None`: counted per path.
+    pub wan_streams: Option<u32>,
     pub frag_size: u32,
     pub unexpected_cap: u64,
     pub spin: Duration,
@@ -372,16 +391,37 @@ impl Config {
                 why: "must be between 4096 and 1073741824".into(),
             });
         }
-        if eager_limit > (1 << 24) {
-            return Err(ConfigError {
-                name: "PONTOON_EAGER_LIMIT",
-                value: eager_limit.to_string(),
-                why: "must be at most 16777216".into(),
-            });
+        let wan_eager_limit: u32 = num(env, "PONTOON_WAN_EAGER_LIMIT")?;
+        for (name, limit) in [
+            ("PONTOON_EAGER_LIMIT", eager_limit),
+            ("PONTOON_WAN_EAGER_LIMIT", wan_eager_limit),
+        ] {
+            if limit > (1 << 24) {
+                return Err(ConfigError {
+                    name,
+                    value: limit.to_string(),
+                    why: "must be at most 16777216".into(),
+                });
+            }
         }
+        let wan_streams = match get(env, "PONTOON_WAN_STREAMS").trim() {
+            "auto" | "" => None,
+            n => match n.parse::<u32>() {
+                Ok(n @ 1..=16) => Some(n),
+                _ => {
+                    return Err(ConfigError {
+                        name: "PONTOON_WAN_STREAMS",
+                        value: n.to_string(),
+                        why: "must be `auto` or a number from 1 to 16".into(),
+                    })
+                }
+            },
+        };
         Ok(Config {
             transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
+            wan_eager_limit,
+            wan_streams,
             frag_size,
             unexpected_cap: num(env, "PONTOON_UNEXPECTED_CAP")?,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
@@ -453,6 +493,16 @@ mod tests {
     fn defaults_parse_and_bad_values_name_the_variable() {
         let c = Config::from_lookup(&|_| None).unwrap();
         assert_eq!(c.eager_limit, 65536);
+        assert_eq!((c.wan_eager_limit, c.wan_streams), (1 << 20, None));
+        let streams = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_WAN_STREAMS").then(|| v.to_string()))
+                .map(|c| c.wan_streams)
+        };
+        assert_eq!(streams("6").unwrap(), Some(6));
+        assert!(streams("0")
+            .unwrap_err()
+            .to_string()
+            .contains("PONTOON_WAN_STREAMS"));
         let e = Config::from_lookup(&|k| (k == "PONTOON_SPIN_US").then(|| "fast".to_string())).unwrap_err();
         assert!(e.to_string().contains("PONTOON_SPIN_US"));
     }

@@ -35,6 +35,8 @@ mod p2p;
 mod punch;
 mod replay;
 mod sleep;
+mod wan;
+pub use wan::tcp_window_limit;
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
 fn init_logging(filter: &str) {
@@ -216,6 +218,7 @@ impl Runtime {
         let env = JobEnv::from_env().map_err(|e| Error::Setup(e.to_string()))?;
         let ecfg = EngineConfig {
             eager_limit: cfg.eager_limit,
+            wan_eager_limit: cfg.wan_eager_limit,
             frag_size: cfg.frag_size,
             // Two fragments: one being written while the next waits, so a lane never
             // idles between fills, yet control frames queue behind little.

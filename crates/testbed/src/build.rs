@@ -48,6 +48,9 @@ pub fn up(name: &str, topo: &Topology, opts: &UpOptions) -> Result<(), String> {
             "testbed {name:?} exists already; `pontoon testbed down {name}` removes it"
         ));
     }
+    if let Some(cc) = &topo.tcp.congestion {
+        allow_congestion_control(cc)?;
+    }
     let result = build(name, topo, opts);
     if let Err(e) = result {
         let cleanup = match teardown::down(name) {
@@ -154,6 +157,28 @@ fn ip_batch(ns: &str, script: &str, what: &str) -> Result<(), String> {
     )
 }
 
+/// Lets namespaces other than the machine's first choose congestion control `cc` as
+/// their default, which the kernel allows only for those listed in the first
+/// namespace's `tcp_allowed_congestion_control` (the list grows by `cc`; nothing else
+/// of the machine changes).
+fn allow_congestion_control(cc: &str) -> Result<(), String> {
+    const ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    let read = |path: &str| fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"));
+    if !read(AVAILABLE)?.split_whitespace().any(|a| a == cc) {
+        return Err(format!(
+            "congestion control {cc:?} is not available in this kernel ({AVAILABLE}: {}; `modprobe tcp_{cc}` may add it)",
+            read(AVAILABLE)?.trim()
+        ));
+    }
+    let allowed = read(ALLOWED)?;
+    if allowed.split_whitespace().any(|a| a == cc) {
+        return Ok(());
+    }
+    fs::write(ALLOWED, format!("{} {cc}", allowed.trim()))
+        .map_err(|e| format!("allowing {cc} in {ALLOWED}: {e}"))
+}
+
 fn set_sysctls(ns: &str, values: &[(&str, &str)]) -> Result<(), String> {
     let script: String = values
         .iter()
@@ -179,18 +204,27 @@ fn configure_host(
         .position(|x| x.name == host.name)
         .expect("listed");
     let forward = if host.forward { "1" } else { "0" };
-    // Addresses usable at once (no DAD wait), large TCP windows for long fat WAN pipes.
-    set_sysctls(
-        &ns,
-        &[
-            ("net/ipv6/conf/all/accept_dad", "0"),
-            ("net/ipv6/conf/default/accept_dad", "0"),
-            ("net/ipv4/ip_forward", forward),
-            ("net/ipv6/conf/all/forwarding", forward),
-            ("net/ipv4/tcp_rmem", "4096 131072 67108864"),
-            ("net/ipv4/tcp_wmem", "4096 16384 67108864"),
-        ],
-    )?;
+    // Addresses usable at once (no DAD wait), large TCP windows for long fat WAN pipes
+    // (unless the kernel's limits are asked for), the congestion control asked for.
+    let mut sysctls = vec![
+        ("net/ipv6/conf/all/accept_dad", "0"),
+        ("net/ipv6/conf/default/accept_dad", "0"),
+        ("net/ipv4/ip_forward", forward),
+        ("net/ipv6/conf/all/forwarding", forward),
+    ];
+    // A new namespace copies the machine's limits, which its owner may have raised:
+    // Linux's own defaults are set, not assumed.
+    let (rmem, wmem) = if topo.tcp.kernel_buffers {
+        ("4096 131072 6291456", "4096 16384 4194304")
+    } else {
+        ("4096 131072 67108864", "4096 16384 67108864")
+    };
+    sysctls.push(("net/ipv4/tcp_rmem", rmem));
+    sysctls.push(("net/ipv4/tcp_wmem", wmem));
+    if let Some(cc) = &topo.tcp.congestion {
+        sysctls.push(("net/ipv4/tcp_congestion_control", cc));
+    }
+    set_sysctls(&ns, &sysctls)?;
     let fabric = netns_name(testbed, FABRIC);
     let mut script = String::from("link set lo up\n");
     for (n, nic) in topo.nics(host).iter().enumerate() {

@@ -29,6 +29,8 @@ pub struct PresetOptions {
     pub wan: WanImpairment,
     /// What the heads of `two-clusters` do with their compute nodes' outgoing IPv4.
     pub nat: NatMode,
+    /// The hosts' TCP stack.
+    pub tcp: crate::topology::HostTcp,
 }
 
 impl Default for PresetOptions {
@@ -41,6 +43,7 @@ impl Default for PresetOptions {
             rate_mbit: None,
             wan: WanImpairment::default(),
             nat: NatMode::default(),
+            tcp: Default::default(),
         }
     }
 }
@@ -102,6 +105,7 @@ fn lan(opts: &PresetOptions) -> Topology {
         lan.wan = Some(opts.wan.clone());
     }
     Topology {
+        tcp: opts.tcp.clone(),
         segments: vec![lan],
         hosts: (1..=n)
             .map(|i| host(format!("h{i}"), &[("lan", i)], opts))
@@ -112,6 +116,7 @@ fn lan(opts: &PresetOptions) -> Topology {
 fn multinic(opts: &PresetOptions) -> Topology {
     let n = opts.nodes.unwrap_or(2);
     Topology {
+        tcp: opts.tcp.clone(),
         segments: vec![
             segment("net0", Some("10.0.0.0/24"), Some("fd00:0:0:1::/64"), opts),
             segment("net1", Some("10.0.1.0/24"), Some("fd00:0:0:2::/64"), opts),
@@ -184,7 +189,11 @@ fn sites(opts: &PresetOptions, sites: [Site; 2], uplink: Segment, nat: bool) -> 
         }
     }
     segments.push(uplink);
-    Topology { segments, hosts }
+    Topology {
+        segments,
+        hosts,
+        tcp: opts.tcp.clone(),
+    }
 }
 
 fn two_clusters(opts: &PresetOptions) -> Topology {

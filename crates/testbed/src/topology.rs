@@ -15,6 +15,31 @@ pub struct Topology {
     pub segments: Vec<Segment>,
     #[serde(default, rename = "host")]
     pub hosts: Vec<Host>,
+    /// The TCP settings of every host.
+    #[serde(default, skip_serializing_if = "HostTcp::is_default")]
+    pub tcp: HostTcp,
+}
+
+/// The TCP stack of every host: its congestion control and its socket-buffer limits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HostTcp {
+    /// The hosts' default congestion control (`cubic`, `bbr`, `reno`); none: the
+    /// machine's (a new network namespace inherits it). Building allows it for every
+    /// namespace first (`net.ipv4.tcp_allowed_congestion_control`), which the kernel
+    /// asks of any but the first namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// Linux's default socket-buffer limits (`tcp_rmem` 6 MiB, `tcp_wmem` 4 MiB) instead
+    /// of 64 MiB for both, for long fat WAN pipes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_buffers: bool,
+}
+
+impl HostTcp {
+    pub fn is_default(&self) -> bool {
+        *self == HostTcp::default()
+    }
 }
 
 /// One L2 segment. Without `wan` it is a switch (a bridge); with `wan` it is a wire between

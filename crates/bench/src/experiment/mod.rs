@@ -54,8 +54,9 @@ pub fn run(o: &crate::Options, bar: &ProgressBar) -> Result<PathBuf, String> {
     let seed = o.seed.ok_or("experiment needs a SEED: 000, 001, 002 or 003")?;
     if seed == Seed::Wan {
         return Err(format!(
-            "seed {}'s experiment needs WAN-aware lanes and site-aware collectives, which are \
-             not built yet (issue 19); the experiments that run today are 000, 001, 002 and 003",
+            "seed {}'s experiment (bandwidth against delay, loss and congestion control, coalescing, \
+             site-aware collectives) is not built yet (issue 19; docs/wan.md has hand-run figures of \
+             parallel streams); the experiments that run today are 000, 001, 002 and 003",
             seed.number()
         ));
     }

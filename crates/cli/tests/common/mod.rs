@@ -112,3 +112,22 @@ pub fn small_two_clusters() -> Topology {
     };
     preset("two-clusters", opts)
 }
+
+/// `tests/c/NAME.c` built with `pontoon-cc` into a directory of this test process.
+pub fn c_program(name: &str) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("pontoon-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let cc = pontoon().with_file_name("pontoon-cc");
+    let ok = std::process::Command::new(cc)
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join(format!("tests/c/{name}.c")))
+        .status()
+        .expect("pontoon-cc runs")
+        .success();
+    assert!(ok, "{name} compiles");
+    exe
+}

@@ -137,7 +137,12 @@ impl Endpoint {
         };
         p.control = Some(p.lanes[plan.eager].id);
         let eager_max = plan.large_eager.map_or(0, |i| caps[i].max_eager);
-        p.eager_limit = cfg.eager_limit.min(caps[plan.eager].max_eager.max(eager_max));
+        let limit = if caps[plan.eager].is_wan() {
+            cfg.wan_eager_limit
+        } else {
+            cfg.eager_limit
+        };
+        p.eager_limit = limit.min(caps[plan.eager].max_eager.max(eager_max));
         p.small_eager = caps[plan.eager]
             .datagram
             .min(crate::caps::RAW_SMALL_MAX)

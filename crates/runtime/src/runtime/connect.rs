@@ -207,15 +207,23 @@ impl Runtime {
         self.waiter.unwatch(&sock);
         let caps = proto::Caps {
             relayed: via.kind.relayed(),
-            ..tcp_caps(self.cfg.eager_limit)
+            ..tcp_caps(self.cfg.eager_limit.max(self.cfg.wan_eager_limit))
         };
-        let link = match tcp_link(sock, caps) {
+        let mut link = match tcp_link(sock, caps) {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
                 return;
             }
         };
+        // The kernel measured the handshake's round trips: a WAN lane is one from the start.
+        if let Ok(Some(figures)) = link.check_path(u32::MAX) {
+            link.set_caps(super::health::measured(caps, figures));
+        }
+        let caps = link.caps();
+        if caps.is_wan() {
+            super::wan::limit_unsent(link.pipe().socket());
+        }
         let route = Route::Ip {
             local,
             remote,
@@ -233,6 +241,9 @@ impl Runtime {
         // pair that needs a relay has no direct interface pairs to add.
         if !extra_lane && self.id.rank < peer && via.kind == PathKind::Direct {
             self.open_extra_lanes(peer, local.ip(), remote.ip());
+            if caps.is_wan() {
+                self.open_wan_streams(peer, local.ip(), remote.ip(), 2 * caps.latency_ns);
+            }
             if self.eth_possible(peer) {
                 self.start_eth(peer, false);
             }
@@ -328,14 +339,19 @@ impl Runtime {
             return;
         };
         for plan in net::paths::extra_lanes(mine, theirs, local, remote) {
-            self.outgoing.push(Outgoing::lane(
-                peer,
-                plan,
-                self.cfg.sockbuf,
-                self.race_timing(self.cfg.connect_timeout),
-                clock::now(),
-            ));
+            self.dial_lane(peer, plan);
         }
+    }
+
+    /// Starts setting up a further lane to `peer`, which is connected already.
+    pub(super) fn dial_lane(&mut self, peer: Rank, plan: net::paths::LanePlan) {
+        self.outgoing.push(Outgoing::lane(
+            peer,
+            plan,
+            self.cfg.sockbuf,
+            self.race_timing(self.cfg.connect_timeout),
+            clock::now(),
+        ));
     }
 
     /// Accepts connections and drives handshakes. Returns whether anything happened.
@@ -685,7 +701,7 @@ impl Runtime {
     }
 
     /// The first lane's candidates, of the path kinds allowed (`PONTOON_PATHS`).
-    fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
+    pub(super) fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
         let mut all = match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
             (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
             _ => Vec::new(),

@@ -47,7 +47,7 @@ impl Runtime {
 /// `caps` with what the kernel measured: one-way latency is half the smallest round
 /// trip, bandwidth the delivery rate once data has flowed (rounded to 1/16 of a power
 /// of two, so that small wobbles do not re-plan the lanes).
-fn measured(caps: proto::Caps, f: PathFigures) -> proto::Caps {
+pub(super) fn measured(caps: proto::Caps, f: PathFigures) -> proto::Caps {
     let mut c = caps;
     if f.min_rtt_ns > 0 {
         c.latency_ns = coarse(f.min_rtt_ns / 2);

@@ -1,0 +1,119 @@
+//! WAN paths between the two sites of a `wan` testbed (root only; skipped otherwise): a
+//! lane whose round trip is long is a WAN lane, its path gets parallel TCP streams, and
+//! C programs pass over them, with loss on the link too.
+
+mod common;
+
+use common::{c_program, is_root, preset, text, Bed};
+use testbed::topology::HostTcp;
+use testbed::{PresetOptions, WanImpairment};
+
+/// Two sites of one host each, `delay_ms` apart each way; the hosts run CUBIC with the
+/// kernel's socket-buffer limits (most clusters' settings, not this VM's).
+fn sites(delay_ms: f64, loss_pct: f64) -> Bed {
+    Bed::up(&preset(
+        "wan",
+        PresetOptions {
+            nodes: Some(1),
+            wan: WanImpairment {
+                delay_ms,
+                loss_pct,
+                rate_mbit: Some(1000),
+                ..WanImpairment::default()
+            },
+            tcp: HostTcp {
+                congestion: Some("cubic".into()),
+                kernel_buffers: true,
+            },
+            ..PresetOptions::default()
+        },
+    ))
+}
+
+/// `pontoon run` of 2 ranks on the sites' hosts, with `env` for the ranks.
+fn run(bed: &Bed, env: &[&str], prog: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut cmd = bed.pontoon();
+    cmd.args(["run", "--testbed", &bed.name, "--host", "a-h1,b-h1", "-n", "2"])
+        .args(["--timeout", "120"])
+        // A SYN lost on a lossy link costs TCP a second.
+        .args(["-x", "PONTOON_ATTEMPT_TIMEOUT_MS=5000"]);
+    for e in env {
+        cmd.args(["-x", e]);
+    }
+    cmd.arg("--").args(prog).output().expect("pontoon runs")
+}
+
+fn doctor(bed: &Bed, env: &[&str]) -> serde_json::Value {
+    let exe = common::pontoon();
+    let out = run(bed, env, &[exe.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor's JSON ({e}): {}", text(&out.stderr)))
+}
+
+/// The lanes each rank has to the other.
+fn lanes(report: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
+    report["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .map(|r| r["peers"][0]["lanes"].as_array().expect("lanes").clone())
+        .collect()
+}
+
+#[test]
+fn a_long_round_trip_makes_a_wan_path_of_parallel_streams() {
+    if !is_root() {
+        eprintln!("skipped: WAN paths need a testbed, which needs root");
+        return;
+    }
+    let bed = sites(5.0, 0.0);
+    let host = |cmd: &str| {
+        let out = bed
+            .pontoon()
+            .args(["testbed", "exec", "a-h1", "--", "sh", "-c", cmd])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_string()
+    };
+    assert_eq!(host("cat /proc/sys/net/ipv4/tcp_congestion_control"), "cubic");
+    assert_eq!(host("cut -f3 /proc/sys/net/ipv4/tcp_rmem"), "6291456");
+
+    let report = doctor(&bed, &[]);
+    for (rank, lanes) in lanes(&report).iter().enumerate() {
+        // The kernel's limits give one socket 3 MiB in flight, a 10 ms path at 10 Gbit/s
+        // (the veth's speed) needs 12.5 MB: 4 streams, the fewest a WAN path gets.
+        assert_eq!(lanes.len(), 4, "rank {rank}: {lanes:#?}");
+        for l in lanes {
+            assert_eq!(l["wide_area"], true, "{l:#}");
+            let rtt_ms = 2.0 * l["latency_ns"].as_f64().unwrap() / 1e6;
+            assert!((9.0..13.0).contains(&rtt_ms), "round trip {rtt_ms} ms: {l:#}");
+        }
+    }
+    assert_eq!(report["ranks"][0]["tcp_window_limit"], 3 << 20);
+    let again = doctor(&bed, &["PONTOON_WAN_STREAMS=2"]);
+    assert!(
+        lanes(&again).iter().all(|l| l.len() == 2),
+        "PONTOON_WAN_STREAMS=2: {:#?}",
+        lanes(&again)
+    );
+}
+
+#[test]
+fn c_programs_pass_over_wan_streams_with_loss() {
+    if !is_root() {
+        eprintln!("skipped: WAN paths need a testbed, which needs root");
+        return;
+    }
+    // 4 ms round trips: a WAN path, yet short enough for the programs' many exchanges.
+    let bed = sites(2.0, 1.0);
+    for name in ["p2p", "coll", "types"] {
+        let exe = c_program(name);
+        let out = run(&bed, &[], &[exe.as_os_str()]);
+        assert!(
+            out.status.success(),
+            "{name} over WAN streams with 1 % loss: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
