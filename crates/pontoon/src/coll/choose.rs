@@ -1,13 +1,13 @@
 //! The one place that chooses between the flat algorithms and the site-aware ones: a
 //! communicator spanning two or more sites (from the endpoint cards) runs the
-//! site-aware barrier, bcast, reduce (commutative), allreduce (commutative) and
-//! allgather, unless `PONTOON_COLL_HIER=0`.
+//! site-aware barrier, bcast, reduce (commutative), allreduce (commutative), gather,
+//! scatter and allgather, unless `PONTOON_COLL_HIER=0`.
 
 use std::rc::Rc;
 
 use super::algos;
 use super::hier::{self, Sites};
-use super::schedule::{BufId, Schedule};
+use super::schedule::{BufId, Schedule, INPUT, OUTPUT};
 use crate::comm::Comm;
 use crate::Rank;
 
@@ -85,6 +85,20 @@ impl Comm<'_> {
         match self.sites() {
             Some(sites) => hier::allgather(self.shape(), &sites, src, dst, n, &self.tuning()),
             None => algos::allgather(self.shape(), src, dst, n, &self.tuning()),
+        }
+    }
+
+    pub(crate) fn gather_schedule(&self, root: Rank, src: Option<BufId>, n: usize) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::gather(self.shape(), &sites, root, src, OUTPUT, n, &self.tuning()),
+            None => algos::gather(self.shape(), root, src, OUTPUT, n, &self.tuning()),
+        }
+    }
+
+    pub(crate) fn scatter_schedule(&self, root: Rank, dst: Option<BufId>, n: usize) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::scatter(self.shape(), &sites, root, INPUT, dst, n, &self.tuning()),
+            None => algos::scatter(self.shape(), root, INPUT, dst, n, &self.tuning()),
         }
     }
 }

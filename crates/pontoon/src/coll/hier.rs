@@ -65,6 +65,26 @@ impl Sites {
     }
 }
 
+impl Sites {
+    /// Each site's blocks of `n` bytes per rank, the sites one after another:
+    /// `(offset, len)` per site.
+    fn blocks(&self, n: usize) -> Vec<(usize, usize)> {
+        let mut at = 0;
+        (0..self.count())
+            .map(|site| {
+                let len = self.members(site).len() * n;
+                at += len;
+                (at - len, len)
+            })
+            .collect()
+    }
+
+    /// Every rank in site order: rank order within each site, the sites one after another.
+    fn in_site_order(&self) -> Vec<u32> {
+        (0..self.count()).flat_map(|site| self.members(site)).collect()
+    }
+}
+
 /// Where one rank stands in the levels of a collective rooted at `root`.
 struct Levels {
     /// Its site's ranks, and its own place and its leader's among them.
@@ -240,26 +260,89 @@ pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: us
     embed(&mut s, within, &lv.site, [own, site_blocks]);
     if let Some(lsh) = lv.leader_shape() {
         // The leaders swap their sites' blocks, site after site, then put them in rank order.
-        let mut blocks = Vec::with_capacity(lv.leaders.len());
-        let mut at = 0;
-        for site in 0..sites.count() {
-            let len = sites.members(site).len() * n;
-            blocks.push((at, len));
-            at += len;
-        }
+        let blocks = sites.blocks(n);
         let by_site = s.temp(p * n);
         let mine = Some(region(INPUT, 0, blocks[lsh.rank as usize].1));
         let across = algos::allgatherv(lsh, mine, OUTPUT, &blocks);
         embed(&mut s, across, &lv.leaders, [site_blocks, by_site]);
-        let mut at = 0;
-        for site in 0..sites.count() {
-            for r in sites.members(site) {
-                s.copy(region(by_site, at, n), region(dst, r as usize * n, n));
-                at += n;
-            }
+        for (i, r) in sites.in_site_order().into_iter().enumerate() {
+            s.copy(region(by_site, i * n, n), region(dst, r as usize * n, n));
         }
     }
     let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, p * n, t);
     embed(&mut s, out, &lv.site, [INPUT, dst]);
+    s
+}
+
+/// Gathers `n` bytes from each rank's `src` into `dst` at `root`, in rank order (`src`
+/// None: in place, the root's block already in `dst`): each site's blocks at its leader,
+/// then one message per site to the root.
+pub fn gather(
+    sh: Shape,
+    sites: &Sites,
+    root: u32,
+    src: Option<BufId>,
+    dst: BufId,
+    n: usize,
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, root);
+    let mut s = Schedule::default();
+    let own = s.temp(n);
+    let mine = src.map_or(region(dst, sh.rank as usize * n, n), |b| region(b, 0, n));
+    s.copy(mine, region(own, 0, n));
+    let site_blocks = s.temp(n * lv.site.len());
+    let within = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, n, t);
+    embed(&mut s, within, &lv.site, [own, site_blocks]);
+    if let Some(lsh) = lv.leader_shape() {
+        let blocks = sites.blocks(n);
+        let at_root = sh.rank == root;
+        let by_site = s.temp(if at_root { sites.of.len() * n } else { 0 });
+        let mine = Some(region(INPUT, 0, blocks[lsh.rank as usize].1));
+        let across = algos::gatherv(lsh, lv.root_in_leaders, mine, OUTPUT, &blocks);
+        embed(&mut s, across, &lv.leaders, [site_blocks, by_site]);
+        if at_root {
+            for (i, r) in sites.in_site_order().into_iter().enumerate() {
+                s.copy(region(by_site, i * n, n), region(dst, r as usize * n, n));
+            }
+        }
+    }
+    s
+}
+
+/// Block i of `src` at `root` (`n` bytes each) to rank i's `dst` (`dst` None: in place
+/// at the root, its block stays in `src`): one message per site from the root to the
+/// site's leader, which scatters it within its site.
+pub fn scatter(
+    sh: Shape,
+    sites: &Sites,
+    root: u32,
+    src: BufId,
+    dst: Option<BufId>,
+    n: usize,
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, root);
+    let mut s = Schedule::default();
+    let site_blocks = s.temp(n * lv.site.len());
+    if let Some(lsh) = lv.leader_shape() {
+        let blocks = sites.blocks(n);
+        let at_root = sh.rank == root;
+        let by_site = s.temp(if at_root { sites.of.len() * n } else { 0 });
+        if at_root {
+            for (i, r) in sites.in_site_order().into_iter().enumerate() {
+                s.copy(region(src, r as usize * n, n), region(by_site, i * n, n));
+            }
+        }
+        let mine = Some(region(OUTPUT, 0, blocks[lsh.rank as usize].1));
+        let across = algos::scatterv(lsh, lv.root_in_leaders, INPUT, &blocks, mine);
+        embed(&mut s, across, &lv.leaders, [by_site, site_blocks]);
+    }
+    let own = s.temp(n);
+    let within = algos::scatter(lv.site_shape(), lv.leader_in_site, INPUT, Some(OUTPUT), n, t);
+    embed(&mut s, within, &lv.site, [site_blocks, own]);
+    if let Some(d) = dst {
+        s.copy(region(own, 0, n), region(d, 0, n));
+    }
     s
 }

@@ -318,7 +318,7 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
             Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
         };
-        let s = algos::gather(self.shape(), root, src, OUTPUT, n, &self.tuning());
+        let s = self.gather_schedule(root, src, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 
@@ -331,7 +331,7 @@ impl<'u> Comm<'u> {
             Some(r) => (std::mem::size_of_val(r), Some(OUTPUT), bytes_mut(r)),
             None => (std::mem::size_of_val(send) / p, None, &mut [][..]),
         };
-        let s = algos::scatter(self.shape(), root, INPUT, dst, n, &self.tuning());
+        let s = self.scatter_schedule(root, dst, n);
         self.run_blocking(s, bytes(send), out, None)
     }
 

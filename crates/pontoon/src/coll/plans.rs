@@ -78,14 +78,7 @@ impl<'u> Comm<'u> {
     pub fn plan_gather(&self, root: Rank, in_place: bool, block: usize) -> Result<Plan> {
         self.check_root(root)?;
         let src = (!in_place).then_some(INPUT);
-        Ok(plain(algos::gather(
-            self.shape(),
-            root,
-            src,
-            OUTPUT,
-            block,
-            &self.tuning(),
-        )))
+        Ok(plain(self.gather_schedule(root, src, block)))
     }
 
     /// Block i of `block` bytes of `root`'s input to rank i's output (`in_place`: the
@@ -93,14 +86,7 @@ impl<'u> Comm<'u> {
     pub fn plan_scatter(&self, root: Rank, in_place: bool, block: usize) -> Result<Plan> {
         self.check_root(root)?;
         let dst = (!in_place).then_some(OUTPUT);
-        Ok(plain(algos::scatter(
-            self.shape(),
-            root,
-            INPUT,
-            dst,
-            block,
-            &self.tuning(),
-        )))
+        Ok(plain(self.scatter_schedule(root, dst, block)))
     }
 
     pub fn plan_allgather(&self, in_place: bool, block: usize) -> Plan {

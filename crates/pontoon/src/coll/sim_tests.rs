@@ -490,6 +490,19 @@ proptest! {
         for g in &got {
             prop_assert_eq!(g, &all, "allgather over {:?}", sites);
         }
+        // gather to and scatter from every root, in place at the root or not
+        let at_root = |r: u32| in_place && r == root;
+        let mut gouts = vec![Vec::new(); pu];
+        gouts[root as usize] = outs[root as usize].clone();
+        let got = run(p, |sh| hier::gather(sh, &sites, root, (!at_root(sh.rank)).then_some(INPUT), OUTPUT, n, &t), &ins, &gouts, None, seed);
+        prop_assert_eq!(&got[root as usize], &all, "gather to {} over {:?}", root, sites);
+        let mut sins = vec![Vec::new(); pu];
+        sins[root as usize] = all.clone();
+        let souts: Vec<Vec<u8>> = (0..p).map(|r| if at_root(r) { Vec::new() } else { vec![0; n] }).collect();
+        let got = run(p, |sh| hier::scatter(sh, &sites, root, INPUT, (!at_root(sh.rank)).then_some(OUTPUT), n, &t), &sins, &souts, None, seed);
+        for r in (0..p).filter(|&r| !at_root(r)) {
+            prop_assert_eq!(&got[r as usize], &ins[r as usize], "scatter from {} to {} over {:?}", root, r, sites);
+        }
         // barrier: every rank gets through
         let got = run(p, |sh| hier::barrier(sh, &sites, &t), &vec![Vec::new(); pu], &vec![Vec::new(); pu], None, seed);
         prop_assert_eq!(got.len(), pu);
@@ -555,5 +568,27 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     ];
     for (f, h) in flat.iter().zip(hier) {
         assert!(*f >= 2 * h, "flat {flat:?} against site-aware {hier:?}");
+    }
+    // Gather and scatter of short blocks (binomial trees when flat): the other site's
+    // blocks cross once, in one message, where the flat tree sends several.
+    let n = 64;
+    let site_aware = [
+        crossings(8, &of, |sh| {
+            hier::gather(sh, &sites, 3, Some(INPUT), OUTPUT, n, &t)
+        }),
+        crossings(8, &of, |sh| {
+            hier::scatter(sh, &sites, 3, INPUT, Some(OUTPUT), n, &t)
+        }),
+    ];
+    assert_eq!(site_aware, [(1, 4 * n), (1, 4 * n)], "gather, scatter");
+    let flat = [
+        crossings(8, &of, |sh| algos::gather(sh, 3, Some(INPUT), OUTPUT, n, &t)),
+        crossings(8, &of, |sh| algos::scatter(sh, 3, INPUT, Some(OUTPUT), n, &t)),
+    ];
+    for (f, h) in flat.iter().zip(site_aware) {
+        assert!(
+            f.0 >= 3 * h.0 && f.1 >= h.1,
+            "flat {flat:?} against site-aware {site_aware:?}"
+        );
     }
 }
