@@ -6,8 +6,9 @@
 # starts on the two heads (seed 001's nat-proxy) — torn down afterwards; then the same
 # clusters 2 ms apart, where pairs punch a direct lane through both NATs and leave the
 # relay; then two hosts with two NICs each, where one NIC goes
-# down in the middle of a transfer and the lane on the other carries it through; then seed
-# 001's experiment in short (`pontoon bench experiment 001 --quick`); then N ranks on this
+# down in the middle of a transfer and the lane on the other carries it through; then a
+# raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
+# streams, and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
 # host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
@@ -39,7 +40,8 @@ name="demo-$$"
 nics="demo-nics-$$"
 wan="demo-wan-$$"
 lan="demo-lan-$$"
-trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1; "$pontoon" testbed down "$lan" >/dev/null 2>&1' EXIT
+wide="demo-wide-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1; "$pontoon" testbed down "$lan" >/dev/null 2>&1; "$pontoon" testbed down "$wide" >/dev/null 2>&1' EXIT
 "$pontoon" testbed up two-clusters --name "$name" --docker --no-ipv6 a --no-ipv6 b
 echo
 echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more; no IPv6"
@@ -82,12 +84,17 @@ for t in tcp eth; do
 done
 "$pontoon" testbed down "$lan" >/dev/null
 echo
-echo "demo: pontoon bench experiment 001 --quick: seed 001's experiment end to end on its own"
-echo "      testbeds (routed IPv6, nat-proxy, two-proxy), the paper's claims beside pontoon's"
-echo "      figures (one short round; the full run's report is docs/experiments/001.md)"
+"$pontoon" testbed up wan --nodes 1 --delay-ms 25 --wan-rate-mbit 1000 --loss-pct 0.1 --tcp-cc cubic --name "$wide" >/dev/null
+echo "demo: two sites 50 ms apart over a 1 Gbit/s link that loses 0.1 %, the hosts on CUBIC:"
+echo "      the lane's round trip makes it a WAN lane, and its path gets parallel TCP streams"
+"$pontoon" run --testbed "$wide" --host a-h1,b-h1 -n 2 "$pontoon" doctor | sed -n '/^WAN paths/,/^$/p'
+"$pontoon" testbed down "$wide" >/dev/null
+echo "demo: pontoon bench experiment 004 --quick: seed 004's experiment in short (one 20 ms"
+echo "      link, CUBIC, 0.1 % loss): one stream against the streams (the full run's report is"
+echo "      docs/experiments/004.md)"
 report=$(mktemp -d)
-"$pontoon" bench experiment 001 --quick --out "$report" >/dev/null
-sed -n '/^| claim/,/^$/p' "$report/001.md"
+"$pontoon" bench experiment 004 --quick --out "$report" >/dev/null
+sed -n '/^| claim/,/^$/p' "$report/004.md"
 rm -rf "$report"
 echo
 local_ranks

@@ -23,6 +23,8 @@ pub struct Chart {
     pub y_label: String,
     /// Latencies span decades: logarithmic. Rates: linear from zero.
     pub log_y: bool,
+    /// What the x axis counts (its values double, or nearly: a base-2 logarithmic axis).
+    pub x_desc: String,
     pub series: Vec<Series>,
 }
 
@@ -59,6 +61,7 @@ impl Report {
             title: format!("pontoon bench {}: {} ({})", self.test, self.what, self.place),
             y_label: format!("{}, {} is better", self.unit, self.better),
             log_y: self.better == "lower",
+            x_desc: "message size, bytes".into(),
             series,
         }
     }
@@ -125,7 +128,7 @@ impl Chart {
                 let mut chart = $chart;
                 chart
                     .configure_mesh()
-                    .x_desc("message size, bytes")
+                    .x_desc(&self.x_desc)
                     .y_desc(&self.y_label)
                     .x_label_formatter(&x_fmt)
                     .x_labels(((log2(x_hi) - log2(x_lo)) as usize + 1).min(24))
@@ -189,6 +192,7 @@ mod tests {
             title: "latency".into(),
             y_label: "µs, lower is better".into(),
             log_y,
+            x_desc: "message size, bytes".into(),
             series: vec![line("pontoon", 1.0), line("mpich", 2.0)],
         }
     }

@@ -406,19 +406,12 @@ fn check_experiment(dir: &std::path::Path, seed: &str, claims: usize) {
 
 #[test]
 fn every_seed_experiment_runs_quick_and_writes_its_report() {
-    let out = bench(&["experiment", "004", "--quick"]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("not built yet (issue 19"),
-        "{}",
-        text(&out.stderr)
-    );
     if !is_root() {
         eprintln!("not root: the experiments build testbeds (network namespaces), skipped");
         return;
     }
     let dir = std::env::temp_dir().join(format!("pontoon-experiments-{}", std::process::id()));
-    for (seed, claims) in [("000", 5), ("001", 2), ("002", 4), ("003", 6)] {
+    for (seed, claims) in [("000", 5), ("001", 2), ("002", 4), ("003", 6), ("004", 2)] {
         let out = bench(&["experiment", seed, "--quick", "--out", dir.to_str().unwrap()]);
         assert!(out.status.success(), "{seed}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains(&format!("wrote {}", dir.join(format!("{seed}.md")).display())));

@@ -59,6 +59,9 @@ struct Table {
     title: String,
     unit: &'static str,
     lower_is_better: bool,
+    /// What the rows are (the CSV's `bytes` column): message sizes, unless
+    /// [`Lab::measure_at`] made it something else (a round trip).
+    x_name: &'static str,
     lines: Vec<Line>,
 }
 
@@ -167,6 +170,19 @@ impl<'a> Lab<'a> {
     /// Runs `pontoon bench ARGS --runs 1` on `bed` and adds its figures to table `table`:
     /// pontoon's as line `label`, each anchor's as a line of its own name.
     pub fn measure(&mut self, table: &str, label: &str, bed: &Bed, args: &[&str]) -> Result<(), String> {
+        self.measure_at(table, label, bed, args, None)
+    }
+
+    /// [`Lab::measure`], with the figures of every size filed under row `at.1` of a table
+    /// whose rows are `at.0` (e.g. a round trip in ms), not message sizes.
+    pub fn measure_at(
+        &mut self,
+        table: &str,
+        label: &str,
+        bed: &Bed,
+        args: &[&str],
+        at: Option<(&'static str, u64)>,
+    ) -> Result<(), String> {
         let shown = args.join(" ");
         let mut argv = vec!["pontoon-bench".to_string()];
         argv.extend(args.iter().map(|a| a.to_string()));
@@ -177,7 +193,12 @@ impl<'a> Lab<'a> {
         if !self.commands.contains(&command) {
             self.commands.push(command);
         }
-        let report = crate::run(&cmd.options, self.bar).map_err(|e| format!("pontoon bench {shown}: {e}"))?;
+        let mut report =
+            crate::run(&cmd.options, self.bar).map_err(|e| format!("pontoon bench {shown}: {e}"))?;
+        if let Some((_, x)) = at {
+            report.rows.iter_mut().for_each(|r| r.bytes = x);
+        }
+        let x_name = at.map_or("bytes", |(name, _)| name);
         let at = match self.tables.iter().position(|t| t.id == table) {
             Some(i) => i,
             None => {
@@ -186,6 +207,7 @@ impl<'a> Lab<'a> {
                     title: report.what.clone(),
                     unit: report.unit,
                     lower_is_better: report.better == "lower",
+                    x_name,
                     lines: Vec::new(),
                 });
                 self.tables.len() - 1
@@ -205,6 +227,7 @@ impl<'a> Lab<'a> {
                         ),
                         unit: "CPU s/GB",
                         lower_is_better: true,
+                        x_name,
                         lines: Vec::new(),
                     });
                     self.tables.len() - 1
@@ -348,7 +371,7 @@ impl<'a> Lab<'a> {
             t.unit,
             if t.lower_is_better { "lower" } else { "higher" }
         );
-        let mut header = vec!["bytes".to_string()];
+        let mut header = vec![t.x_name.to_string()];
         header.extend(t.lines.iter().map(|l| l.label.clone()));
         let others: Vec<&Line> = t
             .lines
@@ -362,7 +385,11 @@ impl<'a> Lab<'a> {
         let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
         for bytes in sizes {
             let summary = |l: &Line| l.runs.get(&bytes).and_then(|r| Summary::of(r));
-            let mut cells = vec![size(bytes)];
+            let mut cells = vec![if t.x_name == "bytes" {
+                size(bytes)
+            } else {
+                bytes.to_string()
+            }];
             cells.extend(t.lines.iter().map(|l| {
                 summary(l).map_or("-".into(), |m| {
                     format!("{} ({}-{})", fig(m.median), fig(m.min), fig(m.max))
@@ -388,6 +415,11 @@ impl<'a> Lab<'a> {
                 if t.lower_is_better { "lower" } else { "higher" }
             ),
             log_y: t.lower_is_better,
+            x_desc: if t.x_name == "bytes" {
+                "message size, bytes".into()
+            } else {
+                t.x_name.into()
+            },
             series: t
                 .lines
                 .iter()

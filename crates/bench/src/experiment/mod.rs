@@ -8,6 +8,7 @@ mod seed000;
 mod seed001;
 mod seed002;
 mod seed003;
+mod seed004;
 
 use std::path::PathBuf;
 
@@ -32,7 +33,8 @@ pub enum Seed {
     /// against TCP on one segment, and with loss and reordering
     #[value(name = "003")]
     RawEthernet,
-    /// WAN-aware protocols (issue 19)
+    /// Streaming bandwidth against the round trip of a WAN link, with loss, under BBR and
+    /// CUBIC: one TCP stream against parallel streams, iperf3 beside them
     #[value(name = "004")]
     Wan,
 }
@@ -51,15 +53,9 @@ impl Seed {
 
 /// Runs the experiment of `o.seed` and writes its report; returns the report's path.
 pub fn run(o: &crate::Options, bar: &ProgressBar) -> Result<PathBuf, String> {
-    let seed = o.seed.ok_or("experiment needs a SEED: 000, 001, 002 or 003")?;
-    if seed == Seed::Wan {
-        return Err(format!(
-            "seed {}'s experiment (bandwidth against delay, loss and congestion control, coalescing, \
-             site-aware collectives) is not built yet (issue 19; docs/wan.md has hand-run figures of \
-             parallel streams); the experiments that run today are 000, 001, 002 and 003",
-            seed.number()
-        ));
-    }
+    let seed = o
+        .seed
+        .ok_or("experiment needs a SEED: 000, 001, 002, 003 or 004")?;
     testbed::require_root(&format!("seed {}'s experiment builds testbeds", seed.number()))?;
     let mut lab = Lab::new(seed, o, bar)?;
     match seed {
@@ -67,7 +63,7 @@ pub fn run(o: &crate::Options, bar: &ProgressBar) -> Result<PathBuf, String> {
         Seed::Relays => seed001::run(&mut lab)?,
         Seed::Tuning => seed002::run(&mut lab)?,
         Seed::RawEthernet => seed003::run(&mut lab)?,
-        Seed::Wan => unreachable!("refused above"),
+        Seed::Wan => seed004::run(&mut lab)?,
     }
     lab.finish()
 }
