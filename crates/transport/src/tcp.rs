@@ -47,6 +47,12 @@ impl TcpPipe {
     pub fn socket(&self) -> &TcpStream {
         &self.0
     }
+
+    /// Keeps at most `bytes` of data not yet sent in the kernel (`TCP_NOTSENT_LOWAT`):
+    /// the rest waits in the link's own queue, where it counts as the lane's backlog.
+    pub fn limit_unsent(&self, bytes: u32) -> io::Result<()> {
+        socket2::SockRef::from(&self.0).set_tcp_notsent_lowat(bytes)
+    }
 }
 
 impl Pipe for TcpPipe {

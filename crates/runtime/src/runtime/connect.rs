@@ -222,7 +222,7 @@ impl Runtime {
         }
         let caps = link.caps();
         if caps.is_wan() {
-            super::wan::limit_unsent(link.pipe().socket());
+            super::wan::limit_unsent(link.pipe());
         }
         let route = Route::Ip {
             local,

@@ -3,9 +3,10 @@
 //! the path, and its sockets keep little unsent data in the kernel, so that the engine
 //! sees each stream's real backlog and hands fragments to the streams that drain.
 
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 
 use proto::Rank;
+use transport::tcp::TcpPipe;
 
 use super::Runtime;
 
@@ -44,8 +45,8 @@ fn nic_rate(name: &str) -> u64 {
 }
 
 /// Bounds the unsent data of a WAN lane's socket ([`WAN_UNSENT`]).
-pub(super) fn limit_unsent(sock: &TcpStream) {
-    if let Err(e) = socket2::SockRef::from(sock).set_tcp_notsent_lowat(WAN_UNSENT) {
+pub(super) fn limit_unsent(pipe: &TcpPipe) {
+    if let Err(e) = pipe.limit_unsent(WAN_UNSENT) {
         tracing::warn!("cannot bound a WAN lane's unsent data (TCP_NOTSENT_LOWAT): {e}");
     }
 }
