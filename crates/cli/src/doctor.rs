@@ -230,12 +230,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             Some(Err(why)) => format!("off: {why}"),
             None => "not allowed (add `eth` to PONTOON_TRANSPORTS)".into(),
         },
-        tcp_window_limit: runtime::tcp_window_limit(
-            std::env::var("PONTOON_SOCKBUF")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0),
-        ),
+        tcp_window_limit: runtime::tcp_window_limit(runtime::Config::from_env().map_or(0, |c| c.sockbuf)),
         peers,
     }
 }

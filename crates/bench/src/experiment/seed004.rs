@@ -321,8 +321,8 @@ fn claims(lab: &mut Lab, plan: &[(Setting, Vec<u64>)]) -> Result<(), String> {
         .find(|(s, _)| s.cc == "bbr" && s.loss > 0.0 && s.loss < 1.0)
     {
         let far = *rtts.last().unwrap();
-        let many = lab.median(&bbr.table(), "streams", far)?;
-        let r = many.median / LINK_MB_S;
+        let streams = lab.median(&bbr.table(), "streams", far)?;
+        let r = streams.median / LINK_MB_S;
         lab.claim(Claim {
             what: format!(
                 "parallel streams / the 1 Gbit/s link rate, {far} ms, {}",
@@ -331,7 +331,7 @@ fn claims(lab: &mut Lab, plan: &[(Setting, Vec<u64>)]) -> Result<(), String> {
             paper: "- (IB verbs \"sustain\" the link; target ≥ 0.9)".into(),
             paper_value: None,
             ours: r,
-            ours_text: format!("{r:.2} ({} MB/s of 125)", fig(many.median)),
+            ours_text: format!("{r:.2} ({} MB/s of 125)", fig(streams.median)),
             verdict: format!(
                 "{} TCP's payload is at most 0.95 of a 1 Gbit/s Ethernet link's rate (1448 of 1514 \
                  bytes a frame); BBR keeps one stream near the rate through random loss.",

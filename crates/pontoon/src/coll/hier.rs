@@ -176,6 +176,26 @@ fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufId; 2]) {
     }
 }
 
+/// Gathers each rank's `n` bytes (`src`, or its block of `dst` when in place) at its
+/// site's leader, in the site's rank order, into a new temporary, which it returns.
+fn gather_at_leader(
+    s: &mut Schedule,
+    sh: Shape,
+    lv: &Levels,
+    src: Option<BufId>,
+    dst: BufId,
+    n: usize,
+    t: &Tuning,
+) -> BufId {
+    let own = s.temp(n);
+    let mine = src.map_or(region(dst, sh.rank as usize * n, n), |b| region(b, 0, n));
+    s.copy(mine, region(own, 0, n));
+    let site_blocks = s.temp(n * lv.site.len());
+    let within = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, n, t);
+    embed(s, within, &lv.site, [own, site_blocks]);
+    site_blocks
+}
+
 pub fn barrier(sh: Shape, sites: &Sites, t: &Tuning) -> Schedule {
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
@@ -248,16 +268,7 @@ pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: us
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
     let p = sites.of.len();
-    // Gather each site's blocks at its leader, in the site's rank order.
-    let own = s.temp(n);
-    let mine = match src {
-        Some(b) => region(b, 0, n),
-        None => region(dst, sh.rank as usize * n, n),
-    };
-    s.copy(mine, region(own, 0, n));
-    let site_blocks = s.temp(n * lv.site.len());
-    let within = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, n, t);
-    embed(&mut s, within, &lv.site, [own, site_blocks]);
+    let site_blocks = gather_at_leader(&mut s, sh, &lv, src, dst, n, t);
     if let Some(lsh) = lv.leader_shape() {
         // The leaders swap their sites' blocks, site after site, then put them in rank order.
         let blocks = sites.blocks(n);
@@ -288,12 +299,7 @@ pub fn gather(
 ) -> Schedule {
     let lv = Levels::new(sh, sites, root);
     let mut s = Schedule::default();
-    let own = s.temp(n);
-    let mine = src.map_or(region(dst, sh.rank as usize * n, n), |b| region(b, 0, n));
-    s.copy(mine, region(own, 0, n));
-    let site_blocks = s.temp(n * lv.site.len());
-    let within = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, n, t);
-    embed(&mut s, within, &lv.site, [own, site_blocks]);
+    let site_blocks = gather_at_leader(&mut s, sh, &lv, src, dst, n, t);
     if let Some(lsh) = lv.leader_shape() {
         let blocks = sites.blocks(n);
         let at_root = sh.rank == root;
