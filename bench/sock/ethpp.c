@@ -129,12 +129,18 @@ static void client(uint32_t max, uint32_t iters) {
     static unsigned char f[65536], g[65536];
     unsigned char peer[6];
     static const unsigned char broadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    /* Find the server: a broadcast that it echoes from its own MAC. */
+    /* Find the server: a broadcast that it echoes from its own MAC. The server may still be
+     * starting, so the hello is repeated every 100 ms; late echoes of it carry a message
+     * number no round trip uses, so they are ignored. */
     memset(f, 0, sizeof f);
     uint32_t hello = 0xffffffffu;
     memcpy(f + HDR, &hello, 4);
-    send_frame(f, 60, broadcast);
-    if (recv_frame(g, sizeof g, 5.0) == 0) {
+    int answered = 0;
+    for (int tries = 0; tries < 50 && !answered; tries++) {
+        send_frame(f, 60, broadcast);
+        answered = recv_frame(g, sizeof g, 0.1) != 0;
+    }
+    if (!answered) {
         fprintf(stderr, "ethpp: no server answered on this segment within 5 s\n");
         exit(1);
     }
