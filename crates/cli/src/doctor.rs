@@ -445,7 +445,7 @@ pub fn main(json: bool) -> ExitCode {
     let failed = results.iter().any(|(_, r)| r.is_err());
     let report = rank_report(&universe, results);
     let bytes = serde_json::to_vec(&report).expect("a report serializes");
-    let all = match universe.exchange(&format!("doctor/{me}"), &bytes) {
+    let all = match universe.exchange("doctor", &bytes) {
         Ok(all) => all,
         Err(e) => {
             eprintln!("pontoon doctor: rank {me}: {e}");
@@ -455,7 +455,7 @@ pub fn main(json: bool) -> ExitCode {
     if me == 0 {
         let ranks: Vec<serde_json::Value> = (0..size)
             .map(|r| {
-                all.get(&format!("doctor/{r}"))
+                all.get(r as usize)
                     .and_then(|b| serde_json::from_slice(b).ok())
                     .unwrap_or_else(|| serde_json::json!({ "rank": r, "peers": [] }))
             })

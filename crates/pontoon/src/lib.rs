@@ -245,11 +245,12 @@ impl Universe {
         self.rt.borrow().attempts(peer).to_vec()
     }
 
-    /// Every rank publishes `value` under its `key`; returns all ranks' keys once every
-    /// rank has (through the launcher, so it works between ranks that cannot reach each
-    /// other). Collective; call it when no transfer is pending.
-    pub fn exchange(&self, key: &str, value: &[u8]) -> Result<std::collections::HashMap<String, Vec<u8>>> {
-        self.rt.borrow_mut().exchange(key, value).map_err(Error::from)
+    /// Every rank publishes `value` under `topic`; returns all ranks' values, by rank,
+    /// once every rank has (through the launcher's coordinator or the PMI process
+    /// manager, so it works between ranks that cannot reach each other). Collective;
+    /// call it when no transfer is pending.
+    pub fn exchange(&self, topic: &str, value: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.rt.borrow_mut().exchange(topic, value).map_err(Error::from)
     }
 
     /// Ends the job for this rank: deletes the attributes of COMM_SELF, then of

@@ -35,6 +35,13 @@ pub const PARAMS: &[Param] = &[
                   control frames and the others pull the fragments of large messages as they drain",
     },
     Param {
+        name: "PONTOON_PMI",
+        default: "2",
+        meaning: "the PMI wire protocol a rank started by srun --mpi=pmi2 or Hydra's mpiexec speaks \
+                  first: 2, falling back to 1 when the process manager answers with version 1; 1 \
+                  speaks PMI-1 from the start (docs/slurm.md)",
+    },
+    Param {
         name: "PONTOON_FRAG_SIZE",
         default: "524288",
         meaning: "rendezvous payload is sent in fragments of this many bytes, so small messages can \
@@ -212,6 +219,8 @@ pub struct Config {
     pub transports: Vec<transport::Transport>,
     pub eager_limit: u32,
     pub wan_eager_limit: u32,
+    /// Speak PMI-1 to a PMI process manager from the start (`PONTOON_PMI=1`).
+    pub pmi_v1_only: bool,
     /// TCP streams per WAN path (`PONTOON_WAN_STREAMS`); `None`: counted per path.
     pub wan_streams: Option<u32>,
     pub frag_size: u32,
@@ -417,7 +426,19 @@ impl Config {
                 }
             },
         };
+        let pmi_v1_only = match get(env, "PONTOON_PMI").trim() {
+            "1" => true,
+            "2" => false,
+            other => {
+                return Err(ConfigError {
+                    name: "PONTOON_PMI",
+                    value: other.to_string(),
+                    why: "must be 1 or 2".into(),
+                })
+            }
+        };
         Ok(Config {
+            pmi_v1_only,
             transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
             wan_eager_limit,

@@ -77,15 +77,19 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Parses exactly `N` bytes of hex (either case).
 pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    unhex_any(s)?.try_into().ok()
+}
+
+/// Parses hex (either case) of any even length.
+pub fn unhex_any(s: &str) -> Option<Vec<u8>> {
     // Digits are checked first: `from_str_radix` alone would accept a sign.
-    if s.len() != 2 * N || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if s.len() & 1 == 1 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
 }
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -8,6 +8,8 @@ pub mod control;
 mod eth_wireup;
 pub mod jobenv;
 mod lanes;
+pub mod pmi;
+mod rendezvous;
 mod requests;
 pub mod runtime;
 mod shm_wireup;

@@ -14,9 +14,10 @@ use proto::{
 use transport::{Link, Placement, Sink, Transport};
 
 use crate::config::{Bind, Config, Yield};
-use crate::control::{ControlClient, ControlError};
+use crate::control::ControlClient;
 use crate::jobenv::JobEnv;
 use crate::lanes::{Lane, Lanes, PathInfo};
+use crate::rendezvous::{Event, NoFinalize, Rendezvous};
 use crate::requests::Requests;
 use crate::shm_wireup::{ShmAccept, ShmDial};
 use crate::waiter::{ReadySet, Waiter};
@@ -160,11 +161,10 @@ pub struct Runtime {
     cards: HashMap<Rank, EndpointCard>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
-    /// The last key-value fence entered (init uses 1).
-    fence_epoch: u32,
     /// When we last gave way to a peer's simultaneous connection.
     yielded_at: HashMap<Rank, Instant>,
-    control: Option<ControlClient>,
+    /// The coordinator or the PMI process manager (none for a singleton).
+    rendezvous: Option<Rendezvous>,
     waiter: Waiter,
     /// Which socket lanes have bytes to read, once there are several (see `progress`).
     ready: ReadySet,
@@ -225,14 +225,30 @@ impl Runtime {
             lane_queue: 2 * u64::from(cfg.frag_size),
             unexpected_cap: cfg.unexpected_cap,
         };
-        let Some(env) = env else {
-            let id = Identity {
-                job_id: [0; 16],
-                secret: [0; 32],
-                rank: 0,
-                size: 1,
-            };
-            return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
+        let mut pmi = match env {
+            Some(_) => None,
+            None => crate::pmi::PmiClient::from_env(cfg.pmi_v1_only).map_err(|e| {
+                Error::Setup(format!(
+                    "started by a PMI process manager (PMI_FD is set), but: {e}"
+                ))
+            })?,
+        };
+        let mut env = match (env, pmi.as_mut()) {
+            (Some(env), _) => env,
+            (None, Some(pmi)) => crate::rendezvous::pmi_job(pmi)
+                .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", pmi.rank)))?,
+            (None, None) => {
+                if let Some(why) = crate::rendezvous::srun_without_pmi() {
+                    return Err(Error::Setup(why));
+                }
+                let id = Identity {
+                    job_id: [0; 16],
+                    secret: [0; 32],
+                    rank: 0,
+                    size: 1,
+                };
+                return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
+            }
         };
         // Ranks that outnumber the CPUs give theirs away while they wait (before
         // binding narrows what this process may use).
@@ -250,13 +266,24 @@ impl Runtime {
         }
         let ifaces = net::interfaces();
         let local = net::iface::allowed_addresses(&ifaces, &cfg.policy);
-        let mut control = ControlClient::connect_from(&env, &local, &cfg.relays, cfg.attempt_timeout)
-            .map_err(|e| {
-                Error::Setup(format!(
-                    "rank {}: cannot reach the launcher's coordinator: {e}",
-                    env.rank
-                ))
-            })?;
+        let (mut rendezvous, seen_from) = match pmi {
+            Some(mut pmi) => {
+                crate::rendezvous::share_secret(&mut pmi, &mut env)
+                    .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", env.rank)))?;
+                (Rendezvous::Pmi(pmi), None)
+            }
+            None => {
+                let client = ControlClient::connect_from(&env, &local, &cfg.relays, cfg.attempt_timeout)
+                    .map_err(|e| {
+                        Error::Setup(format!(
+                            "rank {}: cannot reach the launcher's coordinator: {e}",
+                            env.rank
+                        ))
+                    })?;
+                let seen_from = client.seen_from().ip();
+                (Rendezvous::Launcher { client, epoch: 0 }, Some(seen_from))
+            }
+        };
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
         // Bound before the fence, so that it exists once any rank of this node looks.
@@ -307,17 +334,13 @@ impl Runtime {
                 env.rank
             ))
         };
-        card.seen_from = Some(control.seen_from().ip());
-        control
-            .put(&format!("card/{}", env.rank), &card.encode())
+        card.seen_from = seen_from;
+        let all = rendezvous
+            .exchange(env.rank, env.size, "card", &card.encode())
             .map_err(|e| setup(&e))?;
-        let kvs = control.fence(1).map_err(|e| setup(&e))?;
         let mut cards = HashMap::new();
-        for r in 0..env.size {
-            let v = kvs
-                .get(&format!("card/{r}"))
-                .ok_or_else(|| setup(&format!("rank {r} published no endpoint card")))?;
-            let card = EndpointCard::decode(v).map_err(|e| setup(&format!("rank {r}: {e}")))?;
+        for (r, v) in (0..env.size).zip(all) {
+            let card = EndpointCard::decode(&v).map_err(|e| setup(&format!("rank {r}: {e}")))?;
             cards.insert(r, card);
         }
         let id = Identity {
@@ -327,7 +350,7 @@ impl Runtime {
             size: env.size,
         };
         let ep = Endpoint::new(env.rank, env.size, ecfg);
-        let mut rt = Runtime::assemble(cfg, id, ep, Some(control), Some(listeners), cards)?;
+        let mut rt = Runtime::assemble(cfg, id, ep, Some(rendezvous), Some(listeners), cards)?;
         rt.yield_when_idle = yield_when_idle;
         rt.registrations = registered.registrations;
         rt.punching = punch::Punching::new(env.rank, registered.reflections);
@@ -343,7 +366,7 @@ impl Runtime {
         cfg: Config,
         id: Identity,
         ep: Endpoint,
-        control: Option<ControlClient>,
+        rendezvous: Option<Rendezvous>,
         listeners: Option<Listeners>,
         cards: HashMap<Rank, EndpointCard>,
     ) -> Result<Runtime, Error> {
@@ -354,8 +377,8 @@ impl Runtime {
         for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
             waiter.watch_as(s, Waiter::LISTENING);
         }
-        if let Some(c) = &control {
-            waiter.watch(c.as_fd());
+        if let Some(fd) = rendezvous.as_ref().and_then(Rendezvous::as_fd) {
+            waiter.watch(fd);
         }
         Ok(Runtime {
             cfg,
@@ -372,9 +395,8 @@ impl Runtime {
             shm_refusals: HashMap::new(),
             cards,
             attempt_log: HashMap::new(),
-            fence_epoch: 1,
             yielded_at: HashMap::new(),
-            control,
+            rendezvous,
             done_tokens: Vec::new(),
             polls: 0,
             next_housekeeping: Instant::now(),
@@ -483,21 +505,24 @@ impl Runtime {
         }
     }
 
-    /// Publishes `value` under `key` at the launcher's coordinator and waits until every
-    /// rank has done the same (a key-value fence); returns every rank's keys. It works
-    /// between ranks that cannot reach each other, since only the coordinator carries it.
-    /// Collective and blocking (nothing else progresses meanwhile): call it when no
-    /// transfer with another rank is pending.
-    pub fn exchange(&mut self, key: &str, value: &[u8]) -> Result<HashMap<String, Vec<u8>>, Error> {
-        let Some(control) = self.control.as_mut() else {
-            return Ok(HashMap::from([(key.to_string(), value.to_vec())]));
+    /// Every rank publishes `value` under `topic` at the rendezvous (the launcher's
+    /// coordinator or the PMI process manager) and waits until all have (a key-value
+    /// fence); returns every rank's value, by rank. It works between ranks that cannot
+    /// reach each other, since only the rendezvous carries it. Collective and blocking
+    /// (nothing else progresses meanwhile): call it when no transfer with another rank
+    /// is pending.
+    pub fn exchange(&mut self, topic: &str, value: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+        let Some(rendezvous) = self.rendezvous.as_mut() else {
+            return Ok(vec![value.to_vec()]);
         };
-        self.fence_epoch += 1;
-        let failed = |e: &dyn std::fmt::Display| {
-            Error::Setup(format!("rank {}: key-value exchange: {e}", self.id.rank))
-        };
-        control.put(key, value).map_err(|e| failed(&e))?;
-        control.fence(self.fence_epoch).map_err(|e| failed(&e))
+        rendezvous
+            .exchange(self.id.rank, self.id.size, topic, value)
+            .map_err(|e| {
+                Error::Setup(format!(
+                    "rank {}: key-value exchange ({topic}): {e}",
+                    self.id.rank
+                ))
+            })
     }
 
     /// Every connection attempt this rank made to `peer`, in order.
@@ -846,25 +871,22 @@ impl Runtime {
 
     fn poll_control(&mut self) {
         loop {
-            let Some(ctl) = self.control.as_mut().filter(|_| !self.finalize_done) else {
+            let Some(rendezvous) = self.rendezvous.as_mut().filter(|_| !self.finalize_done) else {
                 return;
             };
-            match ctl.poll_event() {
-                Ok(Some(proto::control::FromCoordinator::FinalizeDone)) => {
-                    // Nothing more comes: the coordinator may close the connection now.
+            match rendezvous.poll_event() {
+                Ok(Some(Event::FinalizeDone)) => {
+                    // Nothing more comes: the rendezvous may close the connection now.
                     self.finalize_done = true;
                     return;
                 }
                 Ok(None) => return,
-                Ok(Some(proto::control::FromCoordinator::PeerFailed { rank, cause })) => {
+                Ok(Some(Event::PeerFailed { rank, cause })) => {
                     // Frames queued for the dead rank are dropped with its lanes.
                     self.drop_lanes(rank);
                     self.ep.handle_peer_failed(rank, &cause);
                 }
-                Ok(Some(proto::control::FromCoordinator::Shutdown { reason })) => {
-                    job_ended_by_launcher(self.id.rank, &reason)
-                }
-                Ok(Some(other)) => tracing::debug!("ignoring control message {other:?}"),
+                Ok(Some(Event::Shutdown(reason))) => job_ended_by_launcher(self.id.rank, &reason),
                 Err(e) => {
                     eprintln!("pontoon: rank {}: lost the launcher ({e}); exiting", self.id.rank);
                     std::process::exit(1);
@@ -885,11 +907,11 @@ impl Runtime {
                 self.sleep(Duration::from_millis(1));
             }
         }
-        if let Some(ctl) = self.control.as_mut() {
-            match ctl.start_finalize() {
+        if let Some(rendezvous) = self.rendezvous.as_mut() {
+            match rendezvous.start_finalize() {
                 Ok(()) => {}
-                Err(ControlError::Shutdown(reason)) => job_ended_by_launcher(self.id.rank, &reason),
-                Err(e) => return Err(Error::Setup(format!("finalize: {e}"))),
+                Err(NoFinalize::Shutdown(reason)) => job_ended_by_launcher(self.id.rank, &reason),
+                Err(NoFinalize::Lost(e)) => return Err(Error::Setup(format!("finalize: {e}"))),
             }
             // The lanes are served until every rank has finalized: a peer may still
             // need an acknowledgement from this rank, or a frame of ours sent again
@@ -900,7 +922,7 @@ impl Runtime {
                     self.sleep(Duration::from_millis(1));
                 }
             }
-            self.control = None;
+            self.rendezvous = None;
         }
         self.lanes.clear();
         Ok(())
@@ -908,9 +930,8 @@ impl Runtime {
 
     /// MPI_Abort: asks the launcher to end the job with `code`, then exits.
     pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        // With a launcher, the launcher says it (once for the whole job).
-        let told = self.control.as_mut().map(|ctl| ctl.abort(code, message));
-        if !matches!(told, Some(Ok(()))) {
+        let told = self.rendezvous.as_mut().is_some_and(|r| r.abort(code, message));
+        if !told {
             eprintln!("pontoon: abort (code {code}): {message}");
         }
         std::process::exit(code)

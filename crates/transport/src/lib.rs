@@ -4,6 +4,7 @@
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
 pub mod eth;
+pub mod inherited;
 pub mod ledger;
 pub mod mem;
 pub mod packet;

@@ -521,8 +521,8 @@ impl Runtime {
     /// Tells the launcher that `peer` could not be reached, so that `peer` learns it too
     /// and its operations with this rank fail instead of waiting for it forever.
     fn report_unreachable(&mut self, peer: Rank, cause: &str) {
-        if let Some(ctl) = self.control.as_mut() {
-            if let Err(e) = ctl.unreachable(peer, cause) {
+        if let Some(rendezvous) = self.rendezvous.as_mut() {
+            if let Err(e) = rendezvous.unreachable(peer, cause) {
                 tracing::warn!(
                     "rank {}: cannot tell the launcher about rank {peer}: {e}",
                     self.id.rank

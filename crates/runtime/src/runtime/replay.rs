@@ -85,7 +85,12 @@ impl Runtime {
             self.done_tokens.extend(queued);
         }
         match loss {
-            LaneLoss::PeerFailed => self.drop_lanes(peer),
+            LaneLoss::PeerFailed => {
+                self.drop_lanes(peer);
+                if let Some(r) = self.rendezvous.as_mut() {
+                    r.peer_died(self.id.rank, peer, &cause);
+                }
+            }
             LaneLoss::Closing => {}
             LaneLoss::FailedOver => {
                 tracing::warn!(
