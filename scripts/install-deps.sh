@@ -14,7 +14,8 @@
 #   --no-fuzz   skip cargo-fuzz (needed only by scripts/fuzz-smoke.sh)
 set -euo pipefail
 
-BASE_PKGS=(build-essential pkg-config iproute2 nftables ethtool util-linux procps psmisc python3-venv)
+BASE_PKGS=(build-essential pkg-config iproute2 nftables ethtool util-linux procps psmisc python3-venv
+           slurmd slurmctld slurm-client munge)
 ANCHOR_PKGS=(openmpi-bin libopenmpi-dev mpich libmpich-dev iperf3 sockperf iputils-ping)
 MIN_RUST="1.82.0"        # keep in step with rust-version in Cargo.toml
 CARGO_FUZZ_VERSION="^0.13"

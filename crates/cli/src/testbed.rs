@@ -94,6 +94,10 @@ pub struct PresetArgs {
     /// 4 MiB) instead of 64 MiB
     #[arg(long)]
     kernel_tcp_buffers: bool,
+    /// Run Slurm: per site (or for all hosts) munged and slurmctld on its head or router
+    /// (else its first host), slurmd on the others (Debian's slurmd, slurmctld, munge)
+    #[arg(long)]
+    slurm: bool,
 }
 
 /// The impairments of a WAN link, each way.
@@ -198,7 +202,8 @@ pub fn main(cmd: TestbedCmd) -> ExitCode {
 fn run(cmd: TestbedCmd) -> Result<ExitCode, String> {
     match cmd {
         TestbedCmd::Up { topology, name, opts } => {
-            let (topo, default_name) = load(&topology, &opts)?;
+            let (mut topo, default_name) = load(&topology, &opts)?;
+            topo.slurm |= opts.slurm;
             let name = name.unwrap_or(default_name);
             let exe = std::env::current_exe().map_err(|e| format!("finding the pontoon binary: {e}"))?;
             testbed::up(&name, &topo, &testbed::UpOptions::of_pontoon(&exe))?;
@@ -213,6 +218,18 @@ fn run(cmd: TestbedCmd) -> Result<ExitCode, String> {
                     .join(", "),
                 topo.hosts[0].name,
             );
+            if topo.slurm {
+                for c in testbed::slurm::clusters(&topo) {
+                    println!(
+                        "Slurm cluster {}: slurmctld on {}, slurmd on {}; `pontoon testbed exec {} -- srun -N {} hostname`",
+                        c.name,
+                        c.controller,
+                        c.nodes.join(", "),
+                        c.controller,
+                        c.nodes.len()
+                    );
+                }
+            }
         }
         TestbedCmd::Down { names, all } => {
             let names = if all || !names.is_empty() {

@@ -51,7 +51,10 @@ pub fn up(name: &str, topo: &Topology, opts: &UpOptions) -> Result<(), String> {
     if let Some(cc) = &topo.tcp.congestion {
         allow_congestion_control(cc)?;
     }
-    let result = build(name, topo, opts);
+    let mut result = build(name, topo, opts);
+    if result.is_ok() && topo.slurm {
+        result = crate::Testbed::open(Some(name)).and_then(|tb| crate::slurm::start(&tb));
+    }
     if let Err(e) = result {
         let cleanup = match teardown::down(name) {
             Ok(_) => "everything built so far was removed again".to_string(),

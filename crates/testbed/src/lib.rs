@@ -12,6 +12,7 @@ mod build;
 pub mod netns;
 pub mod presets;
 pub mod probe;
+pub mod slurm;
 mod teardown;
 pub mod topology;
 pub mod wan;

@@ -106,6 +106,7 @@ fn lan(opts: &PresetOptions) -> Topology {
     }
     Topology {
         tcp: opts.tcp.clone(),
+        slurm: false,
         segments: vec![lan],
         hosts: (1..=n)
             .map(|i| host(format!("h{i}"), &[("lan", i)], opts))
@@ -117,6 +118,7 @@ fn multinic(opts: &PresetOptions) -> Topology {
     let n = opts.nodes.unwrap_or(2);
     Topology {
         tcp: opts.tcp.clone(),
+        slurm: false,
         segments: vec![
             segment("net0", Some("10.0.0.0/24"), Some("fd00:0:0:1::/64"), opts),
             segment("net1", Some("10.0.1.0/24"), Some("fd00:0:0:2::/64"), opts),
@@ -193,6 +195,7 @@ fn sites(opts: &PresetOptions, sites: [Site; 2], uplink: Segment, nat: bool) -> 
         segments,
         hosts,
         tcp: opts.tcp.clone(),
+        slurm: false,
     }
 }
 

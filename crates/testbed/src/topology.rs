@@ -18,6 +18,9 @@ pub struct Topology {
     /// The TCP settings of every host.
     #[serde(default, skip_serializing_if = "HostTcp::is_default")]
     pub tcp: HostTcp,
+    /// Run a Slurm cluster per site (`crate::slurm`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slurm: bool,
 }
 
 /// The TCP stack of every host: its congestion control and its socket-buffer limits.
