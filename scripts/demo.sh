@@ -8,7 +8,8 @@
 # relay; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then a
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
-# streams, and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
+# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2` and `salloc … pontoon
+# run`), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
 # host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
@@ -41,7 +42,8 @@ nics="demo-nics-$$"
 wan="demo-wan-$$"
 lan="demo-lan-$$"
 wide="demo-wide-$$"
-trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1; "$pontoon" testbed down "$lan" >/dev/null 2>&1; "$pontoon" testbed down "$wide" >/dev/null 2>&1' EXIT
+slurm="demo-slurm-$$"
+trap '"$pontoon" testbed down "$name" >/dev/null; "$pontoon" testbed down "$slurm" >/dev/null 2>&1; "$pontoon" testbed down "$wan" >/dev/null 2>&1; "$pontoon" testbed down "$nics" >/dev/null 2>&1; "$pontoon" testbed down "$lan" >/dev/null 2>&1; "$pontoon" testbed down "$wide" >/dev/null 2>&1' EXIT
 "$pontoon" testbed up two-clusters --name "$name" --docker --no-ipv6 a --no-ipv6 b
 echo
 echo "demo: the hosts and their addresses (10.0.0.0/24 and 172.17.0.1 exist twice or more; no IPv6"
@@ -89,6 +91,14 @@ echo "demo: two sites 50 ms apart over a 1 Gbit/s link that loses 0.1 %, the hos
 echo "      the lane's round trip makes it a WAN lane, and its path gets parallel TCP streams"
 "$pontoon" run --testbed "$wide" --host a-h1,b-h1 -n 2 "$pontoon" doctor | sed -n '/^WAN paths/,/^$/p'
 "$pontoon" testbed down "$wide" >/dev/null
+echo
+"$pontoon" testbed up two-clusters --nodes 2 --slurm --name "$slurm" | sed -n 's/^Slurm/demo: Slurm/p'
+echo "demo: srun --mpi=pmi2 -N 2 -n 4 ring on cluster a: Slurm starts the ranks, they meet through"
+echo "      its PMI (no pontoon run); then salloc -N 2 pontoon run -n 4 on cluster b: srun starts"
+echo "      each rank on an allocated node (docs/slurm.md)"
+"$pontoon" testbed exec a-head -- srun --mpi=pmi2 -N 2 -n 4 "$examples/ring" | grep "^ring of"
+"$pontoon" testbed exec b-head -- salloc -N 2 "$pontoon" run -n 4 --tag-output hostname 2>&1 | sort
+"$pontoon" testbed down "$slurm" >/dev/null
 echo "demo: pontoon bench experiment 004 --quick: seed 004's experiment in short (one 20 ms"
 echo "      link, CUBIC, 0.1 % loss): one stream against the streams (the full run's report is"
 echo "      docs/experiments/004.md)"

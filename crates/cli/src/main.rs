@@ -62,6 +62,10 @@ enum Cmd {
     /// MPI micro-benchmarks of pontoon beside MPICH and Open MPI (where installed), on this
     /// host: runs alternate between the systems; medians, min-max, a ratio to the anchor
     Bench(bench::Options),
+    /// How `pontoon run` inside a Slurm allocation starts a rank: `slurm-agent HOST SCRIPT`
+    /// runs SCRIPT with sh on HOST through srun
+    #[command(hide = true)]
+    SlurmAgent { host: String, script: String },
 }
 
 #[derive(Args)]
@@ -106,6 +110,10 @@ struct RunArgs {
     /// With --testbed, every forwarding host runs one without this flag
     #[arg(long, value_name = "HOST")]
     relay: Vec<String>,
+    /// Inside a Slurm allocation, run every rank on this host instead of on the
+    /// allocated nodes through srun
+    #[arg(long)]
+    no_slurm: bool,
     /// Start no relay (not even on a testbed's forwarding hosts); PONTOON_RELAYS still counts
     #[arg(long, conflicts_with = "relay")]
     no_relays: bool,
@@ -234,13 +242,25 @@ fn placement(a: &RunArgs) -> Result<Placement, String> {
             (None, Some(file)) => {
                 std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
             }
-            // All ranks here; relays (`--relay`) may still run elsewhere.
             (None, None) => {
-                return Ok(Placement {
-                    ranks: Vec::new(),
-                    agent: a.agent.split_whitespace().map(OsString::from).collect(),
-                    relays,
-                })
+                // Inside a Slurm allocation: its nodes, ranks started there by srun.
+                let allocation = if a.no_slurm {
+                    None
+                } else {
+                    launch::slurm::allocation()?
+                };
+                let (ranks, agent) = match allocation {
+                    Some(hosts) => {
+                        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                        (map_ranks(&hosts, a.n, by), launch::slurm::agent(exe.into()))
+                    }
+                    // All ranks here; relays (`--relay`) may still run elsewhere.
+                    None => (
+                        Vec::new(),
+                        a.agent.split_whitespace().map(OsString::from).collect(),
+                    ),
+                };
+                return Ok(Placement { ranks, agent, relays });
             }
         };
         let hosts = parse_hostfile(&text).map_err(|e| e.to_string())?;
@@ -391,6 +411,13 @@ fn info() -> String {
     for (name, meaning) in runtime::jobenv::ENV_VARS {
         let _ = writeln!(s, "  {name}\n      {meaning}");
     }
+    let _ = writeln!(
+        s,
+        "\nset by a PMI process manager (srun --mpi=pmi2, Hydra's mpiexec; docs/slurm.md):"
+    );
+    for (name, meaning) in runtime::pmi::ENV_VARS {
+        let _ = writeln!(s, "  {name}\n      {meaning}");
+    }
     s
 }
 
@@ -411,6 +438,12 @@ fn main() -> ExitCode {
             exit_with_stdin,
         } => relay_main(listen, status_every, exit_with_stdin),
         Cmd::Bench(o) => bench_main(&o),
+        Cmd::SlurmAgent { host, script } => {
+            use std::os::unix::process::CommandExt;
+            let err = launch::slurm::srun_command(&host, &script).exec();
+            eprintln!("pontoon slurm-agent: cannot run srun: {err}");
+            ExitCode::from(255)
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{is_root, pontoon, small_two_clusters, text, Bed};
+use common::{is_root, mpich_abi as reference, pontoon, small_two_clusters, text, Bed};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -32,26 +32,6 @@ fn pontoon_cc() -> PathBuf {
         assert!(ok.success(), "building libmpi_abi.so failed");
     }
     cc
-}
-
-/// PyPI mpich's prefix, or `None` (with a message) when it is not installed.
-fn reference() -> Option<PathBuf> {
-    let dir = std::env::var_os("PONTOON_MPICH_ABI")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".local/share/pontoon/mpich-abi")
-        });
-    if dir.join("include/mpi_abi.h").exists() && dir.join("bin/mpicc_abi").exists() {
-        return Some(dir);
-    }
-    let why = format!(
-        "PyPI mpich is not installed in {} (scripts/install-deps.sh installs it)",
-        dir.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{why}");
-    eprintln!("skipped: {why}");
-    None
 }
 
 fn scratch(name: &str) -> PathBuf {

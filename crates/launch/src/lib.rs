@@ -17,6 +17,7 @@ mod poller;
 mod procs;
 pub mod relays;
 mod signals;
+pub mod slurm;
 pub mod spawn;
 pub mod status;
 

@@ -131,3 +131,23 @@ pub fn c_program(name: &str) -> std::path::PathBuf {
     assert!(ok, "{name} compiles");
     exe
 }
+
+/// PyPI mpich's prefix, or `None` (with a message) when it is not installed.
+pub fn mpich_abi() -> Option<PathBuf> {
+    let dir = std::env::var_os("PONTOON_MPICH_ABI")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".local/share/pontoon/mpich-abi")
+        });
+    if dir.join("include/mpi_abi.h").exists() && dir.join("bin/mpicc_abi").exists() {
+        return Some(dir);
+    }
+    let why = format!(
+        "PyPI mpich is not installed in {} (scripts/install-deps.sh installs it)",
+        dir.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}

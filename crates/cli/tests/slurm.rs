@@ -1,0 +1,193 @@
+//! Ranks started by a PMI process manager instead of `pontoon run`: by Slurm's
+//! `srun --mpi=pmi2` on the testbed's own Slurm (root only; skipped otherwise), and by
+//! Hydra's `mpiexec` (PyPI mpich's), each over both PMI wire protocols.
+
+mod common;
+
+use common::{c_program, example, is_root, mpich_abi, preset, text, Bed};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use testbed::PresetOptions;
+
+/// A testbed of `hosts` hosts on one LAN, running one Slurm cluster (slurmctld on h1).
+fn slurm_lan(hosts: u16) -> Bed {
+    let mut topo = preset(
+        "lan",
+        PresetOptions {
+            nodes: Some(hosts),
+            ..PresetOptions::default()
+        },
+    );
+    topo.slurm = true;
+    Bed::up(&topo)
+}
+
+/// `args` run on `host` of the bed (srun there finds the cluster in /etc/slurm).
+fn on(bed: &Bed, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = bed.open().command(host, args[0]).expect("the host exists");
+    cmd.args(&args[1..]).envs(env.iter().copied());
+    cmd.output().expect("the command runs")
+}
+
+fn srun(bed: &Bed, args: &[&str], program: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    let mut all = vec!["srun", "--mpi=pmi2"];
+    all.extend_from_slice(args);
+    let program = program.to_str().expect("UTF-8 path");
+    all.push(program);
+    on(bed, "h1", &all, env)
+}
+
+fn assert_ok(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn srun_and_salloc_start_ranks_that_wire_up_run_the_c_tests_and_the_doctor() {
+    if !is_root() {
+        return;
+    }
+    let bed = slurm_lan(4);
+    let nodes = on(&bed, "h1", &["sinfo", "-h", "-o", "%D %T"], &[]);
+    assert_eq!(text(&nodes.stdout).trim(), "4 idle", "{}", text(&nodes.stderr));
+
+    // Both wire protocols of Slurm's pmi2 plugin.
+    for wire in ["2", "1"] {
+        let out = srun(
+            &bed,
+            &["-N", "4", "-n", "8"],
+            &example("ring"),
+            &[("PONTOON_PMI", wire)],
+        );
+        assert_ok(&format!("ring over PMI-{wire}"), &out);
+        assert!(
+            text(&out.stdout)
+                .contains("ring of 8 ranks: token came back to rank 0 with value 28 (expected 28)"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    for name in ["p2p", "coll", "types"] {
+        let out = srun(&bed, &["-N", "4", "-n", "8"], &c_program(name), &[]);
+        assert_ok(name, &out);
+        assert!(
+            text(&out.stdout).contains(&format!("{name} OK on 8 ranks")),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+
+    // `pontoon run` inside an allocation places ranks on its nodes and starts them there
+    // through srun.
+    let exe = common::pontoon();
+    let pontoon = exe.to_str().unwrap();
+    let salloc_run = |program: &[&str]| {
+        let mut args = vec!["salloc", "-N", "4", pontoon, "run", "-n", "8"];
+        args.extend_from_slice(program);
+        let out = on(&bed, "h1", &args, &[]);
+        assert_ok(&args.join(" "), &out);
+        out
+    };
+    let ring = example("ring");
+    let out = salloc_run(&[ring.to_str().unwrap()]);
+    assert!(
+        text(&out.stdout).contains("ring of 8 ranks"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = salloc_run(&["--tag-output", "hostname"]);
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["[0] h1", "[1] h2", "[2] h3", "[3] h4", "[4] h1", "[5] h2", "[6] h3", "[7] h4"]
+    );
+
+    // The doctor sees the job as srun placed it: one rank per node, lanes between all.
+    let mut args = vec!["srun", "--mpi=pmi2", "-N", "4", "-n", "4", pontoon];
+    args.extend(["doctor", "--json"]);
+    let out = on(&bed, "h1", &args, &[]);
+    assert_ok("doctor", &out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor's JSON");
+    let ranks = report["ranks"].as_array().expect("ranks");
+    let hosts: Vec<&str> = ranks.iter().map(|r| r["host"].as_str().unwrap_or("?")).collect();
+    assert_eq!(hosts, ["h1", "h2", "h3", "h4"], "{report}");
+    for r in ranks {
+        assert_eq!(r["peers"].as_array().map(Vec::len), Some(3), "{r}");
+    }
+}
+
+#[test]
+fn a_rank_killed_under_srun_ends_the_job_with_an_error_at_once() {
+    if !is_root() {
+        return;
+    }
+    let bed = slurm_lan(2);
+    // Rank 1 kills itself; ranks 2 and 3 would sleep 30 s and rank 0 waits for rank 1.
+    let start = Instant::now();
+    let out = srun(&bed, &["-N", "2", "-n", "4"], &example("peer_dies"), &[]);
+    let took = start.elapsed();
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert!(took < Duration::from_secs(5), "the job took {took:?} to end");
+    assert!(
+        text(&out.stderr).contains("rank 1 is gone: its connection closed unexpectedly"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // MPI_Abort on one rank ends every rank.
+    let start = Instant::now();
+    let out = srun(&bed, &["-N", "2", "-n", "4"], &example("abort_one"), &[]);
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "abort took {:?}",
+        start.elapsed()
+    );
+    assert!(
+        text(&out.stderr).contains("rank 1 gives up"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Without PMI the tasks would each be a job of one: they say so and fail instead.
+    let ring = example("ring");
+    let out = on(
+        &bed,
+        "h1",
+        &["srun", "--mpi=none", "-n", "2", ring.to_str().unwrap()],
+        &[],
+    );
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("of 2 started by srun without PMI")
+            && text(&out.stderr).contains("--mpi=pmi2"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn hydra_mpiexec_starts_ranks_over_both_pmi_wire_protocols() {
+    let Some(mpich) = mpich_abi() else { return };
+    for wire in ["2", "1"] {
+        let out = Command::new(mpich.join("bin/mpiexec"))
+            .args(["-n", "3"])
+            .arg(example("ring"))
+            .env("PONTOON_PMI", wire)
+            .output()
+            .expect("mpiexec runs");
+        assert_ok(&format!("ring under Hydra over PMI-{wire}"), &out);
+        assert!(
+            text(&out.stdout)
+                .contains("ring of 3 ranks: token came back to rank 0 with value 3 (expected 3)"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+}
