@@ -8,8 +8,8 @@
 # relay; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then a
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
-# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2` and `salloc … pontoon
-# run`), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
+# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, `salloc … pontoon
+# run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
 # host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
@@ -98,6 +98,10 @@ echo "      its PMI (no pontoon run); then salloc -N 2 pontoon run -n 4 on clust
 echo "      each rank on an allocated node (docs/slurm.md)"
 "$pontoon" testbed exec a-head -- srun --mpi=pmi2 -N 2 -n 4 "$examples/ring" | grep "^ring of"
 "$pontoon" testbed exec b-head -- salloc -N 2 "$pontoon" run -n 4 --tag-output hostname 2>&1 | sort
+echo "demo: one pontoon run across both clusters, each starting its ranks through its own Slurm"
+echo "      (hostfile: a-head slots=4 slurm, b-head slots=4 slurm)"
+"$pontoon" run --testbed "$slurm" --host "a-head slots=4 slurm,b-head slots=4 slurm" -n 8 --tag-output hostname | sort | paste -sd' '
+"$pontoon" run --testbed "$slurm" --host "a-head slots=4 slurm,b-head slots=4 slurm" -n 8 "$examples/ring" | grep "^ring of"
 "$pontoon" testbed down "$slurm" >/dev/null
 echo "demo: pontoon bench experiment 004 --quick: seed 004's experiment in short (one 20 ms"
 echo "      link, CUBIC, 0.1 % loss): one stream against the streams (the full run's report is"

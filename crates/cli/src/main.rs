@@ -96,8 +96,9 @@ struct RunArgs {
     /// Hosts to run on: `h1,h2:4,…` (`:N` slots)
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
     host: Option<String>,
-    /// File with one host per line (`HOST [slots=N] [site=NAME] [relay]` or `HOST:N`; `relay`:
-    /// the job runs a relay there, and with `slots=0` no rank)
+    /// File with one host per line (`HOST [slots=N] [site=NAME] [relay] [slurm]` or `HOST:N`;
+    /// `relay`: the job runs a relay there, and with `slots=0` no rank; `slurm`: a cluster's
+    /// login node, its ranks in a Slurm allocation made there, docs/slurm.md)
     #[arg(long, value_name = "FILE")]
     hostfile: Option<std::path::PathBuf>,
     /// How ranks are laid onto hosts: `node` (round-robin) or `slot` (fill each host first)
@@ -222,6 +223,7 @@ fn placement(a: &RunArgs) -> Result<Placement, String> {
                     slots: 1,
                     site: None,
                     relay: false,
+                    slurm: false,
                 })
                 .collect(),
         };

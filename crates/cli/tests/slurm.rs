@@ -1,6 +1,7 @@
-//! Ranks started by a PMI process manager instead of `pontoon run`: by Slurm's
-//! `srun --mpi=pmi2` on the testbed's own Slurm (root only; skipped otherwise), and by
-//! Hydra's `mpiexec` (PyPI mpich's), each over both PMI wire protocols.
+//! Pontoon and Slurm on the testbed's own Slurm clusters (root only; skipped otherwise):
+//! ranks started by `srun --mpi=pmi2`, `pontoon run` inside `salloc`, and one job across
+//! two clusters each started by its own Slurm; and ranks started by Hydra's `mpiexec`
+//! (PyPI mpich's). PMI over both wire protocols.
 
 mod common;
 
@@ -189,5 +190,63 @@ fn hydra_mpiexec_starts_ranks_over_both_pmi_wire_protocols() {
             "{}",
             text(&out.stdout)
         );
+    }
+}
+
+#[test]
+fn one_job_spans_two_clusters_each_started_by_its_own_slurm() {
+    if !is_root() {
+        return;
+    }
+    let mut topo = preset(
+        "two-clusters",
+        PresetOptions {
+            nodes: Some(2),
+            ..PresetOptions::default()
+        },
+    );
+    topo.slurm = true;
+    let bed = Bed::up(&topo);
+    // One command: pontoon run on a-head asks each cluster's login node for an allocation
+    // and starts that cluster's ranks with srun on its nodes.
+    let run = |program: &[&std::ffi::OsStr]| {
+        let out = bed
+            .pontoon()
+            .args([
+                "run",
+                "--testbed",
+                &bed.name,
+                "--timeout",
+                "60",
+                "-n",
+                "8",
+                "--tag-output",
+            ])
+            .args(["--host", "a-head slots=4 slurm,b-head slots=4 slurm"])
+            .args(program)
+            .output()
+            .expect("pontoon runs");
+        assert_ok("pontoon run across two Slurm clusters", &out);
+        text(&out.stdout)
+    };
+    let ring = example("ring");
+    let out = run(&[ring.as_os_str()]);
+    assert!(
+        out.contains("ring of 8 ranks: token came back to rank 0 with value 28"),
+        "{out}"
+    );
+    let out = run(&["hostname".as_ref()]);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    // Ranks alternate between the clusters (--map-by node), and each cluster's go round
+    // the nodes of its allocation.
+    assert_eq!(
+        lines,
+        ["[0] a-c1", "[1] b-c1", "[2] a-c2", "[3] b-c2", "[4] a-c1", "[5] b-c1", "[6] a-c2", "[7] b-c2"]
+    );
+    // The allocations end with the job.
+    for head in ["a-head", "b-head"] {
+        let q = on(&bed, head, &["squeue", "-h"], &[]);
+        assert_eq!(text(&q.stdout).trim(), "", "{head} still has jobs");
     }
 }

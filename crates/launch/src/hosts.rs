@@ -15,6 +15,9 @@ pub struct Host {
     pub site: Option<String>,
     /// The job runs a relay here (`relay` in a hostfile): a cluster's front-end node.
     pub relay: bool,
+    /// A Slurm cluster's login node (`slurm` in a hostfile): its ranks run in an
+    /// allocation made there and are started by srun on its nodes (`crate::slurm`).
+    pub slurm: bool,
 }
 
 /// How ranks are laid onto hosts.
@@ -28,8 +31,9 @@ pub enum MapBy {
 }
 
 /// Parses hostfile text: one host per line, optionally `slots=N` (Open MPI) or `:N`
-/// (MPICH), `site=NAME`, and `relay` (the job runs a relay there; with `slots=0`, a
-/// front-end node that runs only the relay); `#` starts a comment.
+/// (MPICH), `site=NAME`, `relay` (the job runs a relay there; with `slots=0`, a
+/// front-end node that runs only the relay) and `slurm` (a cluster's login node: its
+/// slots are ranks in a Slurm allocation made there); `#` starts a comment.
 pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
     let mut hosts = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -42,6 +46,7 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
         let first = words.next().expect("not empty");
         let mut site = None;
         let mut relay = false;
+        let mut slurm = false;
         // `[2001:db8::1]:4` or a bare IPv6 literal (more than one `:`) is a host too.
         let (first, bracketed) = match first.strip_prefix('[').and_then(|r| r.split_once(']')) {
             Some((v6, rest)) => (rest, Some(v6)),
@@ -68,8 +73,12 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
                 site = Some(s.to_string()).filter(|s| !s.is_empty());
             } else if w == "relay" {
                 relay = true;
+            } else if w == "slurm" {
+                slurm = true;
             } else if !w.starts_with("max_slots=") {
-                return Err(bad("expected HOST [slots=N] [site=NAME] [relay] or HOST:N"));
+                return Err(bad(
+                    "expected HOST [slots=N] [site=NAME] [relay] [slurm] or HOST:N",
+                ));
             }
         }
         if slots == Some(0) && !relay {
@@ -84,6 +93,7 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, LaunchError> {
             slots: slots.unwrap_or(1),
             site,
             relay,
+            slurm,
         });
     }
     if hosts.iter().all(|h| h.slots == 0) {
@@ -211,6 +221,7 @@ mod tests {
             slots,
             site: None,
             relay: false,
+            slurm: false,
         }
     }
 
@@ -234,6 +245,18 @@ mod tests {
             parse_hostfile("a-head slots=0 relay\n").is_err(),
             "nobody to run ranks"
         );
+    }
+
+    #[test]
+    fn slurm_login_nodes_in_a_hostfile() {
+        let hosts = parse_hostfile("a-head slots=4 slurm relay site=a\nb-head:2 slurm\nc1\n").unwrap();
+        let slurm: Vec<(&str, u32)> = hosts
+            .iter()
+            .filter(|h| h.slurm)
+            .map(|h| (h.name.as_str(), h.slots))
+            .collect();
+        assert_eq!(slurm, [("a-head", 4), ("b-head", 2)]);
+        assert!(hosts[0].relay && !hosts[2].slurm);
     }
 
     fn names(hosts: &[Host]) -> Vec<&str> {

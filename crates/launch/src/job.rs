@@ -76,6 +76,8 @@ pub(crate) struct Job {
     output_broken: bool,
     /// Relays started for this job; they end with it.
     _relays: Option<crate::relays::JobRelays>,
+    /// Slurm allocations made for the job on `slurm` hosts; cancelled with it.
+    _allocations: Vec<crate::slurm::Allocation>,
     /// The coordinator's registrations with the job's relays (they live as long).
     _registrations: Vec<transport::relay::Registration>,
 }
@@ -150,6 +152,15 @@ impl Job {
             export.retain(|(k, _)| k != "PONTOON_RELAYS");
             export.push(("PONTOON_RELAYS".into(), all));
         }
+        // Ranks on other clusters' login nodes run in allocations made there first.
+        let (allocations, slurm) =
+            crate::slurm::allocate(&plan.placement, &plan.agent).map_err(LaunchError::Program)?;
+        let mut on_nodes = plan.placement.clone();
+        for (h, t) in on_nodes.iter_mut().zip(&slurm) {
+            if let Some(t) = t {
+                h.name.clone_from(&t.node);
+            }
+        }
         let common = SpawnCommon {
             program,
             args: &plan.args,
@@ -160,8 +171,9 @@ impl Job {
             node: &node,
             export: &export,
             placement: &plan.placement,
-            local: &hosts::local_ranks(&plan.placement),
+            local: &hosts::local_ranks(&on_nodes),
             agent: &plan.agent,
+            slurm: &slurm,
         };
         let mut job = Job {
             n: plan.n,
@@ -180,6 +192,7 @@ impl Job {
             interrupts: 0,
             output_broken: false,
             _relays: started,
+            _allocations: allocations,
             _registrations: registrations,
         };
         for rank in 0..plan.n {

@@ -1,9 +1,15 @@
-//! `pontoon run` inside a Slurm allocation (`salloc`, `sbatch`): the allocated nodes
-//! are the hosts, and `srun` starts each rank on its node, in place of ssh.
+//! `pontoon run` and Slurm.
+//!
+//! Inside an allocation (`salloc`, `sbatch`) the allocated nodes are the hosts, and `srun`
+//! starts each rank on its node, in place of ssh. A hostfile's `slurm` host is another
+//! cluster's login node: `pontoon run` makes an allocation there through the agent
+//! (`salloc --no-shell`), starts each of that cluster's ranks with `srun --jobid` on one
+//! of its nodes, and cancels the allocation when the job ends. One job then spans the
+//! clusters, one rank numbering and one coordinator over their separate Slurms.
 
-use crate::hosts::Host;
+use crate::hosts::{self, Host};
 use std::ffi::OsString;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The allocation this process runs in: its nodes, each with its CPUs as slots.
 /// `Ok(None)` outside of one (no `SLURM_JOB_ID` or `SLURM_JOB_NODELIST`).
@@ -43,6 +49,7 @@ pub fn allocation() -> Result<Option<Vec<Host>>, String> {
                 slots,
                 site: None,
                 relay: false,
+                slurm: false,
             })
             .collect(),
     ))
@@ -72,28 +79,190 @@ pub fn agent(pontoon: OsString) -> Vec<OsString> {
     vec![pontoon, "slurm-agent".into()]
 }
 
-/// `srun` running `script` with `sh` on `host`, as one task of a step of its own that
-/// may share the allocation's CPUs with the job's other steps (`--overlap`). No PMI:
-/// the rank finds pontoon's coordinator. srun forwards its standard input (the job
-/// secret) to the task, and ends the step when it gets SIGTERM.
-pub fn srun_command(host: &str, script: &str) -> Command {
-    let mut cmd = Command::new("srun");
-    cmd.args([
+/// srun's options that start one rank on `node`: one task of a step of its own that may
+/// share the allocation's CPUs with the job's other steps (`--overlap`). No PMI: the
+/// rank finds pontoon's coordinator. srun forwards its standard input (the job secret)
+/// to the task, and ends the step when it gets SIGTERM.
+fn srun_options(node: &str) -> Vec<String> {
+    [
         "--mpi=none",
         "--overlap",
         "--nodes=1",
         "--ntasks=1",
         "--quiet",
         "--input=all",
-    ])
-    .arg(format!("--nodelist={host}"))
-    .args(["sh", "-c", script]);
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .chain([format!("--nodelist={node}")])
+    .collect()
+}
+
+/// `srun` running `script` with `sh` on `node` of the allocation this process is in.
+pub fn srun_command(node: &str, script: &str) -> Command {
+    let mut cmd = Command::new("srun");
+    cmd.args(srun_options(node)).args(["sh", "-c", script]);
     cmd
+}
+
+/// Where one rank of a `slurm` host runs: a node of the allocation made there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub job: String,
+    pub node: String,
+}
+
+impl Target {
+    /// The shell command, run on the login node, that starts `script` on the target.
+    pub fn wrap(&self, script: &str) -> String {
+        let mut cmd = format!("srun --jobid={}", self.job);
+        for o in srun_options(&self.node) {
+            cmd.push(' ');
+            cmd.push_str(&o);
+        }
+        cmd.push_str(" sh -c ");
+        cmd.push_str(&hosts::shell_quote(script));
+        cmd
+    }
+}
+
+/// An allocation `pontoon run` made on a cluster's login node; cancelled when dropped.
+pub struct Allocation {
+    agent: Vec<OsString>,
+    pub login: String,
+    pub job: String,
+    pub nodes: Vec<String>,
+}
+
+/// Asks for the allocation and prints its id, then its nodes one per line; salloc's own
+/// words when it fails.
+const ALLOCATE: &str = r#"out=$(salloc --no-shell --immediate=60 --job-name=pontoon --ntasks="$1" 2>&1)
+j=$(printf '%s\n' "$out" | sed -n 's/.*Granted job allocation \([0-9][0-9]*\).*/\1/p')
+if [ -z "$j" ]; then printf '%s\n' "$out" >&2; exit 3; fi
+echo "$j"
+scontrol show hostnames "$(squeue -h -j "$j" -o %N)""#;
+
+impl Allocation {
+    /// An allocation of `tasks` tasks on the cluster whose login node `login` is,
+    /// reached through `agent` (`AGENT HOST SCRIPT`, as for ranks).
+    pub fn request(agent: &[OsString], login: &str, tasks: u32) -> Result<Allocation, String> {
+        let script: Vec<OsString> = ["sh", "-c", ALLOCATE, "allocate", &tasks.to_string()]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        let words = hosts::remote_exec(agent, login, &script);
+        let out = Command::new(&words[0])
+            .args(&words[1..])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run the agent {:?} for {login}: {e}", words[0]))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.split_whitespace().map(str::to_string);
+        let job = lines.next();
+        let nodes: Vec<String> = lines.collect();
+        let why = || {
+            format!(
+                "({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        };
+        let Some(job) = job else {
+            return Err(format!(
+                "no Slurm allocation of {tasks} tasks on {login} {}",
+                why()
+            ));
+        };
+        // Made but unusable: cancelled when dropped.
+        let allocation = Allocation {
+            agent: agent.to_vec(),
+            login: login.to_string(),
+            job,
+            nodes,
+        };
+        if !out.status.success() || allocation.nodes.is_empty() {
+            return Err(format!(
+                "Slurm allocation {} on {login} has no nodes {}",
+                allocation.job,
+                why()
+            ));
+        }
+        tracing::info!(
+            login,
+            job = allocation.job,
+            nodes = allocation.nodes.join(","),
+            "Slurm allocation made"
+        );
+        Ok(allocation)
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        let words = hosts::remote_exec(
+            &self.agent,
+            &self.login,
+            &["scancel".into(), self.job.clone().into()],
+        );
+        let _ = Command::new(&words[0])
+            .args(&words[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// For every `slurm` host of `placement`, an allocation of its ranks there, and for
+/// every rank its target (`None`: not on a `slurm` host). A host's ranks go round the
+/// allocation's nodes in rank order.
+pub fn allocate(
+    placement: &[Host],
+    agent: &[OsString],
+) -> Result<(Vec<Allocation>, Vec<Option<Target>>), String> {
+    let mut allocations: Vec<Allocation> = Vec::new();
+    let mut targets = vec![None; placement.len()];
+    for (rank, host) in placement.iter().enumerate().filter(|(_, h)| h.slurm) {
+        let i = match allocations.iter().position(|a| a.login == host.name) {
+            Some(i) => i,
+            None => {
+                let tasks = placement
+                    .iter()
+                    .filter(|h| h.slurm && h.name == host.name)
+                    .count();
+                allocations.push(Allocation::request(agent, &host.name, tasks as u32)?);
+                allocations.len() - 1
+            }
+        };
+        let a = &allocations[i];
+        let before = placement[..rank]
+            .iter()
+            .filter(|h| h.slurm && h.name == host.name)
+            .count();
+        targets[rank] = Some(Target {
+            job: a.job.clone(),
+            node: a.nodes[before % a.nodes.len()].clone(),
+        });
+    }
+    Ok((allocations, targets))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rank_on_a_login_node_runs_in_its_allocation_on_one_node() {
+        let t = Target {
+            job: "12".into(),
+            node: "a-c2".into(),
+        };
+        assert_eq!(
+            t.wrap("read -r S && exec env 'A=b c' ./ring"),
+            "srun --jobid=12 --mpi=none --overlap --nodes=1 --ntasks=1 --quiet --input=all \
+             --nodelist=a-c2 sh -c 'read -r S && exec env '\\''A=b c'\\'' ./ring'"
+        );
+    }
 
     #[test]
     fn compressed_cpu_counts_expand_to_one_per_node() {

@@ -91,6 +91,8 @@ pub(crate) struct SpawnCommon<'a> {
     pub local: &'a [(u32, u32)],
     /// Starts a command on another host: `AGENT HOST SCRIPT`.
     pub agent: &'a [OsString],
+    /// Of every rank on a `slurm` host: the allocation's node it runs on.
+    pub slurm: &'a [Option<crate::slurm::Target>],
 }
 
 pub(crate) struct Spawned {
@@ -104,7 +106,10 @@ pub(crate) struct Spawned {
 /// `pontoon run`, which forwards it). Standard input is closed.
 pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned> {
     let placed = c.placement.get(rank as usize);
+    // The host the agent reaches; a `slurm` host's ranks run on a node behind it.
     let host = placed.map_or(c.node, |h| h.name.as_str());
+    let target = c.slurm.get(rank as usize).and_then(Option::as_ref);
+    let node = target.map_or(host, |t| t.node.as_str());
     let site = placed.and_then(|h| h.site.clone());
     let (local_rank, local_size) = c.local.get(rank as usize).copied().unwrap_or((rank, c.size));
     let id = hex(c.job_id);
@@ -118,9 +123,9 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
         ("PONTOON_JOB_ID", id),
         ("PONTOON_LOCAL_RANK", local_rank.to_string()),
         ("PONTOON_LOCAL_SIZE", local_size.to_string()),
-        ("PONTOON_NODE", host.to_string()),
+        ("PONTOON_NODE", node.to_string()),
     ];
-    let remote = host != c.node;
+    let remote = host != c.node || target.is_some();
     let mut cmd = if remote {
         // Another host gets the exported variables and pontoon's own parameters
         // (`PONTOON_*` as set here), with this side's values.
@@ -137,7 +142,7 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
         env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
         env.extend(site.iter().map(|s| ("PONTOON_SITE".to_string(), s.clone())));
         let cwd = std::env::current_dir()?;
-        let words = crate::hosts::remote_command(
+        let mut words = crate::hosts::remote_command(
             c.agent,
             host,
             &cwd.to_string_lossy(),
@@ -145,6 +150,10 @@ pub(crate) fn spawn_rank(c: &SpawnCommon, rank: u32) -> std::io::Result<Spawned>
             &c.program.to_string_lossy(),
             c.args,
         );
+        if let Some(t) = target {
+            let script = words.pop().expect("remote_command ends with the script");
+            words.push(t.wrap(&script.to_string_lossy()).into());
+        }
         let mut cmd = Command::new(&words[0]);
         cmd.args(&words[1..]).stdin(Stdio::piped());
         cmd
