@@ -96,8 +96,8 @@ echo
 echo "demo: srun --mpi=pmi2 -N 2 -n 4 ring on cluster a: Slurm starts the ranks, they meet through"
 echo "      its PMI (no pontoon run); then salloc -N 2 pontoon run -n 4 on cluster b: srun starts"
 echo "      each rank on an allocated node (docs/slurm.md)"
-"$pontoon" testbed exec a-head -- srun --mpi=pmi2 -N 2 -n 4 "$examples/ring" | grep "^ring of"
-"$pontoon" testbed exec b-head -- salloc -N 2 "$pontoon" run -n 4 --tag-output hostname 2>&1 | sort
+"$pontoon" testbed exec --testbed "$slurm" a-head -- srun --mpi=pmi2 -N 2 -n 4 "$examples/ring" | grep "^ring of"
+"$pontoon" testbed exec --testbed "$slurm" b-head -- salloc -N 2 "$pontoon" run -n 4 --tag-output hostname 2>&1 | sort
 echo "demo: one pontoon run across both clusters, each starting its ranks through its own Slurm"
 echo "      (hostfile: a-head slots=4 slurm, b-head slots=4 slurm)"
 "$pontoon" run --testbed "$slurm" --host "a-head slots=4 slurm,b-head slots=4 slurm" -n 8 --tag-output hostname | sort | paste -sd' '

@@ -221,7 +221,7 @@ fn run(cmd: TestbedCmd) -> Result<ExitCode, String> {
             if topo.slurm {
                 for c in testbed::slurm::clusters(&topo) {
                     println!(
-                        "Slurm cluster {}: slurmctld on {}, slurmd on {}; `pontoon testbed exec {} -- srun -N {} hostname`",
+                        "Slurm cluster {}: slurmctld on {}, slurmd on {}; `pontoon testbed exec -t {name} {} -- srun -N {} hostname`",
                         c.name,
                         c.controller,
                         c.nodes.join(", "),
