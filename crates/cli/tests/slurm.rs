@@ -124,7 +124,7 @@ fn srun_and_salloc_start_ranks_that_wire_up_run_the_c_tests_and_the_doctor() {
 }
 
 #[test]
-fn a_rank_killed_under_srun_ends_the_job_with_an_error_at_once() {
+fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
     if !is_root() {
         return;
     }
@@ -152,6 +152,31 @@ fn a_rank_killed_under_srun_ends_the_job_with_an_error_at_once() {
     );
     assert!(
         text(&out.stderr).contains("rank 1 gives up"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A task that exits before it initializes: the others end the job at their fence's
+    // time limit instead of waiting for it for ever.
+    let script = format!(
+        "if [ $SLURM_PROCID = 1 ]; then exit 3; fi; exec {}",
+        example("ring").display()
+    );
+    let start = Instant::now();
+    let out = on(
+        &bed,
+        "h1",
+        &["srun", "--mpi=pmi2", "-N", "2", "-n", "4", "sh", "-c", &script],
+        &[("PONTOON_PMI_FENCE_TIMEOUT_S", "2")],
+    );
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert!(
+        text(&out.stderr).contains("not every rank reached the PMI fence within 2s"),
         "{}",
         text(&out.stderr)
     );

@@ -42,6 +42,13 @@ pub const PARAMS: &[Param] = &[
                   speaks PMI-1 from the start (docs/slurm.md)",
     },
     Param {
+        name: "PONTOON_PMI_FENCE_TIMEOUT_S",
+        default: "60",
+        meaning: "how long a rank started by a PMI process manager waits at a key-value fence for the \
+                  others before it asks for the job to end: a rank that exits before its fence would \
+                  leave them waiting for ever, as srun does not end the step",
+    },
+    Param {
         name: "PONTOON_FRAG_SIZE",
         default: "524288",
         meaning: "rendezvous payload is sent in fragments of this many bytes, so small messages can \
@@ -221,6 +228,8 @@ pub struct Config {
     pub wan_eager_limit: u32,
     /// Speak PMI-1 to a PMI process manager from the start (`PONTOON_PMI=1`).
     pub pmi_v1_only: bool,
+    /// How long a PMI fence waits for every rank (`PONTOON_PMI_FENCE_TIMEOUT_S`).
+    pub pmi_fence_timeout: Duration,
     /// TCP streams per WAN path (`PONTOON_WAN_STREAMS`); `None`: counted per path.
     pub wan_streams: Option<u32>,
     pub frag_size: u32,
@@ -439,6 +448,7 @@ impl Config {
         };
         Ok(Config {
             pmi_v1_only,
+            pmi_fence_timeout: Duration::from_secs(num(env, "PONTOON_PMI_FENCE_TIMEOUT_S")?),
             transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
             wan_eager_limit,

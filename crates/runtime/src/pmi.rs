@@ -48,6 +48,12 @@ pub enum PmiError {
     Closed,
     #[error("the process manager answered {command:?} with {answer:?}")]
     Refused { command: String, answer: String },
+    #[error(
+        "not every rank reached the PMI fence within {0:?} (PONTOON_PMI_FENCE_TIMEOUT_S): a rank \
+         probably exited or crashed before it got there (the process manager's output says which); \
+         ending the job"
+    )]
+    FenceTimeout(std::time::Duration),
     #[error("{0} is {1:?}, not a number")]
     BadNumber(&'static str, String),
     #[error("value of {key:?} is malformed: {why}")]
@@ -73,8 +79,10 @@ pub struct PmiClient {
     pub job_name: String,
     /// Hex characters that fit in one value.
     piece: usize,
-    /// A fence was asked for and its answer not read yet.
-    fence_pending: bool,
+    /// A fence was asked for and its answer not read yet: until when it may take.
+    fence_deadline: Option<std::time::Instant>,
+    /// How long [`PmiClient::fence`] waits for every rank.
+    pub fence_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for PmiClient {
@@ -204,7 +212,8 @@ impl PmiClient {
             size: 0,
             job_name: String::new(),
             piece: PMI2_VALUE_MAX - 2,
-            fence_pending: false,
+            fence_deadline: None,
+            fence_timeout: std::time::Duration::from_secs(60),
         };
         let version = if v1_only { 1 } else { 2 };
         let init = format!("cmd=init pmi_version={version} pmi_subversion={}", 2 - version);
@@ -391,7 +400,20 @@ impl PmiClient {
     /// Waits until every rank has called `fence`; what they put before is then readable.
     pub fn fence(&mut self) -> Result<(), PmiError> {
         self.start_fence()?;
-        self.finish_fence()
+        while !self.fence_reached()? {
+            self.wait_readable(std::time::Duration::from_millis(100))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the socket has something to read within `limit`.
+    fn wait_readable(&self, limit: std::time::Duration) -> Result<bool, PmiError> {
+        let limit = rustix::time::Timespec::try_from(limit).unwrap_or_default();
+        let mut fds = [rustix::event::PollFd::new(
+            self.reader.get_ref(),
+            rustix::event::PollFlags::IN,
+        )];
+        Ok(rustix::event::poll(&mut fds, Some(&limit)).map_err(io::Error::from)? > 0)
     }
 
     /// Asks for a fence without waiting for it (see [`PmiClient::fence_reached`]).
@@ -400,38 +422,37 @@ impl PmiClient {
             Wire::V2 => self.stream().write_all(&format_v2("kvs-fence", &[]))?,
             Wire::V1 { .. } => self.stream().write_all(b"cmd=barrier_in\n")?,
         }
-        self.fence_pending = true;
+        self.fence_deadline = Some(std::time::Instant::now() + self.fence_timeout);
         Ok(())
     }
 
     pub fn fence_pending(&self) -> bool {
-        self.fence_pending
+        self.fence_deadline.is_some()
     }
 
     /// Whether the fence asked for has been reached by every rank; does not block
     /// unless its answer is partly read.
+    /// A rank that exits before its fence leaves the others waiting for ever (srun does
+    /// not end the step), so once the fence has taken `fence_timeout` this rank asks for
+    /// the job to end and returns the error.
     pub fn fence_reached(&mut self) -> Result<bool, PmiError> {
-        if !self.fence_pending {
+        let Some(deadline) = self.fence_deadline else {
             return Ok(true);
-        }
-        if self.reader.buffer().is_empty() {
-            let mut fds = [rustix::event::PollFd::new(
-                self.reader.get_ref(),
-                rustix::event::PollFlags::IN,
-            )];
-            if rustix::event::poll(&mut fds, Some(&rustix::time::Timespec::default()))
-                .map_err(io::Error::from)?
-                == 0
-            {
+        };
+        if self.reader.buffer().is_empty() && !self.wait_readable(std::time::Duration::ZERO)? {
+            if std::time::Instant::now() < deadline {
                 return Ok(false);
             }
+            let e = PmiError::FenceTimeout(self.fence_timeout);
+            let _ = self.abort(1, &e.to_string());
+            return Err(e);
         }
         self.finish_fence()?;
         Ok(true)
     }
 
     fn finish_fence(&mut self) -> Result<(), PmiError> {
-        self.fence_pending = false;
+        self.fence_deadline = None;
         match self.wire {
             Wire::V2 => Self::check("kvs-fence", self.read_v2()?, "kvs-fence-response").map(drop),
             Wire::V1 { .. } => Self::check("barrier_in", self.read_v1()?, "barrier_out").map(drop),

@@ -233,6 +233,9 @@ impl Runtime {
                 ))
             })?,
         };
+        if let Some(pmi) = pmi.as_mut() {
+            pmi.fence_timeout = cfg.pmi_fence_timeout;
+        }
         let mut env = match (env, pmi.as_mut()) {
             (Some(env), _) => env,
             (None, Some(pmi)) => crate::rendezvous::pmi_job(pmi)
@@ -888,7 +891,7 @@ impl Runtime {
                 }
                 Ok(Some(Event::Shutdown(reason))) => job_ended_by_launcher(self.id.rank, &reason),
                 Err(e) => {
-                    eprintln!("pontoon: rank {}: lost the launcher ({e}); exiting", self.id.rank);
+                    eprintln!("pontoon: rank {}: {e}; exiting", self.id.rank);
                     std::process::exit(1);
                 }
             }

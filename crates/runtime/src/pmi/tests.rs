@@ -223,3 +223,43 @@ fn a_server_that_goes_away_is_an_error_not_a_hang() {
     let err = PmiClient::start(ours, Some("0"), Some("1"), None, false).unwrap_err();
     assert!(matches!(err, PmiError::Closed | PmiError::Io(_)), "{err}");
 }
+
+#[test]
+fn a_fence_some_rank_never_reaches_ends_the_job_after_the_timeout() {
+    let (ours, mut theirs) = UnixStream::pair().unwrap();
+    // A server that answers init and fullinit, then never answers the fence: what it
+    // gets after the fence must be the abort.
+    let server = std::thread::spawn(move || {
+        let mut r = BufReader::new(theirs.try_clone().unwrap());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        writeln!(theirs, "cmd=response_to_init rc=0 pmi_version=2 pmi_subversion=0").unwrap();
+        let mut read_v2 = || {
+            let mut len = [0u8; 6];
+            r.read_exact(&mut len).unwrap();
+            let mut body = vec![0u8; std::str::from_utf8(&len).unwrap().trim().parse().unwrap()];
+            r.read_exact(&mut body).unwrap();
+            Answer::parse_v2(&String::from_utf8(body).unwrap())
+        };
+        assert_eq!(read_v2().get("cmd"), Some("fullinit"));
+        let answer = format_v2("fullinit-response", &[("rc", "0"), ("rank", "0"), ("size", "2")]);
+        theirs.write_all(&answer).unwrap();
+        let answer = format_v2("job-getid-response", &[("rc", "0"), ("jobid", "9.0")]);
+        assert_eq!(read_v2().get("cmd"), Some("job-getid"));
+        theirs.write_all(&answer).unwrap();
+        assert_eq!(read_v2().get("cmd"), Some("kvs-fence"));
+        read_v2()
+    });
+    let mut c = PmiClient::start(ours, Some("0"), Some("2"), Some("9.0"), false).unwrap();
+    c.fence_timeout = std::time::Duration::from_millis(200);
+    let start = std::time::Instant::now();
+    let err = c.fence().unwrap_err();
+    assert!(matches!(err, PmiError::FenceTimeout(_)), "{err}");
+    assert!(start.elapsed() >= c.fence_timeout);
+    assert!(err.to_string().contains("PONTOON_PMI_FENCE_TIMEOUT_S"), "{err}");
+    let abort = server.join().unwrap();
+    assert_eq!(
+        (abort.get("cmd"), abort.get("isworld")),
+        (Some("abort"), Some("TRUE"))
+    );
+}
