@@ -316,7 +316,7 @@ fn agent_script(pontoon: &Path) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-fn in_path(name: &str) -> Result<PathBuf, String> {
+pub(crate) fn in_path(name: &str) -> Result<PathBuf, String> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(name))

@@ -38,6 +38,19 @@ fn srun(bed: &Bed, args: &[&str], program: &std::path::Path, env: &[(&str, &str)
     on(bed, "h1", &all, env)
 }
 
+/// `job` fails within `seconds`, saying `why` on its standard error.
+fn ends_within(seconds: u64, why: &str, job: impl FnOnce() -> Output) {
+    let start = Instant::now();
+    let out = job();
+    let took = start.elapsed();
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        took < Duration::from_secs(seconds),
+        "the job took {took:?} to end"
+    );
+    assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+}
+
 fn assert_ok(what: &str, out: &Output) {
     assert!(
         out.status.success(),
@@ -130,31 +143,15 @@ fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
     }
     let bed = slurm_lan(2);
     // Rank 1 kills itself; ranks 2 and 3 would sleep 30 s and rank 0 waits for rank 1.
-    let start = Instant::now();
-    let out = srun(&bed, &["-N", "2", "-n", "4"], &example("peer_dies"), &[]);
-    let took = start.elapsed();
-    assert!(!out.status.success(), "{}", text(&out.stderr));
-    assert!(took < Duration::from_secs(5), "the job took {took:?} to end");
-    assert!(
-        text(&out.stderr).contains("rank 1 is gone: its connection closed unexpectedly"),
-        "{}",
-        text(&out.stderr)
-    );
+    let four = ["-N", "2", "-n", "4"];
+    ends_within(5, "rank 1 is gone: its connection closed unexpectedly", || {
+        srun(&bed, &four, &example("peer_dies"), &[])
+    });
 
     // MPI_Abort on one rank ends every rank.
-    let start = Instant::now();
-    let out = srun(&bed, &["-N", "2", "-n", "4"], &example("abort_one"), &[]);
-    assert!(!out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "abort took {:?}",
-        start.elapsed()
-    );
-    assert!(
-        text(&out.stderr).contains("rank 1 gives up"),
-        "{}",
-        text(&out.stderr)
-    );
+    ends_within(5, "rank 1 gives up", || {
+        srun(&bed, &four, &example("abort_one"), &[])
+    });
 
     // A task that exits before it initializes: the others end the job at their fence's
     // time limit instead of waiting for it for ever.
@@ -162,24 +159,14 @@ fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
         "if [ $SLURM_PROCID = 1 ]; then exit 3; fi; exec {}",
         example("ring").display()
     );
-    let start = Instant::now();
-    let out = on(
-        &bed,
-        "h1",
-        &["srun", "--mpi=pmi2", "-N", "2", "-n", "4", "sh", "-c", &script],
-        &[("PONTOON_PMI_FENCE_TIMEOUT_S", "2")],
-    );
-    assert!(!out.status.success(), "{}", text(&out.stdout));
-    assert!(
-        start.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        start.elapsed()
-    );
-    assert!(
-        text(&out.stderr).contains("not every rank reached the PMI fence within 2s"),
-        "{}",
-        text(&out.stderr)
-    );
+    ends_within(10, "not every rank reached the PMI fence within 2s", || {
+        on(
+            &bed,
+            "h1",
+            &["srun", "--mpi=pmi2", "-N", "2", "-n", "4", "sh", "-c", &script],
+            &[("PONTOON_PMI_FENCE_TIMEOUT_S", "2")],
+        )
+    });
 
     // Without PMI the tasks would each be a job of one: they say so and fail instead.
     let ring = example("ring");

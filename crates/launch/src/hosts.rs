@@ -197,18 +197,18 @@ pub fn remote_command(
     words
 }
 
-/// The words `AGENT HOST SCRIPT` that run `command` on `host` as it is (no secret, no
-/// environment): how the launcher starts a relay.
-pub fn remote_exec(agent: &[OsString], host: &str, command: &[OsString]) -> Vec<OsString> {
+/// `AGENT HOST SCRIPT` that runs `command` on `host` as it is (no secret, no
+/// environment): how the launcher starts a relay and asks a login node for a Slurm
+/// allocation.
+pub fn remote_exec(agent: &[OsString], host: &str, command: &[OsString]) -> std::process::Command {
     let mut script = String::from("exec");
     for w in command {
         script.push(' ');
         script.push_str(&shell_quote(&w.to_string_lossy()));
     }
-    let mut words = agent.to_vec();
-    words.push(host.into());
-    words.push(script.into());
-    words
+    let mut cmd = std::process::Command::new(&agent[0]);
+    cmd.args(&agent[1..]).arg(host).arg(script);
+    cmd
 }
 
 #[cfg(test)]

@@ -94,10 +94,7 @@ pub(crate) fn start(
             c.args(&relay[1..]);
             c
         } else {
-            let words = crate::hosts::remote_exec(agent, host, relay);
-            let mut c = Command::new(&words[0]);
-            c.args(&words[1..]);
-            c
+            crate::hosts::remote_exec(agent, host, relay)
         };
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -150,12 +150,10 @@ impl Allocation {
             .into_iter()
             .map(OsString::from)
             .collect();
-        let words = hosts::remote_exec(agent, login, &script);
-        let out = Command::new(&words[0])
-            .args(&words[1..])
+        let out = hosts::remote_exec(agent, login, &script)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run the agent {:?} for {login}: {e}", words[0]))?;
+            .map_err(|e| format!("cannot run the agent {:?} for {login}: {e}", agent[0]))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lines = text.split_whitespace().map(str::to_string);
         let job = lines.next();
@@ -199,17 +197,15 @@ impl Allocation {
 
 impl Drop for Allocation {
     fn drop(&mut self) {
-        let words = hosts::remote_exec(
+        let _ = hosts::remote_exec(
             &self.agent,
             &self.login,
             &["scancel".into(), self.job.clone().into()],
-        );
-        let _ = Command::new(&words[0])
-            .args(&words[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
     }
 }
 
@@ -221,6 +217,8 @@ pub fn allocate(
     agent: &[OsString],
 ) -> Result<(Vec<Allocation>, Vec<Option<Target>>), String> {
     let mut allocations: Vec<Allocation> = Vec::new();
+    // Of each allocation: how many of its ranks have a node so far.
+    let mut placed: Vec<usize> = Vec::new();
     let mut targets = vec![None; placement.len()];
     for (rank, host) in placement.iter().enumerate().filter(|(_, h)| h.slurm) {
         let i = match allocations.iter().position(|a| a.login == host.name) {
@@ -231,18 +229,16 @@ pub fn allocate(
                     .filter(|h| h.slurm && h.name == host.name)
                     .count();
                 allocations.push(Allocation::request(agent, &host.name, tasks as u32)?);
+                placed.push(0);
                 allocations.len() - 1
             }
         };
         let a = &allocations[i];
-        let before = placement[..rank]
-            .iter()
-            .filter(|h| h.slurm && h.name == host.name)
-            .count();
         targets[rank] = Some(Target {
             job: a.job.clone(),
-            node: a.nodes[before % a.nodes.len()].clone(),
+            node: a.nodes[placed[i] % a.nodes.len()].clone(),
         });
+        placed[i] += 1;
     }
     Ok((allocations, targets))
 }

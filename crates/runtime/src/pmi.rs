@@ -110,6 +110,11 @@ impl Answer {
         self.get("rc").is_none_or(|rc| rc == "0")
     }
 
+    /// A PMI-2 lookup's value, if it found one.
+    fn found(&self) -> Option<String> {
+        (self.get("found") == Some("TRUE")).then(|| self.get("value").unwrap_or_default().to_string())
+    }
+
     /// Parses a PMI-1 line: words `key=value` separated by spaces.
     pub fn parse_v1(line: &str) -> Answer {
         Answer(
@@ -167,9 +172,9 @@ fn number(name: &'static str, s: Option<&str>) -> Result<u32, PmiError> {
 
 impl PmiClient {
     /// Connects to the process manager named by the environment: `Ok(None)` when no
-    /// `PMI_FD` is set (not started by a PMI process manager). `v1_only`: speak PMI-1
-    /// from the start (`PONTOON_PMI=1`).
-    pub fn from_env(v1_only: bool) -> Result<Option<PmiClient>, PmiError> {
+    /// `PMI_FD` is set (not started by a PMI process manager). `cfg` says which wire
+    /// protocol to try first and how long a fence may take.
+    pub fn from_env(cfg: &crate::config::Config) -> Result<Option<PmiClient>, PmiError> {
         let Some(fd) = std::env::var_os("PMI_FD") else {
             return Ok(None);
         };
@@ -189,9 +194,14 @@ impl PmiClient {
             rank.as_deref(),
             size.as_deref(),
             jobid.as_deref(),
-            v1_only,
+            cfg.pmi_v1_only,
         )
-        .map(Some)
+        .map(|client| {
+            Some(PmiClient {
+                fence_timeout: cfg.pmi_fence_timeout,
+                ..client
+            })
+        })
     }
 
     /// Says `init` on `stream` and learns rank, size and the job's name. `rank`, `size`
@@ -323,10 +333,7 @@ impl PmiClient {
 
     fn get_raw(&mut self, key: &str) -> Result<Option<String>, PmiError> {
         match self.wire.clone() {
-            Wire::V2 => {
-                let a = self.ask_v2("kvs-get", &[("srcid", "-1"), ("key", key)])?;
-                Ok((a.get("found") == Some("TRUE")).then(|| a.get("value").unwrap_or_default().to_string()))
-            }
+            Wire::V2 => Ok(self.ask_v2("kvs-get", &[("srcid", "-1"), ("key", key)])?.found()),
             Wire::V1 { kvsname } => {
                 self.stream()
                     .write_all(format!("cmd=get kvsname={kvsname} key={key}\n").as_bytes())?;
@@ -389,10 +396,7 @@ impl PmiClient {
     /// them in the key-value space), e.g. `PMI_process_mapping`.
     pub fn job_attr(&mut self, name: &str) -> Result<Option<String>, PmiError> {
         match self.wire {
-            Wire::V2 => {
-                let a = self.ask_v2("info-getjobattr", &[("key", name)])?;
-                Ok((a.get("found") == Some("TRUE")).then(|| a.get("value").unwrap_or_default().to_string()))
-            }
+            Wire::V2 => Ok(self.ask_v2("info-getjobattr", &[("key", name)])?.found()),
             Wire::V1 { .. } => self.get_raw(name),
         }
     }

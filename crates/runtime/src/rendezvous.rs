@@ -87,7 +87,7 @@ impl Rendezvous {
     pub(crate) fn poll_event(&mut self) -> Result<Option<Event>, String> {
         match self {
             Rendezvous::Launcher { client, .. } => loop {
-                return Ok(match client.poll_event().map_err(|e| e.to_string())? {
+                let event = match client.poll_event().map_err(|e| e.to_string())? {
                     None => None,
                     Some(FromCoordinator::FinalizeDone) => Some(Event::FinalizeDone),
                     Some(FromCoordinator::PeerFailed { rank, cause }) => {
@@ -98,18 +98,18 @@ impl Rendezvous {
                         tracing::debug!("ignoring control message {other:?}");
                         continue;
                     }
-                });
+                };
+                return Ok(event);
             },
-            // Only finalize's fence is ever pending while the job runs.
             Rendezvous::Pmi(pmi) if !pmi.fence_pending() => Ok(None),
-            Rendezvous::Pmi(pmi) => match pmi.fence_reached() {
-                Ok(true) => {
-                    pmi.finalize().map_err(|e| e.to_string())?;
-                    Ok(Some(Event::FinalizeDone))
+            // Only finalize's fence is ever pending while the job runs.
+            Rendezvous::Pmi(pmi) => {
+                if !pmi.fence_reached().map_err(|e| e.to_string())? {
+                    return Ok(None);
                 }
-                Ok(false) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            },
+                pmi.finalize().map_err(|e| e.to_string())?;
+                Ok(Some(Event::FinalizeDone))
+            }
         }
     }
 

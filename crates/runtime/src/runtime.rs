@@ -227,15 +227,12 @@ impl Runtime {
         };
         let mut pmi = match env {
             Some(_) => None,
-            None => crate::pmi::PmiClient::from_env(cfg.pmi_v1_only).map_err(|e| {
+            None => crate::pmi::PmiClient::from_env(&cfg).map_err(|e| {
                 Error::Setup(format!(
                     "started by a PMI process manager (PMI_FD is set), but: {e}"
                 ))
             })?,
         };
-        if let Some(pmi) = pmi.as_mut() {
-            pmi.fence_timeout = cfg.pmi_fence_timeout;
-        }
         let mut env = match (env, pmi.as_mut()) {
             (Some(env), _) => env,
             (None, Some(pmi)) => crate::rendezvous::pmi_job(pmi)

@@ -82,7 +82,7 @@ pub fn run(lab: &mut Lab) -> Result<(), String> {
         }
     }
     // iperf3 is an anchor (`scripts/install-deps.sh --anchors`); a quick run goes without.
-    let iperf = !lab.quick && which("iperf3");
+    let iperf = !lab.quick && crate::programs::in_path("iperf3").is_ok();
     let mut sizes = Vec::new();
     for (setting, rtts) in &plan {
         for &rtt in rtts {
@@ -191,15 +191,6 @@ fn sizing(known: Option<u64>, iperf: Option<(f64, f64)>) -> (u64, u64, u64) {
     });
     let volume = |mb_s: f64| (bytes(mb_s) / m).max(1) * m;
     (m, volume(one), volume(four))
-}
-
-fn which(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok()
 }
 
 /// iperf3 with `streams` streams from `a-h1` to `b-h1` for [`RUN_S`]: what the receiver
