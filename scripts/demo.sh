@@ -8,8 +8,8 @@
 # relay; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then a
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
-# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, `salloc … pontoon
-# run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
+# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
+# PMI, `salloc … pontoon run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
 # host over shared memory. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
@@ -97,6 +97,11 @@ echo "demo: srun --mpi=pmi2 -N 2 -n 4 ring on cluster a: Slurm starts the ranks,
 echo "      its PMI (no pontoon run); then salloc -N 2 pontoon run -n 4 on cluster b: srun starts"
 echo "      each rank on an allocated node (docs/slurm.md)"
 "$pontoon" testbed exec --testbed "$slurm" a-head -- srun --mpi=pmi2 -N 2 -n 4 "$examples/ring" | grep "^ring of"
+echo "demo: plain srun -N 2 -n 4 ring (no PMI): task 0 starts pontoon's rendezvous, the others get"
+echo "      the job's key from it in a munge credential; MPI_Abort(5) then ends the step with 5"
+"$pontoon" testbed exec --testbed "$slurm" a-head -- env PONTOON_BIN="$pontoon" srun -N 2 -n 4 "$examples/ring" | grep "^ring of"
+"$pontoon" testbed exec --testbed "$slurm" a-head -- env PONTOON_BIN="$pontoon" srun -N 2 -n 4 "$examples/abort_one" 2>/dev/null \
+    || echo "srun exited with $?"
 "$pontoon" testbed exec --testbed "$slurm" b-head -- salloc -N 2 "$pontoon" run -n 4 --tag-output hostname 2>&1 | sort
 echo "demo: one pontoon run across both clusters, each starting its ranks through its own Slurm"
 echo "      (hostfile: a-head slots=4 slurm, b-head slots=4 slurm)"

@@ -66,6 +66,9 @@ enum Cmd {
     /// runs SCRIPT with sh on HOST through srun
     #[command(hide = true)]
     SlurmAgent { host: String, script: String },
+    /// The rendezvous task 0 starts under srun without PMI; its order comes on stdin
+    #[command(hide = true)]
+    SrunRendezvous,
 }
 
 #[derive(Args)]
@@ -420,6 +423,13 @@ fn info() -> String {
     for (name, meaning) in runtime::pmi::ENV_VARS {
         let _ = writeln!(s, "  {name}\n      {meaning}");
     }
+    let _ = writeln!(
+        s,
+        "\nset by srun without PMI (--mpi=none, Slurm's default; task 0 starts pontoon srun-rendezvous):"
+    );
+    for (name, meaning) in runtime::srun::ENV_VARS {
+        let _ = writeln!(s, "  {name}\n      {meaning}");
+    }
     s
 }
 
@@ -446,6 +456,13 @@ fn main() -> ExitCode {
             eprintln!("pontoon slurm-agent: cannot run srun: {err}");
             ExitCode::from(255)
         }
+        Cmd::SrunRendezvous => match launch::srun::serve() {
+            Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+            Err(e) => {
+                eprintln!("pontoon srun-rendezvous: {e}");
+                ExitCode::from(1)
+            }
+        },
     }
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{c_program, example, is_root, mpich_abi, preset, text, Bed};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use testbed::PresetOptions;
 
@@ -30,12 +30,17 @@ fn on(bed: &Bed, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("the command runs")
 }
 
-fn srun(bed: &Bed, args: &[&str], program: &std::path::Path, env: &[(&str, &str)]) -> Output {
-    let mut all = vec!["srun", "--mpi=pmi2"];
+/// `srun --mpi=MPI ARGS PROGRAM` on h1; without PMI, task 0 starts this build's pontoon.
+fn srun(bed: &Bed, mpi: &str, args: &[&str], program: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    let mpi = format!("--mpi={mpi}");
+    let exe = common::pontoon();
+    let mut env = env.to_vec();
+    env.push(("PONTOON_BIN", exe.to_str().expect("UTF-8 path")));
+    let mut all = vec!["srun", &mpi];
     all.extend_from_slice(args);
     let program = program.to_str().expect("UTF-8 path");
     all.push(program);
-    on(bed, "h1", &all, env)
+    on(bed, "h1", &all, &env)
 }
 
 /// `job` fails within `seconds`, saying `why` on its standard error.
@@ -74,6 +79,7 @@ fn srun_and_salloc_start_ranks_that_wire_up_run_the_c_tests_and_the_doctor() {
     for wire in ["2", "1"] {
         let out = srun(
             &bed,
+            "pmi2",
             &["-N", "4", "-n", "8"],
             &example("ring"),
             &[("PONTOON_PMI", wire)],
@@ -87,7 +93,7 @@ fn srun_and_salloc_start_ranks_that_wire_up_run_the_c_tests_and_the_doctor() {
         );
     }
     for name in ["p2p", "coll", "types"] {
-        let out = srun(&bed, &["-N", "4", "-n", "8"], &c_program(name), &[]);
+        let out = srun(&bed, "pmi2", &["-N", "4", "-n", "8"], &c_program(name), &[]);
         assert_ok(name, &out);
         assert!(
             text(&out.stdout).contains(&format!("{name} OK on 8 ranks")),
@@ -145,12 +151,15 @@ fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
     // Rank 1 kills itself; ranks 2 and 3 would sleep 30 s and rank 0 waits for rank 1.
     let four = ["-N", "2", "-n", "4"];
     ends_within(5, "rank 1 is gone: its connection closed unexpectedly", || {
-        srun(&bed, &four, &example("peer_dies"), &[])
+        srun(&bed, "pmi2", &four, &example("peer_dies"), &[])
     });
 
-    // MPI_Abort on one rank ends every rank.
+    // MPI_Abort on one rank ends every rank, each with the abort's code (passed on over
+    // the lanes), so srun reports that code rather than the 137 of killed tasks.
     ends_within(5, "rank 1 gives up", || {
-        srun(&bed, &four, &example("abort_one"), &[])
+        let out = srun(&bed, "pmi2", &four, &example("abort_one"), &[]);
+        assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+        out
     });
 
     // A task that exits before it initializes: the others end the job at their fence's
@@ -167,22 +176,136 @@ fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
             &[("PONTOON_PMI_FENCE_TIMEOUT_S", "2")],
         )
     });
+}
 
-    // Without PMI the tasks would each be a job of one: they say so and fail instead.
-    let ring = example("ring");
+#[test]
+fn srun_without_pmi_finds_task_0s_rendezvous_and_ends_the_job_as_pontoon_run_does() {
+    if !is_root() {
+        return;
+    }
+    let bed = slurm_lan(3);
+    let ring_of = |n: u32| {
+        format!(
+            "ring of {n} ranks: token came back to rank 0 with value {}",
+            n * (n - 1) / 2
+        )
+    };
+    // Plain srun (the cluster's MpiDefault is none) and --mpi=none: the tasks find task 0's
+    // rendezvous, get the job's key through munge and wire up.
+    let out = srun(&bed, "none", &["-N", "3", "-n", "6"], &example("ring"), &[]);
+    assert_ok("ring under srun --mpi=none", &out);
+    assert!(text(&out.stdout).contains(&ring_of(6)), "{}", text(&out.stdout));
+    let exe = common::pontoon();
+    let bin = [("PONTOON_BIN", exe.to_str().unwrap())];
     let out = on(
         &bed,
         "h1",
-        &["srun", "--mpi=none", "-n", "2", ring.to_str().unwrap()],
-        &[],
+        &["srun", "-N", "2", "-n", "4", example("ring").to_str().unwrap()],
+        &bin,
     );
-    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert_ok("ring under plain srun", &out);
+    assert!(text(&out.stdout).contains(&ring_of(4)), "{}", text(&out.stdout));
+    for name in ["p2p", "coll"] {
+        let out = srun(&bed, "none", &["-N", "3", "-n", "6"], &c_program(name), &[]);
+        assert_ok(name, &out);
+        assert!(
+            text(&out.stdout).contains(&format!("{name} OK on 6 ranks")),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    let out = on(
+        &bed,
+        "h1",
+        &[
+            "srun",
+            "-N",
+            "3",
+            "-n",
+            "3",
+            exe.to_str().unwrap(),
+            "doctor",
+            "--json",
+        ],
+        &bin,
+    );
+    assert_ok("pontoon doctor under plain srun", &out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor's JSON");
+    let hosts: Vec<&str> = report["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .map(|r| r["host"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(hosts, ["h1", "h2", "h3"], "{report}");
+
+    // A stranger on a port of the range: the tasks skip it. With both ports taken, task 0
+    // says which and why.
+    let stranger = |port: u16| {
+        let script = format!(
+            "import socket\ns=socket.socket(socket.AF_INET6)\ns.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('::', {port}))\ns.listen()\n\
+             print('listening', flush=True)\nwhile True:\n  c,_=s.accept()\n  c.sendall(b'SSH-2.0-OpenSSH\\n')\n  c.close()\n"
+        );
+        let mut cmd = bed.open().command("h1", "python3").expect("h1");
+        let mut child = cmd
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("python3 says");
+        assert_eq!(
+            line.trim(),
+            "listening",
+            "the stranger on port {port} could not listen"
+        );
+        child
+    };
+    let mut first = stranger(20000);
+    let ports = [("PONTOON_SRUN_PORTS", "20000-20001")];
+    let out = srun(&bed, "none", &["-N", "3", "-n", "3"], &example("ring"), &ports);
+    assert_ok("ring with a stranger on one port of the range", &out);
+    let mut second = stranger(20001);
+    ends_within(
+        15,
+        "no port for the key of the job is free (PONTOON_SRUN_PORTS)",
+        || {
+            let quick = [ports[0], ("PONTOON_PMI_FENCE_TIMEOUT_S", "3")];
+            srun(&bed, "none", &["-N", "3", "-n", "3"], &example("ring"), &quick)
+        },
+    );
+    let _ = (first.kill(), second.kill(), first.wait(), second.wait());
+
+    // MPI_Abort: every task exits with the abort's code, so srun does too, as pontoon run.
+    let four = ["-N", "2", "-n", "4"];
+    let start = Instant::now();
+    let out = srun(&bed, "none", &four, &example("abort_one"), &[]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert!(start.elapsed() < Duration::from_secs(5));
     assert!(
-        text(&out.stderr).contains("of 2 started by srun without PMI")
-            && text(&out.stderr).contains("--mpi=pmi2"),
+        text(&out.stderr).contains("rank 1 called abort (code 5): rank 1 gives up"),
         "{}",
         text(&out.stderr)
     );
+    // A killed rank ends the job, the ranks that sleep through it included.
+    ends_within(5, "1 ended before finalizing: exited or killed", || {
+        srun(&bed, "none", &four, &example("peer_dies"), &[])
+    });
+    // A task that never starts pontoon: the others give up at the start-up time limit.
+    let script = format!(
+        "if [ $SLURM_PROCID = 2 ]; then exit 3; fi; exec {}",
+        example("ring").display()
+    );
+    ends_within(10, "rank(s) 2 did not reach the job's rendezvous", || {
+        on(
+            &bed,
+            "h1",
+            &["srun", "--mpi=none", "-N", "2", "-n", "4", "sh", "-c", &script],
+            &[("PONTOON_PMI_FENCE_TIMEOUT_S", "2"), bin[0]],
+        )
+    });
 }
 
 #[test]

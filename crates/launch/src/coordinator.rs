@@ -74,7 +74,8 @@ pub struct Coordinator {
     exited: Vec<bool>,
     state: KvState,
     failed: Vec<(u32, String)>,
-    shutdown: Option<String>,
+    /// Why the job is being ended, and its exit code.
+    shutdown: Option<(String, i32)>,
     events: Vec<Event>,
 }
 
@@ -242,6 +243,7 @@ impl Coordinator {
             // A fresh socket's buffer always takes this small message.
             let _ = c.stream.write_all(&ctl::encode(&FromCoordinator::Shutdown {
                 reason: why.to_string(),
+                code: 1,
             }));
         }
         poller.delete(&c.stream);
@@ -380,8 +382,8 @@ impl Coordinator {
         for (r, cause) in self.failed.clone() {
             self.send_conn(id, &FromCoordinator::PeerFailed { rank: r, cause }, poller);
         }
-        if let Some(reason) = self.shutdown.clone() {
-            self.send_conn(id, &FromCoordinator::Shutdown { reason }, poller);
+        if let Some((reason, code)) = self.shutdown.clone() {
+            self.send_conn(id, &FromCoordinator::Shutdown { reason, code }, poller);
         }
         self.events.push(Event::Hello { rank, pid });
         self.handle_messages(id, poller);
@@ -553,13 +555,14 @@ impl Coordinator {
         self.sweep(poller);
     }
 
-    /// Tells every connected rank (and later ones) that the job is being ended.
-    pub(crate) fn shutdown(&mut self, reason: &str, poller: &Poller) {
+    /// Tells every connected rank (and later ones) that the job is being ended with `code`.
+    pub(crate) fn shutdown(&mut self, reason: &str, code: i32, poller: &Poller) {
         if self.shutdown.is_none() {
-            self.shutdown = Some(reason.to_string());
+            self.shutdown = Some((reason.to_string(), code));
             self.broadcast(
                 &FromCoordinator::Shutdown {
                     reason: reason.to_string(),
+                    code,
                 },
                 poller,
             );

@@ -116,7 +116,7 @@ fn refused(mut s: TcpStream, why: Option<&str>) {
     let mut d = Decoder::default();
     match (recv(&mut s, &mut d), why) {
         (None, None) => {}
-        (Some(FromCoordinator::Shutdown { reason }), Some(w)) => {
+        (Some(FromCoordinator::Shutdown { reason, .. }), Some(w)) => {
             assert!(reason.contains(w), "{reason}");
             assert_eq!(recv(&mut s, &mut d), None);
         }
@@ -274,7 +274,7 @@ fn abort_protocol_errors_and_late_joiners() {
     assert!(matches!(&h.events[2], Event::Protocol(e) if e.rank == 0 && e.why.contains("already done")));
     // A rank that connects after a failure and a shutdown hears about both.
     h.c.peer_failed(2, "was killed by signal 9 (SIGKILL)", &h.p);
-    h.c.shutdown("rank 0 called abort", &h.p);
+    h.c.shutdown("rank 0 called abort", 3, &h.p);
     let c1 = thread::spawn(move || {
         let (mut s, mut d) = join(addr, 1);
         (recv(&mut s, &mut d), recv(&mut s, &mut d))
@@ -290,7 +290,8 @@ fn abort_protocol_errors_and_late_joiners() {
     assert_eq!(
         b,
         Some(FromCoordinator::Shutdown {
-            reason: "rank 0 called abort".into()
+            reason: "rank 0 called abort".into(),
+            code: 3
         })
     );
 }

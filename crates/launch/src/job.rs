@@ -265,6 +265,7 @@ impl Job {
                     Token::Conn(id) => self.coord.on_conn(id, r.read, r.write, &self.poller),
                     Token::Stdout(rank) => self.read_stream(rank, false, usize::MAX),
                     Token::Stderr(rank) => self.read_stream(rank, true, usize::MAX),
+                    Token::Parent => {}
                     Token::Signal(i) => {
                         let sig = HANDLED[i as usize];
                         if self.signals.take(i as usize) {
@@ -302,13 +303,14 @@ impl Job {
                     } else {
                         tracing::info!("{what} (the job is already ending)");
                     }
-                    self.coord.shutdown(&what, &self.poller);
+                    let code = self.outcome.unwrap_or(1);
+                    self.coord.shutdown(&what, code, &self.poller);
                     self.begin_ending(Stage::Grace);
                 }
                 Event::Protocol(e) => {
                     say(&format!("{e}; ending the job"));
-                    self.outcome.get_or_insert(1);
-                    self.coord.shutdown(&format!("{e}"), &self.poller);
+                    let code = *self.outcome.get_or_insert(1);
+                    self.coord.shutdown(&format!("{e}"), code, &self.poller);
                     self.begin_ending(Stage::Grace);
                 }
             }
@@ -327,9 +329,9 @@ impl Job {
         say(&format!(
             "received {name}; forwarding it to the ranks and ending the job"
         ));
-        self.outcome.get_or_insert(128 + sig);
+        let code = *self.outcome.get_or_insert(128 + sig);
         self.coord
-            .shutdown(&format!("pontoon run received {name}"), &self.poller);
+            .shutdown(&format!("pontoon run received {name}"), code, &self.poller);
         if let Some(s) = Signal::from_named_raw(sig) {
             self.signal_all(s);
         }
@@ -358,8 +360,11 @@ impl Job {
                     "the job did not finish within --timeout {t:?}; ending it"
                 ));
                 self.outcome = Some(EXIT_TIMEOUT);
-                self.coord
-                    .shutdown(&format!("the job exceeded --timeout {t:?}"), &self.poller);
+                self.coord.shutdown(
+                    &format!("the job exceeded --timeout {t:?}"),
+                    EXIT_TIMEOUT,
+                    &self.poller,
+                );
                 self.begin_ending(Stage::Termed);
             }
         }

@@ -19,6 +19,7 @@ pub mod relays;
 mod signals;
 pub mod slurm;
 pub mod spawn;
+pub mod srun;
 pub mod status;
 
 pub use spawn::LAUNCHER_VARS;

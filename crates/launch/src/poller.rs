@@ -13,6 +13,8 @@ pub(crate) enum Token {
     Conn(u64),
     Stdout(u32),
     Stderr(u32),
+    /// The standard input of `pontoon srun-rendezvous`: task 0's end of a pipe.
+    Parent,
 }
 
 const SHIFT: u32 = 56;
@@ -26,6 +28,7 @@ impl Token {
             Token::Conn(i) => (3, i & LOW),
             Token::Stdout(r) => (4, u64::from(r)),
             Token::Stderr(r) => (5, u64::from(r)),
+            Token::Parent => (6, 0),
         };
         (kind << SHIFT) | v
     }
@@ -39,6 +42,7 @@ impl Token {
             3 => Token::Conn(v),
             4 => Token::Stdout(small?),
             5 => Token::Stderr(small?),
+            6 => Token::Parent,
             _ => return None,
         })
     }
@@ -141,6 +145,7 @@ mod tests {
             Token::Conn(1 << 40),
             Token::Stdout(7),
             Token::Stderr(u32::MAX),
+            Token::Parent,
         ] {
             assert_eq!(Token::decode(t.encode()), Some(t));
         }

@@ -27,13 +27,19 @@ pub fn set_buffers(s: &Socket, sockbuf: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn listen(addr: SocketAddr, sockbuf: usize) -> io::Result<TcpListener> {
+/// A non-blocking listener on `addr` (IPv6 only for an IPv6 address).
+pub fn listen_at(addr: SocketAddr, sockbuf: usize) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
     // Accepted connections inherit the listener's buffer sizes.
     set_buffers(&s, sockbuf)?;
+    // A fixed port must be free again as soon as its last listener closed, whatever
+    // connections of it linger in TIME_WAIT.
+    if addr.port() != 0 {
+        s.set_reuse_address(true)?;
+    }
     s.bind(&addr.into())?;
     s.listen(1024)?;
     s.set_nonblocking(true)?;
@@ -67,7 +73,7 @@ pub fn listen_all(local: &[(IpAddr, AddrClass, String)], sockbuf: usize) -> Resu
         if addrs.is_empty() {
             continue;
         }
-        match listen(SocketAddr::new(any, 0), sockbuf).and_then(|l| Ok((l.local_addr()?.port(), l))) {
+        match listen_at(SocketAddr::new(any, 0), sockbuf).and_then(|l| Ok((l.local_addr()?.port(), l))) {
             Ok((port, l)) => {
                 out.entries
                     .extend(addrs.iter().map(|a| ConnEntry::new(SocketAddr::new(*a, port))));

@@ -47,8 +47,9 @@ pub enum FromCoordinator {
     FenceDone { epoch: u32, kvs: Vec<(String, Vec<u8>)> },
     /// A rank died or failed; pending operations with it must fail, not hang.
     PeerFailed { rank: u32, cause: String },
-    /// The job is being ended (abort by a rank, timeout, signal); the rank should exit.
-    Shutdown { reason: String },
+    /// The job is being ended (abort by a rank, timeout, signal); the rank should exit,
+    /// with `code` (what the job as a whole ends with: an abort's code, for instance).
+    Shutdown { reason: String, code: i32 },
     /// Finalize fence reached by every rank.
     FinalizeDone,
 }

@@ -124,6 +124,9 @@ pub enum Output {
     /// the rest again on its lane of control frames (a lane of ours still open with that
     /// tag is closed first).
     LaneLost { peer: Rank, tag: u64, frames: u64 },
+    /// Rank `origin` called MPI_Abort with `code` (heard from `peer`): pass it on
+    /// ([`Endpoint::abort_job`]) and exit with `code`.
+    JobAborted { peer: Rank, origin: Rank, code: i32 },
 }
 
 /// Where the payload following a header must be placed.
@@ -857,6 +860,13 @@ impl Endpoint {
             }
             DataRepr::LaneLost { tag, frames } => {
                 self.outputs.push_back(Output::LaneLost { peer, tag, frames });
+                Ok(none)
+            }
+            DataRepr::Abort { origin, .. } if origin >= self.size => {
+                Err(violation(format!("abort from impossible rank {origin}")))
+            }
+            DataRepr::Abort { code, origin } => {
+                self.outputs.push_back(Output::JobAborted { peer, origin, code });
                 Ok(none)
             }
             DataRepr::Credit { returned } => {

@@ -466,7 +466,7 @@ impl Sim {
                 // A frame's payload is placed at once here: never part-way.
                 Output::Abandon { .. } => {}
                 // The simulator's lanes lose frames only when broken, and replay nothing.
-                Output::LaneAck { .. } | Output::LaneLost { .. } => {}
+                Output::LaneAck { .. } | Output::LaneLost { .. } | Output::JobAborted { .. } => {}
                 Output::Punch { peer, msg } => {
                     self.punchers[rank as usize].handle(peer, msg, self.now);
                     self.drive_puncher(rank);

@@ -46,7 +46,21 @@ pub const PARAMS: &[Param] = &[
         default: "60",
         meaning: "how long a rank started by a PMI process manager waits at a key-value fence for the \
                   others before it asks for the job to end: a rank that exits before its fence would \
-                  leave them waiting for ever, as srun does not end the step",
+                  leave them waiting for ever, as srun does not end the step. Under srun without PMI, \
+                  how long a task waits for task 0's rendezvous",
+    },
+    Param {
+        name: "PONTOON_SRUN_PORTS",
+        default: "20000-31999",
+        meaning: "under srun without PMI (`--mpi=none`), the TCP ports task 0's rendezvous may listen \
+                  on, as LOW-HIGH: the job's id picks 8 of them, and every task tries them in the same \
+                  order (docs/slurm.md); set it to a range a site's firewall opens between its nodes",
+    },
+    Param {
+        name: "PONTOON_BIN",
+        default: "pontoon",
+        meaning: "the `pontoon` program task 0 starts as the job's rendezvous under srun without PMI \
+                  (looked up in PATH unless it contains a `/`)",
     },
     Param {
         name: "PONTOON_FRAG_SIZE",
@@ -230,6 +244,10 @@ pub struct Config {
     pub pmi_v1_only: bool,
     /// How long a PMI fence waits for every rank (`PONTOON_PMI_FENCE_TIMEOUT_S`).
     pub pmi_fence_timeout: Duration,
+    /// The ports task 0's rendezvous may use under srun without PMI (`PONTOON_SRUN_PORTS`).
+    pub srun_ports: std::ops::RangeInclusive<u16>,
+    /// The `pontoon` program (`PONTOON_BIN`).
+    pub pontoon_bin: String,
     /// TCP streams per WAN path (`PONTOON_WAN_STREAMS`); `None`: counted per path.
     pub wan_streams: Option<u32>,
     pub frag_size: u32,
@@ -446,8 +464,21 @@ impl Config {
                 })
             }
         };
+        let srun_ports = get(env, "PONTOON_SRUN_PORTS");
+        let srun_ports = srun_ports
+            .trim()
+            .split_once('-')
+            .and_then(|(lo, hi)| Some(lo.trim().parse::<u16>().ok()?..=hi.trim().parse::<u16>().ok()?))
+            .filter(|r| *r.start() >= 1024 && r.start() <= r.end())
+            .ok_or_else(|| ConfigError {
+                name: "PONTOON_SRUN_PORTS",
+                value: srun_ports.clone(),
+                why: "must be LOW-HIGH, two ports from 1024 to 65535, LOW not above HIGH".into(),
+            })?;
         Ok(Config {
             pmi_v1_only,
+            srun_ports,
+            pontoon_bin: get(env, "PONTOON_BIN"),
             pmi_fence_timeout: Duration::from_secs(num(env, "PONTOON_PMI_FENCE_TIMEOUT_S")?),
             transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
             eager_limit,
@@ -635,5 +666,22 @@ mod tests {
         assert_eq!(bind("core-by-rank").unwrap(), Bind::ByRank);
         assert_eq!(bind("none").unwrap(), Bind::None);
         assert!(bind("socket").unwrap_err().to_string().contains("core-by-rank"));
+    }
+
+    #[test]
+    fn srun_ports_are_a_range_of_unprivileged_ports() {
+        let ports = |v: &str| {
+            Config::from_lookup(&|k| (k == "PONTOON_SRUN_PORTS").then(|| v.to_string())).map(|c| c.srun_ports)
+        };
+        assert_eq!(Config::from_lookup(&|_| None).unwrap().srun_ports, 20000..=31999);
+        assert_eq!(ports(" 40000 - 40010 ").unwrap(), 40000..=40010);
+        assert_eq!(ports("5000-5000").unwrap(), 5000..=5000);
+        for bad in ["5000", "22-80", "6000-5000", "1-70000", "a-b"] {
+            let e = ports(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("PONTOON_SRUN_PORTS") && e.contains("LOW-HIGH"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -50,11 +50,24 @@ pub enum ControlError {
     #[error("the launcher is gone (its control connection closed): the job is over")]
     LauncherGone,
     #[error("the launcher ended the job: {0}")]
-    Shutdown(String),
+    Shutdown(JobEnded),
     #[error("control connection to the launcher failed: {0}")]
     Io(#[from] io::Error),
     #[error("the launcher sent a malformed control message ({0}); is it the same pontoon version?")]
     Protocol(String),
+}
+
+/// The coordinator ended the job: why, and the exit code the ranks end with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnded {
+    pub reason: String,
+    pub code: i32,
+}
+
+impl std::fmt::Display for JobEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 /// An authenticated control connection to the coordinator.
@@ -143,7 +156,7 @@ fn authenticate(
                 }
                 return Ok((s, decoder, seen_from));
             }
-            Ok(Some(FromCoordinator::Shutdown { reason })) => {
+            Ok(Some(FromCoordinator::Shutdown { reason, .. })) => {
                 return Err(format!("refused this rank: {reason}"))
             }
             Ok(Some(other)) => return Err(format!("answered {other:?} instead of Welcome")),
@@ -449,12 +462,15 @@ impl ControlClient {
         if let Some(i) = self.queued.iter().position(&want) {
             return Ok(self.queued.remove(i).expect("index from position"));
         }
-        if let Some(FromCoordinator::Shutdown { reason }) = self
+        if let Some(FromCoordinator::Shutdown { reason, code }) = self
             .queued
             .iter()
             .find(|m| matches!(m, FromCoordinator::Shutdown { .. }))
         {
-            return Err(ControlError::Shutdown(reason.clone()));
+            return Err(ControlError::Shutdown(JobEnded {
+                reason: reason.clone(),
+                code: *code,
+            }));
         }
         loop {
             while let Some(m) = self.decode()? {
@@ -462,12 +478,15 @@ impl ControlClient {
                     return Ok(m);
                 }
                 let shutdown = match &m {
-                    FromCoordinator::Shutdown { reason } => Some(reason.clone()),
+                    FromCoordinator::Shutdown { reason, code } => Some(JobEnded {
+                        reason: reason.clone(),
+                        code: *code,
+                    }),
                     _ => None,
                 };
                 self.queued.push_back(m);
-                if let Some(reason) = shutdown {
-                    return Err(ControlError::Shutdown(reason));
+                if let Some(ended) = shutdown {
+                    return Err(ControlError::Shutdown(ended));
                 }
             }
             if self.eof {
@@ -612,6 +631,7 @@ mod tests {
                 s,
                 &FromCoordinator::Shutdown {
                     reason: "rank 0 called abort".into(),
+                    code: 3,
                 },
             );
             let _ = recv(s, d);
@@ -619,6 +639,10 @@ mod tests {
         let mut c = ControlClient::connect(&env(&[port], [9; 32]), T).unwrap();
         let e = c.fence(1).unwrap_err();
         assert!(e.to_string().contains("rank 0 called abort"), "{e}");
+        assert!(
+            matches!(e, ControlError::Shutdown(JobEnded { code: 3, .. })),
+            "{e:?}"
+        );
         // Still reported to the event loop, and a later blocking call does not hang.
         assert!(c.finalize().is_err());
         assert!(matches!(

@@ -13,6 +13,7 @@ mod rendezvous;
 mod requests;
 pub mod runtime;
 mod shm_wireup;
+pub mod srun;
 mod waiter;
 pub mod wireup;
 

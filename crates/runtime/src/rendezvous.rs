@@ -1,10 +1,10 @@
 //! How a rank meets the others before any lane exists: through the coordinator of
-//! `pontoon run`, or through a PMI process manager (Slurm's `srun --mpi=pmi2`, Hydra's
-//! `mpiexec`). Both give a key-value fence, a finalize barrier and abort; only the
+//! `pontoon run` (or the one task 0 starts under srun without PMI, `srun.rs`), or
+//! through a PMI process manager (Slurm's `srun --mpi=pmi2`, Hydra's `mpiexec`). Both give a key-value fence, a finalize barrier and abort; only the
 //! coordinator also says when a rank fails or the job is ended (under PMI, the process
 //! manager signals the ranks itself).
 
-use crate::control::{ControlClient, ControlError};
+use crate::control::{ControlClient, ControlError, JobEnded};
 use crate::jobenv::JobEnv;
 use crate::pmi::{PmiClient, ProcessMapping};
 use proto::control::FromCoordinator;
@@ -15,6 +15,9 @@ pub(crate) enum Rendezvous {
         client: ControlClient,
         /// The last key-value fence entered.
         epoch: u32,
+        /// The coordinator's process, when this rank started it (task 0 under srun
+        /// without PMI).
+        _hosted: Option<crate::srun::HostedRendezvous>,
     },
     Pmi(PmiClient),
 }
@@ -22,7 +25,7 @@ pub(crate) enum Rendezvous {
 /// Why finalize's barrier could not be entered.
 pub(crate) enum NoFinalize {
     /// The job is being ended anyway.
-    Shutdown(String),
+    Shutdown(JobEnded),
     Lost(String),
 }
 
@@ -33,7 +36,7 @@ pub(crate) enum Event {
         cause: String,
     },
     /// The job is being ended (abort elsewhere, a signal, a time limit).
-    Shutdown(String),
+    Shutdown(JobEnded),
     /// Every rank has finalized.
     FinalizeDone,
 }
@@ -58,7 +61,7 @@ impl Rendezvous {
     ) -> Result<Vec<Vec<u8>>, String> {
         let key = |r: u32| format!("pontoon/{topic}/{r}");
         match self {
-            Rendezvous::Launcher { client, epoch } => {
+            Rendezvous::Launcher { client, epoch, .. } => {
                 *epoch += 1;
                 client.put(&key(rank), value).map_err(|e| e.to_string())?;
                 let mut all = client.fence(*epoch).map_err(|e| e.to_string())?;
@@ -93,7 +96,9 @@ impl Rendezvous {
                     Some(FromCoordinator::PeerFailed { rank, cause }) => {
                         Some(Event::PeerFailed { rank, cause })
                     }
-                    Some(FromCoordinator::Shutdown { reason }) => Some(Event::Shutdown(reason)),
+                    Some(FromCoordinator::Shutdown { reason, code }) => {
+                        Some(Event::Shutdown(JobEnded { reason, code }))
+                    }
                     Some(other) => {
                         tracing::debug!("ignoring control message {other:?}");
                         continue;
@@ -118,7 +123,7 @@ impl Rendezvous {
         match self {
             Rendezvous::Launcher { client, .. } => match client.start_finalize() {
                 Ok(()) => Ok(()),
-                Err(ControlError::Shutdown(reason)) => Err(NoFinalize::Shutdown(reason)),
+                Err(ControlError::Shutdown(ended)) => Err(NoFinalize::Shutdown(ended)),
                 Err(e) => Err(NoFinalize::Lost(e.to_string())),
             },
             Rendezvous::Pmi(pmi) => pmi.start_fence().map_err(|e| NoFinalize::Lost(e.to_string())),
@@ -135,6 +140,12 @@ impl Rendezvous {
                 false
             }
         }
+    }
+
+    /// Whether the process manager only ends the job by killing its tasks (PMI), so that
+    /// the ranks must pass an abort's code on among themselves.
+    pub(crate) fn is_pmi(&self) -> bool {
+        matches!(self, Rendezvous::Pmi(_))
     }
 
     /// `peer`'s lanes broke before it finalized. The launcher saw it exit and ends the
@@ -158,20 +169,6 @@ impl Rendezvous {
             Rendezvous::Pmi(_) => Ok(()),
         }
     }
-}
-
-/// Why this process, started as one of several tasks by srun without a PMI
-/// (`--mpi=none`), must not run as a singleton: each task would think itself the whole job.
-pub(crate) fn srun_without_pmi() -> Option<String> {
-    let tasks: u32 = std::env::var("SLURM_STEP_NUM_TASKS").ok()?.parse().ok()?;
-    let task = std::env::var("SLURM_PROCID").unwrap_or_else(|_| "?".into());
-    (tasks > 1).then(|| {
-        format!(
-            "task {task} of {tasks} started by srun without PMI (no PMI_FD; --mpi=none?): the tasks \
-             cannot find each other; use `srun --mpi=pmi2`, or `pontoon run` inside the allocation \
-             (docs/slurm.md)"
-        )
-    })
 }
 
 /// The job as a PMI process manager describes it. The secret is not known yet: rank 0

@@ -14,7 +14,7 @@ use proto::{
 use transport::{Link, Placement, Sink, Transport};
 
 use crate::config::{Bind, Config, Yield};
-use crate::control::ControlClient;
+use crate::control::{ControlClient, JobEnded};
 use crate::jobenv::JobEnv;
 use crate::lanes::{Lane, Lanes, PathInfo};
 use crate::rendezvous::{Event, NoFinalize, Rendezvous};
@@ -29,6 +29,7 @@ use net::EndpointCard;
 /// and the coordinator's own timeouts when nothing else happens.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(5);
 
+mod abort;
 mod connect;
 mod eth;
 mod health;
@@ -63,9 +64,11 @@ fn allowed_cpus() -> Vec<usize> {
 
 /// The launcher is ending the job and says why once, for all ranks (a rank's own
 /// message would repeat it as many times as there are ranks): exit quietly.
-fn job_ended_by_launcher(rank: Rank, reason: &str) -> ! {
-    tracing::info!("rank {rank}: the job is ending: {reason}");
-    std::process::exit(1)
+/// Exits with the code the job as a whole ends with: under a process manager that
+/// takes the tasks' highest, as srun does, that is the job's code.
+fn job_ended_by_launcher(rank: Rank, ended: &JobEnded) -> ! {
+    tracing::info!("rank {rank}: the job is ending: {}", ended.reason);
+    std::process::exit(if ended.code == 0 { 1 } else { ended.code })
 }
 
 /// Pins this process to one of the CPUs it may use, chosen by its local rank.
@@ -199,6 +202,9 @@ pub struct Runtime {
     /// Broken lanes whose frames may have to go again, by peer and lane tag, until the
     /// peer says how many arrived.
     broken: HashMap<(Rank, u64), transport::Ledger>,
+    /// This rank heard of the job's abort or called it (`abort.rs`): lanes that break
+    /// from then on are expected.
+    aborting: bool,
     /// Whether `background` has work: idle passes skip the call while it has none.
     background_armed: bool,
     /// Raw-Ethernet ports and handshakes.
@@ -233,22 +239,29 @@ impl Runtime {
                 ))
             })?,
         };
+        let mut hosted = None;
         let mut env = match (env, pmi.as_mut()) {
             (Some(env), _) => env,
             (None, Some(pmi)) => crate::rendezvous::pmi_job(pmi)
                 .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", pmi.rank)))?,
-            (None, None) => {
-                if let Some(why) = crate::rendezvous::srun_without_pmi() {
-                    return Err(Error::Setup(why));
+            (None, None) => match crate::srun::SrunTask::from_env(&|k| std::env::var(k).ok()) {
+                Some(task) => {
+                    let task =
+                        task.map_err(|e| Error::Setup(format!("started by srun without PMI, but {e}")))?;
+                    let (env, rendezvous) = crate::srun::join(&task, &cfg).map_err(Error::Setup)?;
+                    hosted = rendezvous;
+                    env
                 }
-                let id = Identity {
-                    job_id: [0; 16],
-                    secret: [0; 32],
-                    rank: 0,
-                    size: 1,
-                };
-                return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
-            }
+                None => {
+                    let id = Identity {
+                        job_id: [0; 16],
+                        secret: [0; 32],
+                        rank: 0,
+                        size: 1,
+                    };
+                    return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
+                }
+            },
         };
         // Ranks that outnumber the CPUs give theirs away while they wait (before
         // binding narrows what this process may use).
@@ -281,7 +294,12 @@ impl Runtime {
                         ))
                     })?;
                 let seen_from = client.seen_from().ip();
-                (Rendezvous::Launcher { client, epoch: 0 }, Some(seen_from))
+                let rendezvous = Rendezvous::Launcher {
+                    client,
+                    epoch: 0,
+                    _hosted: hosted,
+                };
+                (rendezvous, Some(seen_from))
             }
         };
         let listeners = Listeners::bind(&local, cfg.sockbuf)
@@ -416,6 +434,7 @@ impl Runtime {
             registrations: Vec::new(),
             punching: punch::Punching::new(rank, Vec::new()),
             broken: HashMap::new(),
+            aborting: false,
             eth: Default::default(),
             finalize_done: false,
         })
@@ -854,6 +873,7 @@ impl Runtime {
                 Output::Punch { peer, msg } => self.punch_frame(peer, msg),
                 Output::LaneAck { peer, tag, frames } => self.lane_acked(peer, tag, frames),
                 Output::LaneLost { peer, tag, frames } => self.lane_lost(peer, tag, frames),
+                Output::JobAborted { peer, origin, code } => self.heard_abort(peer, origin, code),
                 Output::Abandon { peer, req } => {
                     if let Some(r) = self.reqs.get(req) {
                         for i in 0..self.lanes.of_peer(peer).len() {
@@ -886,7 +906,7 @@ impl Runtime {
                     self.drop_lanes(rank);
                     self.ep.handle_peer_failed(rank, &cause);
                 }
-                Ok(Some(Event::Shutdown(reason))) => job_ended_by_launcher(self.id.rank, &reason),
+                Ok(Some(Event::Shutdown(ended))) => job_ended_by_launcher(self.id.rank, &ended),
                 Err(e) => {
                     eprintln!("pontoon: rank {}: {e}; exiting", self.id.rank);
                     std::process::exit(1);
@@ -910,7 +930,7 @@ impl Runtime {
         if let Some(rendezvous) = self.rendezvous.as_mut() {
             match rendezvous.start_finalize() {
                 Ok(()) => {}
-                Err(NoFinalize::Shutdown(reason)) => job_ended_by_launcher(self.id.rank, &reason),
+                Err(NoFinalize::Shutdown(ended)) => job_ended_by_launcher(self.id.rank, &ended),
                 Err(NoFinalize::Lost(e)) => return Err(Error::Setup(format!("finalize: {e}"))),
             }
             // The lanes are served until every rank has finalized: a peer may still
@@ -926,14 +946,5 @@ impl Runtime {
         }
         self.lanes.clear();
         Ok(())
-    }
-
-    /// MPI_Abort: asks the launcher to end the job with `code`, then exits.
-    pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        let told = self.rendezvous.as_mut().is_some_and(|r| r.abort(code, message));
-        if !told {
-            eprintln!("pontoon: abort (code {code}): {message}");
-        }
-        std::process::exit(code)
     }
 }

@@ -19,6 +19,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The Debian packages that provide it.
+/// Where munge's clients look for munged's socket (`munge.socket.2` in it).
+const MUNGE_RUN_DIR: &str = "/run/munge";
+/// munged's socket, relative to the cluster's directory (whose `munge` directory is
+/// mounted over [`MUNGE_RUN_DIR`]).
+const MUNGE_SOCKET: &str = "munge/munge.socket.2";
+
 pub const PACKAGES: &str = "slurmd slurmctld slurm-client munge";
 
 /// How long the daemons get to register every node.
@@ -136,7 +142,10 @@ fn start_cluster(tb: &Testbed, c: &Cluster) -> Result<(), String> {
     .map_err(|e| io("writing cgroup.conf", e))?;
 
     for host in std::iter::once(&c.controller).chain(&c.nodes) {
-        bind_etc_slurm(tb, host, &dir)?;
+        bind_over(tb, host, &dir, "/etc/slurm")?;
+        // munge's own programs (and pontoon's ranks under `srun --mpi=none`) look for the
+        // socket where munged puts it on a real cluster.
+        bind_over(tb, host, &munge, MUNGE_RUN_DIR)?;
     }
     let path = |p: &str| dir.join(p).display().to_string();
     daemon(
@@ -145,7 +154,7 @@ fn start_cluster(tb: &Testbed, c: &Cluster) -> Result<(), String> {
         "munged",
         &[
             "--force",
-            &format!("--socket={}", path("munge/socket")),
+            &format!("--socket={}", path(MUNGE_SOCKET)),
             &format!("--key-file={}", path("munge/key")),
             &format!("--log-file={}", path("munge/log")),
             &format!("--pid-file={}", path("munge/pid")),
@@ -168,7 +177,7 @@ fn slurm_conf(name: &str, dir: &Path, c: &Cluster) -> String {
          ClusterName={name}\n\
          SlurmctldHost={controller}\n\
          AuthType=auth/munge\n\
-         AuthInfo=socket={d}/munge/socket\n\
+         AuthInfo=socket={d}/{MUNGE_SOCKET}\n\
          CredType=cred/munge\n\
          SlurmUser=root\n\
          SlurmdUser=root\n\
@@ -205,13 +214,14 @@ fn slurm_conf(name: &str, dir: &Path, c: &Cluster) -> String {
     conf
 }
 
-/// Makes `dir` the host's `/etc/slurm` (in its own mount namespace only).
-fn bind_etc_slurm(tb: &Testbed, host: &str, dir: &Path) -> Result<(), String> {
+/// Makes `dir` the host's `target` (in its own mount namespace only).
+fn bind_over(tb: &Testbed, host: &str, dir: &Path, target: &str) -> Result<(), String> {
+    fs::create_dir_all(target).map_err(|e| format!("creating {target}: {e}"))?;
     let mut cmd = tb.command(host, "mount")?;
-    cmd.arg("--bind").arg(dir).arg("/etc/slurm");
+    cmd.arg("--bind").arg(dir).arg(target);
     netns::run(
         &mut cmd,
-        &format!("host {host}: mounting its Slurm configuration"),
+        &format!("host {host}: mounting {} over {target}", dir.display()),
     )
     .map(drop)
 }

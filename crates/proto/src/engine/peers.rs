@@ -76,6 +76,15 @@ impl Endpoint {
         }
     }
 
+    /// Tells every connected peer that rank `origin` aborted the job with `code`.
+    pub fn abort_job(&mut self, origin: Rank, code: i32) {
+        for peer in 0..self.size {
+            if self.peers[peer as usize].state == PeerState::Up {
+                self.emit(peer, DataRepr::Abort { code, origin }, None, None);
+            }
+        }
+    }
+
     /// Whether `peer` has failed, and why.
     pub fn peer_failure(&self, peer: Rank) -> Option<&str> {
         match &self.peers.get(peer as usize)?.state {

@@ -18,6 +18,7 @@
 //!             ip [16] (IPv4 v4-mapped; all zero with port 0: none), reserved u32
 //!   LANE_ACK  16: tag u64, frames u64   the sender's frames of lane `tag` processed so far
 //!   LANE_LOST 16: tag u64, frames u64   lane `tag` broke; this many of its frames arrived
+//!   ABORT  8: code i32, origin u32      rank `origin` called MPI_Abort with `code`  no payload
 //! ```
 //! PUNCH coordinates a hole punch over a relayed lane ([`crate::punch`]).
 //! The stream reader learns the header size from the kind byte, then the payload
@@ -46,6 +47,7 @@ pub enum Kind {
     Punch = 8,
     LaneAck = 9,
     LaneLost = 10,
+    Abort = 11,
 }
 
 impl Kind {
@@ -61,6 +63,7 @@ impl Kind {
             8 => Kind::Punch,
             9 => Kind::LaneAck,
             10 => Kind::LaneLost,
+            11 => Kind::Abort,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -75,6 +78,7 @@ impl Kind {
             Kind::Credit => 8,
             Kind::Punch => 24,
             Kind::LaneAck | Kind::LaneLost => 16,
+            Kind::Abort => 8,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -202,6 +206,13 @@ pub enum DataRepr {
         tag: u64,
         frames: u64,
     },
+    /// Rank `origin` called MPI_Abort with `code`: every rank that hears of it passes it
+    /// on to its own peers and exits with `code`, so that a process manager that reports
+    /// its tasks' highest status (srun) reports the abort's code.
+    Abort {
+        code: i32,
+        origin: u32,
+    },
 }
 
 /// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
@@ -275,6 +286,10 @@ impl DataRepr {
                 tag: h.body_u64(0),
                 frames: h.body_u64(8),
             },
+            Kind::Abort => DataRepr::Abort {
+                code: h.body_u32(0) as i32,
+                origin: h.body_u32(4),
+            },
         }
     }
 
@@ -290,6 +305,7 @@ impl DataRepr {
             DataRepr::Punch(_) => Kind::Punch,
             DataRepr::LaneAck { .. } => Kind::LaneAck,
             DataRepr::LaneLost { .. } => Kind::LaneLost,
+            DataRepr::Abort { .. } => Kind::Abort,
         }
     }
 
@@ -357,6 +373,10 @@ impl DataRepr {
             DataRepr::LaneAck { tag, frames } | DataRepr::LaneLost { tag, frames } => {
                 put_u64(body, 0, *tag);
                 put_u64(body, 8, *frames);
+            }
+            DataRepr::Abort { code, origin } => {
+                put_u32(body, 0, *code as u32);
+                put_u32(body, 4, *origin);
             }
         }
         n
@@ -452,6 +472,7 @@ mod tests {
                 }),
             (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneAck { tag, frames }),
             (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneLost { tag, frames }),
+            (any::<i32>(), any::<u32>()).prop_map(|(code, origin)| DataRepr::Abort { code, origin }),
         ]
     }
 

@@ -6,6 +6,7 @@ pub mod data;
 pub mod eth;
 pub mod handshake;
 pub mod relay;
+pub mod srun_key;
 
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 pub use data::{DataHeader, DataRepr, Kind, PunchMsg, PunchStep};

@@ -87,8 +87,9 @@ impl Runtime {
         match loss {
             LaneLoss::PeerFailed => {
                 self.drop_lanes(peer);
-                if let Some(r) = self.rendezvous.as_mut() {
-                    r.peer_died(self.id.rank, peer, &cause);
+                match self.rendezvous.as_mut() {
+                    Some(r) if !self.aborting => r.peer_died(self.id.rank, peer, &cause),
+                    _ => {}
                 }
             }
             LaneLoss::Closing => {}
