@@ -43,15 +43,16 @@ pub fn serve() -> Result<i32, LaunchError> {
     let order = RendezvousOrder::parse(&line).map_err(|e| LaunchError::Program(e.to_string()))?;
     let coord = Coordinator::bind(order.job, order.secret, order.size)?;
     let (port, keys) = bind_key_port(&order.ports)?;
-    let grant = |nonce| KeyGrant {
+    // Each answer carries the asking task's nonce in place of this one.
+    let grant = KeyGrant {
         job: order.job,
-        nonce,
+        nonce: [0; 16],
         secret: order.secret,
         coord: coord.conn_string(),
     };
     for listener in keys {
-        let (job, grant) = (order.job, grant(Default::default()));
-        std::thread::spawn(move || serve_keys(&listener, job, &grant));
+        let grant = grant.clone();
+        std::thread::spawn(move || serve_keys(&listener, &grant));
     }
     tracing::info!(port, coordinator = %coord.conn_string(), "srun rendezvous listening");
     let mut out = io::stdout().lock();
@@ -94,7 +95,7 @@ fn bind_key_port(ports: &[u16]) -> Result<(u16, Vec<TcpListener>), LaunchError> 
 
 /// Answers key requests on `listener`, at most [`KEY_WORKERS`] at once: each costs a
 /// munge process, whoever connects.
-fn serve_keys(listener: &TcpListener, job: [u8; 16], grant: &KeyGrant) {
+fn serve_keys(listener: &TcpListener, grant: &KeyGrant) {
     let busy = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
@@ -104,14 +105,14 @@ fn serve_keys(listener: &TcpListener, job: [u8; 16], grant: &KeyGrant) {
         busy.fetch_add(1, Ordering::AcqRel);
         let (busy, grant) = (busy.clone(), grant.clone());
         std::thread::spawn(move || {
-            answer_one(stream, job, grant);
+            answer_one(stream, grant);
             busy.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }
 
 /// Reads one request and answers it.
-fn answer_one(mut stream: TcpStream, job: [u8; 16], mut grant: KeyGrant) {
+fn answer_one(mut stream: TcpStream, mut grant: KeyGrant) {
     let peer = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
     let _ = stream.set_read_timeout(Some(REQUEST_WITHIN));
     let mut line = Vec::new();
@@ -121,7 +122,7 @@ fn answer_one(mut stream: TcpStream, job: [u8; 16], mut grant: KeyGrant) {
     }
     let answer = match KeyRequest::parse(&line) {
         Err(e) => KeyAnswer::Refused(e.to_string()),
-        Ok(req) if req.job != job => KeyAnswer::OtherJob,
+        Ok(req) if req.job != grant.job => KeyAnswer::OtherJob,
         Ok(req) => {
             grant.nonce = req.nonce;
             match munge(&grant.encode()) {
