@@ -20,4 +20,13 @@
 
 #define CHECK_OK(call) CHECK((call) == MPI_SUCCESS)
 
+/* Whether the MPI is pontoon: checks of what pontoon adds beyond the standard (an error
+ * where another MPI would hang or do more) run only there. */
+static inline int on_pontoon(void) {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n;
+    MPI_Get_library_version(v, &n);
+    return strstr(v, "pontoon") != NULL;
+}
+
 #endif

@@ -21,6 +21,7 @@ mod colls;
 mod comms;
 mod env;
 mod errors;
+mod grequest;
 mod handles;
 mod info;
 mod mprobe;

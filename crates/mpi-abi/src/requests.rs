@@ -40,6 +40,8 @@ pub enum ReqEntry {
         restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>,
         active: Option<Box<ReqEntry>>,
     },
+    /// MPI_Grequest_start: the program's own operation.
+    Generalized(crate::grequest::Generalized),
 }
 
 /// The last step of a collective whose results went to a packed copy: unpacking it.
@@ -86,6 +88,7 @@ fn entry_ready(e: &mut ReqEntry) -> bool {
         ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
         ReqEntry::Pair { recv, send } => entry_ready(recv) && entry_ready(send),
         ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done),
+        ReqEntry::Generalized(g) => g.completed,
     }
 }
 
@@ -103,6 +106,7 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
         }
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
         ReqEntry::Flush(sends) => return (empty_status(), wait_buffered(sends)),
+        ReqEntry::Generalized(g) => return g.finish(),
         ReqEntry::Coll { mut op, comm, finish } => {
             let res = op
                 .wait()
@@ -198,6 +202,7 @@ pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
     // A persistent request stays; its operation in flight completes.
     let in_flight = match m.reqs.borrow_mut().get_mut(*h) {
         Some(ReqEntry::Persistent { active, .. }) => Some(active.take()),
+        Some(ReqEntry::Generalized(g)) if !g.completed => return Err(crate::grequest::never_completed(*h)),
         Some(_) => None,
         None => return Err(bad_request(*h)),
     };
@@ -302,13 +307,22 @@ fn ready_among(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usiz
     Ok(done)
 }
 
-/// Spins (yielding the CPU) until some of `live` are done; returns them.
+/// Spins (yielding the CPU) until some of `live` are done; returns them. Fails when
+/// only generalized requests that are not complete are left (nothing could end them).
 fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>, Fail> {
     loop {
         let done = ready_among(m, reqs, live)?;
         if !done.is_empty() {
             return Ok(done);
         }
+        let table = m.reqs.borrow();
+        if live
+            .iter()
+            .all(|&i| matches!(table.get(reqs[i]), Some(ReqEntry::Generalized(_))))
+        {
+            return Err(crate::grequest::never_completed(reqs[live[0]]));
+        }
+        drop(table);
         std::thread::yield_now();
     }
 }
@@ -337,14 +351,24 @@ mpi_fn! {
         let m = mpi()?;
         reap_detached(m);
         let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let all: Vec<usize> = (0..reqs.len()).collect();
         let mut failed = None;
-        for &i in &all {
+        let mut done = Vec::with_capacity(reqs.len());
+        for h in reqs.iter_mut() {
             let mut own = MPI_Status::default();
-            let res = wait_one(m, &mut reqs[i], &mut own);
-            out_opt(nth(statuses, i), own);
+            let res = wait_one(m, h, &mut own);
+            own.MPI_ERROR = res.as_ref().map_or_else(|f| f.class, |()| MPI_SUCCESS);
+            done.push(own);
             if let Err(f) = res {
                 failed.get_or_insert(f);
+            }
+        }
+        // With MPI_ERR_IN_STATUS every status says how its request ended; otherwise
+        // MPI_ERROR is left alone, as the standard says.
+        for (i, own) in done.into_iter().enumerate() {
+            if failed.is_some() {
+                out_opt(nth(statuses, i), own);
+            } else {
+                put_status(nth(statuses, i), own);
             }
         }
         match failed {
@@ -464,11 +488,21 @@ mpi_fn! {
         if *h == MPI_REQUEST_NULL {
             return fail(MPI_ERR_REQUEST, "the request is MPI_REQUEST_NULL");
         }
+        // A generalized request the program has not completed stays until it does:
+        // MPI_Grequest_complete then runs free_fn (MPI 4.1 §13.2).
+        if let Some(ReqEntry::Generalized(g)) = m.reqs.borrow_mut().get_mut(*h) {
+            if !g.completed {
+                g.freed = true;
+                *h = MPI_REQUEST_NULL;
+                return Ok(());
+            }
+        }
         let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
         *h = MPI_REQUEST_NULL;
         // A running operation goes on; its memory stays lent until it is done.
         match entry {
             ReqEntry::Done(_) | ReqEntry::Persistent { active: None, .. } => {}
+            ReqEntry::Generalized(g) => return g.free(),
             ReqEntry::Persistent { active: Some(a), .. } => m.detached.borrow_mut().push(*a),
             running => m.detached.borrow_mut().push(running),
         }
@@ -493,6 +527,7 @@ mpi_fn! {
                 }
                 Ok(())
             }
+            Some(ReqEntry::Generalized(g)) => g.cancel(),
             // A collective cannot be cancelled (the standard says it is erroneous).
             Some(ReqEntry::Done(_) | ReqEntry::Coll { .. } | ReqEntry::Flush(_)) => Ok(()),
             Some(ReqEntry::Pair { recv, .. }) => {
@@ -590,6 +625,8 @@ fn peek_status(e: &mut ReqEntry) -> Option<MPI_Status> {
         ReqEntry::Persistent { active: None, .. } => Some(empty_status()),
         ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
         ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done).then(empty_status),
+        // The standard has MPI_Request_get_status ask query_fn too.
+        ReqEntry::Generalized(g) => g.completed.then(|| g.query().0),
         ReqEntry::Pair { recv, send } => {
             if entry_ready(send) {
                 peek_status(recv)
