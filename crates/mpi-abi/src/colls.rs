@@ -13,6 +13,11 @@ use crate::state::mpi;
 
 /// A root argument, checked against the communicator.
 pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
+    if c.is_inter() {
+        // A root on an intercommunicator is MPI_ROOT, MPI_PROC_NULL or a remote rank:
+        // only the rooted collectives that take those get here with one.
+        return Err(pontoon::coll::not_on_intercomms().into());
+    }
     if root < 0 || root as u32 >= c.size() {
         return fail(
             MPI_ERR_ROOT,
@@ -37,7 +42,12 @@ fn nothing(dt: &Datatype) -> DataMut<'_> {
 
 mpi_fn! {
     fn MPI_Barrier(comm: MPI_Comm) on comm {
-        mpi()?.comm(comm)?.barrier()?;
+        let c = mpi()?.comm(comm)?;
+        if c.is_inter() {
+            c.inter_barrier()?;
+        } else {
+            c.barrier()?;
+        }
         Ok(())
     }
 }
@@ -47,6 +57,11 @@ mpi_fn! {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let dt = m.committed(datatype)?;
+        if c.is_inter() {
+            let root = crate::comms::inter_root(&c, root)?;
+            let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
+            return Ok(c.inter_bcast_data(&mut d, root)?);
+        }
         let root = root_rank(&c, root)?;
         let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
         c.bcast_data(&mut d, root)?;
@@ -82,7 +97,11 @@ mpi_fn! {
         let n = count(n as i64, "count")?;
         let send = if in_place(sendbuf) { None } else { Some(data(sendbuf, n, &dt)?) };
         let mut recv = data_mut(recvbuf, n, &dt)?;
-        c.allreduce_data(send.as_ref(), &mut recv, &op)?;
+        match (c.is_inter(), &send) {
+            (true, None) => return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is not allowed on an intercommunicator"),
+            (true, Some(s)) => c.inter_allreduce_data(s, &mut recv, &op)?,
+            (false, _) => c.allreduce_data(send.as_ref(), &mut recv, &op)?,
+        }
         Ok(())
     }
 }
@@ -227,6 +246,18 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let m = mpi()?;
+        let c = m.comm(comm)?;
+        if c.is_inter() {
+            if in_place(sendbuf) {
+                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is not allowed on an intercommunicator");
+            }
+            let (st, rt) = (m.committed(sendtype)?, m.committed(recvtype)?);
+            let send = data(sendbuf, count(sendcount as i64, "sendcount")?, &st)?;
+            let blocks = count(recvcount as i64, "recvcount")? * u64::from(c.remote_size()?);
+            let mut recv = data_mut(recvbuf, blocks, &rt)?;
+            return Ok(c.inter_allgather_data(&send, &mut recv)?);
+        }
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Allgather)
     }
 }

@@ -214,10 +214,113 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) on comm {
-        mpi()?.comm(comm)?;
-        // pontoon has intra-communicators only.
-        *out(flag, "flag")? = 0;
+        *out(flag, "flag")? = mpi()?.comm(comm)?.is_inter() as c_int;
         Ok(())
+    }
+}
+
+/// The root argument of a collective on an intercommunicator.
+pub(crate) fn inter_root(c: &Comm, root: c_int) -> Result<pontoon::InterRoot, Fail> {
+    let remote = c.remote_size()?;
+    match root {
+        MPI_ROOT => Ok(pontoon::InterRoot::Here),
+        MPI_PROC_NULL => Ok(pontoon::InterRoot::ElsewhereHere),
+        r if r >= 0 && (r as u32) < remote => Ok(pontoon::InterRoot::Remote(r as u32)),
+        r => fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {r} on an intercommunicator: MPI_ROOT at the root, MPI_PROC_NULL elsewhere in its \
+                 group, or a rank of the remote group of {remote}"
+            ),
+        ),
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) on comm {
+        let c = mpi()?.comm(comm)?;
+        let n = c.remote_size().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
+        *out(size, "size")? = n as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) on comm {
+        let m = mpi()?;
+        let g = m.comm(comm)?.remote_group().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
+        *out(group, "group")? = m.add_group(g)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// Collective over `local_comm`; its `local_leader` and `peer_comm`'s `remote_leader`
+    /// exchange the two groups on `peer_comm` with `tag`.
+    fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) on local_comm {
+        let m = mpi()?;
+        let newintercomm = out(newintercomm, "newintercomm")?;
+        let local = m.comm(local_comm)?;
+        if local_leader < 0 || local_leader as u32 >= local.size() {
+            return fail(MPI_ERR_RANK, format!("local leader {local_leader} is not a rank of the local communicator"));
+        }
+        // Only the leaders use the peer communicator.
+        let at_leader = local.rank() == local_leader as u32;
+        let peer = if at_leader { m.comm(peer_comm)? } else { local.clone() };
+        if at_leader && (remote_leader < 0 || remote_leader as u32 >= peer.size()) {
+            return fail(MPI_ERR_RANK, format!("remote leader {remote_leader} is not a rank of the peer communicator"));
+        }
+        if tag < 0 {
+            return fail(MPI_ERR_TAG, format!("tag {tag} is negative"));
+        }
+        let made = local.intercomm_create(local_leader as u32, &peer, remote_leader.max(0) as u32, tag)?;
+        publish(m, local_comm, Some(made), newintercomm)
+    }
+}
+
+mpi_fn! {
+    /// MPI-4.0, without a parent: both groups are part of MPI_COMM_WORLD's here (no
+    /// sessions), so the local group becomes a communicator as in
+    /// MPI_Comm_create_from_group, and the leaders meet on MPI_COMM_WORLD with a tag
+    /// derived from `stringtag`.
+    fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) {
+        let m = mpi()?;
+        let newintercomm = out(newintercomm, "newintercomm")?;
+        let tag = string_tag(crate::boundary::c_str(stringtag, "stringtag")?);
+        crate::info::accepted(info)?;
+        let errhandler = if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler };
+        crate::errors::errhandler_ok(m, errhandler)?;
+        let (local, remote) = (m.group(local_group)?, m.group(remote_group)?);
+        if local.rank().is_none() {
+            return fail(MPI_ERR_GROUP, "MPI_Intercomm_create_from_groups: this process is not in the local group");
+        }
+        let leader_of = |g: &Group, r: c_int, which: &str| {
+            g.members().get(usize::try_from(r).unwrap_or(usize::MAX)).copied().ok_or_else(|| {
+                Fail::new(MPI_ERR_RANK, format!("{which} leader {r} is not a rank of the {which} group of {}", g.size()))
+            })
+        };
+        leader_of(&local, local_leader, "local")?;
+        let remote_leader = leader_of(&remote, remote_leader, "remote")?;
+        let world = m.comm(MPI_COMM_WORLD)?;
+        let own = world
+            .create_group(&local, tag)?
+            .ok_or_else(|| Fail::new(MPI_ERR_GROUP, "this process is not in the local group"))?;
+        let made = own.intercomm_create(local_leader as u32, &world, remote_leader, tag)?;
+        *newintercomm = m.add_comm(made, errhandler)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm) on intercomm {
+        let m = mpi()?;
+        let newintracomm = out(newintracomm, "newintracomm")?;
+        let c = m.comm(intercomm)?;
+        if !c.is_inter() {
+            return fail(MPI_ERR_COMM, "MPI_Intercomm_merge needs an intercommunicator");
+        }
+        let made = c.merge(high != 0)?;
+        publish(m, intercomm, Some(made), newintracomm)
     }
 }
 

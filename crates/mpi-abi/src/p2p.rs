@@ -137,10 +137,10 @@ pub fn set_cancelled(s: &mut MPI_Status, yes: bool) {
 pub fn dest_rank(c: &Comm, r: c_int) -> Result<Option<Rank>, Fail> {
     match r {
         MPI_PROC_NULL => Ok(None),
-        r if r >= 0 && (r as u32) < c.size() => Ok(Some(r as Rank)),
+        r if r >= 0 && (r as u32) < c.peer_size() => Ok(Some(r as Rank)),
         r => fail(
             MPI_ERR_RANK,
-            format!("rank {r} is not in this communicator of {} ranks", c.size()),
+            format!("rank {r} is not in this communicator of {} ranks", c.peer_size()),
         ),
     }
 }

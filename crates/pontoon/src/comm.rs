@@ -76,6 +76,8 @@ pub(crate) struct CommData {
     pub(crate) sites: std::cell::OnceCell<Option<Rc<crate::coll::hier::Sites>>>,
     /// Its process topology, if it has one (`topo.rs`).
     pub(crate) topology: RefCell<Option<Rc<crate::topo::Topology>>>,
+    /// The other group of an intercommunicator (`inter.rs`).
+    pub(crate) remote: Option<crate::inter::Remote>,
 }
 
 /// A communicator. Cloning gives another handle to the same communicator; it is
@@ -110,6 +112,7 @@ pub(crate) fn new_comm_data(
         schedules: RefCell::new(Vec::new()),
         sites: std::cell::OnceCell::new(),
         topology: RefCell::new(None),
+        remote: None,
     }
 }
 
@@ -142,19 +145,26 @@ impl<'u> Comm<'u> {
         self.d.coll_seq.set(t.wrapping_add(1));
         ((t & 0x3fff_ffff) | self.d.tag_space) as i32
     }
+    /// The job rank of `r`, a rank that point-to-point calls name: of the remote group
+    /// on an intercommunicator.
     pub(crate) fn world_rank(&self, r: Rank) -> Result<Rank> {
-        self.d.group.members().get(r as usize).copied().ok_or_else(|| {
-            Error::Arg(format!(
-                "rank {r} is not in this communicator of {} ranks",
-                self.size()
-            ))
-        })
+        let (peers, which) = match &self.d.remote {
+            Some(remote) => (&remote.group, "the remote group of this intercommunicator"),
+            None => (&self.d.group, "this communicator"),
+        };
+        peers
+            .members()
+            .get(r as usize)
+            .copied()
+            .ok_or_else(|| Error::Arg(format!("rank {r} is not in {which} of {} ranks", peers.size())))
     }
     pub(crate) fn world_src(&self, source: Option<Rank>) -> Result<i32> {
         source.map(|r| self.world_rank(r)).transpose().map(src)
     }
+    /// The rank by which point-to-point calls name job rank `world` (`u32::MAX`: none).
     pub(crate) fn comm_rank_of(&self, world: Rank) -> Rank {
-        self.d.by_world.get(world as usize).copied().unwrap_or(u32::MAX)
+        let by_world = self.d.remote.as_ref().map_or(&self.d.by_world, |r| &r.by_world);
+        by_world.get(world as usize).copied().unwrap_or(u32::MAX)
     }
     pub(crate) fn local_status(&self, mut st: Status) -> Status {
         st.source = self.comm_rank_of(st.source);
@@ -303,6 +313,9 @@ impl<'u> Comm<'u> {
 
     /// A new communicator with the same members and copied attributes (MPI_Comm_dup).
     pub fn dup(&self) -> Result<Comm<'u>> {
+        if self.is_inter() {
+            return self.inter_dup();
+        }
         let id = self.agree_on_context()?;
         let c = self.with_members(self.d.group.members().to_vec(), id);
         crate::attr::copy_all(self, &c)?;
@@ -318,6 +331,9 @@ impl<'u> Comm<'u> {
             return Err(Error::Arg(format!(
                 "split color {color} is negative (use UNDEFINED to opt out)"
             )));
+        }
+        if self.is_inter() {
+            return self.inter_split(color, key);
         }
         let mut all = vec![0i32; 2 * self.size() as usize];
         self.allgather(&[color, key], &mut all)?;
@@ -342,16 +358,19 @@ impl<'u> Comm<'u> {
     /// node identity on the endpoint cards, the one by which ranks talk over shared
     /// memory (MPI_COMM_TYPE_SHARED). Collective; every member gets its node's part.
     pub fn split_by_node(&self, key: i32) -> Result<Option<Comm<'u>>> {
+        // The node's lowest job rank: the same color in both groups of an intercommunicator.
         let node = |r: Rank| self.u.card(r).map(|c| c.node);
-        let members = self.d.group.members();
-        let mine = node(members[self.rank() as usize]);
-        let color = members.iter().position(|&w| node(w) == mine).unwrap_or(0);
+        let mine = node(self.u.rt.borrow().rank());
+        let color = (0..self.u.world_size()).find(|&w| node(w) == mine).unwrap_or(0);
         self.split(color as i32, key)
     }
 
     /// A communicator of `group`'s members, a subset of this one's; collective over
     /// this communicator; `None` where not a member (MPI_Comm_create).
     pub fn create(&self, group: &Group) -> Result<Option<Comm<'u>>> {
+        if self.is_inter() {
+            return Err(crate::coll::not_on_intercomms());
+        }
         if let Some(outsider) = group
             .members()
             .iter()
@@ -375,6 +394,9 @@ impl<'u> Comm<'u> {
     /// communicator's collective context, in a tag space ordinary collectives never use.
     /// A process outside `group` gets `None` at once (a local call).
     pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Comm<'u>>> {
+        if self.is_inter() {
+            return Err(crate::coll::not_on_intercomms());
+        }
         if let Some(outsider) = group
             .members()
             .iter()
@@ -447,6 +469,9 @@ impl Drop for Comm<'_> {
         if Rc::strong_count(&self.d) == 1 && !self.d.predefined {
             let _ = crate::attr::delete_all(self);
             self.u.contexts.borrow_mut().release(self.d.id);
+            if let Some(r) = &self.d.remote {
+                self.u.contexts.borrow_mut().release(r.local.id);
+            }
         }
     }
 }

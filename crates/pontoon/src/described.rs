@@ -85,7 +85,7 @@ impl<'a> DataMut<'a> {
     }
 
     /// As `with_packed` where `f` fills the whole buffer.
-    fn with_whole<R>(&mut self, load: bool, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_whole<R>(&mut self, load: bool, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
         self.with_packed(load, |p| {
             let n = p.len();
             f(p).map(|r| (r, n))

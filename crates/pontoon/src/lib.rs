@@ -24,6 +24,7 @@ mod comm;
 pub mod datatype;
 mod described;
 pub mod group;
+mod inter;
 pub mod lent;
 pub mod op;
 pub mod topo;
@@ -34,6 +35,7 @@ pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
 pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
+pub use inter::InterRoot;
 pub use op::Op;
 pub use topo::{Cart, Neighbors, Topology, Weights};
 

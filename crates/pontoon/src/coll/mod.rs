@@ -106,6 +106,15 @@ fn bytes_mut<T: bytemuck::Pod>(v: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(v)
 }
 
+/// What a collective that intercommunicators do not have yet says.
+pub fn not_on_intercomms() -> Error {
+    Error::Arg(
+        "this collective is not supported on intercommunicators yet (barrier, bcast, allreduce and \
+         allgather are); merge the intercommunicator (MPI_Intercomm_merge) and use it there"
+            .into(),
+    )
+}
+
 /// Where a collective's input comes from.
 #[derive(Clone, Copy)]
 pub enum Input<'a, T> {
@@ -160,6 +169,9 @@ impl<'u> Comm<'u> {
         output: &mut [u8],
         op: Option<(Op, Datatype)>,
     ) -> Result<()> {
+        if self.is_inter() {
+            return Err(not_on_intercomms());
+        }
         let sched = sched.into();
         let tag = self.next_coll_tag();
         let mut rt = self.u.rt.borrow_mut();

@@ -154,13 +154,17 @@ impl<'u> Comm<'u> {
         output: Buffer,
         op: Option<(Op, crate::Datatype)>,
     ) -> Rc<RefCell<Started>> {
-        let run = Running::new(sched, input, output, op);
+        // On an intercommunicator the request fails at once (blocking ones fail too).
+        let (run, result) = match self.is_inter() {
+            false => (Some(Running::new(sched, input, output, op)), None),
+            true => (None, Some(Err(super::not_on_intercomms()))),
+        };
         let state = Rc::new(RefCell::new(Started {
-            run: Some(run),
+            run,
             members: self.d.group.shared_members(),
             ctx: self.coll_ctx(),
             tag: self.next_coll_tag(),
-            result: None,
+            result,
         }));
         // Start the first step now; the rest advances with the job.
         let mut rt = self.u.rt.borrow_mut();

@@ -1,0 +1,397 @@
+//! Intercommunicators: two disjoint groups, each talking to the other. Ranks in
+//! point-to-point calls name the remote group's members; `size`, `rank` and `group` are
+//! the local group's (MPI 4.1 §7.6).
+//!
+//! Each side keeps its own group as an intracommunicator of its own context (`local`),
+//! on which the intercommunicator's collectives and merge run their local steps; the
+//! two sides' leaders (local rank 0) meet on the intercommunicator's collective context.
+//! Collectives on intercommunicators: barrier, bcast, allreduce and allgather; the others
+//! say they are not supported yet.
+
+use std::rc::Rc;
+
+use crate::comm::{new_comm_data, CommData, MAX_CONTEXTS, UNDEFINED};
+use crate::group::Group;
+use crate::{Comm, Data, DataMut, Datatype, Error, Op, Rank, Result};
+
+/// The tag of every message between the groups on the intercommunicator's collective
+/// context. Its collectives are blocking and called in the same order everywhere, and
+/// messages between two processes do not overtake each other: one tag keeps them
+/// apart, whichever processes of a group take part (a bcast's root need not be a leader).
+const ACROSS: i32 = 0;
+
+/// The other side of an intercommunicator.
+pub(crate) struct Remote {
+    pub(crate) group: Group,
+    /// Remote rank of each job rank (`u32::MAX`: not in the remote group).
+    pub(crate) by_world: Vec<u32>,
+    /// This side's own members as an intracommunicator.
+    pub(crate) local: Rc<CommData>,
+}
+
+/// Who an intercommunicator's bcast is rooted at, as each process sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterRoot {
+    /// This process is the root (MPI_ROOT).
+    Here,
+    /// The root is another process of this group (MPI_PROC_NULL): nothing to do.
+    ElsewhereHere,
+    /// The root is this rank of the remote group: receive its data.
+    Remote(Rank),
+}
+
+impl<'u> Comm<'u> {
+    /// Whether this is an intercommunicator (MPI_Comm_test_inter).
+    pub fn is_inter(&self) -> bool {
+        self.d.remote.is_some()
+    }
+
+    /// The remote group's size (MPI_Comm_remote_size); an error on an intracommunicator.
+    pub fn remote_size(&self) -> Result<u32> {
+        Ok(self.remote()?.group.size())
+    }
+
+    /// The remote group (MPI_Comm_remote_group).
+    pub fn remote_group(&self) -> Result<Group> {
+        Ok(self.remote()?.group.clone())
+    }
+
+    /// How many ranks point-to-point calls may name: the remote group's size on an
+    /// intercommunicator, the communicator's size otherwise.
+    pub fn peer_size(&self) -> u32 {
+        self.d.remote.as_ref().map_or(self.size(), |r| r.group.size())
+    }
+
+    fn remote(&self) -> Result<&Remote> {
+        self.d
+            .remote
+            .as_ref()
+            .ok_or_else(|| Error::Arg("not an intercommunicator".into()))
+    }
+
+    /// This side's own members as an intracommunicator.
+    fn local(&self) -> Result<Comm<'u>> {
+        Ok(Comm {
+            u: self.u,
+            d: self.remote()?.local.clone(),
+        })
+    }
+
+    /// Makes an intercommunicator of this communicator's members (its `local_leader`
+    /// speaking for them) and the group whose leader is `remote_leader` of `peer`
+    /// (MPI_Intercomm_create). Collective over this communicator; the leaders talk on
+    /// `peer` with `tag`.
+    pub fn intercomm_create(
+        &self,
+        local_leader: Rank,
+        peer: &Comm<'u>,
+        remote_leader: Rank,
+        tag: i32,
+    ) -> Result<Comm<'u>> {
+        if self.is_inter() {
+            return Err(Error::Arg(
+                "intercomm_create: the local communicator is an intercommunicator".into(),
+            ));
+        }
+        if local_leader >= self.size() {
+            return Err(Error::Arg(format!(
+                "intercomm_create: local leader {local_leader} is not a rank of the local communicator of {}",
+                self.size()
+            )));
+        }
+        let mine = self.u.contexts.borrow().free_mask();
+        let mut mask = vec![0u64; mine.len()];
+        self.allreduce(&mine, &mut mask, &Op::Band)?;
+        // The leaders swap their groups and masks; everyone learns the other group.
+        let mut remote_n = [0u64];
+        let mut theirs = Vec::new();
+        if self.rank() == local_leader {
+            let members: Vec<u64> = self.d.group.members().iter().map(|&w| u64::from(w)).collect();
+            peer.sendrecv(
+                &[members.len() as u64],
+                remote_leader,
+                tag,
+                &mut remote_n,
+                Some(remote_leader),
+                tag,
+            )?;
+            let mut msg = members;
+            msg.extend_from_slice(&mask);
+            theirs = vec![0u64; remote_n[0] as usize + mask.len()];
+            peer.sendrecv(&msg, remote_leader, tag, &mut theirs, Some(remote_leader), tag)?;
+        }
+        self.bcast(&mut remote_n, local_leader)?;
+        theirs.resize(remote_n[0] as usize + mask.len(), 0);
+        self.bcast(&mut theirs, local_leader)?;
+        let (remote_members, their_mask) = theirs.split_at(remote_n[0] as usize);
+        let remote_members: Vec<Rank> = remote_members.iter().map(|&w| w as Rank).collect();
+        if let Some(w) = remote_members.iter().find(|&&w| self.comm_rank_of(w) != u32::MAX) {
+            return Err(Error::Arg(format!(
+                "intercomm_create: job rank {w} is in both groups; they must be disjoint"
+            )));
+        }
+        let both: Vec<u64> = mask.iter().zip(their_mask).map(|(a, b)| a & b).collect();
+        self.inter_with(self.d.group.members().to_vec(), remote_members, &both)
+    }
+
+    /// An intercommunicator between `local` and `remote` members, on the two lowest
+    /// context ids of `free` (the same at both sides): one for it, one for each side's
+    /// own group (disjoint groups may share that one).
+    fn inter_with(&self, local: Vec<Rank>, remote: Vec<Rank>, free: &[u64]) -> Result<Comm<'u>> {
+        let mut free = free.to_vec();
+        let mut take = || {
+            let (w, word) = free.iter().enumerate().find(|(_, w)| **w != 0)?;
+            let id = w as u32 * 64 + word.trailing_zeros();
+            free[w] &= !(1 << (id % 64));
+            Some(id)
+        };
+        let (Some(id), Some(local_id)) = (take(), take()) else {
+            return Err(Error::Arg(format!(
+                "no communicator context left: {MAX_CONTEXTS} exist at once on some member; free \
+                 communicators that are no longer used"
+            )));
+        };
+        let mut pool = self.u.contexts.borrow_mut();
+        pool.take(id);
+        pool.take(local_id);
+        drop(pool);
+        let me = self.u.rt.borrow().rank();
+        let world = self.u.world_size();
+        let local_group = Group::new(local, me);
+        let mut by_world = vec![u32::MAX; world as usize];
+        for (i, w) in remote.iter().enumerate() {
+            by_world[*w as usize] = i as u32;
+        }
+        let own = new_comm_data(local_group.clone(), local_id, world, "", false);
+        let mut d = new_comm_data(local_group, id, world, "", false);
+        d.remote = Some(Remote {
+            group: Group::new(remote, me),
+            by_world,
+            local: Rc::new(own),
+        });
+        Ok(Comm {
+            u: self.u,
+            d: Rc::new(d),
+        })
+    }
+
+    /// The two leaders swap `send` for `recv`.
+    fn leaders_swap<T: bytemuck::Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let remote_leader = self.remote()?.group.members()[0];
+        let (ctx, tag) = (self.coll_ctx(), ACROSS);
+        let mut rt = self.u.rt.borrow_mut();
+        runtime::mem::lend(bytemuck::cast_slice(send), |sb| {
+            runtime::mem::lend_mut(bytemuck::cast_slice_mut(recv), |rb| {
+                let r = rt.irecv(rb.clone(), remote_leader as i32, ctx, tag);
+                let s = rt.isend(sb.clone(), remote_leader, ctx, tag, false);
+                let sent = rt.wait(s);
+                let got = rt.wait(r);
+                sent?.0?;
+                crate::status(got?.0).map(drop)
+            })
+        })
+    }
+
+    /// An intercommunicator with the same groups and a new context (MPI_Comm_dup).
+    pub(crate) fn inter_dup(&self) -> Result<Comm<'u>> {
+        let local = self.local()?;
+        let mine = self.u.contexts.borrow().free_mask();
+        let mut mask = vec![0u64; mine.len()];
+        local.allreduce(&mine, &mut mask, &Op::Band)?;
+        let mut theirs = vec![0u64; mask.len()];
+        if local.rank() == 0 {
+            self.leaders_swap(&mask, &mut theirs)?;
+        }
+        local.bcast(&mut theirs, 0)?;
+        let both: Vec<u64> = mask.iter().zip(&theirs).map(|(a, b)| a & b).collect();
+        let remote = self.remote()?.group.members().to_vec();
+        let c = self.inter_with(self.d.group.members().to_vec(), remote, &both)?;
+        crate::attr::copy_all(self, &c)?;
+        Ok(c)
+    }
+
+    /// MPI_Comm_split of an intercommunicator: the members of each color in each group
+    /// make an intercommunicator with the other group's members of that color (ordered
+    /// by `key`, then rank). `None` for `UNDEFINED`, or when the other group has no
+    /// member of this color.
+    pub(crate) fn inter_split(&self, color: i32, key: i32) -> Result<Option<Comm<'u>>> {
+        let local = self.local()?;
+        let mine = self.u.contexts.borrow().free_mask();
+        let mut mask = vec![0u64; mine.len()];
+        local.allreduce(&mine, &mut mask, &Op::Band)?;
+        let mut ours = vec![0i64; 2 * local.size() as usize];
+        local.allgather(&[i64::from(color), i64::from(key)], &mut ours)?;
+        // The leaders swap masks and the (color, key) of every member.
+        let remote_n = self.remote_size()? as usize;
+        let mut theirs = vec![0i64; mask.len() + 2 * remote_n];
+        if local.rank() == 0 {
+            let mut msg: Vec<i64> = mask.iter().map(|&w| w as i64).collect();
+            msg.extend_from_slice(&ours);
+            self.leaders_swap(&msg, &mut theirs)?;
+        }
+        local.bcast(&mut theirs, 0)?;
+        let (their_mask, their_colors) = theirs.split_at(mask.len());
+        let both: Vec<u64> = mask
+            .iter()
+            .zip(their_mask)
+            .map(|(a, b)| a & (*b as u64))
+            .collect();
+        let part = |colors: &[i64], members: &[Rank]| -> Vec<Rank> {
+            let mut same: Vec<(i64, usize)> = (0..members.len())
+                .filter(|&r| colors[2 * r] == i64::from(color))
+                .map(|r| (colors[2 * r + 1], r))
+                .collect();
+            same.sort();
+            same.iter().map(|&(_, r)| members[r]).collect()
+        };
+        let remote = part(their_colors, self.remote()?.group.members());
+        if color == UNDEFINED || remote.is_empty() {
+            return Ok(None);
+        }
+        let local_members = part(&ours, self.d.group.members());
+        self.inter_with(local_members, remote, &both).map(Some)
+    }
+
+    /// One intracommunicator of both groups (MPI_Intercomm_merge): the group that says
+    /// `high` false comes first; if both say the same, the group whose leader has the
+    /// lower job rank.
+    pub fn merge(&self, high: bool) -> Result<Comm<'u>> {
+        let local = self.local()?;
+        let mine = self.u.contexts.borrow().free_mask();
+        let mut mask = vec![0u64; mine.len()];
+        local.allreduce(&mine, &mut mask, &Op::Band)?;
+        let mut theirs = vec![0u64; mask.len() + 1];
+        if local.rank() == 0 {
+            let mut msg = vec![u64::from(high)];
+            msg.extend_from_slice(&mask);
+            self.leaders_swap(&msg, &mut theirs)?;
+        }
+        local.bcast(&mut theirs, 0)?;
+        let their_high = theirs[0] != 0;
+        let remote = self.remote()?.group.members();
+        let first = if high != their_high {
+            !high
+        } else {
+            self.d.group.members()[0] < remote[0]
+        };
+        let members: Vec<Rank> = if first {
+            self.d.group.members().iter().chain(remote).copied().collect()
+        } else {
+            remote.iter().chain(self.d.group.members()).copied().collect()
+        };
+        let both: Vec<u64> = mask.iter().zip(&theirs[1..]).map(|(a, b)| a & b).collect();
+        let id = self.u.contexts.borrow_mut().take_lowest(&both).ok_or_else(|| {
+            Error::Arg(format!(
+                "no communicator context left: {MAX_CONTEXTS} exist at once on some member"
+            ))
+        })?;
+        let me = self.u.rt.borrow().rank();
+        let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
+        Ok(Comm {
+            u: self.u,
+            d: Rc::new(d),
+        })
+    }
+
+    /// Returns once every process of both groups has entered it (MPI_Barrier).
+    pub fn inter_barrier(&self) -> Result<()> {
+        let local = self.local()?;
+        local.barrier()?;
+        if local.rank() == 0 {
+            self.leaders_swap::<u8>(&[], &mut [])?;
+        }
+        local.barrier()
+    }
+
+    /// MPI_Bcast on an intercommunicator: the root's `buf` reaches every process of the
+    /// other group.
+    pub fn inter_bcast(&self, buf: &mut [u8], root: InterRoot) -> Result<()> {
+        match root {
+            InterRoot::ElsewhereHere => Ok(()),
+            InterRoot::Here => {
+                let leader = self.remote()?.group.members()[0];
+                let mut rt = self.u.rt.borrow_mut();
+                let (ctx, tag) = (self.coll_ctx(), ACROSS);
+                runtime::mem::lend(buf, |b| {
+                    let s = rt.isend(b.clone(), leader, ctx, tag, false);
+                    rt.wait(s)?.0.map(drop).map_err(Error::from)
+                })
+            }
+            InterRoot::Remote(r) => {
+                let local = self.local()?;
+                if local.rank() == 0 {
+                    let root = self.world_rank(r)?;
+                    let (ctx, tag) = (self.coll_ctx(), ACROSS);
+                    let mut rt = self.u.rt.borrow_mut();
+                    runtime::mem::lend_mut(&mut *buf, |b| {
+                        let id = rt.irecv(b.clone(), root as i32, ctx, tag);
+                        crate::status(rt.wait(id)?.0).map(drop)
+                    })?;
+                }
+                local.bcast(buf, 0)
+            }
+        }
+    }
+
+    /// MPI_Allreduce on an intercommunicator: each group gets the other group's
+    /// reduction of `input`.
+    pub fn inter_allreduce_bytes(&self, input: &[u8], out: &mut [u8], dt: &Datatype, op: &Op) -> Result<()> {
+        let local = self.local()?;
+        let mut ours = vec![0u8; input.len()];
+        local.reduce_bytes(Some(input), &mut ours, dt, op, 0)?;
+        if local.rank() == 0 {
+            self.leaders_swap(&ours, out)?;
+        }
+        local.bcast(out, 0)
+    }
+
+    /// MPI_Allgather on an intercommunicator: each process gets the remote group's
+    /// blocks, in remote rank order.
+    pub fn inter_allgather_bytes(&self, input: &[u8], out: &mut [u8]) -> Result<()> {
+        let local = self.local()?;
+        let mut ours = vec![0u8; input.len() * local.size() as usize];
+        local.gather(input, &mut ours, 0)?;
+        if local.rank() == 0 {
+            self.leaders_swap(&ours, out)?;
+        }
+        local.bcast(out, 0)
+    }
+
+    /// [`Comm::inter_bcast`] with any datatype.
+    pub fn inter_bcast_data(&self, buf: &mut DataMut, root: InterRoot) -> Result<()> {
+        buf.with_whole(root == InterRoot::Here, |p| self.inter_bcast(p, root))
+    }
+
+    /// [`Comm::inter_allreduce_bytes`] with any datatype (no MPI_IN_PLACE on an
+    /// intercommunicator).
+    pub fn inter_allreduce_data(&self, send: &Data, recv: &mut DataMut, op: &Op) -> Result<()> {
+        let input = send.packed()?;
+        let dt = recv.dt.clone();
+        recv.with_whole(false, |out| {
+            if out.len() != input.len() {
+                return Err(Error::Arg(
+                    "allreduce: send and receive sides differ in size".into(),
+                ));
+            }
+            self.inter_allreduce_bytes(&input, out, &dt, op)
+        })
+    }
+
+    /// [`Comm::inter_allgather_bytes`] with any datatypes: `recv` holds one block per
+    /// remote rank.
+    pub fn inter_allgather_data(&self, send: &Data, recv: &mut DataMut) -> Result<()> {
+        let input = send.packed()?;
+        let remote = self.remote_size()? as usize;
+        recv.with_whole(false, |out| {
+            if out.len() != input.len() * remote {
+                return Err(Error::Arg(format!(
+                    "allgather: {} bytes sent per rank, but the receive side holds {} bytes for {remote} \
+                     remote ranks",
+                    input.len(),
+                    out.len()
+                )));
+            }
+            self.inter_allgather_bytes(&input, out)
+        })
+    }
+}
