@@ -1,6 +1,7 @@
 //! Starting local ranks: program lookup, environment, process groups, pipes.
 
 use crate::LaunchError;
+use proto::hex::hex;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -57,11 +58,6 @@ pub fn find_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, La
         "cannot find `{shown}` in PATH ({}); give a path such as ./{shown}",
         path.to_string_lossy()
     )))
-}
-
-/// Lower-case hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// This host's name, for `PONTOON_NODE` and messages.

@@ -89,6 +89,23 @@ pub struct Comm<'u> {
     pub(crate) d: Rc<CommData>,
 }
 
+/// Every context id is taken at some member.
+pub(crate) fn no_context_left() -> Error {
+    Error::Arg(format!(
+        "no communicator context left: {MAX_CONTEXTS} exist at once on some member; free \
+         communicators that are no longer used"
+    ))
+}
+
+/// The rank in `group` of each job rank (`u32::MAX`: not a member).
+pub(crate) fn ranks_by_world(group: &Group, world_size: u32) -> Vec<u32> {
+    let mut by_world = vec![u32::MAX; world_size as usize];
+    for (i, w) in group.members().iter().enumerate() {
+        by_world[*w as usize] = i as u32;
+    }
+    by_world
+}
+
 pub(crate) fn new_comm_data(
     group: Group,
     id: u32,
@@ -96,13 +113,9 @@ pub(crate) fn new_comm_data(
     name: &str,
     predefined: bool,
 ) -> CommData {
-    let mut by_world = vec![u32::MAX; world_size as usize];
-    for (i, w) in group.members().iter().enumerate() {
-        by_world[*w as usize] = i as u32;
-    }
     CommData {
+        by_world: ranks_by_world(&group, world_size),
         group,
-        by_world,
         id,
         coll_seq: Cell::new(0),
         tag_space: 0,
@@ -289,17 +302,22 @@ impl<'u> Comm<'u> {
 
     // ---- creating and freeing ------------------------------------------------
 
-    /// Agrees with every member on a context id free at all of them (collective).
-    fn agree_on_context(&self) -> Result<u32> {
+    /// The context ids free at every member (collective).
+    pub(crate) fn free_everywhere(&self) -> Result<Vec<u64>> {
         let mine = self.u.contexts.borrow().free_mask();
         let mut agreed = vec![0u64; mine.len()];
         self.allreduce(&mine, &mut agreed, &crate::Op::Band)?;
-        self.u.contexts.borrow_mut().take_lowest(&agreed).ok_or_else(|| {
-            Error::Arg(format!(
-                "no communicator context left: {MAX_CONTEXTS} exist at once on some member; free \
-                 communicators that are no longer used"
-            ))
-        })
+        Ok(agreed)
+    }
+
+    /// Agrees with every member on a context id free at all of them (collective).
+    fn agree_on_context(&self) -> Result<u32> {
+        let agreed = self.free_everywhere()?;
+        self.u
+            .contexts
+            .borrow_mut()
+            .take_lowest(&agreed)
+            .ok_or_else(no_context_left)
     }
 
     fn with_members(&self, members: Vec<Rank>, id: u32) -> Comm<'u> {

@@ -10,7 +10,7 @@
 
 use std::rc::Rc;
 
-use crate::comm::{new_comm_data, CommData, MAX_CONTEXTS, UNDEFINED};
+use crate::comm::{new_comm_data, no_context_left, ranks_by_world, CommData, UNDEFINED};
 use crate::group::Group;
 use crate::{Comm, Data, DataMut, Datatype, Error, Op, Rank, Result};
 
@@ -99,9 +99,7 @@ impl<'u> Comm<'u> {
                 self.size()
             )));
         }
-        let mine = self.u.contexts.borrow().free_mask();
-        let mut mask = vec![0u64; mine.len()];
-        self.allreduce(&mine, &mut mask, &Op::Band)?;
+        let mask = self.free_everywhere()?;
         // The leaders swap their groups and masks; everyone learns the other group.
         let mut remote_n = [0u64];
         let mut theirs = Vec::new();
@@ -139,34 +137,23 @@ impl<'u> Comm<'u> {
     /// own group (disjoint groups may share that one).
     fn inter_with(&self, local: Vec<Rank>, remote: Vec<Rank>, free: &[u64]) -> Result<Comm<'u>> {
         let mut free = free.to_vec();
-        let mut take = || {
-            let (w, word) = free.iter().enumerate().find(|(_, w)| **w != 0)?;
-            let id = w as u32 * 64 + word.trailing_zeros();
-            free[w] &= !(1 << (id % 64));
-            Some(id)
-        };
-        let (Some(id), Some(local_id)) = (take(), take()) else {
-            return Err(Error::Arg(format!(
-                "no communicator context left: {MAX_CONTEXTS} exist at once on some member; free \
-                 communicators that are no longer used"
-            )));
-        };
         let mut pool = self.u.contexts.borrow_mut();
-        pool.take(id);
-        pool.take(local_id);
+        let id = pool.take_lowest(&free).ok_or_else(no_context_left)?;
+        free[id as usize / 64] &= !(1 << (id % 64));
+        let Some(local_id) = pool.take_lowest(&free) else {
+            pool.release(id);
+            return Err(no_context_left());
+        };
         drop(pool);
         let me = self.u.rt.borrow().rank();
         let world = self.u.world_size();
         let local_group = Group::new(local, me);
-        let mut by_world = vec![u32::MAX; world as usize];
-        for (i, w) in remote.iter().enumerate() {
-            by_world[*w as usize] = i as u32;
-        }
+        let remote = Group::new(remote, me);
         let own = new_comm_data(local_group.clone(), local_id, world, "", false);
         let mut d = new_comm_data(local_group, id, world, "", false);
         d.remote = Some(Remote {
-            group: Group::new(remote, me),
-            by_world,
+            by_world: ranks_by_world(&remote, world),
+            group: remote,
             local: Rc::new(own),
         });
         Ok(Comm {
@@ -192,20 +179,35 @@ impl<'u> Comm<'u> {
         })
     }
 
-    /// An intercommunicator with the same groups and a new context (MPI_Comm_dup).
-    pub(crate) fn inter_dup(&self) -> Result<Comm<'u>> {
+    /// What the other group's leader sends for `ours` (`len` words), given to every
+    /// member of this group (collective over both groups).
+    fn swap_across(&self, ours: &[u64], len: usize) -> Result<Vec<u64>> {
         let local = self.local()?;
-        let mine = self.u.contexts.borrow().free_mask();
-        let mut mask = vec![0u64; mine.len()];
-        local.allreduce(&mine, &mut mask, &Op::Band)?;
-        let mut theirs = vec![0u64; mask.len()];
+        let mut theirs = vec![0u64; len];
         if local.rank() == 0 {
-            self.leaders_swap(&mask, &mut theirs)?;
+            self.leaders_swap(ours, &mut theirs)?;
         }
         local.bcast(&mut theirs, 0)?;
-        let both: Vec<u64> = mask.iter().zip(&theirs).map(|(a, b)| a & b).collect();
+        Ok(theirs)
+    }
+
+    /// The context ids free at every member of both groups, and the `their_len` words
+    /// the other group sent for our `extra` (collective over both groups).
+    fn free_across(&self, extra: &[u64], their_len: usize) -> Result<(Vec<u64>, Vec<u64>)> {
+        let mask = self.local()?.free_everywhere()?;
+        let mut ours = mask.clone();
+        ours.extend_from_slice(extra);
+        let theirs = self.swap_across(&ours, mask.len() + their_len)?;
+        let (their_mask, their_extra) = theirs.split_at(mask.len());
+        let both = mask.iter().zip(their_mask).map(|(a, b)| a & b).collect();
+        Ok((both, their_extra.to_vec()))
+    }
+
+    /// An intercommunicator with the same groups and a new context (MPI_Comm_dup).
+    pub(crate) fn inter_dup(&self) -> Result<Comm<'u>> {
+        let (free, _) = self.free_across(&[], 0)?;
         let remote = self.remote()?.group.members().to_vec();
-        let c = self.inter_with(self.d.group.members().to_vec(), remote, &both)?;
+        let c = self.inter_with(self.d.group.members().to_vec(), remote, &free)?;
         crate::attr::copy_all(self, &c)?;
         Ok(c)
     }
@@ -216,57 +218,33 @@ impl<'u> Comm<'u> {
     /// member of this color.
     pub(crate) fn inter_split(&self, color: i32, key: i32) -> Result<Option<Comm<'u>>> {
         let local = self.local()?;
-        let mine = self.u.contexts.borrow().free_mask();
-        let mut mask = vec![0u64; mine.len()];
-        local.allreduce(&mine, &mut mask, &Op::Band)?;
-        let mut ours = vec![0i64; 2 * local.size() as usize];
-        local.allgather(&[i64::from(color), i64::from(key)], &mut ours)?;
-        // The leaders swap masks and the (color, key) of every member.
+        // Signed values travel as words: colors and keys may be negative.
+        let word = |v: i32| i64::from(v) as u64;
+        let mut ours = vec![0u64; 2 * local.size() as usize];
+        local.allgather(&[word(color), word(key)], &mut ours)?;
         let remote_n = self.remote_size()? as usize;
-        let mut theirs = vec![0i64; mask.len() + 2 * remote_n];
-        if local.rank() == 0 {
-            let mut msg: Vec<i64> = mask.iter().map(|&w| w as i64).collect();
-            msg.extend_from_slice(&ours);
-            self.leaders_swap(&msg, &mut theirs)?;
-        }
-        local.bcast(&mut theirs, 0)?;
-        let (their_mask, their_colors) = theirs.split_at(mask.len());
-        let both: Vec<u64> = mask
-            .iter()
-            .zip(their_mask)
-            .map(|(a, b)| a & (*b as u64))
-            .collect();
-        let part = |colors: &[i64], members: &[Rank]| -> Vec<Rank> {
+        let (free, their_colors) = self.free_across(&ours, 2 * remote_n)?;
+        let part = |colors: &[u64], members: &[Rank]| -> Vec<Rank> {
             let mut same: Vec<(i64, usize)> = (0..members.len())
-                .filter(|&r| colors[2 * r] == i64::from(color))
-                .map(|r| (colors[2 * r + 1], r))
+                .filter(|&r| colors[2 * r] == word(color))
+                .map(|r| (colors[2 * r + 1] as i64, r))
                 .collect();
             same.sort();
             same.iter().map(|&(_, r)| members[r]).collect()
         };
-        let remote = part(their_colors, self.remote()?.group.members());
+        let remote = part(&their_colors, self.remote()?.group.members());
         if color == UNDEFINED || remote.is_empty() {
             return Ok(None);
         }
         let local_members = part(&ours, self.d.group.members());
-        self.inter_with(local_members, remote, &both).map(Some)
+        self.inter_with(local_members, remote, &free).map(Some)
     }
 
     /// One intracommunicator of both groups (MPI_Intercomm_merge): the group that says
     /// `high` false comes first; if both say the same, the group whose leader has the
     /// lower job rank.
     pub fn merge(&self, high: bool) -> Result<Comm<'u>> {
-        let local = self.local()?;
-        let mine = self.u.contexts.borrow().free_mask();
-        let mut mask = vec![0u64; mine.len()];
-        local.allreduce(&mine, &mut mask, &Op::Band)?;
-        let mut theirs = vec![0u64; mask.len() + 1];
-        if local.rank() == 0 {
-            let mut msg = vec![u64::from(high)];
-            msg.extend_from_slice(&mask);
-            self.leaders_swap(&msg, &mut theirs)?;
-        }
-        local.bcast(&mut theirs, 0)?;
+        let (free, theirs) = self.free_across(&[u64::from(high)], 1)?;
         let their_high = theirs[0] != 0;
         let remote = self.remote()?.group.members();
         let first = if high != their_high {
@@ -279,12 +257,12 @@ impl<'u> Comm<'u> {
         } else {
             remote.iter().chain(self.d.group.members()).copied().collect()
         };
-        let both: Vec<u64> = mask.iter().zip(&theirs[1..]).map(|(a, b)| a & b).collect();
-        let id = self.u.contexts.borrow_mut().take_lowest(&both).ok_or_else(|| {
-            Error::Arg(format!(
-                "no communicator context left: {MAX_CONTEXTS} exist at once on some member"
-            ))
-        })?;
+        let id = self
+            .u
+            .contexts
+            .borrow_mut()
+            .take_lowest(&free)
+            .ok_or_else(no_context_left)?;
         let me = self.u.rt.borrow().rank();
         let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
         Ok(Comm {

@@ -11,6 +11,7 @@ pub mod control;
 pub mod dial;
 pub mod engine;
 pub mod handshake;
+pub mod hex;
 pub mod matching;
 pub mod punch;
 pub mod reliable;

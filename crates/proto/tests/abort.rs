@@ -1,35 +1,15 @@
 //! MPI_Abort passed on among the ranks (ABORT frames): what one engine sends and hears.
 
-use pontoon_proto::wire::data::{DataHeader, DataRepr};
-use pontoon_proto::{Caps, Endpoint, EngineConfig, Output};
+mod common;
 
-const LANE: Caps = Caps {
-    latency_ns: 1000,
-    bandwidth: 1 << 30,
-    max_frame: 1 << 16,
-    max_eager: 4096,
-    reliable: true,
-    ordered: true,
-    node_local: false,
-    relayed: false,
-    raw: false,
-    datagram: 0,
-};
+use common::{engine, KERNEL_LANE};
+use pontoon_proto::wire::data::{DataHeader, DataRepr};
+use pontoon_proto::{Endpoint, Output};
 
 /// Rank 1 of 3, with a lane to rank 0 only.
 fn rank_one() -> Endpoint {
-    let mut ep = Endpoint::new(
-        1,
-        3,
-        EngineConfig {
-            eager_limit: 4096,
-            wan_eager_limit: 4096,
-            frag_size: 1 << 16,
-            lane_queue: 1 << 17,
-            unexpected_cap: 1 << 20,
-        },
-    );
-    ep.handle_lane_up(0, LANE).unwrap();
+    let mut ep = engine(1, 3, 1 << 20);
+    ep.handle_lane_up(0, KERNEL_LANE).unwrap();
     ep
 }
 

@@ -2,6 +2,8 @@
 //! loses its fragments in flight; they go again on the lanes left, and the message
 //! arrives whole.
 
+mod common;
+
 use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
 use pontoon_proto::Failure;
 
@@ -131,38 +133,16 @@ fn losing_the_control_lane_fails_the_peer_instead_of_hanging() {
 mod replay {
     //! The engine's side of a control lane's replay: a MATCH whose payload a broken lane
     //! cut off, sent again from the sender's copy.
+    use super::common::{engine, KERNEL_LANE};
     use pontoon_proto::wire::data::{DataRepr, Envelope};
-    use pontoon_proto::{Caps, Endpoint, EngineConfig, LaneLoss, Output, PayloadDest};
+    use pontoon_proto::{Caps, Endpoint, LaneLoss, Output, PayloadDest};
 
     fn endpoint() -> Endpoint {
-        let mut ep = Endpoint::new(
-            1,
-            2,
-            EngineConfig {
-                eager_limit: 4096,
-                wan_eager_limit: 4096,
-                frag_size: 1 << 16,
-                lane_queue: 1 << 17,
-                unexpected_cap: 1 << 20,
-            },
-        );
+        let mut ep = engine(1, 2, 1 << 20);
         ep.handle_lane_up(0, KERNEL_LANE).unwrap();
         ep.handle_lane_up(0, KERNEL_LANE).unwrap();
         ep
     }
-
-    const KERNEL_LANE: Caps = Caps {
-        latency_ns: 1000,
-        bandwidth: 1 << 30,
-        max_frame: 1 << 16,
-        max_eager: 4096,
-        reliable: true,
-        ordered: true,
-        node_local: false,
-        relayed: false,
-        raw: false,
-        datagram: 0,
-    };
 
     fn matched(seq: u32, len: u64) -> DataRepr {
         DataRepr::Match {

@@ -1,9 +1,11 @@
 //! Flow control of eager messages in the simulator: the memory a rank holds for
 //! messages nobody has asked for yet stays under its cap, and everything completes.
 
+mod common;
+
+use pontoon_proto::eager_cost;
 use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
 use pontoon_proto::wire::data::{DataRepr, Envelope};
-use pontoon_proto::{eager_cost, Endpoint, EngineConfig};
 
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng::new(seed);
@@ -94,17 +96,7 @@ fn credit_comes_back_while_messages_are_received() {
 
 #[test]
 fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
-    let mut ep = Endpoint::new(
-        1,
-        2,
-        EngineConfig {
-            eager_limit: 4096,
-            wan_eager_limit: 4096,
-            frag_size: 1 << 16,
-            lane_queue: 1 << 17,
-            unexpected_cap: 2 * eager_cost(4096),
-        },
-    );
+    let mut ep = common::engine(1, 2, 2 * eager_cost(4096));
     let env = |seq| Envelope {
         ctx: 0,
         src: 0,

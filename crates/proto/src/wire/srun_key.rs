@@ -18,6 +18,8 @@
 //! line, which other users see): `pontoon-srun-order 1 JOB SECRET SIZE WAIT PORT,PORT…`,
 //! WAIT being the seconds every rank has to connect.
 
+use crate::hex::hex;
+
 /// Longest line either side sends or accepts (a credential of a 300-byte grant is
 /// about 600 bytes).
 pub const MAX_LINE: usize = 2048;
@@ -243,20 +245,9 @@ fn end<'a>(mut words: impl Iterator<Item = &'a str>, what: &'static str) -> Resu
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn unhex<const N: usize>(word: Option<&str>, what: &'static str) -> Result<[u8; N], KeyLineError> {
     let word = word.ok_or(err(what, "too few words"))?;
-    if word.len() != 2 * N {
-        return Err(err(what, "a hex field has the wrong length"));
-    }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&word[2 * i..2 * i + 2], 16).map_err(|_| err(what, "not hex"))?;
-    }
-    Ok(out)
+    crate::hex::unhex(word).ok_or(err(what, "a hex field is not 2N hex digits"))
 }
 
 #[cfg(test)]
@@ -313,6 +304,7 @@ mod tests {
             good.replace("0101", "01g1"),
             good.replace('\n', " extra\n"),
             good.replace("0202", "02"),
+            good.replace("0101", "+1"),
             format!("{}\u{7f}", good.trim_end()),
             "x".repeat(MAX_LINE + 1),
         ] {

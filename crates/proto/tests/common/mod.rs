@@ -1,0 +1,34 @@
+//! What the engine tests that drive one `Endpoint` by hand share.
+#![allow(dead_code)] // each test binary uses its part
+
+use pontoon_proto::{Caps, Endpoint, EngineConfig};
+
+/// A kernel TCP lane as the engine sees it.
+pub const KERNEL_LANE: Caps = Caps {
+    latency_ns: 1000,
+    bandwidth: 1 << 30,
+    max_frame: 1 << 16,
+    max_eager: 4096,
+    reliable: true,
+    ordered: true,
+    node_local: false,
+    relayed: false,
+    raw: false,
+    datagram: 0,
+};
+
+/// Rank `rank` of `size`, eager up to 4 KiB, holding at most `unexpected_cap` bytes of
+/// unexpected eager messages; no lanes yet.
+pub fn engine(rank: u32, size: u32, unexpected_cap: u64) -> Endpoint {
+    Endpoint::new(
+        rank,
+        size,
+        EngineConfig {
+            eager_limit: 4096,
+            wan_eager_limit: 4096,
+            frag_size: 1 << 16,
+            lane_queue: 1 << 17,
+            unexpected_cap,
+        },
+    )
+}
