@@ -91,6 +91,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("types", &[1, 2]),
         ("grequest", &[1, 3]),
         ("inter", &[1, 2, 3, 5]),
+        ("intercoll", &[1, 2, 3, 4, 5]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);

@@ -7,15 +7,17 @@ use pontoon::{Comm, DataMut, Datatype, Rank};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
+use crate::intercolls;
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
+use crate::requests::blocking;
 use crate::state::mpi;
 
 /// A root argument, checked against the communicator.
 pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
     if c.is_inter() {
         // A root on an intercommunicator is MPI_ROOT, MPI_PROC_NULL or a remote rank:
-        // only the rooted collectives that take those get here with one.
+        // the collectives that take those go to `intercolls` before this.
         return Err(pontoon::coll::not_on_intercomms().into());
     }
     if root < 0 || root as u32 >= c.size() {
@@ -44,10 +46,9 @@ mpi_fn! {
     fn MPI_Barrier(comm: MPI_Comm) on comm {
         let c = mpi()?.comm(comm)?;
         if c.is_inter() {
-            c.inter_barrier()?;
-        } else {
-            c.barrier()?;
+            return blocking(|r| intercolls::barrier(comm, r));
         }
+        c.barrier()?;
         Ok(())
     }
 }
@@ -56,12 +57,10 @@ mpi_fn! {
     fn MPI_Bcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let dt = m.committed(datatype)?;
         if c.is_inter() {
-            let root = crate::comms::inter_root(&c, root)?;
-            let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
-            return Ok(c.inter_bcast_data(&mut d, root)?);
+            return blocking(|r| intercolls::bcast(buffer, n, datatype, root, comm, r));
         }
+        let dt = m.committed(datatype)?;
         let root = root_rank(&c, root)?;
         let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
         c.bcast_data(&mut d, root)?;
@@ -73,6 +72,9 @@ mpi_fn! {
     fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return blocking(|r| intercolls::reduce(sendbuf, recvbuf, n, datatype, op, Some(root), comm, r));
+        }
         let dt = m.committed(datatype)?;
         let op = m.op(op)?;
         let root = root_rank(&c, root)?;
@@ -92,16 +94,15 @@ mpi_fn! {
     fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return blocking(|r| intercolls::reduce(sendbuf, recvbuf, n, datatype, op, None, comm, r));
+        }
         let dt = m.committed(datatype)?;
         let op = m.op(op)?;
         let n = count(n as i64, "count")?;
         let send = if in_place(sendbuf) { None } else { Some(data(sendbuf, n, &dt)?) };
         let mut recv = data_mut(recvbuf, n, &dt)?;
-        match (c.is_inter(), &send) {
-            (true, None) => return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is not allowed on an intercommunicator"),
-            (true, Some(s)) => c.inter_allreduce_data(s, &mut recv, &op)?,
-            (false, _) => c.allreduce_data(send.as_ref(), &mut recv, &op)?,
-        }
+        c.allreduce_data(send.as_ref(), &mut recv, &op)?;
         Ok(())
     }
 }
@@ -138,6 +139,13 @@ unsafe fn gather_like(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
+    if c.is_inter() {
+        return blocking(|r| unsafe {
+            intercolls::blocks_of(
+                sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r, which,
+            )
+        });
+    }
     let root = root.map(|r| root_rank(&c, r)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank());
     let p = c.size() as u64;
@@ -224,8 +232,9 @@ pub(crate) fn significant_counts(
     Ok((one(send, "sendcount")?, one(recv, "recvcount")?))
 }
 
-#[derive(Clone, Copy)]
-enum Which {
+/// Which of the collectives with one block size per side.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
     Gather,
     Scatter,
     Allgather,
@@ -246,18 +255,6 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        if c.is_inter() {
-            if in_place(sendbuf) {
-                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is not allowed on an intercommunicator");
-            }
-            let (st, rt) = (m.committed(sendtype)?, m.committed(recvtype)?);
-            let send = data(sendbuf, count(sendcount as i64, "sendcount")?, &st)?;
-            let blocks = count(recvcount as i64, "recvcount")? * u64::from(c.remote_size()?);
-            let mut recv = data_mut(recvbuf, blocks, &rt)?;
-            return Ok(c.inter_allgather_data(&send, &mut recv)?);
-        }
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Allgather)
     }
 }

@@ -24,6 +24,7 @@ mod errors;
 mod grequest;
 mod handles;
 mod info;
+mod intercolls;
 mod mprobe;
 mod nbcolls;
 mod neighbor;

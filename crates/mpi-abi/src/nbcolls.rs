@@ -11,7 +11,8 @@ use pontoon::{Comm, Datatype, Plan};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
-use crate::colls::{in_place, root_rank, significant_counts};
+use crate::colls::{in_place, root_rank, significant_counts, Which};
+use crate::intercolls;
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::{start, Finish, ReqEntry};
@@ -126,6 +127,9 @@ mpi_fn! {
     fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::barrier(comm, request);
+        }
         launch(m, &c, comm, c.plan_barrier(), none(), (none(), None), request)
     }
 }
@@ -134,6 +138,9 @@ mpi_fn! {
     fn MPI_Ibcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::bcast(buffer, n, datatype, root, comm, request);
+        }
         let dt = m.committed(datatype)?;
         let n = count(n as i64, "count")?;
         let root = root_rank(&c, root)?;
@@ -147,6 +154,9 @@ mpi_fn! {
     fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, Some(root), comm, request);
+        }
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
         let n = count(n as i64, "count")?;
         let root = root_rank(&c, root)?;
@@ -162,6 +172,9 @@ mpi_fn! {
     fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, None, comm, request);
+        }
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
         let n = count(n as i64, "count")?;
         let ip = in_place(sendbuf);
@@ -169,14 +182,6 @@ mpi_fn! {
         let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
         launch(m, &c, comm, plan, inp, output(recvbuf, n, &dt, ip)?, request)
     }
-}
-
-#[derive(Clone, Copy)]
-enum Which {
-    Gather,
-    Scatter,
-    Allgather,
-    Alltoall,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -194,6 +199,14 @@ unsafe fn start_gather_like(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
+    if c.is_inter() {
+        // SAFETY: the caller's buffers, untouched until completion.
+        return unsafe {
+            intercolls::blocks_of(
+                sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, which,
+            )
+        };
+    }
     let p = c.size() as u64;
     let root = root.map(|r| root_rank(&c, r)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank());
@@ -319,6 +332,9 @@ mpi_fn! {
     fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+        }
         let root = root_rank(&c, root)?;
         let ip = in_place(sendbuf);
         let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
@@ -336,6 +352,9 @@ mpi_fn! {
     fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+        }
         let root = root_rank(&c, root)?;
         let at_root = c.rank() == root;
         let (inp, bl) = if at_root {
@@ -362,6 +381,9 @@ mpi_fn! {
     fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+        }
         let ip = in_place(sendbuf);
         let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
         let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
@@ -378,6 +400,13 @@ unsafe fn start_alltoall_pieces(
     recv: Pieces,
     request: *mut MPI_Request,
 ) -> Res {
+    if c.is_inter() {
+        let Some(send) = send else {
+            return intercolls::not_in_place(&[MPI_IN_PLACE as *const c_void]);
+        };
+        // SAFETY: the caller's buffers, untouched until completion.
+        return unsafe { intercolls::alltoall_pieces(comm, send, recv, request) };
+    }
     let sblocks = send.as_ref().map(blocks);
     let plan = c.plan_alltoallv(sblocks.as_deref(), &blocks(&recv))?;
     // SAFETY: the caller's buffers, untouched until completion.
@@ -393,7 +422,7 @@ mpi_fn! {
     fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.size() as usize;
+        let p = c.peer_size() as usize;
         let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
         let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
         start_alltoall_pieces(m, &c, comm, send, recv, request)
@@ -404,7 +433,7 @@ mpi_fn! {
     fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.size() as usize;
+        let p = c.peer_size() as usize;
         let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
         let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
         start_alltoall_pieces(m, &c, comm, send, recv, request)
@@ -422,6 +451,10 @@ unsafe fn start_reduce_scatter(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
+    if c.is_inter() {
+        // SAFETY: the caller's buffers, untouched until completion.
+        return unsafe { intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request) };
+    }
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
     let total: u64 = counts.iter().sum();
     let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);

@@ -13,20 +13,13 @@ use crate::abi::*;
 use crate::boundary::{count, out, Fail, Res};
 use crate::mpi_fn;
 use crate::nbcolls::{blocks, input, launch, output, pieces_output};
-use crate::requests::wait_one;
+use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
 use crate::vcolls::Pieces;
 
 /// `k` blocks of `bytes` back to back.
 fn equal(k: usize, bytes: usize) -> Vec<(usize, usize)> {
     (0..k).map(|i| (i * bytes, bytes)).collect()
-}
-
-/// Runs a non-blocking start to completion (the blocking forms).
-fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
-    let mut req = MPI_REQUEST_NULL;
-    start(&mut req)?;
-    wait_one(mpi()?, &mut req, std::ptr::null_mut())
 }
 
 /// The communicator, its number of sources (receive blocks) and of destinations (send

@@ -31,9 +31,25 @@ fn at<T>(v: &Option<Vec<T>>) -> *const T {
     v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
 }
 
-/// The entries of a collective's arrays: one per rank.
+/// The entries of a collective's arrays: one per rank (of the remote group on an
+/// intercommunicator).
 fn entries(comm: MPI_Comm) -> Result<usize, Fail> {
-    Ok(mpi()?.comm(comm)?.size() as usize)
+    Ok(mpi()?.comm(comm)?.peer_size() as usize)
+}
+
+/// The entries of a rooted collective's arrays: none except at the root (`MPI_ROOT` on
+/// an intercommunicator).
+fn root_entries(comm: MPI_Comm, root: c_int) -> Result<usize, Fail> {
+    let c = mpi()?.comm(comm)?;
+    let at_root = match c.is_inter() {
+        true => root == MPI_ROOT,
+        false => c.rank() as c_int == root,
+    };
+    if at_root {
+        entries(comm)
+    } else {
+        Ok(0)
+    }
 }
 
 /// The entries of a neighbourhood collective's arrays: `(receive side: one per source,
@@ -147,7 +163,7 @@ mpi_fn! {
     fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
-        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm)? } else { 0 };
+        let n = root_entries(comm, root)?;
         let recvcounts = keep(recvcounts, n)?;
         let displs = keep(displs, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
@@ -207,7 +223,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        let n = entries(comm)?;
+        // One count per rank of this group, on an intercommunicator too.
+        let n = mpi()?.comm(comm)?.size() as usize;
         let recvcounts = keep(recvcounts, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
     }
@@ -231,7 +248,7 @@ mpi_fn! {
     fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
-        let n = if mpi()?.comm(comm)?.rank() as c_int == root { entries(comm)? } else { 0 };
+        let n = root_entries(comm, root)?;
         let sendcounts = keep(sendcounts, n)?;
         let displs = keep(displs, n)?;
         persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))

@@ -55,6 +55,13 @@ pub struct Unpack {
     pub dt: Datatype,
 }
 
+/// Runs a non-blocking start to completion (blocking forms built on non-blocking ones).
+pub(crate) fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
+    let mut req = MPI_REQUEST_NULL;
+    start(&mut req)?;
+    wait_one(mpi()?, &mut req, std::ptr::null_mut())
+}
+
 /// Gives `entry` a handle in `*request`.
 pub fn start(m: &Mpi, request: &mut MPI_Request, entry: ReqEntry) -> Res {
     *request = m

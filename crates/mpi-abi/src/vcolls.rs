@@ -10,8 +10,10 @@ use pontoon::{Comm, Datatype, Input};
 use crate::abi::*;
 use crate::boundary::{count, fail, slice, Fail, Res};
 use crate::colls::{in_place, root_rank};
+use crate::intercolls;
 use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
+use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
 
 /// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.
@@ -158,6 +160,9 @@ mpi_fn! {
     fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return blocking(|r| intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, r));
+        }
         let root = root_rank(&c, root)?;
         let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
@@ -176,6 +181,9 @@ mpi_fn! {
     fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return blocking(|r| intercolls::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, r));
+        }
         let root = root_rank(&c, root)?;
         let at_root = c.rank() == root;
         let (packed, counts, offsets) = if at_root {
@@ -205,6 +213,9 @@ mpi_fn! {
     fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
+        if c.is_inter() {
+            return blocking(|r| intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r));
+        }
         let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
         let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
         let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
@@ -215,7 +226,13 @@ mpi_fn! {
 }
 
 /// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
-unsafe fn alltoall_pieces(c: &Comm, send: Option<Pieces>, recv: Pieces) -> Res {
+unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: Pieces) -> Res {
+    if c.is_inter() {
+        let Some(send) = send else {
+            return intercolls::not_in_place(&[MPI_IN_PLACE as *const c_void]);
+        };
+        return blocking(move |r| unsafe { intercolls::alltoall_pieces(comm, send, recv, r) });
+    }
     // SAFETY (both blocks): the caller's buffers, which hold the pieces they describe.
     let mut out = if send.is_none() {
         unsafe { recv.pack()? }
@@ -243,10 +260,10 @@ mpi_fn! {
     fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.size() as usize;
+        let p = c.peer_size() as usize;
         let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
         let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
-        alltoall_pieces(&c, send, recv)
+        alltoall_pieces(&c, comm, send, recv)
     }
 }
 
@@ -254,10 +271,10 @@ mpi_fn! {
     fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.size() as usize;
+        let p = c.peer_size() as usize;
         let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
         let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
-        alltoall_pieces(&c, send, recv)
+        alltoall_pieces(&c, comm, send, recv)
     }
 }
 
@@ -285,6 +302,11 @@ unsafe fn reduce_scatter(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
+    if c.is_inter() {
+        return blocking(move |r| unsafe {
+            intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, r)
+        });
+    }
     let dt = m.committed(datatype)?;
     let op = m.op(op)?;
     let total: u64 = counts.iter().sum();

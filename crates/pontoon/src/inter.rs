@@ -3,22 +3,15 @@
 //! the local group's (MPI 4.1 §7.6).
 //!
 //! Each side keeps its own group as an intracommunicator of its own context (`local`),
-//! on which the intercommunicator's collectives and merge run their local steps; the
-//! two sides' leaders (local rank 0) meet on the intercommunicator's collective context.
-//! Collectives on intercommunicators: barrier, bcast, allreduce and allgather; the others
-//! say they are not supported yet.
+//! on which dup, split and merge agree on contexts; the two sides' leaders (local rank
+//! 0) meet on the intercommunicator's collective context. The collectives are schedules
+//! over both groups (`coll::inter`).
 
 use std::rc::Rc;
 
 use crate::comm::{new_comm_data, no_context_left, ranks_by_world, CommData, UNDEFINED};
 use crate::group::Group;
-use crate::{Comm, Data, DataMut, Datatype, Error, Op, Rank, Result};
-
-/// The tag of every message between the groups on the intercommunicator's collective
-/// context. Its collectives are blocking and called in the same order everywhere, and
-/// messages between two processes do not overtake each other: one tag keeps them
-/// apart, whichever processes of a group take part (a bcast's root need not be a leader).
-const ACROSS: i32 = 0;
+use crate::{Comm, Datatype, Error, Op, Rank, Result};
 
 /// The other side of an intercommunicator.
 pub(crate) struct Remote {
@@ -27,6 +20,9 @@ pub(crate) struct Remote {
     pub(crate) by_world: Vec<u32>,
     /// This side's own members as an intracommunicator.
     pub(crate) local: Rc<CommData>,
+    /// The job ranks of this group then of the remote group: whom the collectives'
+    /// schedules name.
+    pub(crate) both: Rc<[Rank]>,
 }
 
 /// Who an intercommunicator's bcast is rooted at, as each process sees it.
@@ -147,6 +143,7 @@ impl<'u> Comm<'u> {
         drop(pool);
         let me = self.u.rt.borrow().rank();
         let world = self.u.world_size();
+        let both = local.iter().chain(&remote).copied().collect();
         let local_group = Group::new(local, me);
         let remote = Group::new(remote, me);
         let own = new_comm_data(local_group.clone(), local_id, world, "", false);
@@ -155,6 +152,7 @@ impl<'u> Comm<'u> {
             by_world: ranks_by_world(&remote, world),
             group: remote,
             local: Rc::new(own),
+            both,
         });
         Ok(Comm {
             u: self.u,
@@ -162,10 +160,10 @@ impl<'u> Comm<'u> {
         })
     }
 
-    /// The two leaders swap `send` for `recv`.
-    fn leaders_swap<T: bytemuck::Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+    /// The two leaders swap `send` for `recv` with `tag`.
+    fn leaders_swap(&self, send: &[u64], recv: &mut [u64], tag: i32) -> Result<()> {
         let remote_leader = self.remote()?.group.members()[0];
-        let (ctx, tag) = (self.coll_ctx(), ACROSS);
+        let ctx = self.coll_ctx();
         let mut rt = self.u.rt.borrow_mut();
         runtime::mem::lend(bytemuck::cast_slice(send), |sb| {
             runtime::mem::lend_mut(bytemuck::cast_slice_mut(recv), |rb| {
@@ -184,8 +182,10 @@ impl<'u> Comm<'u> {
     fn swap_across(&self, ours: &[u64], len: usize) -> Result<Vec<u64>> {
         let local = self.local()?;
         let mut theirs = vec![0u64; len];
+        // Every member takes the tag, so that the next collective's agrees at both sides.
+        let tag = self.next_coll_tag();
         if local.rank() == 0 {
-            self.leaders_swap(ours, &mut theirs)?;
+            self.leaders_swap(ours, &mut theirs, tag)?;
         }
         local.bcast(&mut theirs, 0)?;
         Ok(theirs)
@@ -271,105 +271,18 @@ impl<'u> Comm<'u> {
         })
     }
 
-    /// Returns once every process of both groups has entered it (MPI_Barrier).
-    pub fn inter_barrier(&self) -> Result<()> {
-        let local = self.local()?;
-        local.barrier()?;
-        if local.rank() == 0 {
-            self.leaders_swap::<u8>(&[], &mut [])?;
-        }
-        local.barrier()
-    }
-
-    /// MPI_Bcast on an intercommunicator: the root's `buf` reaches every process of the
-    /// other group.
-    pub fn inter_bcast(&self, buf: &mut [u8], root: InterRoot) -> Result<()> {
-        match root {
-            InterRoot::ElsewhereHere => Ok(()),
-            InterRoot::Here => {
-                let leader = self.remote()?.group.members()[0];
-                let mut rt = self.u.rt.borrow_mut();
-                let (ctx, tag) = (self.coll_ctx(), ACROSS);
-                runtime::mem::lend(buf, |b| {
-                    let s = rt.isend(b.clone(), leader, ctx, tag, false);
-                    rt.wait(s)?.0.map(drop).map_err(Error::from)
-                })
-            }
-            InterRoot::Remote(r) => {
-                let local = self.local()?;
-                if local.rank() == 0 {
-                    let root = self.world_rank(r)?;
-                    let (ctx, tag) = (self.coll_ctx(), ACROSS);
-                    let mut rt = self.u.rt.borrow_mut();
-                    runtime::mem::lend_mut(&mut *buf, |b| {
-                        let id = rt.irecv(b.clone(), root as i32, ctx, tag);
-                        crate::status(rt.wait(id)?.0).map(drop)
-                    })?;
-                }
-                local.bcast(buf, 0)
-            }
-        }
-    }
-
-    /// MPI_Allreduce on an intercommunicator: each group gets the other group's
-    /// reduction of `input`.
-    pub fn inter_allreduce_bytes(&self, input: &[u8], out: &mut [u8], dt: &Datatype, op: &Op) -> Result<()> {
-        let local = self.local()?;
-        let mut ours = vec![0u8; input.len()];
-        local.reduce_bytes(Some(input), &mut ours, dt, op, 0)?;
-        if local.rank() == 0 {
-            self.leaders_swap(&ours, out)?;
-        }
-        local.bcast(out, 0)
-    }
-
-    /// MPI_Allgather on an intercommunicator: each process gets the remote group's
-    /// blocks, in remote rank order.
-    pub fn inter_allgather_bytes(&self, input: &[u8], out: &mut [u8]) -> Result<()> {
-        let local = self.local()?;
-        let mut ours = vec![0u8; input.len() * local.size() as usize];
-        local.gather(input, &mut ours, 0)?;
-        if local.rank() == 0 {
-            self.leaders_swap(&ours, out)?;
-        }
-        local.bcast(out, 0)
-    }
-
-    /// [`Comm::inter_bcast`] with any datatype.
-    pub fn inter_bcast_data(&self, buf: &mut DataMut, root: InterRoot) -> Result<()> {
-        buf.with_whole(root == InterRoot::Here, |p| self.inter_bcast(p, root))
-    }
-
-    /// [`Comm::inter_allreduce_bytes`] with any datatype (no MPI_IN_PLACE on an
-    /// intercommunicator).
-    pub fn inter_allreduce_data(&self, send: &Data, recv: &mut DataMut, op: &Op) -> Result<()> {
-        let input = send.packed()?;
-        let dt = recv.dt.clone();
-        recv.with_whole(false, |out| {
-            if out.len() != input.len() {
-                return Err(Error::Arg(
-                    "allreduce: send and receive sides differ in size".into(),
-                ));
-            }
-            self.inter_allreduce_bytes(&input, out, &dt, op)
-        })
-    }
-
-    /// [`Comm::inter_allgather_bytes`] with any datatypes: `recv` holds one block per
-    /// remote rank.
-    pub fn inter_allgather_data(&self, send: &Data, recv: &mut DataMut) -> Result<()> {
-        let input = send.packed()?;
-        let remote = self.remote_size()? as usize;
-        recv.with_whole(false, |out| {
-            if out.len() != input.len() * remote {
-                return Err(Error::Arg(format!(
-                    "allgather: {} bytes sent per rank, but the receive side holds {} bytes for {remote} \
-                     remote ranks",
-                    input.len(),
-                    out.len()
-                )));
-            }
-            self.inter_allgather_bytes(&input, out)
-        })
+    /// Runs `what` on this intercommunicator to the end (MPI_Barrier, MPI_Bcast, … on
+    /// an intercommunicator): `input` and `output` are packed bytes as
+    /// [`InterColl`](crate::coll::InterColl) describes them; `reduction` for the
+    /// reducing ones.
+    pub fn inter_collective(
+        &self,
+        what: &crate::coll::InterColl,
+        reduction: Option<(&Op, &Datatype)>,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<()> {
+        let plan = self.plan_inter(what, reduction)?;
+        self.run_plan(plan, input, output)
     }
 }

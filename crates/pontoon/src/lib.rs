@@ -30,7 +30,7 @@ pub mod op;
 pub mod topo;
 
 pub use attr::{CopyFn, DeleteFn, Keyval};
-pub use coll::{CollPending, CollRequest, Input, Plan};
+pub use coll::{CollPending, CollRequest, Input, InterColl, Plan};
 pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
 pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};

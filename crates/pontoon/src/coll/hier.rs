@@ -131,7 +131,7 @@ impl Levels {
 /// Appends `part` — a schedule built for the ranks of `group`, its rank i being
 /// `group[i]` — to `s`, to run once everything in `s` completed; `part`'s input and
 /// output buffers are `bufs`, its temporaries new ones of `s`.
-fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufId; 2]) {
+pub(super) fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufId; 2]) {
     let base = s.temps.len() as BufId;
     let buf = |b: BufId| {
         if b == INPUT || b == OUTPUT {

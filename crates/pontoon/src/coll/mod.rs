@@ -6,6 +6,9 @@ pub mod algos;
 mod choose;
 mod direct;
 pub(crate) mod hier;
+mod inter;
+#[cfg(test)]
+mod inter_tests;
 mod nonblocking;
 mod plans;
 pub mod schedule;
@@ -21,6 +24,7 @@ use crate::datatype::{Datatype, Equivalence};
 use crate::op::Op;
 use crate::{Error, Rank, Result};
 use algos::Shape;
+pub use inter::{InterColl, Sides};
 pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};
 pub use plans::{CollPending, Plan};
@@ -106,13 +110,30 @@ fn bytes_mut<T: bytemuck::Pod>(v: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(v)
 }
 
-/// What a collective that intercommunicators do not have yet says.
+/// What a collective that intercommunicators do not have says.
 pub fn not_on_intercomms() -> Error {
     Error::Arg(
-        "this collective is not supported on intercommunicators yet (barrier, bcast, allreduce and \
-         allgather are); merge the intercommunicator (MPI_Intercomm_merge) and use it there"
+        "this collective is not defined on intercommunicators (MPI 4.1 §6.2.2: scans and \
+         neighbourhood collectives are not); merge the intercommunicator (MPI_Intercomm_merge) \
+         and use it there"
             .into(),
     )
+}
+
+impl Comm<'_> {
+    /// The job ranks a schedule's ranks name: this communicator's members, or on an
+    /// intercommunicator its own group then the remote group (`across`: the schedule
+    /// was built so). A schedule built for the other kind fails here.
+    pub(crate) fn sched_members(&self, across: bool) -> Result<Rc<[Rank]>> {
+        match (across, &self.d.remote) {
+            (false, None) => Ok(self.d.group.shared_members()),
+            (true, Some(remote)) => Ok(remote.both.clone()),
+            (false, Some(_)) => Err(not_on_intercomms()),
+            (true, None) => Err(Error::Arg(
+                "a collective planned for an intercommunicator was started on an intracommunicator".into(),
+            )),
+        }
+    }
 }
 
 /// Where a collective's input comes from.
@@ -161,7 +182,7 @@ impl<'u> Comm<'u> {
         self.u.tuning
     }
 
-    /// Runs `sched` to the end on lent memory.
+    /// Runs `sched`, built for an intracommunicator, to the end on lent memory.
     pub(crate) fn run_blocking(
         &self,
         sched: impl Into<Rc<Schedule>>,
@@ -169,15 +190,28 @@ impl<'u> Comm<'u> {
         output: &mut [u8],
         op: Option<(Op, Datatype)>,
     ) -> Result<()> {
-        if self.is_inter() {
-            return Err(not_on_intercomms());
-        }
-        let sched = sched.into();
+        self.run_sched(sched.into(), false, input, output, op)
+    }
+
+    /// Runs `plan` to the end on lent memory.
+    pub fn run_plan(&self, plan: Plan, input: &[u8], output: &mut [u8]) -> Result<()> {
+        self.run_sched(Rc::new(plan.sched), plan.across, input, output, plan.op)
+    }
+
+    fn run_sched(
+        &self,
+        sched: Rc<Schedule>,
+        across: bool,
+        input: &[u8],
+        output: &mut [u8],
+        op: Option<(Op, Datatype)>,
+    ) -> Result<()> {
+        let members = self.sched_members(across)?;
         let tag = self.next_coll_tag();
         let mut rt = self.u.rt.borrow_mut();
         if direct::fits(&sched) {
             let peers = direct::Peers {
-                members: self.d.group.members(),
+                members: &members,
                 ctx: self.coll_ctx(),
                 tag,
             };
@@ -185,7 +219,7 @@ impl<'u> Comm<'u> {
         }
         let mut p2p = RtP2p {
             rt: &mut rt,
-            members: self.d.group.members(),
+            members: &members,
             ctx: self.coll_ctx(),
             tag,
         };

@@ -153,15 +153,16 @@ impl<'u> Comm<'u> {
         input: Buffer,
         output: Buffer,
         op: Option<(Op, crate::Datatype)>,
+        across: bool,
     ) -> Rc<RefCell<Started>> {
-        // On an intercommunicator the request fails at once (blocking ones fail too).
-        let (run, result) = match self.is_inter() {
-            false => (Some(Running::new(sched, input, output, op)), None),
-            true => (None, Some(Err(super::not_on_intercomms()))),
+        // Planned for the other kind of communicator: the request fails at once.
+        let (run, result, members) = match self.sched_members(across) {
+            Ok(m) => (Some(Running::new(sched, input, output, op)), None, m),
+            Err(e) => (None, Some(Err(e)), self.d.group.shared_members()),
         };
         let state = Rc::new(RefCell::new(Started {
             run,
-            members: self.d.group.shared_members(),
+            members,
             ctx: self.coll_ctx(),
             tag: self.next_coll_tag(),
             result,
@@ -181,7 +182,13 @@ impl<'u> Comm<'u> {
         output: Vec<T>,
         op: Option<(Op, crate::Datatype)>,
     ) -> CollRequest<'u, T> {
-        let state = self.start_schedule(sched, Buffer::owned_pod(input), Buffer::owned_pod(output), op);
+        let state = self.start_schedule(
+            sched,
+            Buffer::owned_pod(input),
+            Buffer::owned_pod(output),
+            op,
+            false,
+        );
         CollRequest {
             comm: self.clone(),
             state,

@@ -23,10 +23,16 @@ use crate::{Error, Rank, Result};
 pub struct Plan {
     pub(crate) sched: Schedule,
     pub(crate) op: Option<(Op, Datatype)>,
+    /// Planned for an intercommunicator (its ranks name both groups).
+    pub(crate) across: bool,
 }
 
 fn plain(sched: Schedule) -> Plan {
-    Plan { sched, op: None }
+    Plan {
+        sched,
+        op: None,
+        across: false,
+    }
 }
 
 fn reducing(sched: Schedule, op: &Op, dt: &Datatype) -> Result<Plan> {
@@ -34,6 +40,7 @@ fn reducing(sched: Schedule, op: &Op, dt: &Datatype) -> Result<Plan> {
     Ok(Plan {
         sched,
         op: Some((op.clone(), dt.clone())),
+        across: false,
     })
 }
 
@@ -233,7 +240,7 @@ impl<'u> Comm<'u> {
     pub fn start_plan(&self, plan: Plan, input: Buffer, output: Buffer) -> CollPending<'u> {
         CollPending {
             comm: self.clone(),
-            state: self.start_schedule(plan.sched, input, output, plan.op),
+            state: self.start_schedule(plan.sched, input, output, plan.op, plan.across),
         }
     }
 }

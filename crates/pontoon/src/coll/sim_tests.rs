@@ -25,16 +25,20 @@ type SimReq = (u64, Option<Buffer>);
 struct SimRank<'a> {
     sim: &'a mut Sim,
     rank: u32,
+    /// The simulator rank of each rank the schedule names.
+    members: &'a [u32],
 }
 
 impl P2p for SimRank<'_> {
     type Req = SimReq;
     fn isend(&mut self, peer: u32, data: Buffer) -> Result<Self::Req> {
         let v = data.slice(0, data.len() as u64).to_vec();
-        Ok((self.sim.isend(self.rank, peer, CTX, TAG, v, false), None))
+        let to = self.members[peer as usize];
+        Ok((self.sim.isend(self.rank, to, CTX, TAG, v, false), None))
     }
     fn irecv(&mut self, peer: u32, into: Buffer) -> Result<Self::Req> {
-        let id = self.sim.irecv(self.rank, peer as i32, CTX, TAG, into.len());
+        let from = self.members[peer as usize] as i32;
+        let id = self.sim.irecv(self.rank, from, CTX, TAG, into.len());
         Ok((id, Some(into)))
     }
     fn poll(&mut self, pending: &mut Vec<Self::Req>) -> Result<()> {
@@ -81,6 +85,20 @@ fn run(
     op: Option<(Op, Datatype)>,
     seed: u64,
 ) -> Vec<Vec<u8>> {
+    let all: Vec<u32> = (0..p).collect();
+    let build = |r| (build(Shape { rank: r, size: p }), all.clone());
+    run_named(p, build, inputs, outputs, op, seed)
+}
+
+/// [`run`] where each rank's schedule comes with the simulator ranks it names.
+pub(super) fn run_named(
+    p: u32,
+    build: impl Fn(u32) -> (Schedule, Vec<u32>),
+    inputs: &[Vec<u8>],
+    outputs: &[Vec<u8>],
+    op: Option<(Op, Datatype)>,
+    seed: u64,
+) -> Vec<Vec<u8>> {
     let mut sim = Sim::new(SimConfig {
         ranks: p,
         lanes: 1 + (seed % 2) as usize,
@@ -91,9 +109,11 @@ fn run(
         seed,
         ..SimConfig::default()
     });
+    let mut members = Vec::new();
     let mut runs: Vec<Option<Running<SimReq>>> = (0..p)
         .map(|r| {
-            let sched = build(Shape { rank: r, size: p });
+            let (sched, named) = build(r);
+            members.push(named);
             let input = Buffer::owned(inputs[r as usize].clone());
             let output = Buffer::owned(outputs[r as usize].clone());
             Some(Running::new(sched, input, output, op.clone()))
@@ -108,6 +128,7 @@ fn run(
             let mut me = SimRank {
                 sim: &mut sim,
                 rank: r,
+                members: &members[r as usize],
             };
             if run.advance(&mut me, false).expect("no failure in the simulator") {
                 let done = runs[r as usize].take().expect("running");
@@ -122,7 +143,7 @@ fn run(
 }
 
 /// The reductions under test: (op, datatype, element size, commutative).
-fn reduction(kind: u8) -> (Op, Datatype) {
+pub(super) fn reduction(kind: u8) -> (Op, Datatype) {
     match kind % 6 {
         0 => (Op::Sum, Datatype::basic(Basic::I32)),
         1 => (Op::Max, Datatype::basic(Basic::F64)),
@@ -153,7 +174,7 @@ fn matrix_product() -> Op {
 
 /// `count` random elements of the datatype of reduction `kind` (no NaNs; small
 /// values so MINLOC sees ties).
-fn data(kind: u8, count: usize, rng: &mut proto::sim::Rng) -> Vec<u8> {
+pub(super) fn data(kind: u8, count: usize, rng: &mut proto::sim::Rng) -> Vec<u8> {
     let mut v = Vec::new();
     for _ in 0..count {
         match kind % 6 {
@@ -173,7 +194,7 @@ fn data(kind: u8, count: usize, rng: &mut proto::sim::Rng) -> Vec<u8> {
 }
 
 /// Sequential reference: contributions combined in rank order.
-fn fold(op: &Op, dt: &Datatype, parts: &[&[u8]]) -> Vec<u8> {
+pub(super) fn fold(op: &Op, dt: &Datatype, parts: &[&[u8]]) -> Vec<u8> {
     let count = parts[0].len() as u64 / dt.size();
     let mut acc = parts[0].to_vec();
     for x in &parts[1..] {
@@ -184,7 +205,7 @@ fn fold(op: &Op, dt: &Datatype, parts: &[&[u8]]) -> Vec<u8> {
     acc
 }
 
-fn tuning(long: bool) -> Tuning {
+pub(super) fn tuning(long: bool) -> Tuning {
     if long {
         // Tiny switch points: the long-message algorithms on small data.
         Tuning {
