@@ -89,6 +89,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("topo", &[1, 2, 4, 6]),
         ("pcoll", &[1, 2, 3, 5]),
         ("types", &[1, 2]),
+        ("type_extras", &[1, 2]),
         ("grequest", &[1, 3]),
         ("inter", &[1, 2, 3, 5]),
         ("intercoll", &[1, 2, 3, 4, 5]),

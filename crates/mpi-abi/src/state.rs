@@ -88,6 +88,8 @@ pub struct Mpi {
     /// Keyvals the program freed while values set with them remained: those values may
     /// still be read and deleted through them (MPI-4.1 §7.7.2).
     pub retired_keyvals: RefCell<HashMap<i32, Keyval>>,
+    /// Datatype keyvals and attributes (`typeattr`).
+    pub type_attrs: RefCell<crate::typeattr::TypeAttrs>,
     pub messages: RefCell<Slab<crate::mprobe::MessageEntry>>,
 }
 
@@ -130,6 +132,7 @@ impl Mpi {
             errhandlers: RefCell::new(Slab::new(Kind::Errhandler)),
             keyvals: RefCell::new(HashMap::new()),
             retired_keyvals: RefCell::new(HashMap::new()),
+            type_attrs: RefCell::default(),
             messages: RefCell::new(Slab::new(Kind::Message)),
         }));
         MPI.with(|m| m.set(Some(mpi)));

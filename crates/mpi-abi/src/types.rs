@@ -144,7 +144,7 @@ const COMBINER_STRUCT: c_int = 110;
 const COMBINER_RESIZED: c_int = 116;
 
 /// The contents record of a constructor call: `types` are the handles passed.
-fn contents(
+pub(crate) fn contents(
     combiner: c_int,
     ints: Vec<c_int>,
     aints: Vec<MPI_Aint>,
@@ -171,7 +171,11 @@ fn contents(
     }))
 }
 
-fn new_type(made: pontoon::Result<Datatype>, how: Rc<Contents>, newtype: *mut MPI_Datatype) -> Res {
+pub(crate) fn new_type(
+    made: pontoon::Result<Datatype>,
+    how: Rc<Contents>,
+    newtype: *mut MPI_Datatype,
+) -> Res {
     let dt = made.map_err(|e| Fail::new(MPI_ERR_TYPE, e.to_string()))?;
     let h = mpi()?.add_type(dt, how)?;
     // SAFETY: the caller's output pointer, checked by `out`.
@@ -340,7 +344,10 @@ mpi_fn! {
         if let Some(e) = m.types.borrow_mut().get_mut(*newtype) {
             e.committed = committed;
         }
-        Ok(())
+        crate::typeattr::copy_all(m, oldtype, *newtype).inspect_err(|_| {
+            m.types.borrow_mut().remove(*newtype);
+            *newtype = MPI_DATATYPE_NULL;
+        })
     }
 }
 
@@ -367,8 +374,10 @@ mpi_fn! {
         let e = e.ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{:#x} is not a datatype", *h)))?;
         // Operations in flight keep their own handle on the description.
         m.type_by_identity.borrow_mut().remove(&e.dt.identity());
+        // Its attributes go with it; a failing delete callback is this call's error.
+        let deleted = crate::typeattr::delete_all(m, *h);
         *h = MPI_DATATYPE_NULL;
-        Ok(())
+        deleted
     }
 }
 
@@ -448,8 +457,8 @@ mpi_fn! {
 }
 
 const COMBINER_SUBARRAY: c_int = 111;
-const ORDER_C: c_int = 12;
-const ORDER_FORTRAN: c_int = 15;
+pub(crate) const ORDER_C: c_int = 12;
+pub(crate) const ORDER_FORTRAN: c_int = 15;
 
 /// A subarray as nested strided vectors at the right offset, resized to the extent of
 /// the whole array (what MPI_Type_create_subarray describes).
