@@ -93,6 +93,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("grequest", &[1, 3]),
         ("inter", &[1, 2, 3, 5]),
         ("intercoll", &[1, 2, 3, 4, 5]),
+        ("large_count", &[1, 2, 3]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
@@ -104,6 +105,10 @@ fn c_programs_pass_under_pontoon_run() {
             );
         }
     }
+    // One message of more than 2^31 elements (the program skips it, saying so, when the
+    // machine lacks the memory).
+    let out = run_job(2, &dir.join("large_count"), &["huge"]);
+    assert!(out.contains("large_count OK on 2 ranks"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -91,6 +91,8 @@ pub const MPI_ERR_INFO: c_int = 34;
 pub const MPI_ERR_KEYVAL: c_int = 36;
 pub const MPI_ERR_NO_MEM: c_int = 39;
 pub const MPI_ERR_PROC_ABORTED: c_int = 58;
+/// MPI-4: a result too large for the output argument of the form called.
+pub const MPI_ERR_VALUE_TOO_LARGE: c_int = 59;
 pub const MPI_ERR_ERRHANDLER: c_int = 61;
 /// The last predefined error class.
 pub const MPI_ERR_LASTCLASS: c_int = 62;

@@ -167,6 +167,48 @@ pub unsafe fn put_c_string(dst: *mut c_char, cap: usize, s: &str, len: *mut c_in
     Ok(())
 }
 
+/// An integer argument of either width: `int` in the classic forms, `MPI_Count` or
+/// `MPI_Aint` in the large-count `_c` forms.
+pub trait Wide: Copy {
+    fn wide(self) -> i64;
+}
+impl Wide for i32 {
+    fn wide(self) -> i64 {
+        i64::from(self)
+    }
+}
+impl Wide for i64 {
+    fn wide(self) -> i64 {
+        self
+    }
+}
+impl Wide for isize {
+    fn wide(self) -> i64 {
+        self as i64
+    }
+}
+
+/// A size or count given back to C in the width the form has: too large for `int` is an
+/// error that names the `_c` form.
+pub fn fit<T: TryFrom<u64>>(v: u64, what: &str) -> Result<T, Fail> {
+    T::try_from(v).map_err(|_| {
+        Fail::new(
+            MPI_ERR_VALUE_TOO_LARGE,
+            format!("{what} is {v}, more than this form's int holds: call the MPI-4 `_c` form"),
+        )
+    })
+}
+
+/// A signed size (an extent, a bound) given back in the width the form has.
+pub fn fit_signed<T: TryFrom<i64>>(v: i64, what: &str) -> Result<T, Fail> {
+    T::try_from(v).map_err(|_| {
+        Fail::new(
+            MPI_ERR_VALUE_TOO_LARGE,
+            format!("{what} is {v}, more than this form holds: call the MPI-4 `_c` form"),
+        )
+    })
+}
+
 /// A count argument as a length (negative counts are an error).
 pub fn count(n: i64, what: &str) -> Result<u64, Fail> {
     u64::try_from(n).map_err(|_| Fail::new(MPI_ERR_COUNT, format!("`{what}` is negative ({n})")))

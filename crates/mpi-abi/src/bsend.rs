@@ -14,11 +14,11 @@ use std::os::raw::c_int;
 use pontoon::lent::{Buffer, Pending};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, Res};
-use crate::mpi_fn;
+use crate::boundary::{count, fail, fit, out, Res};
 use crate::p2p::{data, empty_status, send_args, SendArgs};
 use crate::requests::{start, wait_buffered, ReqEntry};
 use crate::state::{mpi, Mpi};
+use crate::{mpi_fn, mpi_fn_c};
 
 /// Bytes each buffered message takes beyond its data (the constant of mpi.h).
 const BSEND_OVERHEAD: usize = 512;
@@ -70,9 +70,9 @@ fn reap(owner: Owner) -> usize {
     })
 }
 
-fn attach(owner: Owner, buffer: *mut c_void, size: c_int) -> Res {
+fn attach(owner: Owner, buffer: *mut c_void, size: i64) -> Res {
     mpi()?;
-    let size = count(size as i64, "size")? as usize;
+    let size = count(size, "size")? as usize;
     with(owner, |a| {
         if a.buffer.is_some() {
             return fail(MPI_ERR_BUFFER, "a buffer is attached already: detach it first");
@@ -95,7 +95,7 @@ fn take_in_flight(owner: Owner) -> Vec<Pending<'static>> {
 /// # Safety
 /// `buffer_addr` (a `void **`, as the standard declares it `void *`) and `size` are null
 /// or point to writable memory of their types.
-unsafe fn detach(owner: Owner, buffer_addr: *mut c_void, size: *mut c_int) -> Res {
+unsafe fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: *mut c_void, size: *mut N) -> Res {
     mpi()?;
     // SAFETY: as documented.
     let (addr, size) = unsafe {
@@ -110,7 +110,7 @@ unsafe fn detach(owner: Owner, buffer_addr: *mut c_void, size: *mut c_int) -> Re
     };
     BUFFERS.with(|b| b.borrow_mut().remove(&owner));
     *addr = buf;
-    *size = n as c_int;
+    *size = fit(n as u64, "the buffer's size")?;
     flushed
 }
 
@@ -136,7 +136,7 @@ pub fn forget_comm(m: &Mpi, comm: MPI_Comm) {
 
 unsafe fn bsend(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -187,24 +187,27 @@ unsafe fn bsend(
     Ok(())
 }
 
-mpi_fn! {
-    fn MPI_Bsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Bsend | MPI_Bsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         bsend(buf, n, datatype, dest, tag, comm)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// Buffered, so complete as soon as it is started.
-    fn MPI_Ibsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    fn MPI_Ibsend | MPI_Ibsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let request = out(request, "request")?;
         bsend(buf, n, datatype, dest, tag, comm)?;
         start(mpi()?, request, ReqEntry::Done(empty_status()))
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// Persistent buffered send: each MPI_Start buffers the data and completes.
-    fn MPI_Bsend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    fn MPI_Bsend_init | MPI_Bsend_init_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         send_args(n, datatype, dest, tag, comm)?;
         // SAFETY: the program keeps the buffer valid while the request exists.
         crate::requests::persistent(
@@ -214,14 +217,15 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) {
+mpi_fn_c! {
+    fn MPI_Buffer_attach | MPI_Buffer_attach_c(buffer: *mut c_void, size: Count) {
+        let size = size.wide();
         attach(Owner::Process, buffer, size)
     }
 }
 
-mpi_fn! {
-    fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
+mpi_fn_c! {
+    fn MPI_Buffer_detach | MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) {
         detach(Owner::Process, buffer_addr, size)
     }
 }
@@ -239,15 +243,16 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Comm_attach_buffer(comm: MPI_Comm, buffer: *mut c_void, size: c_int) on comm {
+mpi_fn_c! {
+    fn MPI_Comm_attach_buffer | MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: Count) on comm {
+        let size = size.wide();
         mpi()?.comm(comm)?;
         attach(Owner::Comm(comm), buffer, size)
     }
 }
 
-mpi_fn! {
-    fn MPI_Comm_detach_buffer(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut c_int) on comm {
+mpi_fn_c! {
+    fn MPI_Comm_detach_buffer | MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut Count) on comm {
         mpi()?.comm(comm)?;
         detach(Owner::Comm(comm), buffer_addr, size)
     }

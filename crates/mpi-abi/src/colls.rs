@@ -8,10 +8,10 @@ use pontoon::{Comm, DataMut, Datatype, Rank};
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
 use crate::intercolls;
-use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::blocking;
 use crate::state::mpi;
+use crate::{mpi_fn, mpi_fn_c};
 
 /// A root argument, checked against the communicator.
 pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
@@ -53,8 +53,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Bcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Bcast | MPI_Bcast_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -62,14 +63,15 @@ mpi_fn! {
         }
         let dt = m.committed(datatype)?;
         let root = root_rank(&c, root)?;
-        let mut d = data_mut(buffer, count(n as i64, "count")?, &dt)?;
+        let mut d = data_mut(buffer, count(n, "count")?, &dt)?;
         c.bcast_data(&mut d, root)?;
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce | MPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -78,7 +80,7 @@ mpi_fn! {
         let dt = m.committed(datatype)?;
         let op = m.op(op)?;
         let root = root_rank(&c, root)?;
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let at_root = c.rank() == root;
         if in_place(sendbuf) && !at_root {
             return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
@@ -90,8 +92,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Allreduce | MPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -99,7 +102,7 @@ mpi_fn! {
         }
         let dt = m.committed(datatype)?;
         let op = m.op(op)?;
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let send = if in_place(sendbuf) { None } else { Some(data(sendbuf, n, &dt)?) };
         let mut recv = data_mut(recvbuf, n, &dt)?;
         c.allreduce_data(send.as_ref(), &mut recv, &op)?;
@@ -107,13 +110,14 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `inoutbuf = inbuf ∘ inoutbuf`, locally.
-    fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op) {
+    fn MPI_Reduce_local | MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op) {
+        let n = n.wide();
         let m = mpi()?;
         let dt = m.committed(datatype)?;
         let op = m.op(op)?;
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let input = data(inbuf, n, &dt)?.packed()?;
         let inout = data_mut(inoutbuf, n, &dt)?;
         let current = pontoon::Data { bytes: &*inout.bytes, origin: inout.origin, count: n, dt: &dt };
@@ -128,10 +132,10 @@ mpi_fn! {
 #[allow(clippy::too_many_arguments)]
 unsafe fn gather_like(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: i64,
     recvtype: MPI_Datatype,
     root: Option<c_int>,
     comm: MPI_Comm,
@@ -222,11 +226,11 @@ unsafe fn gather_like(
 /// significant, which is where its datatype is (`Some`): not a non-root's receive side,
 /// not the send side given MPI_IN_PLACE (programs pass -1 there). Insignificant ones are 0.
 pub(crate) fn significant_counts(
-    send: (c_int, &Option<Datatype>),
-    recv: (c_int, &Option<Datatype>),
+    send: (i64, &Option<Datatype>),
+    recv: (i64, &Option<Datatype>),
 ) -> Result<(u64, u64), Fail> {
-    let one = |(n, dt): (c_int, &Option<Datatype>), what| match dt {
-        Some(_) => count(n as i64, what),
+    let one = |(n, dt): (i64, &Option<Datatype>), what| match dt {
+        Some(_) => count(n, what),
         None => Ok(0),
     };
     Ok((one(send, "sendcount")?, one(recv, "recvcount")?))
@@ -241,26 +245,34 @@ pub(crate) enum Which {
     Alltoall,
 }
 
-mpi_fn! {
-    fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Gather | MPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Gather)
     }
 }
 
-mpi_fn! {
-    fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Scatter | MPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Scatter)
     }
 }
 
-mpi_fn! {
-    fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Allgather | MPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Allgather)
     }
 }
 
-mpi_fn! {
-    fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Alltoall | MPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Alltoall)
     }
 }

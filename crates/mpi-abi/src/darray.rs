@@ -10,9 +10,9 @@ use pontoon::Datatype;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, slice, Fail};
-use crate::mpi_fn;
+use crate::mpi_fn_c;
 use crate::state::mpi;
-use crate::types::{contents, new_type, ORDER_C, ORDER_FORTRAN};
+use crate::types::{contents, contents_with, new_type, wide, ORDER_C, ORDER_FORTRAN};
 
 const DISTRIBUTE_NONE: c_int = 16;
 const DISTRIBUTE_BLOCK: c_int = 17;
@@ -98,17 +98,17 @@ fn darray(
     Ok(t)
 }
 
-mpi_fn! {
-    fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_darray | MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         let (g, dist, darg, p) = (
-            slice(array_of_gsizes, n, "array_of_gsizes")?,
+            wide(slice(array_of_gsizes, n, "array_of_gsizes")?),
             slice(array_of_distribs, n, "array_of_distribs")?,
             slice(array_of_dargs, n, "array_of_dargs")?,
             slice(array_of_psizes, n, "array_of_psizes")?,
         );
-        if g.iter().chain(p).any(|&x| x < 1) {
+        if g.iter().any(|&x| x < 1) || p.iter().any(|&x| x < 1) {
             return fail(MPI_ERR_ARG, "global sizes and process counts must be positive");
         }
         let procs: i64 = p.iter().map(|&x| i64::from(x)).product();
@@ -123,16 +123,22 @@ mpi_fn! {
             rest /= i64::from(p[d]);
         }
         let per_dim = (0..n)
-            .map(|d| blocks(d, i64::from(g[d]), dist[d], darg[d], i64::from(p[d]), coords[d]))
+            .map(|d| blocks(d, g[d], dist[d], darg[d], i64::from(p[d]), coords[d]))
             .collect::<Result<Vec<_>, Fail>>()?;
         let dims: Vec<usize> = match order {
             ORDER_C => (0..n).rev().collect(),
             ORDER_FORTRAN => (0..n).collect(),
             o => return fail(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
         };
-        let wide: Vec<i64> = g.iter().map(|&x| i64::from(x)).collect();
-        let made = darray(&wide, &per_dim, &dims, &old);
-        let ints = [&[size, rank, ndims][..], g, dist, darg, p, &[order]].concat();
-        new_type(made, contents(COMBINER_DARRAY, ints, vec![], &[oldtype])?, newtype)
+        let made = darray(&g, &per_dim, &dims, &old);
+        // The large form keeps the global sizes as large counts, the rest as ints.
+        let how = if LARGE {
+            let ints = [&[size, rank, ndims][..], dist, darg, p, &[order]].concat();
+            contents_with(COMBINER_DARRAY, ints, vec![], g, &[oldtype])?
+        } else {
+            let gi: Vec<c_int> = g.iter().map(|&x| x as c_int).collect();
+            contents(COMBINER_DARRAY, [&[size, rank, ndims][..], &gi, dist, darg, p, &[order]].concat(), vec![], &[oldtype])?
+        };
+        new_type(made, how, newtype)
     }
 }

@@ -96,6 +96,7 @@ fn class_text(class: c_int) -> &'static str {
         MPI_ERR_KEYVAL => "invalid keyval",
         MPI_ERR_NO_MEM => "out of memory",
         MPI_ERR_PROC_ABORTED => "a process failed or aborted",
+        MPI_ERR_VALUE_TOO_LARGE => "a result too large for the argument of this form (call its _c form)",
         MPI_ERR_ERRHANDLER => "invalid error handler",
         _ => "error",
     }

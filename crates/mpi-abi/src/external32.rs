@@ -13,10 +13,11 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, slice, slice_mut, Fail, Res};
-use crate::mpi_fn;
+use crate::boundary::{count, fail, fit, out, slice, slice_mut, Fail, Res};
+use crate::mpi_fn_c;
 use crate::p2p::{data, data_mut};
 use crate::state::{mpi, Contents, Mpi};
+use crate::typeinfo::{advance, span};
 use pontoon::Datatype;
 
 /// How a scalar is stored in external32.
@@ -102,8 +103,13 @@ impl Elems {
             });
         };
         if c.combiner == COMBINER_STRUCT {
-            // ints: count, then one block length per member type.
-            let parts = c.types.iter().zip(&c.ints[1..]).map(|(t, &n)| {
+            // The count, then one block length per member type: ints, or large counts
+            // from MPI_Type_create_struct_c.
+            let lens: Vec<i64> = match c.counts.is_empty() {
+                true => c.ints[1..].iter().map(|&n| i64::from(n)).collect(),
+                false => c.counts[1..].to_vec(),
+            };
+            let parts = c.types.iter().zip(lens).map(|(t, n)| {
                 let inner = Elems::of(t.handle, &t.dt, t.contents.as_deref())?;
                 Ok(Elems::Repeat(n.max(0) as u64, Box::new(inner)))
             });
@@ -252,56 +258,47 @@ fn internalize(ext: &[u8], n: u64, elems: &Elems) -> Result<Vec<u8>, Fail> {
     Ok(out)
 }
 
-/// A position argument: where in a buffer of `size` bytes `len` more bytes go.
-fn span(position: MPI_Aint, len: usize, size: usize) -> Result<usize, Fail> {
-    let at = usize::try_from(position).map_err(|_| Fail::new(MPI_ERR_ARG, "position is negative"))?;
-    if at + len > size {
-        return fail(
-            MPI_ERR_TRUNCATE,
-            format!("{len} bytes at position {at} do not fit in {size} bytes"),
-        );
-    }
-    Ok(at)
-}
-
-mpi_fn! {
-    fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) {
+mpi_fn_c! {
+    fn MPI_Pack_external_size | MPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: MPI_Datatype, size: *mut AintCount) {
+        let incount = incount.wide();
         check_datarep(datarep)?;
         let (_, elems) = Elems::of_handle(mpi()?, datatype)?;
-        *out(size, "size")? = (count(incount as i64, "incount")? * elems.external_size()) as MPI_Aint;
+        *out(size, "size")? = fit(count(incount, "incount")? * elems.external_size(), "the packed size")?;
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) {
+mpi_fn_c! {
+    fn MPI_Pack_external | MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: AintCount, position: *mut AintCount) {
+        let incount = incount.wide();
+        let outsize = outsize.wide();
         check_datarep(datarep)?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
-        let n = count(incount as i64, "incount")?;
+        let n = count(incount, "incount")?;
         let ext = externalize(&data(inbuf, n, &dt)?.packed()?, n, &elems)?;
         let pos = out(position, "position")?;
-        let size = count(outsize as i64, "outsize")? as usize;
-        let at = span(*pos, ext.len(), size)?;
+        let size = count(outsize, "outsize")? as usize;
+        let at = span(pos.wide(), ext.len(), size)?;
         slice_mut(outbuf as *mut u8, size, "outbuf")?[at..at + ext.len()].copy_from_slice(&ext);
-        *pos += ext.len() as MPI_Aint;
-        Ok(())
+        advance(pos, ext.len())
     }
 }
 
-mpi_fn! {
-    fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: AintCount, position: *mut AintCount, outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype) {
+        let insize = insize.wide();
+        let outcount = outcount.wide();
         check_datarep(datarep)?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
-        let n = count(outcount as i64, "outcount")?;
+        let n = count(outcount, "outcount")?;
         let need = (n * elems.external_size()) as usize;
         let pos = out(position, "position")?;
-        let size = count(insize as i64, "insize")? as usize;
-        let at = span(*pos, need, size)?;
+        let size = count(insize, "insize")? as usize;
+        let at = span(pos.wide(), need, size)?;
         let src = slice(inbuf as *const u8, size, "inbuf")?;
         let native = internalize(&src[at..at + need], n, &elems)?;
         let dst = data_mut(outbuf, n, &dt)?;
         dt.unpack(n, &native, dst.bytes, dst.origin)?;
-        *pos += need as MPI_Aint;
-        Ok(())
+        advance(pos, need)
     }
 }

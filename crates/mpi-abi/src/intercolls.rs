@@ -12,7 +12,7 @@ use std::os::raw::c_int;
 use pontoon::{Comm, InterColl, InterRoot};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, Fail, Res};
+use crate::boundary::{count, fail, Fail, Res, Wide};
 use crate::colls::{in_place, Which};
 use crate::comms::inter_root;
 use crate::nbcolls::{blocks, input, launch, none, output, pieces_output};
@@ -68,7 +68,7 @@ pub(crate) fn barrier(comm: MPI_Comm, request: *mut MPI_Request) -> Res {
 /// The caller's buffer holds `n` elements of `datatype`, untouched until completion.
 pub(crate) unsafe fn bcast(
     buffer: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
@@ -81,7 +81,7 @@ pub(crate) unsafe fn bcast(
         InterRoot::ElsewhereHere => ((none(), None), 0),
         _ => {
             let dt = m.committed(datatype)?;
-            let n = count(n as i64, "count")?;
+            let n = count(n, "count")?;
             // SAFETY: as documented.
             let o = unsafe { output(buffer, n, &dt, root == InterRoot::Here)? };
             (o, (n * dt.size()) as usize)
@@ -107,7 +107,7 @@ pub(crate) unsafe fn bcast(
 pub(crate) unsafe fn reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     root: Option<c_int>,
@@ -134,7 +134,7 @@ pub(crate) unsafe fn reduce(
         );
     }
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     let bytes = (n * dt.size()) as usize;
     let sends = root != Some(InterRoot::Here);
     let receives = matches!(root, None | Some(InterRoot::Here));
@@ -162,10 +162,10 @@ pub(crate) unsafe fn reduce(
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn blocks_of(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: i64,
     recvtype: MPI_Datatype,
     root: Option<c_int>,
     comm: MPI_Comm,
@@ -197,7 +197,7 @@ pub(crate) unsafe fn blocks_of(
     let inp = match send_blocks {
         Some(k) => {
             let st = m.committed(sendtype)?;
-            let n = count(sendcount as i64, "sendcount")?;
+            let n = count(sendcount, "sendcount")?;
             send = (n * st.size()) as usize;
             unsafe { input(sendbuf, n * k, &st)? }
         }
@@ -206,7 +206,7 @@ pub(crate) unsafe fn blocks_of(
     let out = match recv_blocks {
         Some(k) => {
             let rt = m.committed(recvtype)?;
-            let n = count(recvcount as i64, "recvcount")?;
+            let n = count(recvcount, "recvcount")?;
             recv = (n * rt.size()) as usize;
             unsafe { output(recvbuf, n * k, &rt, false)? }
         }
@@ -235,12 +235,12 @@ pub(crate) unsafe fn blocks_of(
 unsafe fn one_block(
     m: &Mpi,
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     dt: MPI_Datatype,
 ) -> Result<(pontoon::lent::Buffer, usize), Fail> {
     not_in_place(&[buf])?;
     let dt = m.committed(dt)?;
-    let n = count(n as i64, "sendcount")?;
+    let n = count(n, "sendcount")?;
     // SAFETY: as documented.
     Ok((unsafe { input(buf, n, &dt)? }, (n * dt.size()) as usize))
 }
@@ -248,13 +248,13 @@ unsafe fn one_block(
 /// # Safety
 /// As [`blocks_of`]; `recvcounts` and `displs` hold one entry per remote rank at the root.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gatherv(
+pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
@@ -312,13 +312,13 @@ pub(crate) unsafe fn gatherv(
 /// # Safety
 /// As [`gatherv`], for `sendcounts` and `displs`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn scatterv(
+pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    displs: *const c_int,
+    sendcounts: *const C,
+    displs: *const D,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: i64,
     recvtype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
@@ -364,7 +364,7 @@ pub(crate) unsafe fn scatterv(
         InterRoot::Remote(_) => {
             not_in_place(&[recvbuf])?;
             let rt = m.committed(recvtype)?;
-            let n = count(recvcount as i64, "recvcount")?;
+            let n = count(recvcount, "recvcount")?;
             let out = unsafe { output(recvbuf, n, &rt, false)? };
             (
                 InterColl::Scatterv {
@@ -383,13 +383,13 @@ pub(crate) unsafe fn scatterv(
 /// # Safety
 /// As [`gatherv`]: `recvcounts` and `displs` hold one entry per remote rank.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn allgatherv(
+pub(crate) unsafe fn allgatherv<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: MPI_Datatype,
     comm: MPI_Comm,
     request: *mut MPI_Request,

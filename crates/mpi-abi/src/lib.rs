@@ -41,15 +41,20 @@ mod typeinfo;
 mod types;
 mod vcolls;
 
-/// Defines `MPI_$name` and `PMPI_$name` with one body run inside the boundary.
-/// `on comm` names the argument whose error handler reports the errors (default:
-/// MPI_COMM_SELF's).
+/// Defines `MPI_$name` and `PMPI_$name` with one body run inside the boundary, in a
+/// module `$name` (whose `f` is the function). `on comm` names the argument whose error
+/// handler reports the errors (default: MPI_COMM_SELF's).
 macro_rules! mpi_fn {
     ($(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn!(@with {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
+    };
+    // `$pre`: items the signature and body see (the aliases of `mpi_fn_c!`).
+    (@with { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
         $(#[$m])*
         #[allow(non_snake_case, unused_imports)]
         pub mod $name {
             use super::*;
+            $($pre)*
             #[export_name = concat!("P", stringify!($name))]
             pub unsafe extern "C" fn f($($arg: $ty),*) -> ::std::os::raw::c_int {
                 #[allow(unused_mut, unused_assignments)]
@@ -63,13 +68,42 @@ macro_rules! mpi_fn {
                     unsafe { $body }
                 })
             }
-        }
-        $(#[$m])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::os::raw::c_int {
-            // SAFETY: the same contract as the function it forwards to.
-            unsafe { $name::f($($arg),*) }
+            #[export_name = stringify!($name)]
+            pub unsafe extern "C" fn exported($($arg: $ty),*) -> ::std::os::raw::c_int {
+                // SAFETY: the same contract as the function it forwards to.
+                unsafe { f($($arg),*) }
+            }
         }
     };
 }
 pub(crate) use mpi_fn;
+
+/// Defines a function and its MPI-4 large-count twin (`MPI_X | MPI_X_c`) from one body,
+/// as [`mpi_fn!`] does each. In the argument types `Count` is `int` in the first and
+/// `MPI_Count` in the second, `Displ` is `int` and `MPI_Aint`, and `AintCount` is
+/// `MPI_Aint` and `MPI_Count`; `LARGE` says which form runs. Bodies widen with
+/// [`boundary::Wide::wide`] and fit results with [`boundary::fit`], so the large forms
+/// really carry large counts.
+macro_rules! mpi_fn_c {
+    ($(#[$m:meta])* fn $name:ident | $cname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn_c!(@one [::std::os::raw::c_int, ::std::os::raw::c_int, $crate::abi::MPI_Aint]
+            $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
+        $crate::mpi_fn_c!(@one [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
+            $(#[$m])* fn $cname ($($arg : $ty),*) $(on $on)? $body);
+    };
+    (@one [$count:ty, $displ:ty, $aint:ty] $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn!(@with {
+            #[allow(unused_imports)]
+            use $crate::boundary::Wide;
+            #[allow(dead_code)]
+            type Count = $count;
+            #[allow(dead_code)]
+            type Displ = $displ;
+            #[allow(dead_code)]
+            type AintCount = $aint;
+            #[allow(dead_code)]
+            const LARGE: bool = ::std::mem::size_of::<$count>() == 8;
+        } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
+    };
+}
+pub(crate) use mpi_fn_c;

@@ -10,10 +10,10 @@ use pontoon::Comm;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, out, Fail, Res};
-use crate::mpi_fn;
 use crate::p2p::{proc_null_status, put_status, recv_tag, recv_target, source_rank, status_of};
 use crate::requests::{start, wait_one, ReqEntry};
 use crate::state::{mpi, Mpi};
+use crate::{mpi_fn, mpi_fn_c};
 
 /// A probed message: the communicator it came on (and its handle) and its claim.
 pub struct MessageEntry {
@@ -86,7 +86,7 @@ mpi_fn! {
 unsafe fn start_mrecv(
     m: &Mpi,
     buf: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     message: *mut MPI_Message,
     request: &mut MPI_Request,
@@ -94,7 +94,7 @@ unsafe fn start_mrecv(
     // SAFETY: the caller's message handle.
     let message = unsafe { out(message, "message")? };
     let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     if *message == MPI_MESSAGE_NO_PROC {
         *message = MPI_MESSAGE_NULL;
         return start(m, request, ReqEntry::Done(proc_null_status()));
@@ -120,8 +120,9 @@ unsafe fn start_mrecv(
     )
 }
 
-mpi_fn! {
-    fn MPI_Mrecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) {
+mpi_fn_c! {
+    fn MPI_Mrecv | MPI_Mrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) {
+        let n = n.wide();
         let m = mpi()?;
         let mut req = MPI_REQUEST_NULL;
         start_mrecv(m, buf, n, datatype, message, &mut req)?;
@@ -129,8 +130,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Imrecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) {
+mpi_fn_c! {
+    fn MPI_Imrecv | MPI_Imrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) {
+        let n = n.wide();
         let m = mpi()?;
         start_mrecv(m, buf, n, datatype, message, out(request, "request")?)
     }

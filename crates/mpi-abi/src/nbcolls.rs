@@ -13,11 +13,11 @@ use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
 use crate::colls::{in_place, root_rank, significant_counts, Which};
 use crate::intercolls;
-use crate::mpi_fn;
 use crate::p2p::{data, data_mut};
 use crate::requests::{start, Finish, ReqEntry};
 use crate::state::{mpi, Mpi};
 use crate::vcolls::{rank_counts, Pieces};
+use crate::{mpi_fn, mpi_fn_c};
 
 /// What a rank contributes: the program's memory if dense, else a packed copy.
 ///
@@ -134,15 +134,16 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Ibcast(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ibcast | MPI_Ibcast_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
             return intercolls::bcast(buffer, n, datatype, root, comm, request);
         }
         let dt = m.committed(datatype)?;
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let root = root_rank(&c, root)?;
         let plan = c.plan_bcast(root, (n * dt.size()) as usize)?;
         let o = output(buffer, n, &dt, c.rank() == root)?;
@@ -150,15 +151,16 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ireduce | MPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
             return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, Some(root), comm, request);
         }
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let root = root_rank(&c, root)?;
         let ip = in_place(sendbuf);
         let plan = c.plan_reduce(root, ip, (n * dt.size()) as usize, &dt, &op)?;
@@ -168,15 +170,16 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iallreduce | MPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
             return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, None, comm, request);
         }
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-        let n = count(n as i64, "count")?;
+        let n = count(n, "count")?;
         let ip = in_place(sendbuf);
         let plan = c.plan_allreduce(ip, (n * dt.size()) as usize, &dt, &op)?;
         let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
@@ -187,10 +190,10 @@ mpi_fn! {
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_gather_like(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: i64,
     recvtype: MPI_Datatype,
     root: Option<c_int>,
     comm: MPI_Comm,
@@ -284,26 +287,34 @@ unsafe fn start_gather_like(
     launch(m, &c, comm, plan, inp, o, request)
 }
 
-mpi_fn! {
-    fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Igather | MPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Gather)
     }
 }
 
-mpi_fn! {
-    fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iscatter | MPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Scatter)
     }
 }
 
-mpi_fn! {
-    fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iallgather | MPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Allgather)
     }
 }
 
-mpi_fn! {
-    fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ialltoall | MPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Alltoall)
     }
 }
@@ -312,14 +323,14 @@ mpi_fn! {
 unsafe fn send_side(
     m: &Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
 ) -> Result<(Buffer, Option<usize>), Fail> {
     if in_place(sendbuf) {
         return Ok((none(), None));
     }
     let st = m.committed(sendtype)?;
-    let n = count(sendcount as i64, "sendcount")?;
+    let n = count(sendcount, "sendcount")?;
     // SAFETY: the caller's send buffer, untouched until completion.
     Ok((unsafe { input(sendbuf, n, &st)? }, Some((n * st.size()) as usize)))
 }
@@ -328,8 +339,9 @@ pub(crate) fn blocks(p: &Pieces) -> Vec<(usize, usize)> {
     p.offsets().into_iter().zip(p.counts()).collect()
 }
 
-mpi_fn! {
-    fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Igatherv | MPI_Igatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -348,8 +360,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iscatterv | MPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -371,14 +384,15 @@ mpi_fn! {
             return launch(m, &c, comm, plan, inp, (none(), None), request);
         }
         let rt = m.committed(recvtype)?;
-        let n = count(recvcount as i64, "recvcount")?;
+        let n = count(recvcount, "recvcount")?;
         let plan = c.plan_scatterv(root, &bl, Some((n * rt.size()) as usize))?;
         launch(m, &c, comm, plan, inp, output(recvbuf, n, &rt, false)?, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iallgatherv | MPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -418,8 +432,8 @@ unsafe fn start_alltoall_pieces(
     launch(m, c, comm, plan, inp, o, request)
 }
 
-mpi_fn! {
-    fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -429,8 +443,8 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -471,15 +485,16 @@ unsafe fn start_reduce_scatter(
     launch(m, &c, comm, plan, inp, o, request)
 }
 
-mpi_fn! {
-    fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
-        start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount as i64, "recvcount")?; p], datatype, op, comm, request)
+        start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
     }
@@ -489,7 +504,7 @@ mpi_fn! {
 unsafe fn start_scan(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
@@ -499,7 +514,7 @@ unsafe fn start_scan(
     let m = mpi()?;
     let c = m.comm(comm)?;
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     let ip = in_place(sendbuf);
     let plan = c.plan_scan(ip, (n * dt.size()) as usize, &dt, &op, exclusive)?;
     // SAFETY: the caller's buffers, untouched until completion.
@@ -513,14 +528,16 @@ unsafe fn start_scan(
     launch(m, &c, comm, plan, inp, o, request)
 }
 
-mpi_fn! {
-    fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iscan | MPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, false)
     }
 }
 
-mpi_fn! {
-    fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Iexscan | MPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, true)
     }
 }

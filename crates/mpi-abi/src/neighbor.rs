@@ -5,13 +5,12 @@
 //! loaded first, so that the blocks of neighbours off the grid keep what they held.
 
 use std::ffi::c_void;
-use std::os::raw::c_int;
 
 use pontoon::Comm;
 
 use crate::abi::*;
-use crate::boundary::{count, out, Fail, Res};
-use crate::mpi_fn;
+use crate::boundary::{count, out, Fail, Res, Wide};
+use crate::mpi_fn_c;
 use crate::nbcolls::{blocks, input, launch, output, pieces_output};
 use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
@@ -34,12 +33,12 @@ fn comm_and_neighbors(m: &Mpi, comm: MPI_Comm) -> Result<(Comm<'static>, usize, 
 /// The caller's buffers hold what the counts and datatypes describe, untouched until
 /// the request completes (MPI's contract).
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_allgather(
+unsafe fn start_allgather<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recv: Recv,
+    recv: Recv<C, D>,
     recvtype: MPI_Datatype,
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -47,14 +46,14 @@ unsafe fn start_allgather(
     let m = mpi()?;
     let (c, k, k_out) = comm_and_neighbors(m, comm)?;
     let st = m.committed(sendtype)?;
-    let n = count(sendcount as i64, "sendcount")?;
+    let n = count(sendcount, "sendcount")?;
     // SAFETY (both blocks): as documented.
     let inp = unsafe { input(sendbuf, n, &st)? };
     let send = vec![(0, (n * st.size()) as usize); k_out];
     match recv {
         Recv::Each(recvcount) => {
             let rt = m.committed(recvtype)?;
-            let rn = count(recvcount as i64, "recvcount")?;
+            let rn = count(recvcount, "recvcount")?;
             let plan = c.plan_neighbor_alltoallv(&send, &equal(k, (rn * rt.size()) as usize))?;
             let o = unsafe { output(recvbuf, rn * k as u64, &rt, true)? };
             launch(m, &c, comm, plan, inp, o, request)
@@ -69,9 +68,9 @@ unsafe fn start_allgather(
 }
 
 /// A receive side: a count per neighbour, or counts and displacements.
-enum Recv {
-    Each(c_int),
-    Pieces(*const c_int, *const c_int),
+enum Recv<C, D> {
+    Each(i64),
+    Pieces(*const C, *const D),
 }
 
 /// # Safety
@@ -79,10 +78,10 @@ enum Recv {
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_alltoall(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: i64,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: i64,
     recvtype: MPI_Datatype,
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -90,10 +89,7 @@ unsafe fn start_alltoall(
     let m = mpi()?;
     let (c, k_in, k_out) = comm_and_neighbors(m, comm)?;
     let (st, rt) = (m.committed(sendtype)?, m.committed(recvtype)?);
-    let (sn, rn) = (
-        count(sendcount as i64, "sendcount")?,
-        count(recvcount as i64, "recvcount")?,
-    );
+    let (sn, rn) = (count(sendcount, "sendcount")?, count(recvcount, "recvcount")?);
     let plan = c.plan_neighbor_alltoallv(
         &equal(k_out, (sn * st.size()) as usize),
         &equal(k_in, (rn * rt.size()) as usize),
@@ -133,14 +129,14 @@ fn start_pieces(
 /// As [`start_allgather`]; the send arrays hold one entry per destination, the receive
 /// arrays one per source.
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_alltoallv(
+unsafe fn start_alltoallv<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtype: MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtype: MPI_Datatype,
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -160,14 +156,14 @@ unsafe fn start_alltoallv(
 /// # Safety
 /// As [`start_alltoallv`], with a datatype per piece and byte displacements.
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_alltoallw(
+unsafe fn start_alltoallw<C: Wide, D: Wide>(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const MPI_Aint,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtypes: *const MPI_Datatype,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const MPI_Aint,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtypes: *const MPI_Datatype,
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -184,67 +180,77 @@ unsafe fn start_alltoallw(
     start_pieces(m, &c, comm, send, recv, request)
 }
 
-mpi_fn! {
-    fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ineighbor_alltoallw | MPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         out(request, "request")?;
         start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoallw | MPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
         blocking(|r| start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, r))
     }
 }
 
-mpi_fn! {
-    fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ineighbor_allgather | MPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         out(request, "request")?;
-        start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Each(recvcount), recvtype, comm, request)
+        start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::<Count, Displ>::Each(recvcount), recvtype, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
-        blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Each(recvcount), recvtype, comm, r))
+mpi_fn_c! {
+    fn MPI_Neighbor_allgather | MPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
+        blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::<Count, Displ>::Each(recvcount), recvtype, comm, r))
     }
 }
 
-mpi_fn! {
-    fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ineighbor_allgatherv | MPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         out(request, "request")?;
         start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_allgatherv | MPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
         blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, r))
     }
 }
 
-mpi_fn! {
-    fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ineighbor_alltoall | MPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         out(request, "request")?;
         start_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoall | MPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         blocking(|r| start_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
-mpi_fn! {
-    fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ineighbor_alltoallv | MPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         out(request, "request")?;
         start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoallv | MPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         blocking(|r| start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))
     }
 }

@@ -8,9 +8,9 @@ use pontoon::{Comm, Data, DataMut, Datatype, Rank, Status};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, out, Fail, Res};
-use crate::mpi_fn;
 use crate::requests::{start, ReqEntry, Unpack};
 use crate::state::mpi;
+use crate::{mpi_fn, mpi_fn_c};
 
 // ---- buffers -------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ pub struct SendArgs {
 }
 
 pub fn send_args(
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -192,7 +192,7 @@ pub fn send_args(
     let m = mpi()?;
     let c = m.comm(comm)?;
     let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     let tag = send_tag(tag)?;
     let dest = dest_rank(&c, dest)?;
     Ok(SendArgs {
@@ -215,7 +215,7 @@ pub struct RecvArgs {
 }
 
 pub fn recv_args(
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     source: c_int,
     tag: c_int,
@@ -224,7 +224,7 @@ pub fn recv_args(
     let m = mpi()?;
     let c = m.comm(comm)?;
     let dt = m.committed(datatype)?;
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     let tag = recv_tag(tag)?;
     let source = source_rank(&c, source)?;
     Ok(RecvArgs {
@@ -249,7 +249,7 @@ unsafe fn status_arg<'a>(status: *const MPI_Status) -> Result<&'a MPI_Status, Fa
 
 unsafe fn blocking_send(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -276,27 +276,31 @@ unsafe fn blocking_send(
     Ok(())
 }
 
-mpi_fn! {
-    fn MPI_Send(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Send | MPI_Send_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, false)
     }
 }
 
-mpi_fn! {
-    fn MPI_Ssend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Ssend | MPI_Ssend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, true)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// Ready mode: the receive is posted already, so a standard send is correct.
-    fn MPI_Rsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Rsend | MPI_Rsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+        let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, false)
     }
 }
 
-mpi_fn! {
-    fn MPI_Recv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+mpi_fn_c! {
+    fn MPI_Recv | MPI_Recv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        let n = n.wide();
         let RecvArgs { comm: c, dt, n, tag, source } = recv_args(n, datatype, source, tag, comm)?;
         let Some(from) = source else {
             put_status(status, proc_null_status());
@@ -339,12 +343,13 @@ unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> R
     }
 }
 
-mpi_fn! {
-    fn MPI_Sendrecv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
-        comm: MPI_Comm, status: *mut MPI_Status,
-    ) on comm {
+mpi_fn_c! {
+    fn MPI_Sendrecv | MPI_Sendrecv_c(
+        sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+        comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         let m = mpi()?;
         m.comm(comm)?;
         // The receive goes first so that two ranks exchanging never both wait on sends.
@@ -357,19 +362,19 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Sendrecv_replace(
-        buf: *mut c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status,
-    ) on comm {
+mpi_fn_c! {
+    fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
+        buf: *mut c_void, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        let n = n.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
         // The outgoing data is packed first; then the buffer is free to receive into.
-        let packed = data(buf, count(n as i64, "count")?, &dt)?.packed()?.into_owned();
+        let packed = data(buf, count(n, "count")?, &dt)?.packed()?.into_owned();
         let mut recv = MPI_REQUEST_NULL;
         start(m, &mut recv, recv_entry(buf, n, datatype, source, recvtag, comm)?)?;
-        let sent = blocking_send(packed.as_ptr() as *const c_void, packed.len() as c_int, MPI_BYTE, dest, sendtag, comm, false);
+        let sent = blocking_send(packed.as_ptr() as *const c_void, packed.len() as i64, MPI_BYTE, dest, sendtag, comm, false);
         let got = crate::requests::wait_one(m, &mut recv, status);
         sent?;
         got
@@ -384,7 +389,7 @@ mpi_fn! {
 /// The program leaves the send buffer alone until the request completes (MPI's rule).
 pub unsafe fn send_entry(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -444,7 +449,7 @@ pub unsafe fn send_entry_with(
 #[allow(clippy::too_many_arguments)]
 unsafe fn start_send(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -493,7 +498,7 @@ pub unsafe fn recv_target(buf: *mut c_void, n: u64, dt: &Datatype) -> Result<(Bu
 /// The program leaves the receive buffer alone until the request completes.
 pub unsafe fn recv_entry(
     buf: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     source: c_int,
     tag: c_int,
@@ -518,26 +523,30 @@ pub unsafe fn recv_entry_with(buf: *mut c_void, a: &RecvArgs, comm: MPI_Comm) ->
     Ok(ReqEntry::P2p { op, comm, unpack })
 }
 
-mpi_fn! {
-    fn MPI_Isend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Isend | MPI_Isend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Issend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Issend | MPI_Issend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, true, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Irsend(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Irsend | MPI_Irsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Irecv(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Irecv | MPI_Irecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let request = out(request, "request")?;
         let entry = recv_entry(buf, n, datatype, source, tag, comm)?;
         start(mpi()?, request, entry)
@@ -591,55 +600,28 @@ fn received(status: &MPI_Status) -> Status {
     }
 }
 
-mpi_fn! {
-    fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
+mpi_fn_c! {
+    fn MPI_Get_count | MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
-        *out(n, "count")? = match st.count_of(&dt) {
-            Some(k) => c_int::try_from(k).unwrap_or(MPI_UNDEFINED),
-            None => MPI_UNDEFINED,
-        };
+        // MPI_UNDEFINED also when the count does not fit this form's width.
+        *out(n, "count")? = st.count_of(&dt).and_then(|k| Count::try_from(k).ok()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
+mpi_fn_c! {
+    fn MPI_Get_elements | MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
-        *out(n, "count")? = st.count_of(&dt).map_or(MPI_UNDEFINED as MPI_Count, |k| k as MPI_Count);
+        *out(n, "count")? = Count::try_from(st.elements_of(&dt)).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut c_int) {
-        let dt = mpi()?.datatype(datatype)?;
-        let st = received(status_arg(status)?);
-        *out(n, "count")? = c_int::try_from(st.elements_of(&dt)).unwrap_or(MPI_UNDEFINED);
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut MPI_Count) {
-        let dt = mpi()?.datatype(datatype)?;
-        let st = received(status_arg(status)?);
-        *out(n, "count")? = st.elements_of(&dt) as MPI_Count;
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, n: c_int) {
-        let dt = mpi()?.datatype(datatype)?;
-        set_bytes(out(status, "status")?, count(n as i64, "count")? * dt.size());
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    fn MPI_Status_set_elements_c(status: *mut MPI_Status, datatype: MPI_Datatype, n: MPI_Count) {
+mpi_fn_c! {
+    fn MPI_Status_set_elements | MPI_Status_set_elements_c(status: *mut MPI_Status, datatype: MPI_Datatype, n: Count) {
+        let n = n.wide();
         let dt = mpi()?.datatype(datatype)?;
         set_bytes(out(status, "status")?, count(n, "count")? * dt.size());
         Ok(())
@@ -703,12 +685,13 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Isendrecv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
-        comm: MPI_Comm, request: *mut MPI_Request,
-    ) on comm {
+mpi_fn_c! {
+    fn MPI_Isendrecv | MPI_Isendrecv_c(
+        sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+        comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         let m = mpi()?;
         let request = out(request, "request")?;
         let recv = recv_entry(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
@@ -717,13 +700,13 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// The outgoing data is packed into memory of its own first; then the buffer is
     /// free to receive into.
-    fn MPI_Isendrecv_replace(
-        buf: *mut c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request,
-    ) on comm {
+    fn MPI_Isendrecv_replace | MPI_Isendrecv_replace_c(
+        buf: *mut c_void, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let m = mpi()?;
         let request = out(request, "request")?;
         let a = send_args(n, datatype, dest, sendtag, comm)?;

@@ -1,17 +1,17 @@
 //! Persistent collectives (MPI 4.1 §6.13): `MPI_X_init` checks its info, copies the count,
 //! displacement and datatype arrays (programs free them after init: mpi4py does) and makes
-//! an inactive request; each `MPI_Start` starts the non-blocking `MPI_IX` with those
-//! arguments, whose checks and planning run then. The program keeps the buffers and the
+//! an inactive request; each `MPI_Start` starts the non-blocking `MPI_IX_c` with those
+//! arguments (widened: one path for both forms), whose checks and planning run then. The program keeps the buffers and the
 //! handles valid while the request exists (MPI's rule for persistent requests).
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::Fail;
-use crate::mpi_fn;
+use crate::boundary::{fit_signed, Fail, Wide};
 use crate::requests::{persistent, ReqEntry};
 use crate::state::mpi;
+use crate::{mpi_fn, mpi_fn_c};
 
 /// A copy of an argument array of `n` entries (none for a null pointer: an array that is
 /// not significant at this rank).
@@ -24,6 +24,20 @@ unsafe fn keep<T: Copy>(p: *const T, n: usize) -> Result<Option<Vec<T>>, Fail> {
     }
     // SAFETY: as documented.
     Ok(Some(unsafe { crate::boundary::slice(p, n, "array")? }.to_vec()))
+}
+
+/// A copy of a count or displacement array in the large-count form's type, which every
+/// `MPI_Start` passes to the `_c` non-blocking form.
+///
+/// # Safety
+/// As [`keep`].
+unsafe fn keep_as<W: TryFrom<i64>, T: Wide>(p: *const T, n: usize) -> Result<Option<Vec<W>>, Fail> {
+    // SAFETY: as documented.
+    let Some(v) = (unsafe { keep(p, n)? }) else {
+        return Ok(None);
+    };
+    let wide = v.iter().map(|x| fit_signed(x.wide(), "an array entry"));
+    Ok(Some(wide.collect::<Result<_, Fail>>()?))
 }
 
 /// The copy's address, as the non-blocking form takes it.
@@ -74,60 +88,66 @@ fn restart(start: impl FnOnce(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fa
         .ok_or_else(|| Fail::new(MPI_ERR_INTERN, "the started collective left no request"))
 }
 
-mpi_fn! {
-    fn MPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let n = entries(comm)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let displs = keep(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
+        let displs = keep_as::<MPI_Aint, _>(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallreduce::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallreduce_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoall::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
-        crate::info::accepted(info)?;
-        let n = entries(comm)?;
-        let sendcounts = keep(sendcounts, n)?;
-        let sdispls = keep(sdispls, n)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let rdispls = keep(rdispls, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
-    }
-}
-
-mpi_fn! {
-    fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
-        let sendcounts = keep(sendcounts, n)?;
-        let sdispls = keep(sdispls, n)?;
+        let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
+        let sdispls = keep_as::<MPI_Aint, _>(sdispls, n)?;
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
+        let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
+    }
+}
+
+mpi_fn_c! {
+    fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        let n = entries(comm)?;
+        let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
+        let sdispls = keep_as::<MPI_Aint, _>(sdispls, n)?;
         let sendtypes = keep(sendtypes, n)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let rdispls = keep(rdispls, n)?;
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
+        let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
         let recvtypes = keep(recvtypes, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
     }
 }
 
@@ -138,133 +158,149 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Bcast_init(buffer: *mut c_void, n: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibcast::f(buffer, n, datatype, root, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibcast_c::f(buffer, n, datatype, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iexscan::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iexscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
         let n = root_entries(comm, root)?;
-        let recvcounts = keep(recvcounts, n)?;
-        let displs = keep(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
+        let displs = keep_as::<MPI_Aint, _>(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgather::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let (n_in, _) = neighbour_entries(comm)?;
-        let recvcounts = keep(recvcounts, n_in)?;
-        let displs = keep(displs, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
+        let displs = keep_as::<MPI_Aint, _>(displs, n_in)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoall::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
-        let sendcounts = keep(sendcounts, n_out)?;
-        let sdispls = keep(sdispls, n_out)?;
-        let recvcounts = keep(recvcounts, n_in)?;
-        let rdispls = keep(rdispls, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
+        let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
+        let sdispls = keep_as::<MPI_Aint, _>(sdispls, n_out)?;
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
+        let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_c::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Reduce_scatter_block_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_block::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_block_c::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         // One count per rank of this group, on an intercommunicator too.
         let n = mpi()?.comm(comm)?.size() as usize;
-        let recvcounts = keep(recvcounts, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_c::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscan::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let sendcount = sendcount.wide();
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatter::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatter_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+        let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
         let n = root_entries(comm, root)?;
-        let sendcounts = keep(sendcounts, n)?;
-        let displs = keep(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
+        let displs = keep_as::<MPI_Aint, _>(displs, n)?;
+        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv_c::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
     }
 }
 
-mpi_fn! {
-    fn MPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
-        let sendcounts = keep(sendcounts, n_out)?;
-        let sdispls = keep(sdispls, n_out)?;
+        let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
+        let sdispls = keep_as::<MPI_Aint, _>(sdispls, n_out)?;
         let sendtypes = keep(sendtypes, n_out)?;
-        let recvcounts = keep(recvcounts, n_in)?;
-        let rdispls = keep(rdispls, n_in)?;
+        let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
+        let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
         let recvtypes = keep(recvtypes, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallw::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
+        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
     }
 }

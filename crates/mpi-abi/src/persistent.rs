@@ -5,14 +5,14 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::mpi_fn;
+use crate::mpi_fn_c;
 use crate::p2p::{recv_args, recv_entry_with, send_args, send_entry_with};
 use crate::requests::persistent;
 
 #[allow(clippy::too_many_arguments)]
 fn send_init(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -31,26 +31,30 @@ fn send_init(
     )
 }
 
-mpi_fn! {
-    fn MPI_Send_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Send_init | MPI_Send_init_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Ssend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Ssend_init | MPI_Ssend_init_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, true, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Rsend_init(buf: *const c_void, n: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Rsend_init | MPI_Rsend_init_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
-mpi_fn! {
-    fn MPI_Recv_init(buf: *mut c_void, n: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+mpi_fn_c! {
+    fn MPI_Recv_init | MPI_Recv_init_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+        let n = n.wide();
         let args = recv_args(n, datatype, source, tag, comm)?;
         // SAFETY: as for the sends: the buffer is the program's until the request is freed.
         persistent(request, Box::new(move || unsafe { recv_entry_with(buf, &args, comm) }))

@@ -52,6 +52,9 @@ pub struct Contents {
     pub combiner: std::os::raw::c_int,
     pub ints: Vec<std::os::raw::c_int>,
     pub aints: Vec<MPI_Aint>,
+    /// The counts and displacements of an MPI-4 large-count (`_c`) constructor, which
+    /// keeps them here instead of in `ints` and `aints`.
+    pub counts: Vec<MPI_Count>,
     pub types: Vec<TypeArg>,
 }
 

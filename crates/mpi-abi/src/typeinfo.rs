@@ -5,10 +5,29 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{c_str, count, fail, out, slice_mut, Fail};
-use crate::mpi_fn;
+use crate::boundary::{c_str, count, fail, fit, fit_signed, out, slice_mut, Fail, Res, Wide};
 use crate::p2p::{data, data_mut};
 use crate::state::mpi;
+use crate::{mpi_fn, mpi_fn_c};
+
+/// Where in a buffer of `size` bytes, at `position`, `len` more bytes go (MPI_Pack and
+/// its kin).
+pub(crate) fn span(position: i64, len: usize, size: usize) -> Result<usize, Fail> {
+    let at = usize::try_from(position).map_err(|_| Fail::new(MPI_ERR_ARG, "position is negative"))?;
+    if at + len > size {
+        return fail(
+            MPI_ERR_TRUNCATE,
+            format!("{len} bytes at position {at} do not fit in a buffer of {size} bytes"),
+        );
+    }
+    Ok(at)
+}
+
+/// Moves a position argument on by `len` bytes.
+pub(crate) fn advance<P: Wide + TryFrom<i64>>(position: &mut P, len: usize) -> Res {
+    *position = fit_signed(position.wide() + len as i64, "the position")?;
+    Ok(())
+}
 
 const COMBINER_NAMED: c_int = 101;
 
@@ -16,24 +35,48 @@ fn is_predefined(h: MPI_Datatype) -> bool {
     (DATATYPE_FIRST..DATATYPE_FIRST + DATATYPE_SPAN).contains(&h)
 }
 
-/// (integers, addresses, datatypes, combiner) of a datatype.
-fn envelope(h: MPI_Datatype) -> Result<(usize, usize, usize, c_int), Fail> {
+/// A derived datatype's constructor record.
+fn record_of(m: &crate::state::Mpi, h: MPI_Datatype) -> Result<std::rc::Rc<crate::state::Contents>, Fail> {
+    if is_predefined(h) {
+        return fail(
+            MPI_ERR_TYPE,
+            "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)",
+        );
+    }
+    let t = m.types.borrow();
+    let e = t
+        .get(h)
+        .ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{h:#x} is not a datatype")))?;
+    Ok(e.contents.clone())
+}
+
+/// (integers, addresses, large counts, datatypes, combiner) of a datatype. The classic
+/// form (`large` false) cannot describe one made by a large-count constructor.
+fn envelope(h: MPI_Datatype, large: bool) -> Result<(usize, usize, usize, usize, c_int), Fail> {
     let m = mpi()?;
     m.datatype(h)?;
     if is_predefined(h) {
-        return Ok((0, 0, 0, COMBINER_NAMED));
+        return Ok((0, 0, 0, 0, COMBINER_NAMED));
     }
-    let t = m.types.borrow();
-    let c = &t
-        .get(h)
-        .ok_or_else(|| Fail::new(MPI_ERR_TYPE, "not a datatype"))?
-        .contents;
-    Ok((c.ints.len(), c.aints.len(), c.types.len(), c.combiner))
+    let c = record_of(m, h)?;
+    if !large && !c.counts.is_empty() {
+        return fail(
+            MPI_ERR_TYPE,
+            "made by a large-count constructor: call MPI_Type_get_envelope_c",
+        );
+    }
+    Ok((
+        c.ints.len(),
+        c.aints.len(),
+        c.counts.len(),
+        c.types.len(),
+        c.combiner,
+    ))
 }
 
 mpi_fn! {
     fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) {
-        let (i, a, d, c) = envelope(datatype)?;
+        let (i, a, _, d, c) = envelope(datatype, false)?;
         *out(num_integers, "num_integers")? = i as c_int;
         *out(num_addresses, "num_addresses")? = a as c_int;
         *out(num_datatypes, "num_datatypes")? = d as c_int;
@@ -43,31 +86,76 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// Derived datatypes come back as new handles (the program frees them), predefined
-    /// ones as themselves.
-    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: *mut c_int, addresses: *mut MPI_Aint, datatypes: *mut MPI_Datatype) {
-        let m = mpi()?;
-        if is_predefined(datatype) {
-            return fail(MPI_ERR_TYPE, "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)");
-        }
-        let c = {
-            let t = m.types.borrow();
-            let e = t.get(datatype).ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{datatype:#x} is not a datatype")))?;
-            e.contents.clone()
-        };
-        if (max_integers as usize) < c.ints.len() || (max_addresses as usize) < c.aints.len() || (max_datatypes as usize) < c.types.len() {
-            return fail(MPI_ERR_ARG, "the arrays are smaller than MPI_Type_get_envelope said");
-        }
+    fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) {
+        let (i, a, l, d, c) = envelope(datatype, true)?;
+        *out(num_integers, "num_integers")? = i as MPI_Count;
+        *out(num_addresses, "num_addresses")? = a as MPI_Count;
+        *out(num_large_counts, "num_large_counts")? = l as MPI_Count;
+        *out(num_datatypes, "num_datatypes")? = d as MPI_Count;
+        *out(combiner, "combiner")? = c;
+        Ok(())
+    }
+}
+
+/// Fills the program's arrays with a datatype's record (`large_counts` None: the classic
+/// form). Derived datatypes come back as new handles (the program frees them),
+/// predefined ones as themselves.
+///
+/// # Safety
+/// The arrays hold at least the given maximum of entries each.
+#[allow(clippy::too_many_arguments)]
+unsafe fn contents(
+    datatype: MPI_Datatype,
+    max: [i64; 4],
+    integers: *mut c_int,
+    addresses: *mut MPI_Aint,
+    large_counts: Option<*mut MPI_Count>,
+    datatypes: *mut MPI_Datatype,
+) -> Res {
+    let m = mpi()?;
+    let c = record_of(m, datatype)?;
+    if large_counts.is_none() && !c.counts.is_empty() {
+        return fail(
+            MPI_ERR_TYPE,
+            "made by a large-count constructor: call MPI_Type_get_contents_c",
+        );
+    }
+    let need = [c.ints.len(), c.aints.len(), c.counts.len(), c.types.len()];
+    if max.iter().zip(need).any(|(&m, n)| m < n as i64) {
+        return fail(
+            MPI_ERR_ARG,
+            "the arrays are smaller than MPI_Type_get_envelope said",
+        );
+    }
+    // SAFETY (every block): as documented.
+    unsafe {
         slice_mut(integers, c.ints.len(), "array_of_integers")?.copy_from_slice(&c.ints);
         slice_mut(addresses, c.aints.len(), "array_of_addresses")?.copy_from_slice(&c.aints);
-        let out_types = slice_mut(datatypes, c.types.len(), "array_of_datatypes")?;
-        for (slot, arg) in out_types.iter_mut().zip(&c.types) {
-            *slot = match &arg.contents {
-                None => arg.handle,
-                Some(inner) => m.add_type(arg.dt.dup(), inner.clone())?,
-            };
+        if let Some(p) = large_counts {
+            slice_mut(p, c.counts.len(), "array_of_large_counts")?.copy_from_slice(&c.counts);
         }
-        Ok(())
+    }
+    let out_types = unsafe { slice_mut(datatypes, c.types.len(), "array_of_datatypes")? };
+    for (slot, arg) in out_types.iter_mut().zip(&c.types) {
+        *slot = match &arg.contents {
+            None => arg.handle,
+            Some(inner) => m.add_type(arg.dt.dup(), inner.clone())?,
+        };
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: *mut c_int, addresses: *mut MPI_Aint, datatypes: *mut MPI_Datatype) {
+        let max = [max_integers.into(), max_addresses.into(), 0, max_datatypes.into()];
+        contents(datatype, max, integers, addresses, None, datatypes)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, integers: *mut c_int, addresses: *mut MPI_Aint, large_counts: *mut MPI_Count, datatypes: *mut MPI_Datatype) {
+        let max = [max_integers, max_addresses, max_large_counts, max_datatypes];
+        contents(datatype, max, integers, addresses, Some(large_counts), datatypes)
     }
 }
 
@@ -89,52 +177,49 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) on comm {
+mpi_fn_c! {
+    fn MPI_Pack_size | MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut Count) on comm {
+        let incount = incount.wide();
         let m = mpi()?;
         m.comm(comm)?;
-        let n = count(incount as i64, "incount")? * m.datatype(datatype)?.size();
-        *out(size, "size")? = c_int::try_from(n).map_err(|_| Fail::new(MPI_ERR_COUNT, "the packed size does not fit an int"))?;
+        let n = count(incount, "incount")? * m.datatype(datatype)?.size();
+        *out(size, "size")? = fit(n, "the packed size")?;
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Pack | MPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: MPI_Comm) on comm {
+        let incount = incount.wide();
+        let outsize = outsize.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
-        let packed = data(inbuf, count(incount as i64, "incount")?, &dt)?.packed()?;
+        let packed = data(inbuf, count(incount, "incount")?, &dt)?.packed()?;
         let pos = out(position, "position")?;
-        let at = usize::try_from(*pos).map_err(|_| Fail::new(MPI_ERR_ARG, "position is negative"))?;
-        let size = count(outsize as i64, "outsize")? as usize;
-        if at + packed.len() > size {
-            return fail(MPI_ERR_TRUNCATE, format!("{} bytes do not fit at position {at} of a {size}-byte buffer", packed.len()));
-        }
+        let size = count(outsize, "outsize")? as usize;
+        let at = span(pos.wide(), packed.len(), size)?;
         slice_mut(outbuf as *mut u8, size, "outbuf")?[at..at + packed.len()].copy_from_slice(&packed);
-        *pos += packed.len() as c_int;
-        Ok(())
+        advance(pos, packed.len())
     }
 }
 
-mpi_fn! {
-    fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Unpack | MPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let insize = insize.wide();
+        let outcount = outcount.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
-        let n = count(outcount as i64, "outcount")?;
+        let n = count(outcount, "outcount")?;
         let need = (n * dt.size()) as usize;
         let pos = out(position, "position")?;
-        let at = usize::try_from(*pos).map_err(|_| Fail::new(MPI_ERR_ARG, "position is negative"))?;
-        let size = count(insize as i64, "insize")? as usize;
-        if at + need > size {
-            return fail(MPI_ERR_TRUNCATE, format!("{need} bytes are not there at position {at} of a {size}-byte buffer"));
-        }
+        let size = count(insize, "insize")? as usize;
+        let at = span(pos.wide(), need, size)?;
         let src = crate::boundary::slice(inbuf as *const u8, size, "inbuf")?;
         let dst = data_mut(outbuf, n, &dt)?;
         dt.unpack(n, &src[at..at + need], dst.bytes, dst.origin)?;
-        *pos += need as c_int;
-        Ok(())
+        advance(pos, need)
     }
 }
 

@@ -7,9 +7,9 @@ use std::os::raw::c_int;
 use pontoon::{Basic, Datatype, Op, PairValue};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, put_c_string, slice, Fail, Res};
-use crate::mpi_fn;
+use crate::boundary::{count, fail, fit_signed, out, put_c_string, slice, Fail, Res, Wide};
 use crate::state::{mpi, Contents, TypeArg};
+use crate::{mpi_fn, mpi_fn_c};
 use std::rc::Rc;
 
 /// (handle, name, basic type on x86-64/aarch64 Linux; `None`: not supported).
@@ -150,6 +150,35 @@ pub(crate) fn contents(
     aints: Vec<MPI_Aint>,
     types: &[MPI_Datatype],
 ) -> Result<Rc<Contents>, Fail> {
+    contents_with(combiner, ints, aints, vec![], types)
+}
+
+/// The record of a constructor of counts (`ints`) and displacements (`aints`), listed as
+/// its classic form takes them: in its large-count form (`large`) they are all large
+/// counts, in that order (MPI 4.1 §5.1.13).
+fn record(
+    large: bool,
+    combiner: c_int,
+    ints: &[i64],
+    aints: &[i64],
+    types: &[MPI_Datatype],
+) -> Result<Rc<Contents>, Fail> {
+    if large {
+        return contents_with(combiner, vec![], vec![], [ints, aints].concat(), types);
+    }
+    // The classic form's arguments came as int and MPI_Aint: these casts give them back.
+    let ints = ints.iter().map(|&v| v as c_int).collect();
+    let aints = aints.iter().map(|&v| v as MPI_Aint).collect();
+    contents_with(combiner, ints, aints, vec![], types)
+}
+
+pub(crate) fn contents_with(
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<MPI_Aint>,
+    counts: Vec<MPI_Count>,
+    types: &[MPI_Datatype],
+) -> Result<Rc<Contents>, Fail> {
     let m = mpi()?;
     let types = types
         .iter()
@@ -167,6 +196,7 @@ pub(crate) fn contents(
         combiner,
         ints,
         aints,
+        counts,
         types,
     }))
 }
@@ -183,153 +213,136 @@ pub(crate) fn new_type(
     Ok(())
 }
 
-fn counts(v: &[c_int], what: &str) -> Result<Vec<u64>, Fail> {
-    v.iter().map(|n| count(*n as i64, what)).collect()
+fn counts<N: Wide>(v: &[N], what: &str) -> Result<Vec<u64>, Fail> {
+    v.iter().map(|n| count(n.wide(), what)).collect()
 }
 
-mpi_fn! {
-    fn MPI_Type_size(datatype: MPI_Datatype, size: *mut c_int) {
+pub(crate) fn wide<N: Wide>(v: &[N]) -> Vec<i64> {
+    v.iter().map(|n| n.wide()).collect()
+}
+
+mpi_fn_c! {
+    fn MPI_Type_size | MPI_Type_size_c(datatype: MPI_Datatype, size: *mut Count) {
         let dt = mpi()?.datatype(datatype)?;
-        *out(size, "size")? = c_int::try_from(dt.size()).unwrap_or(MPI_UNDEFINED);
+        *out(size, "size")? = Count::try_from(dt.size()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) {
-        *out(size, "size")? = mpi()?.datatype(datatype)?.size() as MPI_Count;
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_get_extent(datatype: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) {
+mpi_fn_c! {
+    fn MPI_Type_get_extent | MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut AintCount, extent: *mut AintCount) {
         let (l, e) = mpi()?.datatype(datatype)?.extent();
-        *out(lb, "lb")? = l as MPI_Aint;
-        *out(extent, "extent")? = e as MPI_Aint;
+        *out(lb, "lb")? = fit_signed(l, "lb")?;
+        *out(extent, "extent")? = fit_signed(e, "extent")?;
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) {
-        let (l, e) = mpi()?.datatype(datatype)?.extent();
-        *out(lb, "lb")? = l;
-        *out(extent, "extent")? = e;
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) {
+mpi_fn_c! {
+    fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut AintCount, true_extent: *mut AintCount) {
         let (l, e) = mpi()?.datatype(datatype)?.true_extent();
-        *out(true_lb, "true_lb")? = l as MPI_Aint;
-        *out(true_extent, "true_extent")? = e as MPI_Aint;
+        *out(true_lb, "true_lb")? = fit_signed(l, "true_lb")?;
+        *out(true_extent, "true_extent")? = fit_signed(e, "true_extent")?;
         Ok(())
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) {
-        let (l, e) = mpi()?.datatype(datatype)?.true_extent();
-        *out(true_lb, "true_lb")? = l;
-        *out(true_extent, "true_extent")? = e;
-        Ok(())
+mpi_fn_c! {
+    fn MPI_Type_contiguous | MPI_Type_contiguous_c(n: Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let n = n.wide();
+        let old = mpi()?.datatype(oldtype)?;
+        let how = record(LARGE, COMBINER_CONTIGUOUS, &[n], &[], &[oldtype])?;
+        new_type(old.contiguous(count(n, "count")?), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_contiguous(n: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_vector | MPI_Type_vector_c(n: Count, blocklength: Count, stride: Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
-        let how = contents(COMBINER_CONTIGUOUS, vec![n], vec![], &[oldtype])?;
-        new_type(old.contiguous(count(n as i64, "count")?), how, newtype)
+        let made = old.vector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
+        new_type(made, record(LARGE, COMBINER_VECTOR, &[n, blocklength, stride], &[], &[oldtype])?, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_vector(n: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_hvector | MPI_Type_create_hvector_c(n: Count, blocklength: Count, stride: AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
-        let made = old.vector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
-        new_type(made, contents(COMBINER_VECTOR, vec![n, blocklength, stride], vec![], &[oldtype])?, newtype)
+        let made = old.hvector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
+        new_type(made, record(LARGE, COMBINER_HVECTOR, &[n, blocklength], &[stride], &[oldtype])?, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_hvector(n: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_indexed | MPI_Type_indexed_c(n: Count, blocklengths: *const Count, displacements: *const Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
-        let made = old.hvector(count(n as i64, "count")?, count(blocklength as i64, "blocklength")?, stride as i64);
-        new_type(made, contents(COMBINER_HVECTOR, vec![n, blocklength], vec![stride], &[oldtype])?, newtype)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_indexed(n: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
-        let old = mpi()?.datatype(oldtype)?;
-        let k = count(n as i64, "count")? as usize;
+        let k = count(n, "count")? as usize;
         let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
-        let lens = counts(bl, "blocklength")?;
-        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
-        let ints = [&[n][..], bl, ds].concat();
-        new_type(old.indexed(&lens, &displs), contents(COMBINER_INDEXED, ints, vec![], &[oldtype])?, newtype)
+        let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
+        let how = record(LARGE, COMBINER_INDEXED, &[&[n][..], &wide(bl), &displs].concat(), &[], &[oldtype])?;
+        new_type(old.indexed(&lens, &displs), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_hindexed(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_hindexed | MPI_Type_create_hindexed_c(n: Count, blocklengths: *const Count, displacements: *const AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
-        let k = count(n as i64, "count")? as usize;
+        let k = count(n, "count")? as usize;
         let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
-        let lens = counts(bl, "blocklength")?;
-        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
-        let how = contents(COMBINER_HINDEXED, [&[n][..], bl].concat(), ds.to_vec(), &[oldtype])?;
+        let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
+        let how = record(LARGE, COMBINER_HINDEXED, &[&[n][..], &wide(bl)].concat(), &displs, &[oldtype])?;
         new_type(old.hindexed(&lens, &displs), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_indexed_block(n: c_int, blocklength: c_int, displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_indexed_block | MPI_Type_create_indexed_block_c(n: Count, blocklength: Count, displacements: *const Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
-        let k = count(n as i64, "count")? as usize;
-        let ds = slice(displacements, k, "array_of_displacements")?;
-        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
-        let how = contents(COMBINER_INDEXED_BLOCK, [&[n, blocklength][..], ds].concat(), vec![], &[oldtype])?;
-        new_type(old.indexed_block(count(blocklength as i64, "blocklength")?, &displs), how, newtype)
+        let k = count(n, "count")? as usize;
+        let displs = wide(slice(displacements, k, "array_of_displacements")?);
+        let how = record(LARGE, COMBINER_INDEXED_BLOCK, &[&[n, blocklength][..], &displs].concat(), &[], &[oldtype])?;
+        new_type(old.indexed_block(count(blocklength, "blocklength")?, &displs), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_hindexed_block(n: c_int, blocklength: c_int, displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_hindexed_block | MPI_Type_create_hindexed_block_c(n: Count, blocklength: Count, displacements: *const AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
-        let k = count(n as i64, "count")? as usize;
-        let ds = slice(displacements, k, "array_of_displacements")?;
-        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
-        let how = contents(COMBINER_HINDEXED_BLOCK, vec![n, blocklength], ds.to_vec(), &[oldtype])?;
-        new_type(old.hindexed_block(count(blocklength as i64, "blocklength")?, &displs), how, newtype)
+        let k = count(n, "count")? as usize;
+        let displs = wide(slice(displacements, k, "array_of_displacements")?);
+        let how = record(LARGE, COMBINER_HINDEXED_BLOCK, &[n, blocklength], &displs, &[oldtype])?;
+        new_type(old.hindexed_block(count(blocklength, "blocklength")?, &displs), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_struct(n: c_int, blocklengths: *const c_int, displacements: *const MPI_Aint, types: *const MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_struct | MPI_Type_create_struct_c(n: Count, blocklengths: *const Count, displacements: *const AintCount, types: *const MPI_Datatype, newtype: *mut MPI_Datatype) {
+        let n = n.wide();
         let m = mpi()?;
-        let k = count(n as i64, "count")? as usize;
+        let k = count(n, "count")? as usize;
         let (bl, ds, th) = (
             slice(blocklengths, k, "array_of_blocklengths")?,
             slice(displacements, k, "array_of_displacements")?,
             slice(types, k, "array_of_types")?,
         );
-        let lens = counts(bl, "blocklength")?;
-        let displs: Vec<i64> = ds.iter().map(|d| *d as i64).collect();
+        let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
         let types = th.iter().map(|t| m.datatype(*t)).collect::<Result<Vec<_>, _>>()?;
-        let how = contents(COMBINER_STRUCT, [&[n][..], bl].concat(), ds.to_vec(), th)?;
+        let how = record(LARGE, COMBINER_STRUCT, &[&[n][..], &wide(bl)].concat(), &displs, th)?;
         new_type(Datatype::create_struct(&lens, &displs, &types), how, newtype)
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_resized | MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: AintCount, extent: AintCount, newtype: *mut MPI_Datatype) {
+        let (lb, extent) = (lb.wide(), extent.wide());
         let old = mpi()?.datatype(oldtype)?;
-        let how = contents(COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype])?;
-        new_type(Ok(old.resized(lb as i64, extent as i64)), how, newtype)
+        let how = record(LARGE, COMBINER_RESIZED, &[], &[lb, extent], &[oldtype])?;
+        new_type(Ok(old.resized(lb, extent)), how, newtype)
     }
 }
 
@@ -406,17 +419,18 @@ mpi_fn! {
 }
 
 /// `void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype)`.
-pub type UserFunction = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut MPI_Datatype);
+/// `MPI_User_function` (`N`: `int`) and `MPI_User_function_c` (`MPI_Count`).
+pub type UserFunction<N> = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut N, *mut MPI_Datatype);
 
-mpi_fn! {
-    fn MPI_Op_create(user_fn: Option<UserFunction>, commute: c_int, op: *mut MPI_Op) {
+mpi_fn_c! {
+    fn MPI_Op_create | MPI_Op_create_c(user_fn: Option<UserFunction<Count>>, commute: c_int, op: *mut MPI_Op) {
         let m = mpi()?;
         let Some(f) = user_fn else {
             return fail(MPI_ERR_ARG, "the user function is NULL");
         };
         let call = move |input: &[u8], inout: &mut [u8], origin: usize, n: u64, dt: &Datatype| {
-            let mut len = c_int::try_from(n)
-                .map_err(|_| pontoon::Error::Arg(format!("{n} elements do not fit the int of MPI_User_function")))?;
+            let mut len = Count::try_from(n)
+                .map_err(|_| pontoon::Error::Arg(format!("{n} elements do not fit the int of MPI_User_function: create the operation with MPI_Op_create_c")))?;
             let mut h = mpi().map(|m| m.handle_of_type(dt)).unwrap_or(MPI_DATATYPE_NULL);
             let (a, b) = (input.as_ptr().wrapping_add(origin), inout.as_mut_ptr().wrapping_add(origin));
             // SAFETY: the function the program registered, called with `len` elements
@@ -493,14 +507,14 @@ fn subarray(
     Ok(placed.resized(0, stride))
 }
 
-mpi_fn! {
-    fn MPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+mpi_fn_c! {
+    fn MPI_Type_create_subarray | MPI_Type_create_subarray_c(ndims: c_int, sizes: *const Count, subsizes: *const Count, starts: *const Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         if n == 0 {
             return fail(MPI_ERR_DIMS, "ndims must be at least 1");
         }
-        let (sz, sub, st) = (slice(sizes, n, "sizes")?, slice(subsizes, n, "subsizes")?, slice(starts, n, "starts")?);
+        let (sz, sub, st) = (wide(slice(sizes, n, "sizes")?), wide(slice(subsizes, n, "subsizes")?), wide(slice(starts, n, "starts")?));
         for i in 0..n {
             if sz[i] < 1 || sub[i] < 1 || sub[i] > sz[i] || st[i] < 0 || st[i] > sz[i] - sub[i] {
                 return fail(MPI_ERR_ARG, format!("dimension {i}: size {}, subsize {}, start {} do not describe a subarray", sz[i], sub[i], st[i]));
@@ -511,9 +525,14 @@ mpi_fn! {
             ORDER_FORTRAN => false,
             o => return fail(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
         };
-        let wide = |v: &[c_int]| v.iter().map(|x| *x as i64).collect::<Vec<_>>();
-        let made = subarray(&wide(sz), &wide(sub), &wide(st), c_order, &old);
-        let ints = [&[ndims][..], sz, sub, st, &[order]].concat();
-        new_type(made, contents(COMBINER_SUBARRAY, ints, vec![], &[oldtype])?, newtype)
+        let made = subarray(&sz, &sub, &st, c_order, &old);
+        // The large form keeps ndims and order as ints and the rest as large counts.
+        let how = if LARGE {
+            contents_with(COMBINER_SUBARRAY, vec![ndims, order], vec![], [sz, sub, st].concat(), &[oldtype])?
+        } else {
+            let ints = [&[i64::from(ndims)][..], &sz, &sub, &st, &[i64::from(order)]].concat();
+            record(false, COMBINER_SUBARRAY, &ints, &[], &[oldtype])?
+        };
+        new_type(made, how, newtype)
     }
 }

@@ -8,10 +8,10 @@ use std::os::raw::c_int;
 use pontoon::{Comm, Datatype, Input};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, slice, Fail, Res};
+use crate::boundary::{count, fail, slice, Fail, Res, Wide};
 use crate::colls::{in_place, root_rank};
 use crate::intercolls;
-use crate::mpi_fn;
+use crate::mpi_fn_c;
 use crate::p2p::{data, data_mut};
 use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
@@ -22,29 +22,14 @@ pub(crate) struct Pieces {
     list: Vec<(u64, i64, Datatype)>,
 }
 
-/// A byte displacement of either C type (`int`, `MPI_Aint`), as `i64`.
-pub(crate) struct ByteDispl(i64);
-
-impl From<c_int> for ByteDispl {
-    fn from(d: c_int) -> Self {
-        ByteDispl(i64::from(d))
-    }
-}
-
-impl From<MPI_Aint> for ByteDispl {
-    fn from(d: MPI_Aint) -> Self {
-        ByteDispl(d as i64)
-    }
-}
-
 impl Pieces {
     /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
-    pub(crate) unsafe fn uniform(
+    pub(crate) unsafe fn uniform<C: Wide, D: Wide>(
         m: &Mpi,
         base: *const c_void,
         n: usize,
-        counts: *const c_int,
-        displs: *const c_int,
+        counts: *const C,
+        displs: *const D,
         dt: MPI_Datatype,
     ) -> Result<Pieces, Fail> {
         let dt = m.committed(dt)?;
@@ -54,7 +39,7 @@ impl Pieces {
         let list = c
             .iter()
             .zip(d)
-            .map(|(c, d)| Ok((count(*c as i64, "count")?, *d as i64 * ext, dt.clone())))
+            .map(|(c, d)| Ok((count(c.wide(), "count")?, d.wide() * ext, dt.clone())))
             .collect::<Result<_, Fail>>()?;
         Ok(Pieces {
             base: base as *mut c_void,
@@ -64,11 +49,11 @@ impl Pieces {
 
     /// Alltoallw's form: a datatype per piece, displacements in bytes (`int`, or
     /// `MPI_Aint` for the neighbourhood form).
-    pub(crate) unsafe fn typed<D: Copy + Into<ByteDispl>>(
+    pub(crate) unsafe fn typed<C: Wide, D: Wide>(
         m: &Mpi,
         base: *const c_void,
         n: usize,
-        counts: *const c_int,
+        counts: *const C,
         displs: *const D,
         types: *const MPI_Datatype,
     ) -> Result<Pieces, Fail> {
@@ -82,7 +67,7 @@ impl Pieces {
         };
         let mut list = Vec::with_capacity(n);
         for i in 0..n {
-            list.push((count(c[i] as i64, "count")?, d[i].into().0, m.committed(t[i])?));
+            list.push((count(c[i].wide(), "count")?, d[i].wide(), m.committed(t[i])?));
         }
         Ok(Pieces {
             base: base as *mut c_void,
@@ -143,21 +128,17 @@ impl Pieces {
 }
 
 /// The packed form of `count` elements of `datatype` at `buf`.
-unsafe fn packed_send(
-    m: &Mpi,
-    buf: *const c_void,
-    n: c_int,
-    datatype: MPI_Datatype,
-) -> Result<Vec<u8>, Fail> {
+unsafe fn packed_send(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Result<Vec<u8>, Fail> {
     let dt = m.committed(datatype)?;
     // SAFETY: the caller's send buffer.
-    Ok(unsafe { data(buf, count(n as i64, "sendcount")?, &dt)? }
+    Ok(unsafe { data(buf, count(n, "sendcount")?, &dt)? }
         .packed()?
         .into_owned())
 }
 
-mpi_fn! {
-    fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Gatherv | MPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -177,8 +158,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Scatterv | MPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+        let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -200,7 +182,7 @@ mpi_fn! {
             return Ok(());
         }
         let rt = m.committed(recvtype)?;
-        let n = count(recvcount as i64, "recvcount")?;
+        let n = count(recvcount, "recvcount")?;
         let mut got = vec![0u8; (n * rt.size()) as usize];
         c.scatterv(&packed, &counts, &offsets, Some(&mut got), root)?;
         let dst = data_mut(recvbuf, n, &rt)?;
@@ -209,8 +191,9 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Allgatherv | MPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+        let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -256,8 +239,8 @@ unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: 
     unsafe { recv.unpack(&out) }
 }
 
-mpi_fn! {
-    fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -267,8 +250,8 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -282,12 +265,12 @@ mpi_fn! {
 ///
 /// # Safety
 /// `recvcounts` holds one entry per rank of `comm`.
-pub(crate) unsafe fn rank_counts(comm: MPI_Comm, recvcounts: *const c_int) -> Result<Vec<u64>, Fail> {
+pub(crate) unsafe fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: *const C) -> Result<Vec<u64>, Fail> {
     let p = mpi()?.comm(comm)?.size() as usize;
     // SAFETY: as documented.
     unsafe { slice(recvcounts, p, "recvcounts")? }
         .iter()
-        .map(|n| count(*n as i64, "recvcounts"))
+        .map(|n| count(n.wide(), "recvcounts"))
         .collect()
 }
 
@@ -322,15 +305,16 @@ unsafe fn reduce_scatter(
     Ok(())
 }
 
-mpi_fn! {
-    fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
-        reduce_scatter(sendbuf, recvbuf, vec![count(recvcount as i64, "recvcount")?; p], datatype, op, comm)
+        reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm)
     }
 }
 
-mpi_fn! {
-    fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
     }
@@ -339,7 +323,7 @@ mpi_fn! {
 unsafe fn prefix(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    n: c_int,
+    n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
@@ -349,7 +333,7 @@ unsafe fn prefix(
     let c = m.comm(comm)?;
     let dt = m.committed(datatype)?;
     let op = m.op(op)?;
-    let n = count(n as i64, "count")?;
+    let n = count(n, "count")?;
     // SAFETY: the caller's buffers.
     let send = if in_place(sendbuf) {
         None
@@ -365,14 +349,16 @@ unsafe fn prefix(
     Ok(())
 }
 
-mpi_fn! {
-    fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Scan | MPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, false)
     }
 }
 
-mpi_fn! {
-    fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, n: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+mpi_fn_c! {
+    fn MPI_Exscan | MPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+        let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, true)
     }
 }
