@@ -94,6 +94,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("inter", &[1, 2, 3, 5]),
         ("intercoll", &[1, 2, 3, 4, 5]),
         ("large_count", &[1, 2, 3]),
+        ("idup", &[1, 2, 3, 5]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);

@@ -66,6 +66,48 @@ mpi_fn! {
     }
 }
 
+/// MPI_Comm_idup(_with_info): the request completes once the members agreed on a context
+/// (in the background, `pontoon::coll::idup`); its completion makes the communicator and
+/// writes its handle to `newcomm`, which the program must leave alone until then.
+///
+/// # Safety
+/// `newcomm` and `request` are writable, `newcomm` until the request completes.
+unsafe fn idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> Res {
+    let m = mpi()?;
+    // SAFETY: as documented.
+    let (target, request) = unsafe { (out(newcomm, "newcomm")?, out(request, "request")?) };
+    *target = MPI_COMM_NULL;
+    let (op, result) = m.comm(comm)?.start_idup()?;
+    let finish: crate::requests::Finish = Box::new(move || {
+        let made = result.communicator()?;
+        // SAFETY: the program keeps `newcomm` for this request's completion (MPI's rule).
+        let target = unsafe { out(newcomm, "newcomm")? };
+        publish(mpi()?, comm, Some(made), target)
+    });
+    crate::requests::start(
+        m,
+        request,
+        crate::requests::ReqEntry::Coll {
+            op,
+            comm,
+            finish: Some(finish),
+        },
+    )
+}
+
+mpi_fn! {
+    fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) on comm {
+        idup(comm, newcomm, request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) on comm {
+        crate::info::accepted(info)?;
+        idup(comm, newcomm, request)
+    }
+}
+
 mpi_fn! {
     fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
         let m = mpi()?;

@@ -46,6 +46,15 @@ impl ContextPool {
         self.take(id);
         Some(id)
     }
+    pub(crate) fn is_free(&self, id: u32) -> bool {
+        (id as usize) < MAX_CONTEXTS && self.free[id as usize / 64] & (1 << (id % 64)) != 0
+    }
+    /// The lowest free id from `start` on; `MAX_CONTEXTS` when there is none.
+    pub(crate) fn lowest_free_from(&self, start: u32) -> u32 {
+        (start..MAX_CONTEXTS as u32)
+            .find(|&id| self.is_free(id))
+            .unwrap_or(MAX_CONTEXTS as u32)
+    }
     pub(crate) fn take(&mut self, id: u32) {
         self.free[id as usize / 64] &= !(1 << (id % 64));
     }
@@ -320,7 +329,7 @@ impl<'u> Comm<'u> {
             .ok_or_else(no_context_left)
     }
 
-    fn with_members(&self, members: Vec<Rank>, id: u32) -> Comm<'u> {
+    pub(crate) fn with_members(&self, members: Vec<Rank>, id: u32) -> Comm<'u> {
         let me = self.u.rt.borrow().rank();
         let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
         Comm {

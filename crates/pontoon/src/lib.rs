@@ -108,7 +108,8 @@ pub(crate) fn status(c: runtime::Completion) -> Result<Status> {
 pub struct Universe {
     rt: RefCell<Runtime>,
     finalized: std::cell::Cell<bool>,
-    contexts: RefCell<comm::ContextPool>,
+    /// Shared with the rounds of MPI_Comm_idup, which the background task runs.
+    contexts: Rc<RefCell<comm::ContextPool>>,
     tuning: coll::algos::Tuning,
     world: Rc<comm::CommData>,
     me: Rc<comm::CommData>,
@@ -134,7 +135,7 @@ pub fn init() -> Result<Universe> {
     Ok(Universe {
         rt: RefCell::new(rt),
         finalized: std::cell::Cell::new(false),
-        contexts: RefCell::new(comm::ContextPool::new()),
+        contexts: Rc::new(RefCell::new(comm::ContextPool::new())),
         tuning,
         world: Rc::new(world),
         me: Rc::new(me),

@@ -6,6 +6,7 @@ pub mod algos;
 mod choose;
 mod direct;
 pub(crate) mod hier;
+mod idup;
 mod inter;
 #[cfg(test)]
 mod inter_tests;
@@ -24,6 +25,7 @@ use crate::datatype::{Datatype, Equivalence};
 use crate::op::Op;
 use crate::{Error, Rank, Result};
 use algos::Shape;
+pub use idup::IdupResult;
 pub use inter::{InterColl, Sides};
 pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};

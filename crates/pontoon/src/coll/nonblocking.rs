@@ -22,6 +22,27 @@ pub(crate) struct Started {
     ctx: u32,
     tag: i32,
     result: Option<Result<Buffer>>,
+    /// For a chain of schedules (MPI_Comm_idup's rounds): what follows each one.
+    then: Option<Then>,
+}
+
+/// Decides, from a finished schedule's result, what a chain does next.
+pub(crate) type Then = Box<dyn FnMut(Result<Buffer>) -> Next>;
+
+/// One schedule of a chain: on this input and output, with this reduction and tag.
+pub(crate) struct Link {
+    pub(crate) sched: Schedule,
+    pub(crate) input: Buffer,
+    pub(crate) output: Buffer,
+    pub(crate) op: Option<(Op, crate::Datatype)>,
+    pub(crate) tag: i32,
+}
+
+/// The next step of a chain.
+pub(crate) enum Next {
+    Run(Link),
+    /// The chain ends with this result.
+    Done(Result<Buffer>),
 }
 
 impl Started {
@@ -34,24 +55,41 @@ impl Started {
         self.result.take()
     }
 
-    /// Advances; once finished, keeps the result and the output buffer.
+    /// Advances; once finished (a chain: its last schedule), keeps the result and the
+    /// output buffer.
     pub(crate) fn advance(&mut self, rt: &mut Runtime, block: bool) -> bool {
-        let Some(run) = self.run.as_mut() else {
-            return false;
-        };
-        let mut p2p = RtP2p {
-            rt,
-            members: &self.members,
-            ctx: self.ctx,
-            tag: self.tag,
-        };
-        let r = run.advance(&mut p2p, block);
-        if matches!(r, Ok(false)) {
-            return false;
+        loop {
+            let Some(run) = self.run.as_mut() else {
+                return false;
+            };
+            let mut p2p = RtP2p {
+                rt,
+                members: &self.members,
+                ctx: self.ctx,
+                tag: self.tag,
+            };
+            let r = run.advance(&mut p2p, block);
+            if matches!(r, Ok(false)) {
+                return false;
+            }
+            let out = self.run.take().expect("checked").finish(&mut p2p);
+            let r = r.map(|_| out);
+            let Some(then) = self.then.as_mut() else {
+                self.result = Some(r);
+                return true;
+            };
+            match then(r) {
+                Next::Done(r) => {
+                    self.then = None;
+                    self.result = Some(r);
+                    return true;
+                }
+                Next::Run(l) => {
+                    self.run = Some(Running::new(l.sched, l.input, l.output, l.op));
+                    self.tag = l.tag;
+                }
+            }
         }
-        let out = self.run.take().expect("checked").finish(&mut p2p);
-        self.result = Some(r.map(|_| out));
-        true
     }
 }
 
@@ -160,13 +198,32 @@ impl<'u> Comm<'u> {
             Ok(m) => (Some(Running::new(sched, input, output, op)), None, m),
             Err(e) => (None, Some(Err(e)), self.d.group.shared_members()),
         };
-        let state = Rc::new(RefCell::new(Started {
+        let tag = self.next_coll_tag();
+        self.launch(Started {
             run,
             members,
             ctx: self.coll_ctx(),
-            tag: self.next_coll_tag(),
+            tag,
             result,
-        }));
+            then: None,
+        })
+    }
+
+    /// Starts a chain: `first` with `tag`, then whatever `then` says (MPI_Comm_idup).
+    pub(crate) fn start_chain(&self, first: Link, then: Then) -> Rc<RefCell<Started>> {
+        self.launch(Started {
+            run: Some(Running::new(first.sched, first.input, first.output, first.op)),
+            members: self.d.group.shared_members(),
+            ctx: self.coll_ctx(),
+            tag: first.tag,
+            result: None,
+            then: Some(then),
+        })
+    }
+
+    /// Registers a started schedule with the background task and takes its first step.
+    fn launch(&self, started: Started) -> Rc<RefCell<Started>> {
+        let state = Rc::new(RefCell::new(started));
         // Start the first step now; the rest advances with the job.
         let mut rt = self.u.rt.borrow_mut();
         state.borrow_mut().advance(&mut rt, false);

@@ -252,7 +252,11 @@ pub struct CollPending<'u> {
     state: Rc<RefCell<Started>>,
 }
 
-impl CollPending<'_> {
+impl<'u> CollPending<'u> {
+    pub(crate) fn of(comm: Comm<'u>, state: Rc<RefCell<Started>>) -> CollPending<'u> {
+        CollPending { comm, state }
+    }
+
     /// Progresses once; true when finished (the result still to be taken).
     pub fn is_done(&mut self) -> bool {
         if !self.state.borrow().finished() {
