@@ -10,7 +10,7 @@
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
 # streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
 # PMI, `salloc … pontoon run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
-# host over shared memory. As another user only the local ranks, saying why.
+# host over shared memory, with a C program's collectives across an intercommunicator. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
 set -euo pipefail
@@ -24,6 +24,13 @@ local_ranks() {
     echo "demo: $np ranks on this host: shared-memory lanes between them (pontoon doctor)"
     "$pontoon" run -n "$np" "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
     "$pontoon" run -n "$np" "$examples/ring"
+    echo "demo: a C program through the standard ABI: every collective between the even and odd"
+    echo "      ranks as an intercommunicator, blocking, non-blocking and persistent (tests/c/intercoll.c)"
+    local cdir
+    cdir=$(mktemp -d)
+    target/release/pontoon-cc -O1 -o "$cdir/intercoll" tests/c/intercoll.c
+    "$pontoon" run -n "$np" "$cdir/intercoll"
+    rm -rf "$cdir"
     echo "demo: 128 ranks on this host, every pair connected at once (timeouts stretch with the"
     echo "      ranks per CPU, handshakes are read when epoll reports them)"
     local start=$SECONDS

@@ -21,14 +21,18 @@ use crate::state::{mpi, Mpi};
 use crate::vcolls::Pieces;
 
 /// Fails on `MPI_IN_PLACE`, which no intercommunicator collective takes.
-pub(crate) fn not_in_place(bufs: &[*const c_void]) -> Res {
-    if bufs.iter().any(|&b| in_place(b)) {
-        return fail(
-            MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed on an intercommunicator",
-        );
+fn not_in_place(bufs: &[*const c_void]) -> Res {
+    match bufs.iter().any(|&b| in_place(b)) {
+        true => in_place_refused(),
+        false => Ok(()),
     }
-    Ok(())
+}
+
+fn in_place_refused() -> Res {
+    fail(
+        MPI_ERR_BUFFER,
+        "MPI_IN_PLACE is not allowed on an intercommunicator",
+    )
 }
 
 type Out = (pontoon::lent::Buffer, Option<Finish>);
@@ -417,16 +421,20 @@ pub(crate) unsafe fn allgatherv<C: Wide, D: Wide>(
     go(m, &c, comm, what, None, inp, out, request)
 }
 
-/// Alltoallv and alltoallw: both sides as pieces of one entry per remote rank.
+/// Alltoallv and alltoallw: both sides as pieces of one entry per remote rank (`send`
+/// None: the program passed `MPI_IN_PLACE`, refused here).
 ///
 /// # Safety
 /// As [`blocks_of`].
 pub(crate) unsafe fn alltoall_pieces(
     comm: MPI_Comm,
-    send: Pieces,
+    send: Option<Pieces>,
     recv: Pieces,
     request: *mut MPI_Request,
 ) -> Res {
+    let Some(send) = send else {
+        return in_place_refused();
+    };
     let m = mpi()?;
     let c = m.comm(comm)?;
     let what = InterColl::Alltoallv {

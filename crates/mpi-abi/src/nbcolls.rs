@@ -415,9 +415,6 @@ unsafe fn start_alltoall_pieces(
     request: *mut MPI_Request,
 ) -> Res {
     if c.is_inter() {
-        let Some(send) = send else {
-            return intercolls::not_in_place(&[MPI_IN_PLACE as *const c_void]);
-        };
         // SAFETY: the caller's buffers, untouched until completion.
         return unsafe { intercolls::alltoall_pieces(comm, send, recv, request) };
     }

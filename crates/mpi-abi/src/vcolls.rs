@@ -211,9 +211,6 @@ mpi_fn_c! {
 /// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
 unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: Pieces) -> Res {
     if c.is_inter() {
-        let Some(send) = send else {
-            return intercolls::not_in_place(&[MPI_IN_PLACE as *const c_void]);
-        };
         return blocking(move |r| unsafe { intercolls::alltoall_pieces(comm, send, recv, r) });
     }
     // SAFETY (both blocks): the caller's buffers, which hold the pieces they describe.

@@ -26,7 +26,7 @@ use crate::op::Op;
 use crate::{Error, Rank, Result};
 use algos::Shape;
 pub use idup::IdupResult;
-pub use inter::{InterColl, Sides};
+pub use inter::InterColl;
 pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};
 pub use plans::{CollPending, Plan};
