@@ -13,11 +13,11 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit, out, slice, slice_mut, Fail, Res};
+use crate::boundary::{count, fail, fit, out, Fail, Res};
 use crate::mpi_fn_c;
 use crate::p2p::{data, data_mut};
 use crate::state::{mpi, Contents, Mpi};
-use crate::typeinfo::{advance, span};
+use crate::typeinfo::{put_at, take_at};
 use pontoon::Datatype;
 
 /// How a scalar is stored in external32.
@@ -276,11 +276,7 @@ mpi_fn_c! {
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(incount, "incount")?;
         let ext = externalize(&data(inbuf, n, &dt)?.packed()?, n, &elems)?;
-        let pos = out(position, "position")?;
-        let size = count(outsize, "outsize")? as usize;
-        let at = span(pos.wide(), ext.len(), size)?;
-        slice_mut(outbuf as *mut u8, size, "outbuf")?[at..at + ext.len()].copy_from_slice(&ext);
-        advance(pos, ext.len())
+        put_at(outbuf, outsize, position, &ext)
     }
 }
 
@@ -291,14 +287,10 @@ mpi_fn_c! {
         check_datarep(datarep)?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(outcount, "outcount")?;
-        let need = (n * elems.external_size()) as usize;
-        let pos = out(position, "position")?;
-        let size = count(insize, "insize")? as usize;
-        let at = span(pos.wide(), need, size)?;
-        let src = slice(inbuf as *const u8, size, "inbuf")?;
-        let native = internalize(&src[at..at + need], n, &elems)?;
+        let src = take_at(inbuf, insize, position, (n * elems.external_size()) as usize)?;
+        let native = internalize(src, n, &elems)?;
         let dst = data_mut(outbuf, n, &dt)?;
         dt.unpack(n, &native, dst.bytes, dst.origin)?;
-        advance(pos, need)
+        Ok(())
     }
 }

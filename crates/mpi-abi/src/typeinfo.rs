@@ -5,15 +5,15 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{c_str, count, fail, fit, fit_signed, out, slice_mut, Fail, Res, Wide};
+use crate::boundary::{c_str, count, fail, fit, fit_signed, out, slice, slice_mut, Fail, Res, Wide};
 use crate::p2p::{data, data_mut};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
 
-/// Where in a buffer of `size` bytes, at `position`, `len` more bytes go (MPI_Pack and
-/// its kin).
-pub(crate) fn span(position: i64, len: usize, size: usize) -> Result<usize, Fail> {
+/// Where in a buffer of `size` bytes, at `position`, `len` more bytes go.
+fn span(position: i64, len: usize, size: i64) -> Result<usize, Fail> {
     let at = usize::try_from(position).map_err(|_| Fail::new(MPI_ERR_ARG, "position is negative"))?;
+    let size = count(size, "the buffer size")? as usize;
     if at + len > size {
         return fail(
             MPI_ERR_TRUNCATE,
@@ -23,10 +23,45 @@ pub(crate) fn span(position: i64, len: usize, size: usize) -> Result<usize, Fail
     Ok(at)
 }
 
-/// Moves a position argument on by `len` bytes.
-pub(crate) fn advance<P: Wide + TryFrom<i64>>(position: &mut P, len: usize) -> Res {
-    *position = fit_signed(position.wide() + len as i64, "the position")?;
+/// MPI_Pack and its kin: writes `bytes` at `*position` of the program's buffer of `size`
+/// bytes and moves the position on.
+///
+/// # Safety
+/// `buf` holds `size` bytes and `position` is writable (the C caller's contract).
+pub(crate) unsafe fn put_at<P: Wide + TryFrom<i64>>(
+    buf: *mut c_void,
+    size: i64,
+    position: *mut P,
+    bytes: &[u8],
+) -> Res {
+    // SAFETY: as documented.
+    let pos = unsafe { out(position, "position")? };
+    let at = span(pos.wide(), bytes.len(), size)?;
+    // SAFETY: as documented; `span` checked that the bytes fit.
+    let dst = unsafe { slice_mut(buf as *mut u8, at + bytes.len(), "outbuf")? };
+    dst[at..].copy_from_slice(bytes);
+    *pos = fit_signed(pos.wide() + bytes.len() as i64, "the position")?;
     Ok(())
+}
+
+/// MPI_Unpack and its kin: the `len` bytes at `*position` of the program's buffer of
+/// `size` bytes, the position moved past them.
+///
+/// # Safety
+/// As [`put_at`], for reading; the bytes stay valid while the caller uses them.
+pub(crate) unsafe fn take_at<'a, P: Wide + TryFrom<i64>>(
+    buf: *const c_void,
+    size: i64,
+    position: *mut P,
+    len: usize,
+) -> Result<&'a [u8], Fail> {
+    // SAFETY: as documented.
+    let pos = unsafe { out(position, "position")? };
+    let at = span(pos.wide(), len, size)?;
+    // SAFETY: as documented; `span` checked that they are there.
+    let bytes = &unsafe { slice(buf as *const u8, at + len, "inbuf")? }[at..];
+    *pos = fit_signed(pos.wide() + len as i64, "the position")?;
+    Ok(bytes)
 }
 
 const COMBINER_NAMED: c_int = 101;
@@ -196,11 +231,7 @@ mpi_fn_c! {
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
         let packed = data(inbuf, count(incount, "incount")?, &dt)?.packed()?;
-        let pos = out(position, "position")?;
-        let size = count(outsize, "outsize")? as usize;
-        let at = span(pos.wide(), packed.len(), size)?;
-        slice_mut(outbuf as *mut u8, size, "outbuf")?[at..at + packed.len()].copy_from_slice(&packed);
-        advance(pos, packed.len())
+        put_at(outbuf, outsize, position, &packed)
     }
 }
 
@@ -212,14 +243,10 @@ mpi_fn_c! {
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
         let n = count(outcount, "outcount")?;
-        let need = (n * dt.size()) as usize;
-        let pos = out(position, "position")?;
-        let size = count(insize, "insize")? as usize;
-        let at = span(pos.wide(), need, size)?;
-        let src = crate::boundary::slice(inbuf as *const u8, size, "inbuf")?;
+        let src = take_at(inbuf, insize, position, (n * dt.size()) as usize)?;
         let dst = data_mut(outbuf, n, &dt)?;
-        dt.unpack(n, &src[at..at + need], dst.bytes, dst.origin)?;
-        advance(pos, need)
+        dt.unpack(n, src, dst.bytes, dst.origin)?;
+        Ok(())
     }
 }
 
