@@ -99,6 +99,29 @@ fn a_busy_rank_looks_at_its_rarely_busy_sockets_only_when_they_are_ready() {
     }
 }
 
+/// A rank waiting in finalize for the others sleeps until the coordinator, a doorbell
+/// or a lane's timer wakes it. It woke every millisecond before (a thousand looks in
+/// this second of waiting), and 256 ranks on 2 CPUs took 5 s to finalize.
+#[test]
+fn a_rank_waiting_in_finalize_sleeps_until_woken() {
+    for transport in ["shm", "tcp"] {
+        let transports = format!("PONTOON_TRANSPORTS={transport}");
+        let (out, _) = run(&["-n", "3", "-x", &transports], "late_finalize", &[]);
+        let stdout = succeeded(&out);
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("# finalize:"))
+            .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
+        let numbers: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        let [looks, ms] = numbers[..] else {
+            panic!("{transport}: {line}")
+        };
+        assert!(ms >= 900.0, "{transport}: finalize waited for the others: {line}");
+        // One look per 50 ms sleep is 20; the others' exits and frames add a few.
+        assert!(looks <= 100.0, "{transport}: {line}");
+    }
+}
+
 /// With no spin budget every wait sleeps in epoll. A rank's only link joins the epoll
 /// set just for its sleeps (a registered socket slows every message): a message must
 /// still wake it, or a good part of these 55,000 round trips wait out a sleep of up to

@@ -28,6 +28,9 @@ use net::EndpointCard;
 /// safety net for an event missed (they are edge-triggered), and the clock of wire-up's
 /// and the coordinator's own timeouts when nothing else happens.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(5);
+/// The longest sleep of a rank with nothing to do: anything that needs it (a frame, a
+/// doorbell, the rendezvous, a lane's timer) wakes it before.
+const IDLE_SLEEP: Duration = Duration::from_millis(50);
 
 mod abort;
 mod connect;
@@ -761,18 +764,16 @@ impl Runtime {
         }
     }
 
-    /// Takes what woke the rank on the polled lanes' fds (doorbells), and notices a
-    /// peer whose end closed (its process ended).
+    /// Takes what woke the rank on the polled lanes' fds whose doorbell rang, and
+    /// notices a peer whose end closed (its process ended).
     fn service_wakeups(&mut self) {
-        let mut i = 0;
-        while let Some(&lane) = self.lanes.polled().get(i) {
-            i += 1;
+        for lane in self.waiter.take_doorbells() {
+            let lane = LaneId(lane);
             let Some(l) = self.lanes.get_mut(lane) else {
                 continue;
             };
             if let Err(e) = l.link.service_wakeup() {
                 self.lane_down(lane, e);
-                i = 0; // the list changed
             }
         }
     }
@@ -936,10 +937,14 @@ impl Runtime {
             // The lanes are served until every rank has finalized: a peer may still
             // need an acknowledgement from this rank, or a frame of ours sent again
             // (raw-Ethernet lanes, whose reliability is ours, not the kernel's).
+            // The rendezvous' socket, doorbells and lane timers wake the sleep: a
+            // short one would have every finalized rank poll a thousand times a
+            // second and starve the ranks still working (256 ranks on 2 CPUs took
+            // 5 s to finalize).
             while !self.finalize_done {
                 self.poll_control();
                 if !self.finalize_done && !self.progress() {
-                    self.sleep(Duration::from_millis(1));
+                    self.sleep(IDLE_SLEEP);
                 }
             }
             self.rendezvous = None;

@@ -26,6 +26,14 @@ pub struct Waiter {
 impl Waiter {
     /// The key of the listening sockets (TCP and shared memory): accept only when told.
     pub const LISTENING: u64 = u64::MAX;
+    /// Marks the keys of polled lanes' doorbells (`doorbell(lane)`); handshake keys
+    /// count up from 1 and never reach it.
+    const DOORBELL: u64 = 1 << 63;
+
+    /// The key under which a polled lane's doorbell socket is watched.
+    pub fn doorbell(lane: u32) -> u64 {
+        Self::DOORBELL | u64::from(lane)
+    }
 
     pub fn new() -> io::Result<Waiter> {
         Ok(Waiter {
@@ -67,6 +75,24 @@ impl Waiter {
     /// The keys reported since the last call (edge-triggered: each readiness once).
     pub fn take_ready(&mut self) -> HashSet<u64> {
         std::mem::take(&mut self.ready)
+    }
+
+    /// The lanes whose doorbell rang or closed since the last call (taken out of the
+    /// keys [`take_ready`](Self::take_ready) reports). With hundreds of node-local
+    /// peers, a `recv()` on every doorbell after each wake-up was a rank's main cost.
+    pub fn take_doorbells(&mut self) -> Vec<u32> {
+        let rung: Vec<u64> = self
+            .ready
+            .iter()
+            .copied()
+            .filter(|&k| k != Self::LISTENING && k & Self::DOORBELL != 0)
+            .collect();
+        rung.iter()
+            .map(|k| {
+                self.ready.remove(k);
+                (k & !Self::DOORBELL) as u32
+            })
+            .collect()
     }
 
     /// Stops watching `fd` (an accepted socket that became a link moves to the ready set).
@@ -231,6 +257,33 @@ mod tests {
             "data before the watch wakes it"
         );
         assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn only_the_doorbells_that_rang_are_taken_and_handshake_keys_stay() {
+        let mut waiter = Waiter::new().unwrap();
+        let (mut ringers, bells): (Vec<UnixStream>, Vec<UnixStream>) =
+            (0..3).map(|_| UnixStream::pair().unwrap()).unzip();
+        for (lane, bell) in bells.iter().enumerate() {
+            waiter.watch_readable(bell, Waiter::doorbell(lane as u32));
+        }
+        let (mut hs, hs_peer) = UnixStream::pair().unwrap();
+        waiter.watch_readable(&hs_peer, 5);
+        waiter.drain();
+        assert!(waiter.take_doorbells().is_empty(), "nothing rang");
+        ringers[2].write_all(b"x").unwrap();
+        hs.write_all(b"hello").unwrap();
+        drop(ringers.remove(0)); // lane 0's peer ended: its doorbell reports it
+        waiter.drain();
+        let mut rung = waiter.take_doorbells();
+        rung.sort();
+        assert_eq!(rung, [0, 2]);
+        assert!(waiter.take_doorbells().is_empty(), "each ring is taken once");
+        assert_eq!(
+            waiter.take_ready(),
+            HashSet::from([5]),
+            "the handshake's key is left for wire-up"
+        );
     }
 
     #[test]

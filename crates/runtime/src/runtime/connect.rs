@@ -288,7 +288,8 @@ impl Runtime {
             // (or only during sleeps: see `Link::watch_while_sleeping`).
             (Some(fd), true) => {
                 if !link.watch_while_sleeping() {
-                    self.waiter.watch(fd);
+                    // Reading only: room to write again after a doorbell byte is no news.
+                    self.waiter.watch_readable(fd, Waiter::doorbell(lane.0));
                 }
                 Ok(())
             }

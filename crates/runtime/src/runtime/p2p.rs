@@ -1,7 +1,7 @@
 //! Point-to-point calls of the runtime: posting sends and receives, completing them
 //! (test, wait, block_until) and probes. The event loop they drive is in `runtime.rs`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use proto::{Failure, Rank, ReqId};
 use transport::{Buffer, Link, LinkError};
@@ -193,7 +193,7 @@ impl Runtime {
                 now >= *spin_until.get_or_insert(now + self.cfg.spin)
             };
             if spun_out {
-                self.sleep(Duration::from_millis(50));
+                self.sleep(super::IDLE_SLEEP);
             } else if self.yield_when_idle {
                 std::thread::yield_now();
             }
