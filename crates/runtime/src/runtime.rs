@@ -3,7 +3,6 @@
 //! sleep in poll(2) on every socket.
 
 use std::collections::HashMap;
-use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
 use proto::handshake::Identity;
@@ -19,7 +18,6 @@ use crate::jobenv::JobEnv;
 use crate::lanes::{Lane, Lanes, PathInfo};
 use crate::rendezvous::{Event, NoFinalize, Rendezvous};
 use crate::requests::Requests;
-use crate::shm_wireup::{ShmAccept, ShmDial};
 use crate::waiter::{ReadySet, Waiter};
 use crate::wireup::{Attempt, Incoming, Listeners, Outgoing};
 use net::EndpointCard;
@@ -39,6 +37,7 @@ mod health;
 mod p2p;
 mod punch;
 mod replay;
+mod shm;
 mod sleep;
 mod wan;
 pub use wan::tcp_window_limit;
@@ -156,13 +155,8 @@ pub struct Runtime {
     listeners: Option<Listeners>,
     outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
-    /// Where ranks of this node connect shared-memory lanes (`None`: not allowed or
-    /// not possible here; they use TCP).
-    shm_listener: Option<UnixListener>,
-    shm_dials: Vec<ShmDial>,
-    shm_accepts: Vec<ShmAccept>,
-    /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
-    shm_refusals: HashMap<Rank, String>,
+    /// Shared memory with the ranks of this node (`runtime/shm.rs`).
+    shm: shm::Shm,
     /// Endpoint cards of every rank (this one's too), from the init fence.
     cards: HashMap<Rank, EndpointCard>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
@@ -307,19 +301,7 @@ impl Runtime {
         };
         let listeners = Listeners::bind(&local, cfg.sockbuf)
             .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
-        // Bound before the fence, so that it exists once any rank of this node looks.
-        let shm_listener = if cfg.transports.contains(&Transport::Shm) {
-            transport::shm::listen(&transport::shm::socket_name(&env.job_id, env.rank))
-                .map_err(|e| {
-                    tracing::warn!(
-                        "rank {}: no shared-memory socket ({e}); ranks of this node will use TCP",
-                        env.rank
-                    )
-                })
-                .ok()
-        } else {
-            None
-        };
+        let shm = shm::Shm::bind(&cfg, &env.job_id, env.rank);
         let mut card = EndpointCard::new(
             &ifaces,
             &cfg.policy,
@@ -375,11 +357,10 @@ impl Runtime {
         rt.yield_when_idle = yield_when_idle;
         rt.registrations = registered.registrations;
         rt.punching = punch::Punching::new(env.rank, registered.reflections);
-        if let Some(l) = shm_listener {
-            rt.waiter.watch_as(&l, Waiter::LISTENING);
-            rt.shm_listener = Some(l);
-        }
         rt.take_eth(eth);
+        rt.shm = shm;
+        rt.start_shm();
+        rt.settle_shm(rt.cfg.connect_timeout);
         Ok(rt)
     }
 
@@ -410,10 +391,7 @@ impl Runtime {
             listeners,
             outgoing: Vec::new(),
             incoming: Vec::new(),
-            shm_listener: None,
-            shm_dials: Vec::new(),
-            shm_accepts: Vec::new(),
-            shm_refusals: HashMap::new(),
+            shm: shm::Shm::off(),
             cards,
             attempt_log: HashMap::new(),
             yielded_at: HashMap::new(),
@@ -513,7 +491,7 @@ impl Runtime {
 
     /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
     pub fn shm_refusal(&self, peer: Rank) -> Option<&str> {
-        self.shm_refusals.get(&peer).map(String::as_str)
+        self.shm.refusal(peer)
     }
 
     /// Progresses until this rank's connection attempts and hole punches are over, or
@@ -561,6 +539,7 @@ impl Runtime {
     /// One pass over everything; returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let mut any = self.drive_outputs();
+        any |= self.take_shm_announcements();
         // Shared-memory lanes: frames arrive in memory, so look at each on every pass
         // (a load of the ring's tail; no system call).
         let mut i = 0;
@@ -631,8 +610,7 @@ impl Runtime {
     fn setting_up_lanes(&self) -> bool {
         !self.outgoing.is_empty()
             || !self.incoming.is_empty()
-            || !self.shm_dials.is_empty()
-            || !self.shm_accepts.is_empty()
+            || self.shm.busy()
             || self.eth.busy()
             || self.punching.dialling()
     }
@@ -767,6 +745,7 @@ impl Runtime {
     /// Takes what woke the rank on the polled lanes' fds whose doorbell rang, and
     /// notices a peer whose end closed (its process ended).
     fn service_wakeups(&mut self) {
+        self.drain_bell();
         for lane in self.waiter.take_doorbells() {
             let lane = LaneId(lane);
             let Some(l) = self.lanes.get_mut(lane) else {

@@ -26,8 +26,10 @@ pub struct Waiter {
 impl Waiter {
     /// The key of the listening sockets (TCP and shared memory): accept only when told.
     pub const LISTENING: u64 = u64::MAX;
-    /// Marks the keys of polled lanes' doorbells (`doorbell(lane)`); handshake keys
-    /// count up from 1 and never reach it.
+    /// The key of this rank's shared-memory bell.
+    pub const BELL: u64 = u64::MAX - 1;
+    /// Marks the keys of polled lanes' doorbells (`doorbell(lane)`) in their upper half;
+    /// handshake keys count up from 1 and never reach it.
     const DOORBELL: u64 = 1 << 63;
 
     /// The key under which a polled lane's doorbell socket is watched.
@@ -77,6 +79,11 @@ impl Waiter {
         std::mem::take(&mut self.ready)
     }
 
+    /// Whether `key` was reported since it was last taken (and takes it).
+    pub fn take_key(&mut self, key: u64) -> bool {
+        self.ready.remove(&key)
+    }
+
     /// The lanes whose doorbell rang or closed since the last call (taken out of the
     /// keys [`take_ready`](Self::take_ready) reports). With hundreds of node-local
     /// peers, a `recv()` on every doorbell after each wake-up was a rank's main cost.
@@ -85,7 +92,7 @@ impl Waiter {
             .ready
             .iter()
             .copied()
-            .filter(|&k| k != Self::LISTENING && k & Self::DOORBELL != 0)
+            .filter(|&k| k >> 32 == Self::DOORBELL >> 32)
             .collect();
         rung.iter()
             .map(|k| {

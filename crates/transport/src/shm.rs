@@ -1,20 +1,35 @@
-//! The shared-memory lane between two ranks of one node: two single-producer,
-//! single-consumer byte rings (one per direction) in one `memfd` segment, under the
-//! stream framing of `stream.rs`, so a frame is a header and its payload as on TCP.
+//! Shared memory between the ranks of one node: one segment per node (a `memfd`), made
+//! by the node's lowest rank (its leader) and handed to every other rank of the node,
+//! holding two single-producer, single-consumer byte rings (one per direction) for every
+//! pair of its ranks, under the stream framing of `stream.rs`, so a frame is a header and
+//! its payload as on TCP.
 //!
-//! Set-up (the runtime's `shm_wireup.rs`): the ranks meet on a Unix socket in the
-//! abstract namespace named after the job and the accepting rank, run the job's
-//! authenticated handshake over it, and the connecting rank sends the segment's fd with
-//! its CONFIRM (`SCM_RIGHTS`). The socket stays open as the lane's doorbell and as its
-//! death notice: a rank that sleeps arms a flag in its receive ring, the peer's next
-//! write clears the flag and sends one byte; a process that dies closes the socket.
+//! Why one segment per node: with a segment, a socket and a handshake per pair, the
+//! first alltoall of 256 ranks on one host set up 32,640 of each, and its time grew with
+//! the square of the ranks. Now a rank joins once (the runtime's `shm_wireup.rs`: the
+//! job's authenticated handshake with the leader, over a Unix socket in the abstract
+//! namespace; the leader sends the segment's fd, `SCM_RIGHTS`, after checking the
+//! CONFIRM), and a lane between two members costs no handshake: the opener announces it
+//! in the peer's slot.
+//!
+//! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
+//! "asleep" flag, pid and rank, and a bitmap of the peers that opened a lane to it); then
+//! an area per pair of ranks: a page of ring counters and the two rings.
+//!
+//! Wake-ups: a rank about to sleep sets its flag; a peer that writes to it (or announces
+//! a lane) and finds the flag set clears it and sends a datagram to the rank's bell, a
+//! Unix datagram socket named after the job and rank in the abstract namespace, which is
+//! in the rank's epoll set. A peer's death: a lane watches the peer's process with a
+//! pidfd, readable once the process ended.
 //!
 //! A memfd lives in the kernel's internal shm mount, not in `/dev/shm`, so a container's
-//! small `/dev/shm` (64 MiB by default) does not limit it; its pages are charged to the
-//! memory cgroup like any other memory of the rank.
+//! small `/dev/shm` (64 MiB by default) does not limit it; only the pages touched are
+//! allocated (a ring's pages as frames reach them), charged to the memory cgroup like
+//! any other memory of the rank.
 //!
-//! The peer shares the ring counters, so everything read from the segment is checked:
-//! indices are masked, and a fill level beyond the ring's size is a protocol error.
+//! Peers share the counters, so everything read from the segment is checked: indices
+//! are masked, a fill level beyond the ring's size is a protocol error, and the header
+//! must match the layout the joining rank computed itself.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -22,6 +37,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rustix::mm::{MapFlags, ProtFlags};
 use rustix::net::{
@@ -32,21 +48,28 @@ use rustix::net::{
 use crate::stream::{Pipe, StreamLink};
 use crate::{Caps, LinkError};
 
-/// Identifies a pontoon segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM1");
+/// Identifies a pontoon node segment (and its layout version).
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM2");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
-/// Where ring data starts; the header and both rings' counters fit before it.
-const DATA_OFFSET: usize = 4096;
+const PAGE: usize = 4096;
 /// Smallest and largest ring the runtime may ask for (bytes, each a power of two).
 pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
+/// Most ranks one node segment serves.
+pub const MAX_RANKS: usize = 4096;
 /// Staging buffer of a shared-memory lane: small frames are copied out in one piece;
 /// payloads of 16 KiB and more go from the ring straight into receive buffers. A quarter
 /// of the ring, within these bounds: a node of many ranks has a lane to each other rank,
 /// and a rank of 255 node-local peers would otherwise hold 16 MiB of staging alone.
 const RX_STAGING: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 10);
+
+/// In a rank's slot: the "asleep, ring my bell" flag, its pid and its rank + 1 (0: the
+/// slot is empty), each written by one process; the bitmap follows on lines of its own.
+const SLOT_ASLEEP: usize = 0;
+const SLOT_PID: usize = 8;
+const SLOT_RANK: usize = 16;
 
 pub type ShmLink<T> = StreamLink<ShmPipe, T>;
 
@@ -66,45 +89,54 @@ pub fn shm_caps(max_eager: u32) -> Caps {
     }
 }
 
-/// A lane over an established pipe.
+/// A lane over a pipe.
 pub fn shm_link<T>(pipe: ShmPipe, caps: Caps) -> ShmLink<T> {
     let staging = (pipe.ring_size() / 4).clamp(*RX_STAGING.start(), *RX_STAGING.end());
     StreamLink::new(pipe, caps, staging)
 }
 
-/// The abstract socket name where `rank` of the job `job_id` accepts shared-memory
-/// lanes. Abstract names live in the network namespace: ranks in different namespaces
-/// (containers, testbed hosts) never meet here and use TCP.
-pub fn socket_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
-    let hex: String = job_id.iter().map(|b| format!("{b:02x}")).collect();
-    format!("pontoon-{hex}-{rank}").into_bytes()
+fn job_hex(job_id: &[u8; 16]) -> String {
+    job_id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A non-blocking Unix stream socket and the abstract address `name`.
-fn unix_socket(name: &[u8]) -> io::Result<(OwnedFd, SocketAddrUnix)> {
+/// The abstract socket name where `rank` of the job `job_id` admits the ranks of its
+/// node to the segment (only the node's leader does). Abstract names live in the network
+/// namespace: ranks in different namespaces (containers, testbed hosts) never meet here
+/// and use TCP.
+pub fn socket_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
+    format!("pontoon-{}-{rank}", job_hex(job_id)).into_bytes()
+}
+
+/// The abstract name of `rank`'s bell (see [`Bell`]).
+pub fn bell_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
+    format!("pontoon-{}-{rank}-bell", job_hex(job_id)).into_bytes()
+}
+
+/// A non-blocking Unix socket of `kind` and the abstract address `name`.
+fn unix_socket(kind: SocketType, name: &[u8]) -> io::Result<(OwnedFd, SocketAddrUnix)> {
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
-        SocketType::STREAM,
+        kind,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
     )?;
     Ok((fd, SocketAddrUnix::new_abstract_name(name)?))
 }
 
-/// Listens for shared-memory lanes under [`socket_name`] (non-blocking).
+/// Listens for ranks joining the node's segment under [`socket_name`] (non-blocking).
 pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
-    let (fd, addr) = unix_socket(name)?;
+    let (fd, addr) = unix_socket(SocketType::STREAM, name)?;
     rustix::net::bind(&fd, &addr)?;
-    // Every other rank of the node may connect at once (an alltoall's first call): the
-    // kernel caps this at `net.core.somaxconn`.
+    // Every other rank of the node joins at once, at start-up: the kernel caps this at
+    // `net.core.somaxconn`.
     rustix::net::listen(&fd, 4096)?;
     Ok(UnixListener::from(fd))
 }
 
-/// Connects to a rank's shared-memory socket (non-blocking; a Unix connect completes at
-/// once or fails at once: nobody listens there, or its backlog is full).
+/// Connects to the leader's socket (non-blocking; a Unix connect completes at once or
+/// fails at once: nobody listens there, or its backlog is full).
 pub fn connect(name: &[u8]) -> io::Result<UnixStream> {
-    let (fd, addr) = unix_socket(name)?;
+    let (fd, addr) = unix_socket(SocketType::STREAM, name)?;
     rustix::net::connect(&fd, &addr)?;
     Ok(UnixStream::from(fd))
 }
@@ -146,22 +178,142 @@ pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Opt
     Ok((msg.bytes, fd))
 }
 
-/// A mapped segment: header, the counters of both rings, then the two rings' data.
+/// The pid of the process at the other end of a Unix socket, as this process sees it.
+pub fn peer_pid(sock: &UnixStream) -> io::Result<u32> {
+    let cred = rustix::net::sockopt::socket_peercred(sock)?;
+    Ok(cred.pid.as_raw_nonzero().get() as u32)
+}
+
+/// A rank's bell: a Unix datagram socket under [`bell_name`], watched by its epoll set.
+/// A datagram wakes the rank; what it says does not matter. Anyone in the network
+/// namespace can ring it, which costs the rank a wake-up and nothing else.
+pub struct Bell {
+    fd: OwnedFd,
+}
+
+impl Bell {
+    pub fn bind(name: &[u8]) -> io::Result<Bell> {
+        let (fd, addr) = unix_socket(SocketType::DGRAM, name)?;
+        rustix::net::bind(&fd, &addr)?;
+        Ok(Bell { fd })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Takes every datagram waiting: a full queue would refuse the next wake-up.
+    pub fn drain(&self) {
+        let mut buf = [0u8; 16];
+        while let Ok((_, n)) = rustix::net::recv(&self.fd, &mut buf[..], RecvFlags::DONTWAIT) {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Where everything of a node segment lies, for `ranks` ranks and rings of `ring` bytes.
+/// The leader computes it, and each joining rank computes it again and checks the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    ranks: usize,
+    ring: usize,
+}
+
+impl Layout {
+    /// `ring`: a power of two within [`MIN_RING`, `MAX_RING`]; `ranks`: 2 to [`MAX_RANKS`].
+    pub fn new(ranks: usize, ring: usize) -> io::Result<Layout> {
+        if !ring.is_power_of_two() || !(MIN_RING..=MAX_RING).contains(&ring) {
+            return Err(io::Error::other(format!(
+                "ring size {ring} is not a power of two in range"
+            )));
+        }
+        if !(2..=MAX_RANKS).contains(&ranks) {
+            return Err(io::Error::other(format!(
+                "{ranks} ranks on one node: a segment serves 2 to {MAX_RANKS}"
+            )));
+        }
+        Ok(Layout { ranks, ring })
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    pub fn ring(&self) -> usize {
+        self.ring
+    }
+
+    fn words(&self) -> usize {
+        self.ranks.div_ceil(64)
+    }
+
+    fn slot_size(&self) -> usize {
+        LINE + (self.words() * 8).next_multiple_of(LINE)
+    }
+
+    fn slot(&self, index: usize) -> usize {
+        PAGE + index * self.slot_size()
+    }
+
+    /// Where word `w` of rank `index`'s bitmap of announced peers lies.
+    fn announce_word(&self, index: usize, w: usize) -> usize {
+        self.slot(index) + LINE + 8 * w
+    }
+
+    fn pairs_at(&self) -> usize {
+        (PAGE + self.ranks * self.slot_size()).next_multiple_of(PAGE)
+    }
+
+    fn pair_size(&self) -> usize {
+        PAGE + 2 * self.ring
+    }
+
+    /// The area of ranks `a` and `b` (either order, `a != b`): pairs are numbered in
+    /// the order (0,1), (0,2), …, (1,2), …
+    fn pair(&self, a: usize, b: usize) -> usize {
+        let (lo, hi) = (a.min(b), a.max(b));
+        let index = lo * (2 * self.ranks - lo - 1) / 2 + (hi - lo - 1);
+        self.pairs_at() + index * self.pair_size()
+    }
+
+    /// Bytes of the whole segment (sparse: most of it is never touched).
+    pub fn bytes(&self) -> usize {
+        self.pairs_at() + self.ranks * (self.ranks - 1) / 2 * self.pair_size()
+    }
+
+    /// Offsets of the ring carrying `from`'s bytes to `to`: the lower rank of a pair
+    /// sends on ring 0.
+    fn ring_at(&self, from: usize, to: usize) -> RingAt {
+        let area = self.pair(from, to);
+        let index = usize::from(from > to);
+        RingAt {
+            tail: area + index * 2 * LINE,
+            head: area + index * 2 * LINE + LINE,
+            data: area + PAGE + index * self.ring,
+        }
+    }
+}
+
+/// A mapping of a node segment.
 struct Segment {
     base: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is owned by the segment and unmapped once, in Drop; the raw
-// pointer is only dereferenced through the ring accessors below.
+// SAFETY: the mapping is owned by the segment and unmapped once, in Drop. Its memory is
+// shared with other processes anyway: counters are only accessed atomically, and ring
+// data only through `put`/`get`, by the one producer or the one consumer of each ring,
+// which the counters keep apart. So sharing the mapping between threads adds nothing.
 unsafe impl Send for Segment {}
+// SAFETY: as for Send.
+unsafe impl Sync for Segment {}
 
 impl Segment {
     fn map(fd: &OwnedFd, len: usize) -> io::Result<Segment> {
-        // Not populated: a page of the ring costs memory (and the time to clear it) only
-        // once a frame reaches it. Every pair of a node's ranks has a segment, and most
-        // of a ring stays untouched while messages are small; prefaulting them all made
-        // the first alltoall of 256 ranks on one host spend seconds clearing pages.
+        // Not populated: a page costs memory (and the time to clear it) only once it is
+        // touched; most of a node segment never is.
         // SAFETY: a fresh shared mapping of a memfd of at least `len` bytes (checked by
         // the callers); nothing else in this process refers to the address range.
         let ptr = unsafe {
@@ -179,15 +331,14 @@ impl Segment {
     }
 
     fn u64_at(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset + 8 <= DATA_OFFSET && offset.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (the offsets are the constants of `ring_at`,
-        // checked in debug builds; the mapping is page-aligned), and
-        // this memory is only ever accessed atomically by both processes.
+        assert!(offset + 8 <= self.len && offset.is_multiple_of(8));
+        // SAFETY: in bounds and aligned (checked above; the mapping is page-aligned),
+        // and this memory is only ever accessed atomically by every process.
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 
     fn u32_at(&self, offset: usize) -> &AtomicU32 {
-        debug_assert!(offset + 4 <= DATA_OFFSET && offset.is_multiple_of(4));
+        assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
         // SAFETY: as in `u64_at`.
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
     }
@@ -196,29 +347,259 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `map`, unmapped once; no reference into it
-        // outlives the segment (the rings borrow it through the pipe that owns it).
+        // outlives the segment (pipes and the node hold it through an Arc).
         let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
-/// Offsets of one ring's counters: the producer's `tail`, the consumer's `head`, and the
-/// consumer's "asleep, ring the doorbell" flag.
+/// Sets the flag at `asleep` of a rank about to sleep; `false` if `pending` (read after
+/// the flag, with a full fence between) says there is something to do already.
+fn arm(seg: &Segment, asleep: usize, pending: impl FnOnce() -> bool) -> bool {
+    let flag = seg.u32_at(asleep);
+    flag.store(1, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    if pending() {
+        flag.store(0, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
+/// After publishing something for a rank: rings its bell if it sleeps. The rank sets its
+/// flag, then looks; we publish, then look at the flag: with a full fence on both sides
+/// one of us sees the other. Whoever clears the flag rings once.
+fn wake(seg: &Segment, asleep: usize, ringer: &OwnedFd, bell: &SocketAddrUnix) {
+    fence(Ordering::SeqCst);
+    let flag = seg.u32_at(asleep);
+    if flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0 {
+        // A full queue already holds a wake-up: nothing is lost by EAGAIN.
+        let _ = rustix::net::sendto(ringer, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL, bell);
+    }
+}
+
+/// This rank's membership of its node's segment.
+pub struct ShmNode {
+    seg: Arc<Segment>,
+    layout: Layout,
+    /// This rank's index in the node (ranks of the node in ascending order).
+    me: usize,
+    job_id: [u8; 16],
+    bell: Bell,
+    /// An unbound datagram socket for ringing the peers' bells.
+    ringer: Arc<OwnedFd>,
+}
+
+impl ShmNode {
+    /// The leader makes the segment; it returns the fd to hand to the ranks that join.
+    pub fn create(layout: Layout, me: usize, job_id: [u8; 16], bell: Bell) -> io::Result<(ShmNode, OwnedFd)> {
+        let fd = rustix::fs::memfd_create(
+            "pontoon-node",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, layout.bytes() as u64)?;
+        // The size is final: a rank that maps it cannot be surprised by a shrink (SIGBUS).
+        let _ = rustix::fs::fcntl_add_seals(
+            &fd,
+            rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
+        );
+        let seg = Segment::map(&fd, layout.bytes())?;
+        seg.u64_at(8).store(layout.ranks as u64, Ordering::Relaxed);
+        seg.u64_at(16).store(layout.ring as u64, Ordering::Relaxed);
+        seg.u64_at(0).store(MAGIC, Ordering::Release);
+        Ok((ShmNode::new(seg, layout, me, job_id, bell)?, fd))
+    }
+
+    /// A rank joins with the segment its leader sent, after checking that it is one
+    /// and that its layout is the one this rank expects.
+    pub fn join(fd: OwnedFd, layout: Layout, me: usize, job_id: [u8; 16], bell: Bell) -> io::Result<ShmNode> {
+        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+        let size = rustix::fs::fstat(&fd)?.st_size as u64;
+        if size < layout.bytes() as u64 {
+            return Err(bad(format!(
+                "shared-memory segment of {size} bytes, {} expected",
+                layout.bytes()
+            )));
+        }
+        let seals = rustix::fs::fcntl_get_seals(&fd)?;
+        if !seals.contains(rustix::fs::SealFlags::SHRINK) {
+            return Err(bad("shared-memory segment is not sealed against shrinking".into()));
+        }
+        let seg = Segment::map(&fd, layout.bytes())?;
+        let (magic, ranks, ring) = (
+            seg.u64_at(0).load(Ordering::Acquire),
+            seg.u64_at(8).load(Ordering::Relaxed),
+            seg.u64_at(16).load(Ordering::Relaxed),
+        );
+        if magic != MAGIC {
+            return Err(bad(format!("not a pontoon node segment (magic {magic:#x})")));
+        }
+        if (ranks, ring) != (layout.ranks as u64, layout.ring as u64) {
+            return Err(bad(format!(
+                "the leader's segment is for {ranks} ranks with rings of {ring} bytes; this \
+                 rank counts {} ranks on the node and rings of {} bytes",
+                layout.ranks, layout.ring
+            )));
+        }
+        ShmNode::new(seg, layout, me, job_id, bell)
+    }
+
+    fn new(seg: Segment, layout: Layout, me: usize, job_id: [u8; 16], bell: Bell) -> io::Result<ShmNode> {
+        let ringer = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )?;
+        Ok(ShmNode {
+            seg: Arc::new(seg),
+            layout,
+            me,
+            job_id,
+            bell,
+            ringer: Arc::new(ringer),
+        })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn bell(&self) -> &Bell {
+        &self.bell
+    }
+
+    /// The leader records the pid (as it sees it) of the rank in slot `index`, before
+    /// it hands that rank the segment.
+    pub fn admit(&self, index: usize, pid: u32) {
+        let slot = self.layout.slot(index);
+        self.seg
+            .u64_at(slot + SLOT_PID)
+            .store(u64::from(pid), Ordering::Release);
+    }
+
+    /// This rank, holding the segment, takes its slot: from now on the others may open
+    /// lanes to it (and it may announce lanes to them).
+    pub fn enter(&self, rank: u32) {
+        let slot = self.layout.slot(self.me);
+        self.seg
+            .u64_at(slot + SLOT_RANK)
+            .store(u64::from(rank) + 1, Ordering::Release);
+    }
+
+    /// The rank and pid in slot `index`, once its rank has joined.
+    pub fn member(&self, index: usize) -> Option<(u32, u32)> {
+        let slot = self.layout.slot(index);
+        let rank = self.seg.u64_at(slot + SLOT_RANK).load(Ordering::Acquire);
+        let pid = self.seg.u64_at(slot + SLOT_PID).load(Ordering::Relaxed);
+        let rank = u32::try_from(rank.checked_sub(1)?).ok()?;
+        Some((rank, u32::try_from(pid).ok()?))
+    }
+
+    /// Whether the pids in the slots mean the same processes here as at the leader: the
+    /// leader recorded this process's pid as it sees it (different in another pid
+    /// namespace, where the peers' pids would name other processes).
+    fn pids_shared(&self) -> bool {
+        self.member(self.me)
+            .is_some_and(|(_, pid)| pid == rustix::process::getpid().as_raw_nonzero().get() as u32)
+    }
+
+    /// The lane to the member in slot `peer`: its two rings, its bell, and a pidfd of its
+    /// process (`None` where pids are not shared or pidfds not available: then the
+    /// launcher reports the peer's death instead).
+    pub fn pipe(&self, peer: usize) -> io::Result<ShmPipe> {
+        let (rank, pid) = self
+            .member(peer)
+            .ok_or_else(|| io::Error::other(format!("slot {peer} of the node segment is empty")))?;
+        if peer == self.me || peer >= self.layout.ranks {
+            return Err(io::Error::other(format!(
+                "no lane from slot {} to slot {peer}",
+                self.me
+            )));
+        }
+        let pidfd = rustix::process::Pid::from_raw(pid as i32)
+            .filter(|_| self.pids_shared())
+            .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok());
+        let side = |at| Side { at, pos: 0, seen: 0 };
+        Ok(ShmPipe {
+            seg: self.seg.clone(),
+            ring: self.layout.ring,
+            tx: side(self.layout.ring_at(self.me, peer)),
+            rx: side(self.layout.ring_at(peer, self.me)),
+            my_asleep: self.layout.slot(self.me) + SLOT_ASLEEP,
+            peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
+            ringer: self.ringer.clone(),
+            peer_bell: SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?,
+            pidfd,
+        })
+    }
+
+    /// Tells the member in slot `peer` that this rank opened a lane to it.
+    pub fn announce(&self, peer: usize) -> io::Result<()> {
+        let (rank, _) = self
+            .member(peer)
+            .ok_or_else(|| io::Error::other(format!("slot {peer} of the node segment is empty")))?;
+        let word = self.layout.announce_word(peer, self.me / 64);
+        self.seg
+            .u64_at(word)
+            .fetch_or(1 << (self.me % 64), Ordering::AcqRel);
+        let bell = SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?;
+        wake(
+            &self.seg,
+            self.layout.slot(peer) + SLOT_ASLEEP,
+            &self.ringer,
+            &bell,
+        );
+        Ok(())
+    }
+
+    /// The slots of the members that opened a lane to this rank since the last call
+    /// (one load per 64 ranks when there are none).
+    pub fn take_announced(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for w in 0..self.layout.words() {
+            let word = self.seg.u64_at(self.layout.announce_word(self.me, w));
+            if word.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if w * 64 + bit < self.layout.ranks {
+                    out.push(w * 64 + bit);
+                }
+            }
+        }
+        out
+    }
+
+    /// Before this rank sleeps: announcements and frames from now on ring its bell.
+    /// `false` when an announcement waits already (do not sleep).
+    pub fn arm(&self) -> bool {
+        arm(&self.seg, self.layout.slot(self.me) + SLOT_ASLEEP, || {
+            (0..self.layout.words()).any(|w| {
+                self.seg
+                    .u64_at(self.layout.announce_word(self.me, w))
+                    .load(Ordering::SeqCst)
+                    != 0
+            })
+        })
+    }
+
+    /// This rank is awake: peers need not ring its bell.
+    pub fn disarm(&self) {
+        self.seg
+            .u32_at(self.layout.slot(self.me) + SLOT_ASLEEP)
+            .store(0, Ordering::Relaxed);
+    }
+}
+
+/// Offsets of one ring: the producer's `tail`, the consumer's `head`, and the data.
 #[derive(Clone, Copy)]
 struct RingAt {
     tail: usize,
     head: usize,
-    asleep: usize,
     data: usize,
-}
-
-fn ring_at(index: usize, ring: usize) -> RingAt {
-    let base = 2 * LINE + index * 3 * LINE;
-    RingAt {
-        tail: base,
-        head: base + LINE,
-        asleep: base + 2 * LINE,
-        data: DATA_OFFSET + index * ring,
-    }
 }
 
 /// One direction's state kept locally (never re-read from the shared segment).
@@ -230,107 +611,39 @@ struct Side {
     seen: u64,
 }
 
-/// The two rings of one lane and its doorbell socket, as a [`Pipe`].
+/// The two rings of one lane in the node segment, the peer's bell and its process, as
+/// a [`Pipe`].
 pub struct ShmPipe {
-    seg: Segment,
+    seg: Arc<Segment>,
     ring: usize,
     tx: Side,
     rx: Side,
-    sock: UnixStream,
+    /// This rank's and the peer's "asleep" flags (in their slots).
+    my_asleep: usize,
+    peer_asleep: usize,
+    ringer: Arc<OwnedFd>,
+    peer_bell: SocketAddrUnix,
+    /// The peer's process: readable once it has ended.
+    pidfd: Option<OwnedFd>,
 }
 
 impl ShmPipe {
-    /// Makes a segment with two rings of `ring` bytes (a power of two within
-    /// [`MIN_RING`, `MAX_RING`]); the connecting side. Returns the pipe and the segment's fd
-    /// to pass to the peer.
-    pub fn create(sock: UnixStream, ring: usize) -> io::Result<(ShmPipe, OwnedFd)> {
-        if !ring.is_power_of_two() || !(MIN_RING..=MAX_RING).contains(&ring) {
-            return Err(io::Error::other(format!(
-                "ring size {ring} is not a power of two in range"
-            )));
-        }
-        let fd = rustix::fs::memfd_create(
-            "pontoon-shm",
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-        )?;
-        let len = DATA_OFFSET + 2 * ring;
-        rustix::fs::ftruncate(&fd, len as u64)?;
-        // The size is final: a peer that maps it cannot be surprised by a shrink (SIGBUS).
-        let _ = rustix::fs::fcntl_add_seals(
-            &fd,
-            rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
-        );
-        let seg = Segment::map(&fd, len)?;
-        seg.u64_at(0).store(MAGIC, Ordering::Relaxed);
-        seg.u64_at(8).store(ring as u64, Ordering::Release);
-        Ok((ShmPipe::new(seg, ring, sock, 0), fd))
-    }
-
-    /// Maps a segment received from the connecting side, after checking it.
-    pub fn open(sock: UnixStream, fd: OwnedFd) -> io::Result<ShmPipe> {
-        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-        let size = rustix::fs::fstat(&fd)?.st_size as u64;
-        if size < DATA_OFFSET as u64 {
-            return Err(bad(format!("shared-memory segment of {size} bytes is too small")));
-        }
-        let seals = rustix::fs::fcntl_get_seals(&fd)?;
-        if !seals.contains(rustix::fs::SealFlags::SHRINK) {
-            return Err(bad("shared-memory segment is not sealed against shrinking".into()));
-        }
-        let seg = Segment::map(&fd, DATA_OFFSET)?;
-        let (magic, ring) = (
-            seg.u64_at(0).load(Ordering::Acquire),
-            seg.u64_at(8).load(Ordering::Acquire),
-        );
-        drop(seg);
-        let ring = usize::try_from(ring).unwrap_or(0);
-        if magic != MAGIC || !ring.is_power_of_two() || !(MIN_RING..=MAX_RING).contains(&ring) {
-            return Err(bad(format!(
-                "not a pontoon shared-memory segment (magic {magic:#x}, ring {ring})"
-            )));
-        }
-        let len = DATA_OFFSET + 2 * ring;
-        if size < len as u64 {
-            return Err(bad(format!(
-                "shared-memory segment of {size} bytes, {len} expected"
-            )));
-        }
-        Ok(ShmPipe::new(Segment::map(&fd, len)?, ring, sock, 1))
-    }
-
-    /// `me`: 0 for the side that created the segment (it sends on ring 0), 1 for the other.
-    fn new(seg: Segment, ring: usize, sock: UnixStream, me: usize) -> ShmPipe {
-        let side = |index| Side {
-            at: ring_at(index, ring),
-            pos: 0,
-            seen: 0,
-        };
-        ShmPipe {
-            seg,
-            ring,
-            tx: side(me),
-            rx: side(1 - me),
-            sock,
-        }
-    }
-
     /// Bytes of each ring.
     pub fn ring_size(&self) -> usize {
         self.ring
     }
 
-    /// Reads what woke us from the doorbell socket. `Err(Closed)` once the peer is gone
-    /// (its process ended, so its end of the socket closed).
-    fn drain_doorbell(&mut self) -> Result<(), LinkError> {
-        let mut buf = [0u8; 64];
-        loop {
-            match rustix::net::recv(&self.sock, &mut buf[..], RecvFlags::DONTWAIT) {
-                Ok((_, 0)) => return Err(LinkError::Closed),
-                Ok(_) => continue,
-                Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(LinkError::Io(e.into())),
-            }
+    /// `Err(Closed)` once the peer's process has ended.
+    fn check_peer(&self) -> Result<(), LinkError> {
+        let Some(pidfd) = &self.pidfd else { return Ok(()) };
+        let mut fds = [rustix::event::PollFd::new(pidfd, rustix::event::PollFlags::IN)];
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match rustix::event::poll(&mut fds, Some(&zero)) {
+            Ok(n) if n > 0 => Err(LinkError::Closed),
+            _ => Ok(()),
         }
     }
 
@@ -399,14 +712,7 @@ impl Pipe for ShmPipe {
         self.seg
             .u64_at(self.tx.at.tail)
             .store(self.tx.pos, Ordering::Release);
-        // The consumer sets its flag, then looks at the tail; we set the tail, then look
-        // at the flag: with a full fence on both sides one of us sees the other.
-        fence(Ordering::SeqCst);
-        let asleep = self.seg.u32_at(self.tx.at.asleep);
-        if asleep.load(Ordering::Relaxed) != 0 && asleep.swap(0, Ordering::AcqRel) != 0 {
-            // A full socket buffer already holds a wake-up: nothing is lost by EAGAIN.
-            let _ = rustix::net::send(&self.sock, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
-        }
+        wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
         Ok(written as usize)
     }
 
@@ -433,7 +739,7 @@ impl Pipe for ShmPipe {
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.sock.as_fd())
+        self.pidfd.as_ref().map(|fd| fd.as_fd())
     }
 
     fn polled(&self) -> bool {
@@ -441,165 +747,17 @@ impl Pipe for ShmPipe {
     }
 
     fn service_wakeup(&mut self) -> Result<(), LinkError> {
-        self.drain_doorbell()
+        self.check_peer()
     }
 
     fn arm_wakeup(&mut self) -> bool {
-        let asleep = self.seg.u32_at(self.rx.at.asleep);
-        asleep.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let tail = self.seg.u64_at(self.rx.at.tail).load(Ordering::SeqCst);
-        if tail != self.rx.pos {
-            asleep.store(0, Ordering::Relaxed);
-            return false;
-        }
-        true
+        let (seg, tail, pos) = (&self.seg, self.rx.at.tail, self.rx.pos);
+        arm(seg, self.my_asleep, || {
+            seg.u64_at(tail).load(Ordering::SeqCst) != pos
+        })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Buffer, Link, Placement, Sink};
-    use proto::wire::data::{DataRepr, HeaderBytes};
-
-    fn pair(ring: usize) -> (ShmPipe, ShmPipe) {
-        let (a, b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        b.set_nonblocking(true).unwrap();
-        let (left, fd) = ShmPipe::create(a, ring).unwrap();
-        let right = ShmPipe::open(b, fd).unwrap();
-        (left, right)
-    }
-
-    /// Collects every frame's header and payload.
-    #[derive(Default)]
-    struct Collect(Vec<(DataRepr, Vec<u8>)>);
-    impl Sink for Collect {
-        type Token = DataRepr;
-        fn on_header(&mut self, repr: &DataRepr) -> Result<(Placement, DataRepr), String> {
-            Ok((Placement::Engine(vec![0; repr.payload_len() as usize]), *repr))
-        }
-        fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) {
-            self.0.push((token, buf.unwrap_or_default()));
-        }
-    }
-
-    #[test]
-    fn bytes_wrap_around_the_ring_in_order() {
-        let (mut a, mut b) = pair(MIN_RING);
-        let mut next = 0u8;
-        let mut expect = 0u8;
-        let mut out = vec![0u8; 5000];
-        for round in 0..200 {
-            let chunk: Vec<u8> = (0..(round * 37 % 9000 + 1))
-                .map(|_| {
-                    next = next.wrapping_add(1);
-                    next
-                })
-                .collect();
-            let mut sent = 0;
-            while sent < chunk.len() {
-                sent += a.write(&[IoSlice::new(&chunk[sent..])]).unwrap();
-                while let Some(n) = b.read(&mut out).unwrap() {
-                    for &byte in &out[..n] {
-                        expect = expect.wrapping_add(1);
-                        assert_eq!(byte, expect);
-                    }
-                }
-            }
-        }
-        assert_eq!(expect, next);
-    }
-
-    #[test]
-    fn a_full_ring_takes_what_fits_and_nothing_more() {
-        let (mut a, mut b) = pair(MIN_RING);
-        let big = vec![3u8; MIN_RING + 100];
-        assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), MIN_RING);
-        assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), 0);
-        let mut out = vec![0u8; 100];
-        assert_eq!(b.read(&mut out).unwrap(), Some(100));
-        assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), 100);
-    }
-
-    #[test]
-    fn a_sleeping_reader_is_woken_and_a_dead_peer_is_seen() {
-        let (mut a, mut b) = pair(MIN_RING);
-        assert!(b.arm_wakeup(), "nothing waits yet");
-        a.write(&[IoSlice::new(b"x")]).unwrap();
-        // The doorbell rang: the socket is readable.
-        let mut fds = [rustix::event::PollFd::new(&b.sock, rustix::event::PollFlags::IN)];
-        let ts = rustix::time::Timespec {
-            tv_sec: 1,
-            tv_nsec: 0,
-        };
-        assert_eq!(rustix::event::poll(&mut fds, Some(&ts)).unwrap(), 1);
-        b.drain_doorbell().unwrap();
-        // Armed with data already there: no sleep.
-        assert!(!b.arm_wakeup());
-        // Not armed: a write rings nothing.
-        a.write(&[IoSlice::new(b"y")]).unwrap();
-        let mut fds = [rustix::event::PollFd::new(&b.sock, rustix::event::PollFlags::IN)];
-        let zero = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        assert_eq!(rustix::event::poll(&mut fds, Some(&zero)).unwrap(), 0);
-        drop(a);
-        assert!(matches!(b.drain_doorbell(), Err(LinkError::Closed)));
-    }
-
-    #[test]
-    fn a_corrupted_counter_is_a_protocol_error_not_a_wild_read() {
-        let (a, mut b) = pair(MIN_RING);
-        // The peer claims more bytes than the ring holds.
-        a.seg.u64_at(a.tx.at.tail).store(u64::MAX / 2, Ordering::Release);
-        let mut out = [0u8; 64];
-        assert!(matches!(b.read(&mut out), Err(LinkError::Protocol(_))));
-    }
-
-    #[test]
-    fn a_segment_that_is_not_ours_is_refused() {
-        let (_, b) = UnixStream::pair().unwrap();
-        let fd = rustix::fs::memfd_create("other", rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
-        rustix::fs::ftruncate(&fd, 1 << 20).unwrap();
-        rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::SHRINK).unwrap();
-        let err = ShmPipe::open(b, fd).err().expect("refused");
-        assert!(err.to_string().contains("not a pontoon"), "{err}");
-    }
-
-    #[test]
-    fn frames_large_and_small_cross_a_shared_memory_lane() {
-        let (a, b) = pair(MIN_RING);
-        let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps(1024));
-        let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps(1024));
-        let big: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7) as u8).collect();
-        let big_buf = Buffer::owned(big.clone());
-        let h_big = HeaderBytes::new(&DataRepr::Frag {
-            recv_id: 1,
-            offset: 0,
-            len: 1 << 20,
-        });
-        let h_small = HeaderBytes::new(&DataRepr::Frag {
-            recv_id: 2,
-            offset: 0,
-            len: 3,
-        });
-        tx.send(&h_big, Some((&big_buf, 0, 1 << 20)), 9).unwrap();
-        tx.send_copy(&h_small, b"abc").unwrap();
-        let mut sink = Collect::default();
-        let mut done = Vec::new();
-        while sink.0.len() < 2 {
-            tx.flush(&mut done).unwrap();
-            rx.recv(&mut sink).unwrap();
-        }
-        assert_eq!(
-            done,
-            vec![9, 0],
-            "the big frame's token, then the copied one's (0)"
-        );
-        assert_eq!(sink.0[0].1, big);
-        assert_eq!(sink.0[1].1, b"abc");
-    }
-}
+#[path = "shm_tests.rs"]
+mod tests;

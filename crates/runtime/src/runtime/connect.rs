@@ -3,20 +3,18 @@
 //! polled, lanes handed to the engine and watched, further lanes per NIC pair, and the
 //! deadline after which a peer that could not be reached fails.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use proto::handshake::Contention;
 use proto::{PayloadToken, Rank};
-use transport::shm::{shm_caps, shm_link};
 use transport::tcp::{tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
 
 use super::{nonce, Runtime};
 use crate::clock;
 use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
-use crate::shm_wireup::{ShmDial, ShmProgress};
 use crate::waiter::Waiter;
 use crate::wireup::{Incoming, Outgoing, Progress};
 use net::{EndpointCard, PathKind};
@@ -24,20 +22,10 @@ use net::{EndpointCard, PathKind};
 /// What this rank already has going with each other rank, for judging a HELLO: only a
 /// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
 /// towards some address may never get anywhere).
-pub(super) fn contention<'a>(
-    lanes: &'a Lanes,
-    outgoing: &[Outgoing],
-    dials: &[ShmDial],
-) -> impl Fn(Rank) -> Contention + 'a {
+pub(super) fn contention<'a>(lanes: &'a Lanes, outgoing: &[Outgoing]) -> impl Fn(Rank) -> Contention + 'a {
     let handshaking: Vec<(Rank, PathKind)> = outgoing
         .iter()
         .filter_map(|o| Some((o.peer, o.in_handshake()?)))
-        .chain(
-            dials
-                .iter()
-                .filter(|d| d.in_handshake())
-                .map(|d| (d.peer, PathKind::Direct)),
-        )
         .collect();
     move |r: Rank| {
         if lanes.connected(r) {
@@ -50,15 +38,9 @@ pub(super) fn contention<'a>(
     }
 }
 
-/// Bytes of shared-memory receive rings one rank may hold, over all its node-local peers.
-const SHM_BUDGET: usize = 8 << 20;
-/// Largest ring of one shared-memory lane (per direction).
-const SHM_MAX_RING: usize = 1 << 20;
-
 impl Runtime {
     pub(super) fn start_connect(&mut self, peer: Rank) {
-        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer))
-            || self.shm_accepts.iter().any(|c| c.verified_peer() == Some(peer));
+        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer));
         self.connect_deadline
             .entry(peer)
             .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
@@ -74,17 +56,9 @@ impl Runtime {
 
     /// Starts setting up the first lane to `peer`: shared memory with a rank of this
     /// node (where allowed and possible), else TCP to the best of its addresses.
-    fn dial(&mut self, peer: Rank, total: Duration) {
-        if let Some(ring) = self.shm_ring_for(peer) {
-            match ShmDial::start(&self.id, peer, ring, nonce()) {
-                Ok(mut d) => {
-                    d.key = self.handshake_key();
-                    self.waiter.watch_as(d.socket(), d.key);
-                    self.shm_dials.push(d);
-                    return;
-                }
-                Err(why) => self.refuse_shm(peer, why),
-            }
+    pub(super) fn dial(&mut self, peer: Rank, total: Duration) {
+        if self.dial_shm(peer) {
+            return;
         }
         if !self.cfg.transports.contains(&Transport::Tcp) {
             if self.eth_possible(peer) && self.start_eth(peer, true) {
@@ -109,33 +83,6 @@ impl Runtime {
         ));
     }
 
-    /// The ring size of a shared-memory lane to `peer`, if it is a rank of this node
-    /// and shared memory may be tried: the largest power of two below [`SHM_BUDGET`] /
-    /// (node-local peers), so a node of many ranks gets smaller rings, not more memory
-    /// (within the budget up to 512 ranks; beyond, `MIN_RING` wins).
-    fn shm_ring_for(&self, peer: Rank) -> Option<usize> {
-        self.shm_listener.as_ref()?;
-        if self.shm_refusals.contains_key(&peer) {
-            return None;
-        }
-        let node = self.cards.get(&self.id.rank)?.node;
-        if self.cards.get(&peer)?.node != node {
-            return None;
-        }
-        let local_peers = self.cards.values().filter(|c| c.node == node).count().max(2) - 1;
-        let ring = (SHM_BUDGET / local_peers).next_power_of_two() / 2;
-        Some(ring.clamp(transport::shm::MIN_RING, SHM_MAX_RING))
-    }
-
-    /// No shared memory with `peer`: say why once, and use TCP from now on.
-    fn refuse_shm(&mut self, peer: Rank, why: String) {
-        tracing::warn!(
-            "rank {}: no shared memory with rank {peer}, using TCP: {why}",
-            self.id.rank
-        );
-        self.shm_refusals.insert(peer, why);
-    }
-
     /// An accepted TCP connection (or a punched one this rank answers) starts its handshake.
     pub(super) fn take_incoming(&mut self, sock: TcpStream) {
         let mut c = Incoming::new(sock);
@@ -147,7 +94,7 @@ impl Runtime {
     }
 
     /// A fresh name for a handshake's socket in the waiter (never 0: see `Waiter::watch_as`).
-    fn handshake_key(&mut self) -> u64 {
+    pub(super) fn handshake_key(&mut self) -> u64 {
         self.handshake_keys += 1;
         self.handshake_keys
     }
@@ -155,7 +102,7 @@ impl Runtime {
     /// Whether a first connection to `peer` is being set up by us.
     fn connecting(&self, peer: Rank) -> bool {
         self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
-            || self.shm_dials.iter().any(|d| d.peer == peer)
+            || self.shm.waiting_for(peer)
             || self.eth.dialling_first(peer)
     }
 
@@ -170,8 +117,8 @@ impl Runtime {
             o.abandon("abandoned: the peer's own connection came first", clock::now());
             self.attempt_log.entry(peer).or_default().extend(o.attempts);
         }
-        self.shm_dials.retain(|d| d.peer != peer);
         self.eth.abandon_first(peer);
+        self.shm.stop_waiting(peer);
         self.yielded_at.remove(&peer);
         self.connect_deadline.remove(&peer);
     }
@@ -248,24 +195,6 @@ impl Runtime {
                 self.start_eth(peer, false);
             }
         }
-    }
-
-    /// A shared-memory lane with `peer` is set up.
-    fn shm_established(&mut self, peer: Rank, pipe: transport::shm::ShmPipe, initiated: bool) {
-        if self.lanes.connected(peer) {
-            tracing::debug!(peer, "dropping a second connection to a peer already connected");
-            return;
-        }
-        let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
-        // A node-local lane breaks only with its process: it needs no name for a replay.
-        self.add_lane(
-            peer,
-            AnyLink::Shm(link),
-            Route::Node,
-            initiated,
-            Via::default(),
-            0,
-        );
     }
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
@@ -433,7 +362,7 @@ impl Runtime {
             }
             // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
             // still racing towards some address may never get anywhere.
-            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            let contention = contention(&self.lanes, &self.outgoing);
             match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
                 Progress::Pending => i += 1,
                 Progress::Established {
@@ -530,84 +459,6 @@ impl Runtime {
                 );
             }
         }
-    }
-
-    /// Accepts shared-memory connections and drives their handshakes and ours. A
-    /// shared-memory set-up that fails falls back to TCP. Returns whether anything happened.
-    fn shm_wireup(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
-        let mut any = false;
-        let accepted = self
-            .shm_listener
-            .as_ref()
-            .filter(|_| ready.contains(&Waiter::LISTENING))
-            .map(crate::shm_wireup::accept_all);
-        for mut a in accepted.unwrap_or_default() {
-            a.key = self.handshake_key();
-            self.waiter.watch_as(a.socket(), a.key);
-            self.shm_accepts.push(a);
-            any = true;
-        }
-        let timeout = self.cfg.attempt_timeout;
-        let mut i = 0;
-        while i < self.shm_dials.len() {
-            let d = &self.shm_dials[i];
-            if !ready.contains(&d.key) && !d.overdue(now, timeout) {
-                i += 1;
-                continue;
-            }
-            let progress = self.shm_dials[i].poll(timeout);
-            if matches!(progress, ShmProgress::Pending) {
-                i += 1;
-                continue;
-            }
-            let d = self.shm_dials.swap_remove(i);
-            // The lane keeps a duplicate of this socket: its registration would outlive
-            // the dial's fd, so take it out now.
-            self.waiter.unwatch(d.socket());
-            let peer = d.peer;
-            any = true;
-            match progress {
-                ShmProgress::Pending => unreachable!("handled above"),
-                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, true),
-                ShmProgress::Yielded => {
-                    self.yielded += 1;
-                    self.yielded_at.insert(peer, Instant::now());
-                }
-                ShmProgress::Failed(why) => {
-                    self.refuse_shm(peer, why);
-                    let left = self
-                        .connect_deadline
-                        .get(&peer)
-                        .map_or(self.cfg.connect_timeout, |d| {
-                            d.saturating_duration_since(Instant::now())
-                        });
-                    self.dial(peer, left);
-                }
-            }
-        }
-        let mut i = 0;
-        while i < self.shm_accepts.len() {
-            let a = &self.shm_accepts[i];
-            if !ready.contains(&a.key) && !a.overdue(now, timeout) {
-                i += 1;
-                continue;
-            }
-            let contention = contention(&self.lanes, &self.outgoing, &self.shm_dials);
-            let progress = self.shm_accepts[i].poll(&self.id, timeout, nonce(), contention);
-            if matches!(progress, ShmProgress::Pending) {
-                i += 1;
-                continue;
-            }
-            let a = self.shm_accepts.swap_remove(i);
-            self.waiter.unwatch(a.socket());
-            any = true;
-            match progress {
-                ShmProgress::Established { peer, pipe } => self.shm_established(peer, pipe, false),
-                ShmProgress::Failed(why) => tracing::warn!("rank {}: {why}", self.id.rank),
-                ShmProgress::Pending | ShmProgress::Yielded => {}
-            }
-        }
-        any
     }
 
     /// What the coordinator saw of the NATs between it and the two ranks, when they differ:

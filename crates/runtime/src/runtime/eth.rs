@@ -77,7 +77,7 @@ impl Runtime {
             .filter(|&r| self.eth.dialling_first(r))
             .collect();
         let events = {
-            let tcp_or_shm = super::connect::contention(&self.lanes, &self.outgoing, &self.shm_dials);
+            let tcp_or_shm = super::connect::contention(&self.lanes, &self.outgoing);
             let contention = |r: Rank| match tcp_or_shm(r) {
                 Contention::None if first.contains(&r) => Contention::Connecting(PathKind::Direct),
                 c => c,

@@ -1,7 +1,7 @@
 //! Where a rank's lanes are watched with epoll, and how it sleeps (see `waiter.rs` for why
 //! a socket lane is in one epoll set at most, and a rank's only one in none while it
-//! busy-polls). A shared-memory lane's doorbell socket is with the rarely busy sockets
-//! and rings only while the rank sleeps.
+//! busy-polls). The shared-memory bell is with the rarely busy sockets and rings only
+//! while the rank sleeps.
 
 use std::time::Duration;
 
@@ -24,7 +24,8 @@ impl Runtime {
             return;
         }
         // Outgoing connects are short-lived: wake up often while they run.
-        let max = if self.outgoing.is_empty() && self.shm_dials.is_empty() && !self.punching.dialling() {
+        // (A rank waiting for another's join to shared memory learns of it by looking.)
+        let max = if self.outgoing.is_empty() && !self.shm.busy() && !self.punching.dialling() {
             max
         } else {
             Duration::from_millis(1)
@@ -41,12 +42,16 @@ impl Runtime {
         if max.is_zero() {
             return;
         }
-        // Shared-memory lanes ring their doorbell from now on; one with a frame already
-        // waiting means there is no sleep to take.
+        // Shared-memory lanes ring this rank's bell from now on; a frame or a lane
+        // announced already means there is no sleep to take.
+        if !self.arm_shm() {
+            return;
+        }
         for i in 0..self.lanes.polled().len() {
             let lane = self.lanes.polled()[i];
             if let Some(l) = self.lanes.get_mut(lane) {
                 if !l.link.arm_wakeup() {
+                    self.disarm_shm();
                     return;
                 }
             }
@@ -71,6 +76,7 @@ impl Runtime {
         };
         self.watch_raw_sockets(true);
         self.ready.wait(max, &mut [0; 1]);
+        self.disarm_shm();
         self.watch_raw_sockets(false);
         if temporary {
             self.socket_lanes().for_each(|k| self.ready.unwatch(self.fd(k)));

@@ -1,0 +1,473 @@
+//! Shared memory with the ranks of this node, as the event loop drives it: the node's
+//! ranks and its leader (the lowest) from the cards, the leader's segment and the joins
+//! it admits, this rank's own join, lanes opened at once to members and announced to
+//! them, lanes the others announced taken up, and the fall-back to TCP, with the reason,
+//! when shared memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+
+use proto::Rank;
+use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
+use transport::{AnyLink, Transport};
+
+use super::{nonce, Runtime};
+use crate::config::Config;
+use crate::lanes::{Route, Via};
+use crate::shm_wireup::{AdmitProgress, JoinProgress, ShmAdmit, ShmJoin};
+use crate::waiter::Waiter;
+
+/// Bytes of shared-memory receive rings one rank may hold, over all its node-local peers.
+const SHM_BUDGET: usize = 8 << 20;
+/// Largest ring of one shared-memory lane (per direction).
+const SHM_MAX_RING: usize = 1 << 20;
+
+/// The ring size for a node of `ranks` ranks: the largest power of two below
+/// [`SHM_BUDGET`] / (node-local peers), so a node of many ranks gets smaller rings, not
+/// more memory (within the budget up to 512 ranks; beyond, `MIN_RING` wins).
+fn ring_for(ranks: usize) -> usize {
+    let ring = (SHM_BUDGET / (ranks.max(2) - 1)).next_power_of_two() / 2;
+    ring.clamp(transport::shm::MIN_RING, SHM_MAX_RING)
+}
+
+enum NodeState {
+    /// Shared memory is not allowed, or this rank is alone on its node.
+    Off,
+    Joining(ShmJoin),
+    /// A member; the leader also keeps the segment's fd to hand to the others.
+    Member {
+        node: ShmNode,
+        segment: Option<OwnedFd>,
+    },
+    /// Why this rank has no shared memory (its node-local peers use TCP).
+    Failed(String),
+}
+
+/// This rank's part in its node's shared memory.
+pub(super) struct Shm {
+    /// This node's ranks in ascending order; the first is the leader.
+    local: Vec<Rank>,
+    listener: Option<UnixListener>,
+    /// This rank's bell until it is a member (then the node holds it).
+    bell: Option<Bell>,
+    state: NodeState,
+    /// Ranks joining, at the leader.
+    admits: Vec<ShmAdmit>,
+    /// Node-local peers whose first lane waits for a join (theirs or ours), since when.
+    waiting: Vec<(Rank, Instant)>,
+    /// Peers that have had a shared-memory lane: a ring's counters cannot start again,
+    /// so a lane that closed is never opened again.
+    laned: HashSet<Rank>,
+    /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
+    refusals: HashMap<Rank, String>,
+}
+
+impl Shm {
+    pub(super) fn off() -> Shm {
+        Shm {
+            local: Vec::new(),
+            listener: None,
+            bell: None,
+            state: NodeState::Off,
+            admits: Vec::new(),
+            waiting: Vec::new(),
+            laned: HashSet::new(),
+            refusals: HashMap::new(),
+        }
+    }
+
+    /// Binds this rank's join socket and bell, before the ranks exchange cards, so that
+    /// both exist once any rank of the node looks (`Off` where shared memory is not
+    /// allowed or cannot be had here).
+    pub(super) fn bind(cfg: &Config, job_id: &[u8; 16], rank: Rank) -> Shm {
+        let mut shm = Shm::off();
+        if !cfg.transports.contains(&Transport::Shm) {
+            return shm;
+        }
+        let bound = transport::shm::listen(&transport::shm::socket_name(job_id, rank)).and_then(|l| {
+            let bell = Bell::bind(&transport::shm::bell_name(job_id, rank))?;
+            Ok((l, bell))
+        });
+        match bound {
+            Ok((listener, bell)) => {
+                shm.listener = Some(listener);
+                shm.bell = Some(bell);
+            }
+            Err(e) => {
+                tracing::warn!("rank {rank}: no shared-memory socket ({e}); ranks of this node will use TCP")
+            }
+        }
+        shm
+    }
+
+    fn index(&self, rank: Rank) -> Option<usize> {
+        self.local.binary_search(&rank).ok()
+    }
+
+    fn node(&self) -> Option<&ShmNode> {
+        match &self.state {
+            NodeState::Member { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
+    /// Whether joins or lanes waiting for them need the event loop's attention.
+    pub(super) fn busy(&self) -> bool {
+        matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Whether a first lane to `peer` waits for a join.
+    pub(super) fn waiting_for(&self, peer: Rank) -> bool {
+        self.waiting.iter().any(|&(p, _)| p == peer)
+    }
+
+    /// The first lane to `peer` came up some other way.
+    pub(super) fn stop_waiting(&mut self, peer: Rank) {
+        self.waiting.retain(|&(p, _)| p != peer);
+    }
+
+    pub(super) fn refusal(&self, peer: Rank) -> Option<&str> {
+        self.refusals.get(&peer).map(String::as_str)
+    }
+
+    /// Whether everything of this node's shared memory that start-up waits for is done:
+    /// this rank joined (or gave up), and at the leader, every rank of the node joined.
+    fn settled(&self) -> bool {
+        match &self.state {
+            NodeState::Joining(_) => false,
+            NodeState::Member {
+                node,
+                segment: Some(_),
+            } => (0..self.local.len()).all(|i| node.member(i).is_some()),
+            _ => true,
+        }
+    }
+}
+
+impl Runtime {
+    /// After the cards are exchanged: this node's ranks; the leader makes the segment,
+    /// the others start joining it.
+    pub(super) fn start_shm(&mut self) {
+        let Some(node_id) = self.cards.get(&self.id.rank).map(|c| c.node) else {
+            return;
+        };
+        if self.shm.listener.is_none() {
+            return;
+        }
+        let mut local: Vec<Rank> = self
+            .cards
+            .iter()
+            .filter(|(_, c)| c.node == node_id)
+            .map(|(&r, _)| r)
+            .collect();
+        local.sort_unstable();
+        if local.len() < 2 {
+            self.shm = Shm::off();
+            return;
+        }
+        let me = local
+            .binary_search(&self.id.rank)
+            .expect("this rank is of its node");
+        let leader = local[0];
+        self.shm.local = local;
+        let bell = self.shm.bell.take().expect("bound with the listener");
+        self.waiter.watch_readable(bell.fd(), Waiter::BELL);
+        if me == 0 {
+            let listener = self.shm.listener.as_ref().expect("checked above");
+            self.waiter.watch_as(listener, Waiter::LISTENING);
+            let made = Layout::new(self.shm.local.len(), ring_for(self.shm.local.len()))
+                .and_then(|layout| ShmNode::create(layout, 0, self.id.job_id, bell));
+            self.shm.state = match made {
+                Ok((node, segment)) => {
+                    node.admit(0, std::process::id());
+                    node.enter(self.id.rank);
+                    NodeState::Member {
+                        node,
+                        segment: Some(segment),
+                    }
+                }
+                Err(e) => NodeState::Failed(format!("cannot make the node's shared-memory segment: {e}")),
+            };
+            return;
+        }
+        self.shm.listener = None;
+        self.shm.bell = Some(bell);
+        self.shm.state = match ShmJoin::start(&self.id, leader, nonce()) {
+            Ok(mut join) => {
+                join.key = self.handshake_key();
+                self.waiter.watch_as(join.socket(), join.key);
+                NodeState::Joining(join)
+            }
+            Err(why) => NodeState::Failed(why),
+        };
+    }
+
+    /// Start-up waits (at most `limit`) until this rank joined its node's segment and,
+    /// at the leader, until every rank of the node did: the leader admits the others
+    /// only while it runs the event loop, so it must not leave for the application first.
+    pub(super) fn settle_shm(&mut self, limit: Duration) {
+        let end = Instant::now() + limit;
+        while !self.shm.settled() && Instant::now() < end {
+            if !self.progress() {
+                self.sleep(Duration::from_millis(1));
+            }
+        }
+        if !self.shm.settled() {
+            if let Some(node) = self.shm.node() {
+                let missing: Vec<Rank> = (0..self.shm.local.len())
+                    .filter(|&i| node.member(i).is_none())
+                    .map(|i| self.shm.local[i])
+                    .collect();
+                tracing::warn!(
+                    "rank {}: ranks {missing:?} of this node have not joined its shared memory \
+                     within {} ms; they will be admitted when they do",
+                    self.id.rank,
+                    limit.as_millis()
+                );
+            }
+        }
+    }
+
+    /// Starts the first lane to `peer` over shared memory if it is a rank of this node
+    /// and that is possible; `false`: use another transport (the reason is recorded).
+    pub(super) fn dial_shm(&mut self, peer: Rank) -> bool {
+        let Some(index) = self.shm.index(peer) else {
+            return false;
+        };
+        if self.shm.refusals.contains_key(&peer) {
+            return false;
+        }
+        if self.shm.laned.contains(&peer) {
+            self.refuse_shm(peer, "its shared-memory lane was closed".into());
+            return false;
+        }
+        match &self.shm.state {
+            NodeState::Off => false,
+            NodeState::Failed(why) => {
+                let why = why.clone();
+                self.refuse_shm(peer, why);
+                false
+            }
+            NodeState::Joining(_) => {
+                self.shm.waiting.push((peer, Instant::now()));
+                true
+            }
+            NodeState::Member { node, .. } if node.member(index).is_none() => {
+                self.shm.waiting.push((peer, Instant::now()));
+                true
+            }
+            NodeState::Member { .. } => self.open_shm_lane(peer, index, true),
+        }
+    }
+
+    /// Opens the lane to the member `peer` (slot `index`); the opener announces it.
+    fn open_shm_lane(&mut self, peer: Rank, index: usize, announce: bool) -> bool {
+        let Some(node) = self.shm.node() else {
+            return false;
+        };
+        let opened = node
+            .pipe(index)
+            .and_then(|pipe| announce.then(|| node.announce(index)).transpose().map(|_| pipe));
+        match opened {
+            Ok(pipe) => {
+                self.shm.laned.insert(peer);
+                self.shm.stop_waiting(peer);
+                let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
+                // A node-local lane breaks only with its process: it needs no name for a replay.
+                self.add_lane(peer, AnyLink::Shm(link), Route::Node, announce, Via::default(), 0);
+                true
+            }
+            Err(e) => {
+                self.refuse_shm(peer, format!("its lane in the node's segment: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Lanes other members opened to this rank: taken up at once (a load per 64 ranks of
+    /// the node when there are none, on every progress pass).
+    pub(super) fn take_shm_announcements(&mut self) -> bool {
+        let Some(node) = self.shm.node() else {
+            return false;
+        };
+        let announced = node.take_announced();
+        let mut any = false;
+        for index in announced {
+            let Some(&peer) = self.shm.local.get(index) else {
+                continue;
+            };
+            if !self.shm.laned.contains(&peer) {
+                any |= self.open_shm_lane(peer, index, false);
+            }
+        }
+        any
+    }
+
+    /// Drives the joins (this rank's, or the others' at the leader) and the lanes
+    /// waiting for them. Returns whether anything happened.
+    pub(super) fn shm_wireup(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
+        let mut any = self.admit_joins(ready, now);
+        let timeout = self.cfg.connect_timeout;
+        if let NodeState::Joining(join) = &mut self.shm.state {
+            if ready.contains(&join.key) || join.overdue(now, timeout) {
+                match join.poll(timeout) {
+                    JoinProgress::Pending => {}
+                    JoinProgress::Joined(fd) => {
+                        any = true;
+                        self.waiter.unwatch(join.socket());
+                        let bell = self.shm.bell.take().expect("kept until joined");
+                        let local = &self.shm.local;
+                        let me = local.binary_search(&self.id.rank).expect("of its node");
+                        let joined = Layout::new(local.len(), ring_for(local.len()))
+                            .and_then(|layout| ShmNode::join(fd, layout, me, self.id.job_id, bell));
+                        self.shm.state = match joined {
+                            Ok(node) => {
+                                node.enter(self.id.rank);
+                                NodeState::Member { node, segment: None }
+                            }
+                            Err(e) => NodeState::Failed(format!("the node's shared-memory segment: {e}")),
+                        };
+                    }
+                    JoinProgress::Failed(why) => {
+                        any = true;
+                        self.waiter.unwatch(join.socket());
+                        self.shm.state = NodeState::Failed(why);
+                    }
+                }
+            }
+        }
+        // Lanes waiting for a join: opened once both ends are members; over TCP if
+        // this rank could not join, or the peer has not joined in time.
+        for (peer, since) in std::mem::take(&mut self.shm.waiting) {
+            if self.lanes.connected(peer) || self.shm.laned.contains(&peer) {
+                continue;
+            }
+            let index = self.shm.index(peer).expect("a node-local peer");
+            let why = match &self.shm.state {
+                NodeState::Member { node, .. } if node.member(index).is_some() => {
+                    any |= self.open_shm_lane(peer, index, true);
+                    continue;
+                }
+                NodeState::Failed(why) => why.clone(),
+                _ if now.saturating_duration_since(since) > timeout => match self.shm.state {
+                    NodeState::Joining(_) => {
+                        "this rank has not joined the node's shared memory in time".into()
+                    }
+                    _ => format!(
+                        "rank {peer} has not joined the node's shared memory within {} ms",
+                        timeout.as_millis()
+                    ),
+                },
+                _ => {
+                    self.shm.waiting.push((peer, since));
+                    continue;
+                }
+            };
+            self.refuse_shm(peer, why);
+            let left = self
+                .connect_deadline
+                .get(&peer)
+                .map_or(self.cfg.connect_timeout, |d| d.saturating_duration_since(now));
+            self.dial(peer, left);
+            any = true;
+        }
+        any
+    }
+
+    /// At the leader: accepts ranks joining and hands them the segment once their
+    /// handshake checks out.
+    fn admit_joins(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
+        let mut any = false;
+        let accepted = self
+            .shm
+            .listener
+            .as_ref()
+            .filter(|_| ready.contains(&Waiter::LISTENING))
+            .map(crate::shm_wireup::accept_all);
+        for mut a in accepted.unwrap_or_default() {
+            a.key = self.handshake_key();
+            self.waiter.watch_as(a.socket(), a.key);
+            self.shm.admits.push(a);
+            any = true;
+        }
+        let timeout = self.cfg.connect_timeout;
+        let mut i = 0;
+        while i < self.shm.admits.len() {
+            let NodeState::Member {
+                node,
+                segment: Some(segment),
+            } = &self.shm.state
+            else {
+                // No segment to hand out: the joining ranks time out and use TCP.
+                self.shm.admits.clear();
+                break;
+            };
+            let a = &mut self.shm.admits[i];
+            if !ready.contains(&a.key) && !a.overdue(now, timeout) {
+                i += 1;
+                continue;
+            }
+            let progress = a.poll(&self.id, timeout, nonce());
+            if matches!(progress, AdmitProgress::Pending) {
+                i += 1;
+                continue;
+            }
+            let a = self.shm.admits.swap_remove(i);
+            self.waiter.unwatch(a.socket());
+            any = true;
+            match progress {
+                // Its pid goes in its slot before it can take the slot.
+                AdmitProgress::Admitted { peer, pid } => match self.shm.index(peer) {
+                    Some(index) => {
+                        node.admit(index, pid);
+                        if let Err(e) = a.hand_over(segment.as_fd()) {
+                            tracing::warn!("rank {}: rank {peer}: {e}", self.id.rank);
+                        }
+                    }
+                    None => tracing::warn!(
+                        "rank {}: rank {peer} asked to join this node's shared memory, but its \
+                         card names another node",
+                        self.id.rank
+                    ),
+                },
+                AdmitProgress::Failed(why) => tracing::warn!("rank {}: {why}", self.id.rank),
+                AdmitProgress::Pending => {}
+            }
+        }
+        any
+    }
+
+    /// No shared memory with `peer`: say why once, and use TCP from now on.
+    pub(super) fn refuse_shm(&mut self, peer: Rank, why: String) {
+        tracing::warn!(
+            "rank {}: no shared memory with rank {peer}, using TCP: {why}",
+            self.id.rank
+        );
+        self.shm.stop_waiting(peer);
+        self.shm.refusals.insert(peer, why);
+    }
+
+    /// Before a sleep: announcements and frames ring this rank's bell from now on.
+    /// `false` when an announcement waits already.
+    pub(super) fn arm_shm(&self) -> bool {
+        self.shm.node().is_none_or(ShmNode::arm)
+    }
+
+    /// After a sleep: peers need not ring; and what rang is taken from the bell.
+    pub(super) fn disarm_shm(&self) {
+        if let Some(node) = self.shm.node() {
+            node.disarm();
+        }
+    }
+
+    /// Empties the bell once it rang (a full queue would refuse the next wake-up).
+    pub(super) fn drain_bell(&mut self) {
+        if self.waiter.take_key(Waiter::BELL) {
+            if let Some(bell) = self.shm.node().map(ShmNode::bell).or(self.shm.bell.as_ref()) {
+                bell.drain();
+            }
+        }
+    }
+}
