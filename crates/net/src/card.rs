@@ -229,11 +229,18 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 }
 
 /// This host's node id: the kernel's boot id with the hostname (testbed hosts have a
-/// boot id each; containers that share a kernel usually differ in hostname).
+/// boot id each; containers that share a kernel usually differ in hostname) and the
+/// network namespace: ranks of one node meet in the abstract socket namespace to share
+/// memory, so containers that share a kernel and a hostname but not a network namespace
+/// are different nodes.
 pub fn node_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
     let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let host = std::fs::read("/proc/sys/kernel/hostname").unwrap_or_default();
-    fnv1a(&[boot.trim_ascii(), host.trim_ascii()])
+    let netns = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| [m.dev().to_le_bytes(), m.ino().to_le_bytes()].concat())
+        .unwrap_or_default();
+    fnv1a(&[boot.trim_ascii(), host.trim_ascii(), &netns])
 }
 
 #[cfg(test)]

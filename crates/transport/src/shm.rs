@@ -14,7 +14,7 @@
 //!
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
 //! "asleep" flag, pid and rank, and a bitmap of the peers that opened a lane to it); then
-//! an area per pair of ranks: a page of ring counters and the two rings.
+//! an area per pair of ranks: the rings' counters and the two rings.
 //!
 //! Wake-ups: a rank about to sleep sets its flag; a peer that writes to it (or announces
 //! a lane) and finds the flag set clears it and sends a datagram to the rank's bell, a
@@ -54,16 +54,19 @@ const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM2");
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
 const PAGE: usize = 4096;
+/// A pair's ring counters: each ring's tail and head on lines of their own.
+const PAIR_COUNTERS: usize = 4 * LINE;
 /// Smallest and largest ring the runtime may ask for (bytes, each a power of two).
 pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
 /// Most ranks one node segment serves.
 pub const MAX_RANKS: usize = 4096;
 /// Staging buffer of a shared-memory lane: small frames are copied out in one piece;
-/// payloads of 16 KiB and more go from the ring straight into receive buffers. A quarter
-/// of the ring, within these bounds: a node of many ranks has a lane to each other rank,
-/// and a rank of 255 node-local peers would otherwise hold 16 MiB of staging alone.
-const RX_STAGING: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 10);
+/// payloads of 16 KiB and more go from the ring straight into receive buffers. A
+/// sixteenth of the ring, within these bounds: a node of many ranks has a lane to each
+/// other rank, and each buffer is allocated and cleared when its lane opens (a rank of
+/// 255 node-local peers would otherwise hold 16 MiB of staging alone).
+const RX_STAGING: std::ops::RangeInclusive<usize> = (1 << 10)..=(64 << 10);
 
 /// In a rank's slot: the "asleep, ring my bell" flag, its pid and its rank + 1 (0: the
 /// slot is empty), each written by one process; the bitmap follows on lines of its own.
@@ -91,12 +94,16 @@ pub fn shm_caps(max_eager: u32) -> Caps {
 
 /// A lane over a pipe.
 pub fn shm_link<T>(pipe: ShmPipe, caps: Caps) -> ShmLink<T> {
-    let staging = (pipe.ring_size() / 4).clamp(*RX_STAGING.start(), *RX_STAGING.end());
+    let staging = (pipe.ring_size() / 16).clamp(*RX_STAGING.start(), *RX_STAGING.end());
     StreamLink::new(pipe, caps, staging)
 }
 
 fn job_hex(job_id: &[u8; 16]) -> String {
-    job_id.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    job_id.iter().fold(String::with_capacity(32), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
 }
 
 /// The abstract socket name where `rank` of the job `job_id` admits the ranks of its
@@ -266,8 +273,11 @@ impl Layout {
         (PAGE + self.ranks * self.slot_size()).next_multiple_of(PAGE)
     }
 
+    /// A pair's counters, then its two rings: the first ring starts in the counters'
+    /// page, so opening a lane faults in one page fewer (with 256 ranks on a node, a
+    /// third of the page faults of a first alltoall).
     fn pair_size(&self) -> usize {
-        PAGE + 2 * self.ring
+        PAIR_COUNTERS + 2 * self.ring
     }
 
     /// The area of ranks `a` and `b` (either order, `a != b`): pairs are numbered in
@@ -291,7 +301,7 @@ impl Layout {
         RingAt {
             tail: area + index * 2 * LINE,
             head: area + index * 2 * LINE + LINE,
-            data: area + PAGE + index * self.ring,
+            data: area + PAIR_COUNTERS + index * self.ring,
         }
     }
 }
@@ -383,6 +393,8 @@ pub struct ShmNode {
     layout: Layout,
     /// This rank's index in the node (ranks of the node in ascending order).
     me: usize,
+    /// The peers' bells by slot, named once.
+    bells: Vec<std::sync::OnceLock<SocketAddrUnix>>,
     job_id: [u8; 16],
     bell: Bell,
     /// An unbound datagram socket for ringing the peers' bells.
@@ -454,6 +466,7 @@ impl ShmNode {
             seg: Arc::new(seg),
             layout,
             me,
+            bells: (0..layout.ranks).map(|_| Default::default()).collect(),
             job_id,
             bell,
             ringer: Arc::new(ringer),
@@ -528,9 +541,18 @@ impl ShmNode {
             my_asleep: self.layout.slot(self.me) + SLOT_ASLEEP,
             peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
             ringer: self.ringer.clone(),
-            peer_bell: SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?,
+            peer_bell: self.bell_of(peer, rank)?,
             pidfd,
         })
+    }
+
+    /// The address of the bell of `rank`, in slot `index`.
+    fn bell_of(&self, index: usize, rank: u32) -> io::Result<SocketAddrUnix> {
+        if let Some(bell) = self.bells[index].get() {
+            return Ok(bell.clone());
+        }
+        let bell = SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?;
+        Ok(self.bells[index].get_or_init(|| bell).clone())
     }
 
     /// Tells the member in slot `peer` that this rank opened a lane to it.
@@ -542,7 +564,7 @@ impl ShmNode {
         self.seg
             .u64_at(word)
             .fetch_or(1 << (self.me % 64), Ordering::AcqRel);
-        let bell = SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?;
+        let bell = self.bell_of(peer, rank)?;
         wake(
             &self.seg,
             self.layout.slot(peer) + SLOT_ASLEEP,
@@ -571,6 +593,23 @@ impl ShmNode {
             }
         }
         out
+    }
+
+    /// Rings the bell of every member that sleeps (the leader, once all have joined).
+    pub fn wake_all(&self) {
+        for index in (0..self.layout.ranks).filter(|&i| i != self.me) {
+            let Some((rank, _)) = self.member(index) else {
+                continue;
+            };
+            if let Ok(bell) = self.bell_of(index, rank) {
+                wake(
+                    &self.seg,
+                    self.layout.slot(index) + SLOT_ASLEEP,
+                    &self.ringer,
+                    &bell,
+                );
+            }
+        }
     }
 
     /// Before this rank sleeps: announcements and frames from now on ring its bell.

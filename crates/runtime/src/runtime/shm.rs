@@ -113,9 +113,11 @@ impl Shm {
         }
     }
 
-    /// Whether joins or lanes waiting for them need the event loop's attention.
+    /// Whether joins need the event loop's attention on every pass. (Lanes waiting for
+    /// a peer's join do not: they are looked at every few milliseconds, and a rank
+    /// polling for them on every pass starved the ranks still joining.)
     pub(super) fn busy(&self) -> bool {
-        matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty() || !self.waiting.is_empty()
+        matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty()
     }
 
     /// Whether a first lane to `peer` waits for a join.
@@ -133,14 +135,11 @@ impl Shm {
     }
 
     /// Whether everything of this node's shared memory that start-up waits for is done:
-    /// this rank joined (or gave up), and at the leader, every rank of the node joined.
+    /// this rank and every other rank of the node joined (or this rank gave up).
     fn settled(&self) -> bool {
         match &self.state {
             NodeState::Joining(_) => false,
-            NodeState::Member {
-                node,
-                segment: Some(_),
-            } => (0..self.local.len()).all(|i| node.member(i).is_some()),
+            NodeState::Member { node, .. } => (0..self.local.len()).all(|i| node.member(i).is_some()),
             _ => true,
         }
     }
@@ -204,14 +203,27 @@ impl Runtime {
         };
     }
 
-    /// Start-up waits (at most `limit`) until this rank joined its node's segment and,
-    /// at the leader, until every rank of the node did: the leader admits the others
-    /// only while it runs the event loop, so it must not leave for the application first.
+    /// Start-up waits (at most `limit`) until every rank of the node joined its segment:
+    /// the leader admits the others only while it runs the event loop, so it must not
+    /// leave for the application first; and a lane to a peer that has not joined yet
+    /// would have to wait for it. The leader looks every millisecond and rings every
+    /// member's bell once all are in; the others sleep until then.
     pub(super) fn settle_shm(&mut self, limit: Duration) {
         let end = Instant::now() + limit;
+        let leader = matches!(self.shm.state, NodeState::Member { segment: Some(_), .. });
         while !self.shm.settled() && Instant::now() < end {
             if !self.progress() {
-                self.sleep(Duration::from_millis(1));
+                let joining = matches!(self.shm.state, NodeState::Joining(_));
+                self.sleep(if leader || joining {
+                    Duration::from_millis(1)
+                } else {
+                    super::IDLE_SLEEP
+                });
+            }
+        }
+        if leader && self.shm.settled() {
+            if let Some(node) = self.shm.node() {
+                node.wake_all();
             }
         }
         if !self.shm.settled() {
