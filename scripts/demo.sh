@@ -31,8 +31,8 @@ local_ranks() {
     target/release/pontoon-cc -O1 -o "$cdir/intercoll" tests/c/intercoll.c
     "$pontoon" run -n "$np" "$cdir/intercoll"
     rm -rf "$cdir"
-    echo "demo: 128 ranks on this host, every pair connected at once (timeouts stretch with the"
-    echo "      ranks per CPU, handshakes are read when epoll reports them)"
+    echo "demo: 128 ranks on this host, every pair connected at once (one shared-memory segment"
+    echo "      for the node, joined once through its first rank: a lane needs no handshake)"
     local start=$SECONDS
     "$pontoon" run -n 128 "$examples/all_connect" | tail -n 1
     echo "demo: 128 ranks wired up every pair in about $((SECONDS - start)) s"
