@@ -29,6 +29,19 @@ fn succeeded(out: &Output) -> String {
     stdout
 }
 
+/// The line of `stdout` that starts with `prefix`, and the two numbers in it.
+fn report(stdout: &str, prefix: &str, transport: &str) -> (String, [f64; 2]) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
+    let numbers: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [a, b] = numbers[..] else {
+        panic!("{transport}: {line}")
+    };
+    (line.to_string(), [a, b])
+}
+
 #[test]
 fn ring_of_four_passes_the_token() {
     let (out, _) = run(&["-n", "4", "--timeout", "60"], "ring", &[]);
@@ -85,15 +98,7 @@ fn a_busy_rank_looks_at_its_rarely_busy_sockets_only_when_they_are_ready() {
             "pingpong",
             &["--max", "8", "--iters", "20000"],
         );
-        let stdout = succeeded(&out);
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("# housekeeping:"))
-            .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
-        let numbers: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        let [passes, ms] = numbers[..] else {
-            panic!("{transport}: {line}")
-        };
+        let (line, [passes, ms]) = report(&succeeded(&out), "# housekeeping:", transport);
         // Generous: one per 2.5 ms (twice the rate) and 50 after sleeps or connections.
         assert!(passes <= ms / 2.5 + 50.0, "{transport}: {line}");
     }
@@ -107,15 +112,7 @@ fn a_rank_waiting_in_finalize_sleeps_until_woken() {
     for transport in ["shm", "tcp"] {
         let transports = format!("PONTOON_TRANSPORTS={transport}");
         let (out, _) = run(&["-n", "3", "-x", &transports], "late_finalize", &[]);
-        let stdout = succeeded(&out);
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("# finalize:"))
-            .unwrap_or_else(|| panic!("{transport}: no report: {stdout}"));
-        let numbers: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        let [looks, ms] = numbers[..] else {
-            panic!("{transport}: {line}")
-        };
+        let (line, [looks, ms]) = report(&succeeded(&out), "# finalize:", transport);
         assert!(ms >= 900.0, "{transport}: finalize waited for the others: {line}");
         // One look per 50 ms sleep is 20; the others' exits and frames add a few.
         assert!(looks <= 100.0, "{transport}: {line}");

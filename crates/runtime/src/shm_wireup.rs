@@ -57,10 +57,6 @@ fn write_frame(mut sock: &UnixStream, frame: &[u8]) -> Result<(), String> {
     }
 }
 
-fn timed_out(started: Instant, timeout: Duration) -> bool {
-    started.elapsed() > timeout
-}
-
 /// How a join ended, or that it goes on.
 pub enum JoinProgress {
     Pending,
@@ -129,7 +125,7 @@ impl ShmJoin {
     }
 
     pub fn poll(&mut self, timeout: Duration) -> JoinProgress {
-        if timed_out(self.started, timeout) {
+        if self.overdue(Instant::now(), timeout) {
             return JoinProgress::Failed(format!(
                 "rank {} (this node's first rank) did not admit this rank to shared memory \
                  within {} ms",
@@ -247,7 +243,7 @@ impl ShmAdmit {
 
     /// Drives the handshake until the CONFIRM checks out.
     pub fn poll(&mut self, id: &Identity, timeout: Duration, nonce: [u8; 16]) -> AdmitProgress {
-        if timed_out(self.started, timeout) {
+        if self.overdue(Instant::now(), timeout) {
             return AdmitProgress::Failed(format!(
                 "shared-memory handshake did not finish within {} ms",
                 timeout.as_millis()

@@ -362,19 +362,6 @@ impl Drop for Segment {
     }
 }
 
-/// Sets the flag at `asleep` of a rank about to sleep; `false` if `pending` (read after
-/// the flag, with a full fence between) says there is something to do already.
-fn arm(seg: &Segment, asleep: usize, pending: impl FnOnce() -> bool) -> bool {
-    let flag = seg.u32_at(asleep);
-    flag.store(1, Ordering::SeqCst);
-    fence(Ordering::SeqCst);
-    if pending() {
-        flag.store(0, Ordering::Relaxed);
-        return false;
-    }
-    true
-}
-
 /// After publishing something for a rank: rings its bell if it sleeps. The rank sets its
 /// flag, then looks; we publish, then look at the flag: with a full fence on both sides
 /// one of us sees the other. Whoever clears the flag rings once.
@@ -538,7 +525,6 @@ impl ShmNode {
             ring: self.layout.ring,
             tx: side(self.layout.ring_at(self.me, peer)),
             rx: side(self.layout.ring_at(peer, self.me)),
-            my_asleep: self.layout.slot(self.me) + SLOT_ASLEEP,
             peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
             ringer: self.ringer.clone(),
             peer_bell: self.bell_of(peer, rank)?,
@@ -614,15 +600,21 @@ impl ShmNode {
 
     /// Before this rank sleeps: announcements and frames from now on ring its bell.
     /// `false` when an announcement waits already (do not sleep).
+    /// (Then each lane looks for a waiting frame: [`ShmPipe`]'s `arm_wakeup`.)
     pub fn arm(&self) -> bool {
-        arm(&self.seg, self.layout.slot(self.me) + SLOT_ASLEEP, || {
-            (0..self.layout.words()).any(|w| {
-                self.seg
-                    .u64_at(self.layout.announce_word(self.me, w))
-                    .load(Ordering::SeqCst)
-                    != 0
-            })
-        })
+        let flag = self.seg.u32_at(self.layout.slot(self.me) + SLOT_ASLEEP);
+        flag.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let announced = (0..self.layout.words()).any(|w| {
+            self.seg
+                .u64_at(self.layout.announce_word(self.me, w))
+                .load(Ordering::SeqCst)
+                != 0
+        });
+        if announced {
+            flag.store(0, Ordering::Relaxed);
+        }
+        !announced
     }
 
     /// This rank is awake: peers need not ring its bell.
@@ -657,8 +649,7 @@ pub struct ShmPipe {
     ring: usize,
     tx: Side,
     rx: Side,
-    /// This rank's and the peer's "asleep" flags (in their slots).
-    my_asleep: usize,
+    /// The peer's "asleep" flag (in its slot).
     peer_asleep: usize,
     ringer: Arc<OwnedFd>,
     peer_bell: SocketAddrUnix,
@@ -789,11 +780,11 @@ impl Pipe for ShmPipe {
         self.check_peer()
     }
 
+    /// The rank's "asleep" flag is its node's, set once per sleep by [`ShmNode::arm`]
+    /// before the lanes look (a full fence between): a lane only says whether a frame is
+    /// already waiting.
     fn arm_wakeup(&mut self) -> bool {
-        let (seg, tail, pos) = (&self.seg, self.rx.at.tail, self.rx.pos);
-        arm(seg, self.my_asleep, || {
-            seg.u64_at(tail).load(Ordering::SeqCst) != pos
-        })
+        self.seg.u64_at(self.rx.at.tail).load(Ordering::SeqCst) == self.rx.pos
     }
 }
 

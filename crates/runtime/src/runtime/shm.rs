@@ -102,6 +102,11 @@ impl Shm {
         shm
     }
 
+    /// The segment's layout for this node (the leader's and every joiner's own count).
+    fn layout(&self) -> std::io::Result<Layout> {
+        Layout::new(self.local.len(), ring_for(self.local.len()))
+    }
+
     fn index(&self, rank: Rank) -> Option<usize> {
         self.local.binary_search(&rank).ok()
     }
@@ -176,7 +181,9 @@ impl Runtime {
         if me == 0 {
             let listener = self.shm.listener.as_ref().expect("checked above");
             self.waiter.watch_as(listener, Waiter::LISTENING);
-            let made = Layout::new(self.shm.local.len(), ring_for(self.shm.local.len()))
+            let made = self
+                .shm
+                .layout()
                 .and_then(|layout| ShmNode::create(layout, 0, self.id.job_id, bell));
             self.shm.state = match made {
                 Ok((node, segment)) => {
@@ -330,9 +337,10 @@ impl Runtime {
                         any = true;
                         self.waiter.unwatch(join.socket());
                         let bell = self.shm.bell.take().expect("kept until joined");
-                        let local = &self.shm.local;
-                        let me = local.binary_search(&self.id.rank).expect("of its node");
-                        let joined = Layout::new(local.len(), ring_for(local.len()))
+                        let me = self.shm.index(self.id.rank).expect("of its node");
+                        let joined = self
+                            .shm
+                            .layout()
                             .and_then(|layout| ShmNode::join(fd, layout, me, self.id.job_id, bell));
                         self.shm.state = match joined {
                             Ok(node) => {
