@@ -13,14 +13,27 @@
 //! in the peer's slot.
 //!
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
-//! "asleep" flag, pid and rank, and a bitmap of the peers that opened a lane to it); then
-//! an area per pair of ranks: the rings' counters and the two rings.
+//! "asleep" flag, pid and rank, and a bitmap of the peers that opened a lane to it); a
+//! box per ordered pair, the boxes to a rank side by side; then an area per pair of
+//! ranks: the rings' heads and the two rings.
+//!
+//! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the box of its direction when
+//! that is empty, otherwise into the ring. The box is one line that also carries the
+//! ring's tail, so a receiver polls one line per peer, all of them on a few pages of its
+//! own. The boxes of a node are allocated at once when the segment is made: with 256
+//! ranks, each opening a lane to every other, the rings' sparse pages cost four page
+//! faults and two fresh pages per pair, most of the time of a first alltoall; boxes on
+//! pages already there are mapped sixteen at a time. A full box says where it sits in
+//! the stream (the ring's tail when it was filled): the consumer reads the ring up to
+//! there, then the box. It reads the tail before it looks at the box, so a box it does
+//! not see yet lies beyond the tail it read.
 //!
 //! Wake-ups: a rank about to sleep sets its flag; a peer that writes to it (or announces
 //! a lane) and finds the flag set clears it and sends a datagram to the rank's bell, a
 //! Unix datagram socket named after the job and rank in the abstract namespace, which is
-//! in the rank's epoll set. A peer's death: a lane watches the peer's process with a
-//! pidfd, readable once the process ended.
+//! in the rank's epoll set. A producer blocked on a full box or ring says so in the box;
+//! the consumer that makes room rings its bell. A peer's death: a lane watches the
+//! peer's process with a pidfd, readable once the process ended.
 //!
 //! A memfd lives in the kernel's internal shm mount, not in `/dev/shm`, so a container's
 //! small `/dev/shm` (64 MiB by default) does not limit it; only the pages touched are
@@ -49,23 +62,36 @@ use crate::stream::{Pipe, StreamLink};
 use crate::{Caps, LinkError};
 
 /// Identifies a pontoon node segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM2");
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM3");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
 const PAGE: usize = 4096;
-/// A pair's ring counters: each ring's tail and head on lines of their own.
-const PAIR_COUNTERS: usize = 4 * LINE;
+/// A pair's ring counters: each ring's head (the consumer's) on a line of its own; the
+/// tails are in the boxes.
+const PAIR_COUNTERS: usize = 2 * LINE;
+/// A box: its fill (u32, 0: empty; the producer fills it, the consumer empties it),
+/// "the producer waits for room" (u32), the ring's tail (u64), the ring position the
+/// box's bytes come before (u64), then the bytes of one small frame (a MATCH header and
+/// up to 72 bytes of message).
+const BOX: usize = LINE;
+const BOX_FILL: usize = 0;
+const BOX_WAITS: usize = 4;
+const BOX_TAIL: usize = 8;
+const BOX_AT: usize = 16;
+const BOX_DATA: usize = 24;
+pub const BOX_PAYLOAD: usize = BOX - BOX_DATA;
+/// Boxes are allocated when the segment is made up to this many bytes (724 ranks);
+/// beyond, as they are touched.
+const BOXES_ALLOCATED: usize = 64 << 20;
 /// Smallest and largest ring the runtime may ask for (bytes, each a power of two).
 pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
 /// Most ranks one node segment serves.
 pub const MAX_RANKS: usize = 4096;
-/// Staging buffer of a shared-memory lane: small frames are copied out in one piece;
-/// payloads of 16 KiB and more go from the ring straight into receive buffers. A
-/// sixteenth of the ring, within these bounds: a node of many ranks has a lane to each
-/// other rank, and each buffer is allocated and cleared when its lane opens (a rank of
-/// 255 node-local peers would otherwise hold 16 MiB of staging alone).
+/// Most staging of a shared-memory lane (it grows to this as reads fill it): small
+/// frames are copied out in one piece; payloads of 16 KiB and more go from the ring
+/// straight into receive buffers. A sixteenth of the ring, within these bounds.
 const RX_STAGING: std::ops::RangeInclusive<usize> = (1 << 10)..=(64 << 10);
 
 /// In a rank's slot: the "asleep, ring my bell" flag, its pid and its rank + 1 (0: the
@@ -269,13 +295,25 @@ impl Layout {
         self.slot(index) + LINE + 8 * w
     }
 
-    fn pairs_at(&self) -> usize {
+    fn boxes_at(&self) -> usize {
         (PAGE + self.ranks * self.slot_size()).next_multiple_of(PAGE)
     }
 
-    /// A pair's counters, then its two rings: the first ring starts in the counters'
-    /// page, so opening a lane faults in one page fewer (with 256 ranks on a node, a
-    /// third of the page faults of a first alltoall).
+    fn boxes_bytes(&self) -> usize {
+        (self.ranks * self.ranks * BOX).next_multiple_of(PAGE)
+    }
+
+    /// The box carrying `from`'s small frames to `to`: the boxes to one rank lie side
+    /// by side, so a receiver polls a few pages of its own.
+    fn box_at(&self, from: usize, to: usize) -> usize {
+        self.boxes_at() + (to * self.ranks + from) * BOX
+    }
+
+    fn pairs_at(&self) -> usize {
+        self.boxes_at() + self.boxes_bytes()
+    }
+
+    /// A pair's counters, then its two rings (the first starts in the counters' page).
     fn pair_size(&self) -> usize {
         PAIR_COUNTERS + 2 * self.ring
     }
@@ -293,14 +331,14 @@ impl Layout {
         self.pairs_at() + self.ranks * (self.ranks - 1) / 2 * self.pair_size()
     }
 
-    /// Offsets of the ring carrying `from`'s bytes to `to`: the lower rank of a pair
-    /// sends on ring 0.
-    fn ring_at(&self, from: usize, to: usize) -> RingAt {
+    /// Offsets of the box and ring carrying `from`'s bytes to `to`: the lower rank of a
+    /// pair sends on ring 0.
+    fn way_at(&self, from: usize, to: usize) -> WayAt {
         let area = self.pair(from, to);
         let index = usize::from(from > to);
-        RingAt {
-            tail: area + index * 2 * LINE,
-            head: area + index * 2 * LINE + LINE,
+        WayAt {
+            boxed: self.box_at(from, to),
+            head: area + index * LINE,
             data: area + PAIR_COUNTERS + index * self.ring,
         }
     }
@@ -396,6 +434,15 @@ impl ShmNode {
             rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
         )?;
         rustix::fs::ftruncate(&fd, layout.bytes() as u64)?;
+        // All boxes at once (see the module's comment); a failure only costs time later.
+        if layout.boxes_bytes() <= BOXES_ALLOCATED {
+            let _ = rustix::fs::fallocate(
+                &fd,
+                rustix::fs::FallocateFlags::empty(),
+                layout.boxes_at() as u64,
+                layout.boxes_bytes() as u64,
+            );
+        }
         // The size is final: a rank that maps it cannot be surprised by a shrink (SIGBUS).
         let _ = rustix::fs::fcntl_add_seals(
             &fd,
@@ -503,9 +550,9 @@ impl ShmNode {
             .is_some_and(|(_, pid)| pid == rustix::process::getpid().as_raw_nonzero().get() as u32)
     }
 
-    /// The lane to the member in slot `peer`: its two rings, its bell, and a pidfd of its
-    /// process (`None` where pids are not shared or pidfds not available: then the
-    /// launcher reports the peer's death instead).
+    /// The lane to the member in slot `peer`: its boxes, rings and bell, and a pidfd of
+    /// its process (`None` where pids are not shared or pidfds not available: then the
+    /// launcher reports the peer's death instead, where there is one: not under srun).
     pub fn pipe(&self, peer: usize) -> io::Result<ShmPipe> {
         let (rank, pid) = self
             .member(peer)
@@ -519,12 +566,18 @@ impl ShmNode {
         let pidfd = rustix::process::Pid::from_raw(pid as i32)
             .filter(|_| self.pids_shared())
             .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok());
-        let side = |at| Side { at, pos: 0, seen: 0 };
+        let side = |at| Side {
+            at,
+            pos: 0,
+            seen: 0,
+            boxed: 0,
+            waiting: None,
+        };
         Ok(ShmPipe {
             seg: self.seg.clone(),
             ring: self.layout.ring,
-            tx: side(self.layout.ring_at(self.me, peer)),
-            rx: side(self.layout.ring_at(peer, self.me)),
+            tx: side(self.layout.way_at(self.me, peer)),
+            rx: side(self.layout.way_at(peer, self.me)),
             peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
             ringer: self.ringer.clone(),
             peer_bell: self.bell_of(peer, rank)?,
@@ -625,25 +678,31 @@ impl ShmNode {
     }
 }
 
-/// Offsets of one ring: the producer's `tail`, the consumer's `head`, and the data.
+/// Offsets of one direction: its box (holding the ring's tail), the ring's head (the
+/// consumer's) and the ring's data.
 #[derive(Clone, Copy)]
-struct RingAt {
-    tail: usize,
+struct WayAt {
+    boxed: usize,
     head: usize,
     data: usize,
 }
 
 /// One direction's state kept locally (never re-read from the shared segment).
 struct Side {
-    at: RingAt,
+    at: WayAt,
     /// Our own counter (the producer's tail, or the consumer's head).
     pos: u64,
     /// The last value seen of the other side's counter.
     seen: u64,
+    /// Consumer: bytes of the full box already read.
+    boxed: usize,
+    /// Producer: blocked on a full box and ring with a write of this many bytes, it
+    /// asked the consumer to ring.
+    waiting: Option<usize>,
 }
 
-/// The two rings of one lane in the node segment, the peer's bell and its process, as
-/// a [`Pipe`].
+/// The boxes and rings of one lane in the node segment, the peer's bell and its process,
+/// as a [`Pipe`].
 pub struct ShmPipe {
     seg: Arc<Segment>,
     ring: usize,
@@ -705,27 +764,68 @@ impl ShmPipe {
         }
     }
 
+    /// Copies the slices of `iov` (at most [`BOX_PAYLOAD`] bytes in all) into our box.
+    fn put_boxed(&self, iov: &[IoSlice<'_>]) {
+        let mut at = self.tx.at.boxed + BOX_DATA;
+        for s in iov {
+            // SAFETY: inside our box's data (the caller checked the total length); the
+            // consumer does not read the box before its fill is published, nor do we
+            // write it again before the consumer emptied it.
+            unsafe {
+                let dst = self.seg.base.as_ptr().add(at);
+                std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len());
+            }
+            at += s.len();
+        }
+    }
+
+    /// Copies `dst.len()` bytes out of the peer's box, from byte `from` of its data.
+    fn get_boxed(&self, from: usize, dst: &mut [u8]) {
+        // SAFETY: `from + dst.len()` is at most the box's fill, checked to be at most
+        // BOX_PAYLOAD; the producer does not write the box again before we empty it.
+        unsafe {
+            let src = self.seg.base.as_ptr().add(self.rx.at.boxed + BOX_DATA + from);
+            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
+        }
+    }
+
     fn corrupt(&self, what: &str, fill: u64) -> LinkError {
         LinkError::Protocol(format!(
             "shared-memory ring {what}: {fill} bytes in a ring of {} (the peer corrupted the segment)",
             self.ring
         ))
     }
-}
 
-impl Pipe for ShmPipe {
-    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        let cap = self.ring as u64;
-        let want: u64 = iov.iter().map(|s| s.len() as u64).sum();
-        let mut free = cap - (self.tx.pos - self.tx.seen);
-        if free < want {
-            self.tx.seen = self.seg.u64_at(self.tx.at.head).load(Ordering::Acquire);
-            let fill = self.tx.pos.wrapping_sub(self.tx.seen);
-            if fill > cap {
-                return Err(self.corrupt("head", fill));
-            }
-            free = cap - fill;
+    /// Bytes in the ring we produce, the consumer's head read again.
+    fn tx_fill(&mut self) -> Result<u64, LinkError> {
+        self.tx.seen = self.seg.u64_at(self.tx.at.head).load(Ordering::SeqCst);
+        let fill = self.tx.pos.wrapping_sub(self.tx.seen);
+        if fill > self.ring as u64 {
+            return Err(self.corrupt("head", fill));
         }
+        Ok(fill)
+    }
+
+    /// Writes what fits: a small write whole into the box if it is empty, otherwise as
+    /// much as the ring takes.
+    fn try_write(&mut self, iov: &[IoSlice<'_>], want: usize) -> Result<usize, LinkError> {
+        let boxed = self.tx.at.boxed;
+        if want <= BOX_PAYLOAD && self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) == 0 {
+            self.seg
+                .u64_at(boxed + BOX_AT)
+                .store(self.tx.pos, Ordering::Relaxed);
+            self.put_boxed(iov);
+            self.seg
+                .u32_at(boxed + BOX_FILL)
+                .store(want as u32, Ordering::Release);
+            return Ok(want);
+        }
+        let cap = self.ring as u64;
+        let mut used = self.tx.pos - self.tx.seen;
+        if cap - used < want as u64 {
+            used = self.tx_fill()?;
+        }
+        let free = cap - used;
         let mut written = 0u64;
         for s in iov {
             let n = (s.len() as u64).min(free - written);
@@ -735,37 +835,130 @@ impl Pipe for ShmPipe {
                 break;
             }
         }
-        if written == 0 {
-            return Ok(0);
+        if written > 0 {
+            self.tx.pos += written;
+            self.seg
+                .u64_at(boxed + BOX_TAIL)
+                .store(self.tx.pos, Ordering::Release);
         }
-        self.tx.pos += written;
-        self.seg
-            .u64_at(self.tx.at.tail)
-            .store(self.tx.pos, Ordering::Release);
-        wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
         Ok(written as usize)
     }
 
+    /// Whether the write we wait with (`want` bytes) would take something now.
+    fn room(&mut self, want: usize) -> bool {
+        let box_empty = self
+            .seg
+            .u32_at(self.tx.at.boxed + BOX_FILL)
+            .load(Ordering::SeqCst)
+            == 0;
+        (box_empty && want <= BOX_PAYLOAD) || self.tx_fill().is_ok_and(|f| f < self.ring as u64)
+    }
+
+    /// After emptying the box or moving the head: rings the producer if it waits for
+    /// room. (It says so, then looks again; we make room, then look: with sequentially
+    /// consistent accesses on both sides, one of us sees the other.)
+    fn room_made(&self) {
+        let waits = self.seg.u32_at(self.rx.at.boxed + BOX_WAITS);
+        if waits.load(Ordering::SeqCst) != 0 && waits.swap(0, Ordering::SeqCst) != 0 {
+            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+        }
+    }
+
+    /// The peer's box, if full: its length and the ring position it comes before.
+    fn peek_box(&self) -> Result<Option<(usize, u64)>, LinkError> {
+        let boxed = self.rx.at.boxed;
+        let len = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::Acquire) as usize;
+        if len == 0 {
+            return Ok(None);
+        }
+        let at = self.seg.u64_at(boxed + BOX_AT).load(Ordering::Relaxed);
+        if len > BOX_PAYLOAD || self.rx.boxed >= len || at.wrapping_sub(self.rx.pos) > self.ring as u64 {
+            return Err(LinkError::Protocol(format!(
+                "shared-memory box of {len} bytes at ring position {at} (at most \
+                 {BOX_PAYLOAD} bytes, from position {}; the peer corrupted the segment)",
+                self.rx.pos
+            )));
+        }
+        Ok(Some((len, at)))
+    }
+
+    /// Copies out of the peer's full box of `len` bytes into `dst`; empties it once
+    /// all is read (then returns `true` as well).
+    fn read_box(&mut self, len: usize, dst: &mut [u8]) -> (usize, bool) {
+        let n = (len - self.rx.boxed).min(dst.len());
+        self.get_boxed(self.rx.boxed, &mut dst[..n]);
+        self.rx.boxed += n;
+        if self.rx.boxed < len {
+            return (n, false);
+        }
+        self.rx.boxed = 0;
+        self.seg
+            .u32_at(self.rx.at.boxed + BOX_FILL)
+            .store(0, Ordering::SeqCst);
+        (n, true)
+    }
+}
+
+impl Pipe for ShmPipe {
+    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
+        let want: usize = iov.iter().map(|s| s.len()).sum();
+        if want == 0 {
+            return Ok(0);
+        }
+        let mut written = self.try_write(iov, want)?;
+        if written == 0 {
+            // Ask the consumer to ring when it makes room, then look once more.
+            self.seg
+                .u32_at(self.tx.at.boxed + BOX_WAITS)
+                .store(1, Ordering::SeqCst);
+            self.tx.waiting = Some(want);
+            written = self.try_write(iov, want)?;
+        }
+        if written > 0 {
+            self.tx.waiting = None;
+            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+        }
+        Ok(written)
+    }
+
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+        if dst.is_empty() {
+            return Ok(None);
+        }
+        // The tail first, then the box: a box filled after we look lies beyond this tail.
         let cap = self.ring as u64;
-        let mut fill = self.rx.seen - self.rx.pos;
-        if fill == 0 {
-            self.rx.seen = self.seg.u64_at(self.rx.at.tail).load(Ordering::Acquire);
-            fill = self.rx.seen.wrapping_sub(self.rx.pos);
+        if self.rx.seen == self.rx.pos {
+            self.rx.seen = self
+                .seg
+                .u64_at(self.rx.at.boxed + BOX_TAIL)
+                .load(Ordering::Acquire);
+            let fill = self.rx.seen.wrapping_sub(self.rx.pos);
             if fill > cap {
                 return Err(self.corrupt("tail", fill));
             }
-            if fill == 0 {
-                return Ok(None);
+        }
+        let boxed = self.peek_box()?;
+        let before_box = boxed.map_or(u64::MAX, |(_, at)| at - self.rx.pos);
+        let n = (self.rx.seen - self.rx.pos).min(before_box).min(dst.len() as u64) as usize;
+        if n > 0 {
+            self.get(self.rx.at.data, self.rx.pos, &mut dst[..n]);
+            self.rx.pos += n as u64;
+            self.seg
+                .u64_at(self.rx.at.head)
+                .store(self.rx.pos, Ordering::SeqCst);
+        }
+        let (mut taken, mut emptied) = (n, n > 0);
+        if let Some((len, at)) = boxed {
+            if at == self.rx.pos && taken < dst.len() {
+                let (m, box_emptied) = self.read_box(len, &mut dst[taken..]);
+                taken += m;
+                emptied |= box_emptied;
             }
         }
-        let n = fill.min(dst.len() as u64) as usize;
-        self.get(self.rx.at.data, self.rx.pos, &mut dst[..n]);
-        self.rx.pos += n as u64;
-        self.seg
-            .u64_at(self.rx.at.head)
-            .store(self.rx.pos, Ordering::Release);
-        Ok(Some(n))
+        if emptied {
+            self.room_made();
+        }
+        Ok((taken > 0).then_some(taken))
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
@@ -781,10 +974,13 @@ impl Pipe for ShmPipe {
     }
 
     /// The rank's "asleep" flag is its node's, set once per sleep by [`ShmNode::arm`]
-    /// before the lanes look (a full fence between): a lane only says whether a frame is
-    /// already waiting.
+    /// before the lanes look (a full fence between): a lane only says whether bytes
+    /// already wait in its box or ring, or room it waits for is there.
     fn arm_wakeup(&mut self) -> bool {
-        self.seg.u64_at(self.rx.at.tail).load(Ordering::SeqCst) == self.rx.pos
+        let boxed = self.rx.at.boxed;
+        let waiting_bytes = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) != 0
+            || self.seg.u64_at(boxed + BOX_TAIL).load(Ordering::SeqCst) != self.rx.pos;
+        !waiting_bytes && !self.tx.waiting.is_some_and(|want| self.room(want))
     }
 }
 

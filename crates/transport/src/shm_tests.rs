@@ -1,4 +1,4 @@
-//! Unit tests of `shm.rs`: the layout, rings, wake-ups and a peer's end.
+//! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and a peer's end.
 
 use super::*;
 use crate::{Buffer, Link, Placement, Sink};
@@ -73,18 +73,25 @@ fn every_pair_has_its_own_area_inside_the_segment() {
     for ranks in [2, 3, 7, 64, 65, 130] {
         let l = Layout::new(ranks, MIN_RING).unwrap();
         let mut areas = Vec::new();
+        let mut boxes = Vec::new();
         for a in 0..ranks {
             assert!(l.announce_word(a, l.words() - 1) + 8 <= l.slot(a) + l.slot_size());
             for b in a + 1..ranks {
                 assert_eq!(l.pair(a, b), l.pair(b, a));
-                let (up, down) = (l.ring_at(a, b), l.ring_at(b, a));
+                let (up, down) = (l.way_at(a, b), l.way_at(b, a));
+                assert!(up.head + 8 <= down.head && down.head + 8 <= up.data);
                 assert!(up.data + MIN_RING <= down.data);
                 assert!(down.data + MIN_RING <= l.pair(a, b) + l.pair_size());
                 areas.push(l.pair(a, b));
+                boxes.extend([up.boxed, down.boxed]);
             }
         }
+        boxes.sort();
+        assert!(boxes[0] >= l.slot(ranks - 1) + l.slot_size(), "after the slots");
+        assert!(boxes.windows(2).all(|w| w[1] - w[0] >= BOX), "disjoint boxes");
+        assert!(boxes.iter().all(|b| b % LINE == 0), "a box is a line of its own");
         areas.sort();
-        assert!(areas[0] >= l.slot(ranks - 1) + l.slot_size(), "after the slots");
+        assert!(areas[0] >= boxes.last().unwrap() + BOX, "after the boxes");
         assert!(areas.windows(2).all(|w| w[1] - w[0] == l.pair_size()), "disjoint");
         assert_eq!(areas.last().unwrap() + l.pair_size(), l.bytes());
     }
@@ -117,6 +124,135 @@ fn bytes_wrap_around_the_ring_in_order() {
         }
     }
     assert_eq!(expect, next);
+}
+
+#[test]
+fn box_and_ring_keep_the_stream_in_order_whatever_the_sizes() {
+    let (mut a, mut b) = pair(MIN_RING);
+    // A fixed pseudo-random mix: writes small enough for the box and too big for it,
+    // reads of a few bytes (a box read in parts) and of many.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |max: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % max as u64) as usize + 1
+    };
+    let (mut sent, mut got) = (0u64, 0u64);
+    let mut boxed = 0;
+    for _ in 0..20_000 {
+        if next(2) == 1 {
+            let len = if next(8) == 1 {
+                next(3000)
+            } else {
+                next(BOX_PAYLOAD + 20)
+            };
+            let chunk: Vec<u8> = (0..len as u64).map(|i| (sent + i) as u8).collect();
+            let (half1, half2) = chunk.split_at(len / 2);
+            let ring_before = a.tx.pos;
+            let n = a.write(&[IoSlice::new(half1), IoSlice::new(half2)]).unwrap();
+            boxed += usize::from(n > 0 && a.tx.pos == ring_before);
+            sent += n as u64;
+        } else {
+            let mut out = vec![0u8; next(1000)];
+            if let Some(n) = b.read(&mut out).unwrap() {
+                for &byte in &out[..n] {
+                    assert_eq!(byte, got as u8, "byte {got} of the stream");
+                    got += 1;
+                }
+            }
+        }
+    }
+    let mut out = [0u8; 4096];
+    while let Some(n) = b.read(&mut out).unwrap() {
+        got += n as u64;
+    }
+    assert_eq!(got, sent);
+    assert!(
+        boxed > 10 && a.tx.pos > 0,
+        "both the box ({boxed} writes) and the ring ({} bytes) were used",
+        a.tx.pos
+    );
+}
+
+#[test]
+fn a_producer_and_a_consumer_running_at_once_keep_the_stream_in_order() {
+    let (mut a, mut b) = pair(MIN_RING);
+    const TOTAL: u64 = 8 << 20;
+    let producer = std::thread::spawn(move || {
+        let (mut sent, mut size) = (0u64, 1u64);
+        while sent < TOTAL {
+            // Sizes cycle through the box's and the ring's.
+            size = ((size * 7 + 3) % 700 + 1).min(TOTAL - sent);
+            let chunk: Vec<u8> = (sent..sent + size).map(|i| (i % 251) as u8).collect();
+            let mut done = 0;
+            while done < chunk.len() {
+                done += a.write(&[IoSlice::new(&chunk[done..])]).unwrap();
+            }
+            sent += size;
+        }
+    });
+    let (mut got, mut size) = (0u64, 1usize);
+    let mut out = [0u8; 333];
+    while got < TOTAL {
+        size = size % 333 + 1;
+        let finished = producer.is_finished();
+        match b.read(&mut out[..size]).unwrap() {
+            Some(n) => {
+                for &byte in &out[..n] {
+                    assert_eq!(byte, (got % 251) as u8, "byte {got} of the stream");
+                    got += 1;
+                }
+            }
+            None if finished => break, // the producer is done (or failed) and all is read
+            None => std::hint::spin_loop(),
+        }
+    }
+    producer.join().unwrap();
+    assert_eq!(got, TOTAL);
+}
+
+#[test]
+fn a_producer_blocked_on_a_full_box_and_ring_is_rung_when_room_is_made() {
+    let (na, nb) = node_of_two(MIN_RING);
+    let (mut a, mut b) = (na.pipe(1).unwrap(), nb.pipe(0).unwrap());
+    assert_eq!(a.write(&[IoSlice::new(b"small")]).unwrap(), 5, "into the box");
+    let big = vec![1u8; MIN_RING];
+    assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), MIN_RING, "into the ring");
+    assert_eq!(
+        a.write(&[IoSlice::new(b"x")]).unwrap(),
+        0,
+        "box and ring are full"
+    );
+    assert!(na.arm() && a.arm_wakeup(), "no room yet: the producer may sleep");
+    let mut out = [0u8; 3];
+    assert_eq!(b.read(&mut out).unwrap(), Some(3), "the box first, in part");
+    assert_eq!(&out, b"sma");
+    assert!(!readable(na.bell().fd(), 0), "the box is not empty yet");
+    assert_eq!(b.read(&mut out[..2]).unwrap(), Some(2));
+    assert!(
+        readable(na.bell().fd(), 1000),
+        "emptying the box rang the producer"
+    );
+    na.bell().drain();
+    assert_eq!(a.write(&[IoSlice::new(b"x")]).unwrap(), 1, "into the box again");
+    assert_eq!(a.write(&[IoSlice::new(b"y")]).unwrap(), 0);
+    assert!(na.arm() && a.arm_wakeup());
+    let mut out = [0u8; 100];
+    assert_eq!(b.read(&mut out).unwrap(), Some(100), "the ring, before the box");
+    assert_eq!(out, [1u8; 100]);
+    assert!(
+        readable(na.bell().fd(), 1000),
+        "moving the head rang the producer"
+    );
+    na.bell().drain();
+    // Room made before the producer arms: it does not sleep.
+    assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), 100);
+    assert_eq!(a.write(&[IoSlice::new(b"y")]).unwrap(), 0);
+    assert_eq!(b.read(&mut out).unwrap(), Some(100));
+    assert!(na.arm());
+    assert!(!a.arm_wakeup(), "room waits: no sleep");
+    na.disarm();
 }
 
 #[test]
@@ -223,9 +359,20 @@ fn an_empty_slot_has_no_lane() {
 fn a_corrupted_counter_is_a_protocol_error_not_a_wild_read() {
     let (a, mut b) = pair(MIN_RING);
     // The peer claims more bytes than the ring holds.
-    a.seg.u64_at(a.tx.at.tail).store(u64::MAX / 2, Ordering::Release);
+    a.seg
+        .u64_at(a.tx.at.boxed + BOX_TAIL)
+        .store(u64::MAX / 2, Ordering::Release);
     let mut out = [0u8; 64];
     assert!(matches!(b.read(&mut out), Err(LinkError::Protocol(_))));
+    // Or a box fuller than a box, or placed before what was read.
+    for (fill, at) in [(BOX_PAYLOAD as u32 + 1, 0), (1, u64::MAX)] {
+        let (a, mut b) = pair(MIN_RING);
+        a.seg.u64_at(a.tx.at.boxed + BOX_AT).store(at, Ordering::Relaxed);
+        a.seg
+            .u32_at(a.tx.at.boxed + BOX_FILL)
+            .store(fill, Ordering::Release);
+        assert!(matches!(b.read(&mut out), Err(LinkError::Protocol(_))));
+    }
 }
 
 #[test]

@@ -16,6 +16,8 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Placement, Sink}
 const DIRECT_READ: u64 = 16 << 10;
 /// Frames up to this size are copied into one buffer and sent with one send().
 const SMALL_FRAME: usize = 256;
+/// Staging a lane starts with.
+const FIRST_STAGING: usize = 1 << 10;
 /// Frames gathered into one sendmsg() call.
 const MAX_IOV_FRAMES: usize = 32;
 
@@ -103,7 +105,10 @@ pub struct StreamLink<P, T> {
     tx: VecDeque<TxFrame>,
     /// Unwritten bytes of the frames in `tx`.
     tx_bytes: u64,
-    rx_buf: Box<[u8]>,
+    /// Staging: starts small and doubles, up to `rx_max`, while reads fill it (a rank
+    /// of a big node has a lane to every other rank, most carrying only a few frames).
+    rx_buf: Vec<u8>,
+    rx_max: usize,
     rx_start: usize,
     rx_end: usize,
     rx: RxState<T>,
@@ -116,12 +121,14 @@ impl<P: Pipe, T> StreamLink<P, T> {
     /// A lane over `pipe` that stages up to `staging` bytes per read (many small frames
     /// per read; at least a header's worth).
     pub fn new(pipe: P, caps: Caps, staging: usize) -> StreamLink<P, T> {
+        let rx_max = staging.max(2 * MAX_HEADER_LEN);
         StreamLink {
             pipe,
             caps,
             tx: VecDeque::new(),
             tx_bytes: 0,
-            rx_buf: vec![0u8; staging.max(2 * MAX_HEADER_LEN)].into_boxed_slice(),
+            rx_buf: vec![0u8; rx_max.min(FIRST_STAGING)],
+            rx_max,
             rx_start: 0,
             rx_end: 0,
             rx: RxState::Header,
@@ -313,6 +320,11 @@ impl<P: Pipe, T> StreamLink<P, T> {
             Some(n) => {
                 self.drained = n < room_len;
                 self.rx_end += n;
+                // Filled all the room it had: more was probably waiting.
+                if n == room_len && room_len < want && self.rx_buf.len() < self.rx_max {
+                    let grown = (2 * self.rx_buf.len()).min(self.rx_max);
+                    self.rx_buf.resize(grown, 0);
+                }
                 Ok(true)
             }
             None => Ok(false),
