@@ -153,6 +153,24 @@ fn a_rank_killed_or_gone_under_srun_ends_the_job_with_an_error_at_once() {
     ends_within(5, "rank 1 is gone: its connection closed unexpectedly", || {
         srun(&bed, "pmi2", &four, &example("peer_dies"), &[])
     });
+    // The node's first rank dies (ranks 0 and 1 share h1 and its shared memory): rank 1
+    // learns it from its own join connection to rank 0.
+    ends_within(5, "rank 0 is gone", || {
+        let out = srun(
+            &bed,
+            "pmi2",
+            &four,
+            &example("peer_dies"),
+            &[("PEER_DIES", "0,1")],
+        );
+        assert!(
+            text(&out.stdout).contains("rank 1: receive from rank 0 failed"),
+            "{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        out
+    });
 
     // MPI_Abort on one rank ends every rank, each with the abort's code (passed on over
     // the lanes), so srun reports that code rather than the 137 of killed tasks.

@@ -5,7 +5,7 @@
 //! the job's secret, and answered this leader's nonce, gets the segment. Non-blocking
 //! state machines, driven by the event loop like the TCP ones in `wireup.rs`.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -46,6 +46,21 @@ fn read_until(
 fn read_frame(sock: &UnixStream, buf: &mut Vec<u8>) -> Result<bool, String> {
     read_until(sock, buf, FRAME_LEN, &mut None)?;
     crate::wireup::frame_complete(buf)
+}
+
+/// Whether the other end of a kept join connection has closed (its process ended): reads
+/// what is there (nothing is expected) until the socket would block or says it closed.
+pub fn closed(mut sock: &UnixStream) -> bool {
+    let mut scrap = [0u8; 64];
+    loop {
+        match sock.read(&mut scrap) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
 }
 
 /// A fresh Unix socket takes a 96-byte frame whole; anything else is a failure.
@@ -117,6 +132,11 @@ impl ShmJoin {
 
     pub fn socket(&self) -> &UnixStream {
         &self.sock
+    }
+
+    /// The connection to the leader, kept once joined: it closes with the leader's process.
+    pub fn into_socket(self) -> UnixStream {
+        self.sock
     }
 
     /// Whether its time is up: then a poll reports the failure even with nothing to read.
@@ -234,6 +254,11 @@ impl ShmAdmit {
 
     pub fn socket(&self) -> &UnixStream {
         &self.sock
+    }
+
+    /// The connection to the member, kept once admitted: it closes with its process.
+    pub fn into_socket(self) -> UnixStream {
+        self.sock
     }
 
     /// Whether its time is up (see [`ShmJoin::overdue`]).

@@ -1,4 +1,4 @@
-//! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and a peer's end.
+//! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and gone ranks.
 
 use super::*;
 use crate::{Buffer, Link, Placement, Sink};
@@ -31,14 +31,6 @@ fn node_of_two(ring: usize) -> (ShmNode, ShmNode) {
     leader.enter(10);
     other.enter(11);
     (leader, other)
-}
-
-/// Slot `index` taken by `rank`, as that rank's own process would.
-fn enter_as(node: &ShmNode, index: usize, rank: u32) {
-    let slot = node.layout.slot(index);
-    node.seg
-        .u64_at(slot + SLOT_RANK)
-        .store(u64::from(rank) + 1, Ordering::Release);
 }
 
 fn pair(ring: usize) -> (ShmPipe, ShmPipe) {
@@ -309,36 +301,37 @@ fn a_sleeping_rank_is_woken_by_a_frame_or_an_announcement() {
 }
 
 #[test]
-fn the_end_of_the_peers_process_is_seen() {
+fn a_rank_marked_gone_is_seen_once_by_every_member_and_wakes_a_sleeping_one() {
     let job = job_id();
-    let layout = Layout::new(2, MIN_RING).unwrap();
-    let (node, _fd) = ShmNode::create(layout, 0, job, Bell::bind(&bell_name(&job, 0)).unwrap()).unwrap();
-    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-    node.admit(0, me());
-    node.enter(0);
-    node.admit(1, child.id());
-    enter_as(&node, 1, 1);
-    let mut pipe = node.pipe(1).unwrap();
-    assert!(pipe.fd().is_some(), "a pidfd watches the peer");
-    pipe.service_wakeup().unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(readable(pipe.fd().unwrap(), 1000));
-    assert!(matches!(pipe.service_wakeup(), Err(LinkError::Closed)));
-}
-
-#[test]
-fn pids_from_another_pid_namespace_are_not_watched() {
-    let job = job_id();
-    let layout = Layout::new(2, MIN_RING).unwrap();
-    let (node, _fd) = ShmNode::create(layout, 0, job, Bell::bind(&bell_name(&job, 0)).unwrap()).unwrap();
-    // The leader saw this process under another pid: the slots' pids mean other
-    // processes here.
-    node.admit(0, me() + 1);
-    node.enter(0);
-    node.admit(1, me());
-    enter_as(&node, 1, 1);
-    assert!(node.pipe(1).unwrap().fd().is_none());
+    let layout = Layout::new(3, MIN_RING).unwrap();
+    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
+    let (a, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
+    let dup = || rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
+    let b = ShmNode::join(dup(), layout, 1, job, bell(1)).unwrap();
+    let c = ShmNode::join(dup(), layout, 2, job, bell(2)).unwrap();
+    for (i, n) in [&a, &b, &c].into_iter().enumerate() {
+        a.admit(i, me());
+        n.enter(i as u32);
+    }
+    assert!(c.pipe(1).is_ok());
+    assert!(a.take_gone().is_empty() && c.take_gone().is_empty());
+    assert!(c.arm(), "nothing gone yet: c may sleep");
+    assert!(a.mark_gone(1), "the leader saw slot 1's join socket close");
+    assert!(!a.mark_gone(1), "marked once");
+    assert!(readable(c.bell().fd(), 1000), "the sleeping member was rung");
+    c.bell().drain();
+    assert!(!c.arm(), "a death not yet taken keeps a rank awake");
+    c.disarm();
+    assert_eq!(c.take_gone(), [1]);
+    assert!(c.take_gone().is_empty(), "taken once");
+    assert!(c.arm(), "taken: it may sleep");
+    c.disarm();
+    assert_eq!(a.take_gone(), [1], "the marker sees it as well");
+    assert!(c.pipe(1).is_err(), "no lane to a gone rank");
+    // A member marks the leader when its own join socket closes.
+    assert!(c.mark_gone(0));
+    assert_eq!(c.take_gone(), [0, 1]);
+    assert!(!a.mark_gone(7), "no such slot");
 }
 
 #[test]

@@ -1,17 +1,18 @@
 //! Shared memory with the ranks of this node, as the event loop drives it: the node's
 //! ranks and its leader (the lowest) from the cards, the leader's segment and the joins
 //! it admits, this rank's own join, lanes opened at once to members and announced to
-//! them, lanes the others announced taken up, and the fall-back to TCP, with the reason,
-//! when shared memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
+//! them, lanes the others announced taken up, the end of a member's process (seen as its
+//! join connection closing), and the fall-back to TCP, with the reason, when shared
+//! memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use proto::Rank;
 use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
-use transport::{AnyLink, Transport};
+use transport::{AnyLink, LinkError, Transport};
 
 use super::{nonce, Runtime};
 use crate::config::Config;
@@ -45,6 +46,16 @@ enum NodeState {
     Failed(String),
 }
 
+/// A join connection kept open after the join: it closes when the process at its other
+/// end ends (the leader keeps one per member, a member its own to the leader).
+struct Kept {
+    /// Its key in the rank's waiter.
+    key: u64,
+    /// The slot of the rank at the other end.
+    index: usize,
+    sock: UnixStream,
+}
+
 /// This rank's part in its node's shared memory.
 pub(super) struct Shm {
     /// This node's ranks in ascending order; the first is the leader.
@@ -62,6 +73,9 @@ pub(super) struct Shm {
     laned: HashSet<Rank>,
     /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
     refusals: HashMap<Rank, String>,
+    kept: Vec<Kept>,
+    /// Node-local ranks whose process ended, their lanes closed.
+    gone: HashSet<Rank>,
 }
 
 impl Shm {
@@ -75,6 +89,8 @@ impl Shm {
             waiting: Vec::new(),
             laned: HashSet::new(),
             refusals: HashMap::new(),
+            kept: Vec::new(),
+            gone: HashSet::new(),
         }
     }
 
@@ -306,13 +322,37 @@ impl Runtime {
     }
 
     /// Lanes other members opened to this rank: taken up at once (a load per 64 ranks of
-    /// the node when there are none, on every progress pass).
+    /// the node when there are none, on every progress pass); and lanes to members whose
+    /// process ended: closed (one more load).
     pub(super) fn take_shm_announcements(&mut self) -> bool {
         let Some(node) = self.shm.node() else {
             return false;
         };
         let announced = node.take_announced();
+        let gone = node.take_gone();
         let mut any = false;
+        for index in gone {
+            let Some(&peer) = self.shm.local.get(index) else {
+                continue;
+            };
+            if self.shm.gone.insert(peer) {
+                any = true;
+                let shm_lanes: Vec<_> = self
+                    .lanes
+                    .of_peer(peer)
+                    .iter()
+                    .copied()
+                    .filter(|&k| {
+                        self.lanes
+                            .get(k)
+                            .is_some_and(|l| matches!(l.link, AnyLink::Shm(_)))
+                    })
+                    .collect();
+                for lane in shm_lanes {
+                    self.lane_down(lane, LinkError::Closed);
+                }
+            }
+        }
         for index in announced {
             let Some(&peer) = self.shm.local.get(index) else {
                 continue;
@@ -328,35 +368,50 @@ impl Runtime {
     /// waiting for them. Returns whether anything happened.
     pub(super) fn shm_wireup(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
         let mut any = self.admit_joins(ready, now);
+        any |= self.watch_kept(ready);
         let timeout = self.cfg.connect_timeout;
-        if let NodeState::Joining(join) = &mut self.shm.state {
-            if ready.contains(&join.key) || join.overdue(now, timeout) {
-                match join.poll(timeout) {
-                    JoinProgress::Pending => {}
-                    JoinProgress::Joined(fd) => {
-                        any = true;
-                        self.waiter.unwatch(join.socket());
-                        let bell = self.shm.bell.take().expect("kept until joined");
-                        let me = self.shm.index(self.id.rank).expect("of its node");
-                        let joined = self
-                            .shm
-                            .layout()
-                            .and_then(|layout| ShmNode::join(fd, layout, me, self.id.job_id, bell));
-                        self.shm.state = match joined {
-                            Ok(node) => {
-                                node.enter(self.id.rank);
-                                NodeState::Member { node, segment: None }
-                            }
-                            Err(e) => NodeState::Failed(format!("the node's shared-memory segment: {e}")),
-                        };
-                    }
-                    JoinProgress::Failed(why) => {
-                        any = true;
-                        self.waiter.unwatch(join.socket());
-                        self.shm.state = NodeState::Failed(why);
+        let progress = match &mut self.shm.state {
+            NodeState::Joining(join) if ready.contains(&join.key) || join.overdue(now, timeout) => {
+                join.poll(timeout)
+            }
+            _ => JoinProgress::Pending,
+        };
+        if !matches!(progress, JoinProgress::Pending) {
+            any = true;
+            let NodeState::Joining(join) = std::mem::replace(&mut self.shm.state, NodeState::Off) else {
+                unreachable!("polled above")
+            };
+            self.shm.state = match progress {
+                JoinProgress::Joined(fd) => {
+                    let bell = self.shm.bell.take().expect("kept until joined");
+                    let me = self.shm.index(self.id.rank).expect("of its node");
+                    let joined = self
+                        .shm
+                        .layout()
+                        .and_then(|layout| ShmNode::join(fd, layout, me, self.id.job_id, bell));
+                    match joined {
+                        Ok(node) => {
+                            node.enter(self.id.rank);
+                            // Still watched: it closes when the leader's process ends.
+                            self.shm.kept.push(Kept {
+                                key: join.key,
+                                index: 0,
+                                sock: join.into_socket(),
+                            });
+                            NodeState::Member { node, segment: None }
+                        }
+                        Err(e) => {
+                            self.waiter.unwatch(join.socket());
+                            NodeState::Failed(format!("the node's shared-memory segment: {e}"))
+                        }
                     }
                 }
-            }
+                JoinProgress::Failed(why) => {
+                    self.waiter.unwatch(join.socket());
+                    NodeState::Failed(why)
+                }
+                JoinProgress::Pending => unreachable!("checked above"),
+            };
         }
         // Lanes waiting for a join: opened once both ends are members; over TCP if
         // this rank could not join, or the peer has not joined in time.
@@ -435,26 +490,65 @@ impl Runtime {
                 continue;
             }
             let a = self.shm.admits.swap_remove(i);
-            self.waiter.unwatch(a.socket());
             any = true;
-            match progress {
+            let admitted = match progress {
                 // Its pid goes in its slot before it can take the slot.
                 AdmitProgress::Admitted { peer, pid } => match self.shm.index(peer) {
                     Some(index) => {
                         node.admit(index, pid);
-                        if let Err(e) = a.hand_over(segment.as_fd()) {
-                            tracing::warn!("rank {}: rank {peer}: {e}", self.id.rank);
+                        match a.hand_over(segment.as_fd()) {
+                            Ok(()) => Some(index),
+                            Err(e) => {
+                                tracing::warn!("rank {}: rank {peer}: {e}", self.id.rank);
+                                None
+                            }
                         }
                     }
-                    None => tracing::warn!(
-                        "rank {}: rank {peer} asked to join this node's shared memory, but its \
-                         card names another node",
-                        self.id.rank
-                    ),
+                    None => {
+                        tracing::warn!(
+                            "rank {}: rank {peer} asked to join this node's shared memory, but \
+                             its card names another node",
+                            self.id.rank
+                        );
+                        None
+                    }
                 },
-                AdmitProgress::Failed(why) => tracing::warn!("rank {}: {why}", self.id.rank),
-                AdmitProgress::Pending => {}
+                AdmitProgress::Failed(why) => {
+                    tracing::warn!("rank {}: {why}", self.id.rank);
+                    None
+                }
+                AdmitProgress::Pending => None,
+            };
+            match admitted {
+                // Still watched: it closes when the member's process ends.
+                Some(index) => self.shm.kept.push(Kept {
+                    key: a.key,
+                    index,
+                    sock: a.into_socket(),
+                }),
+                None => self.waiter.unwatch(a.socket()),
             }
+        }
+        any
+    }
+
+    /// Kept join connections that closed: the rank at the other end has ended. Marks it
+    /// gone in the segment, which tells every member (`take_shm_announcements`).
+    fn watch_kept(&mut self, ready: &HashSet<u64>) -> bool {
+        let mut any = false;
+        let mut i = 0;
+        while i < self.shm.kept.len() {
+            let k = &self.shm.kept[i];
+            if !ready.contains(&k.key) || !crate::shm_wireup::closed(&k.sock) {
+                i += 1;
+                continue;
+            }
+            let k = self.shm.kept.swap_remove(i);
+            self.waiter.unwatch(&k.sock);
+            if let Some(node) = self.shm.node() {
+                node.mark_gone(k.index);
+            }
+            any = true;
         }
         any
     }
