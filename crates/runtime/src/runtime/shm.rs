@@ -73,6 +73,7 @@ pub(super) struct Shm {
     laned: HashSet<Rank>,
     /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
     refusals: HashMap<Rank, String>,
+    /// Join connections kept to learn of the other end's process ending.
     kept: Vec<Kept>,
     /// Node-local ranks whose process ended, their lanes closed.
     gone: HashSet<Rank>,
@@ -332,26 +333,7 @@ impl Runtime {
         let gone = node.take_gone();
         let mut any = false;
         for index in gone {
-            let Some(&peer) = self.shm.local.get(index) else {
-                continue;
-            };
-            if self.shm.gone.insert(peer) {
-                any = true;
-                let shm_lanes: Vec<_> = self
-                    .lanes
-                    .of_peer(peer)
-                    .iter()
-                    .copied()
-                    .filter(|&k| {
-                        self.lanes
-                            .get(k)
-                            .is_some_and(|l| matches!(l.link, AnyLink::Shm(_)))
-                    })
-                    .collect();
-                for lane in shm_lanes {
-                    self.lane_down(lane, LinkError::Closed);
-                }
-            }
+            any |= self.close_lane_to_gone(index);
         }
         for index in announced {
             let Some(&peer) = self.shm.local.get(index) else {
@@ -362,6 +344,32 @@ impl Runtime {
             }
         }
         any
+    }
+
+    /// The member in slot `index` has ended: its shared-memory lane fails as a broken
+    /// TCP connection does (once). Returns whether this is news.
+    fn close_lane_to_gone(&mut self, index: usize) -> bool {
+        let Some(&peer) = self.shm.local.get(index) else {
+            return false;
+        };
+        if !self.shm.gone.insert(peer) {
+            return false;
+        }
+        let shm_lanes: Vec<_> = self
+            .lanes
+            .of_peer(peer)
+            .iter()
+            .copied()
+            .filter(|&k| {
+                self.lanes
+                    .get(k)
+                    .is_some_and(|l| matches!(l.link, AnyLink::Shm(_)))
+            })
+            .collect();
+        for lane in shm_lanes {
+            self.lane_down(lane, LinkError::Closed);
+        }
+        true
     }
 
     /// Drives the joins (this rank's, or the others' at the leader) and the lanes
