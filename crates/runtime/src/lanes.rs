@@ -135,6 +135,15 @@ impl Lanes {
         self.by_peer.get(peer as usize).map_or(&[], Vec::as_slice)
     }
 
+    /// The lanes to `peer` carried by one of `kinds`.
+    pub fn of_peer_by(&self, peer: Rank, kinds: &[Transport]) -> Vec<LaneId> {
+        self.of_peer(peer)
+            .iter()
+            .copied()
+            .filter(|&id| self.get(id).is_some_and(|l| kinds.contains(&l.info.transport)))
+            .collect()
+    }
+
     pub fn connected(&self, peer: Rank) -> bool {
         !self.of_peer(peer).is_empty()
     }

@@ -1,7 +1,8 @@
 //! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and gone ranks.
 
 use super::*;
-use crate::{Buffer, Link, Placement, Sink};
+use crate::stream::Pipe;
+use crate::{Buffer, Link, LinkError, Placement, Sink};
 use proto::wire::data::{DataRepr, HeaderBytes};
 use std::sync::atomic::AtomicU8;
 

@@ -17,17 +17,7 @@ impl Runtime {
     /// A peer with several network lanes (of any kinds: a TCP lane beside a raw-Ethernet
     /// one carries eager messages above a datagram): its links keep copies for a replay.
     pub(super) fn keep_for_replay(&mut self, peer: Rank) {
-        let network: Vec<LaneId> = self
-            .lanes
-            .of_peer(peer)
-            .iter()
-            .copied()
-            .filter(|&id| {
-                self.lanes
-                    .get(id)
-                    .is_some_and(|l| matches!(l.info.transport, Transport::Tcp | Transport::Eth))
-            })
-            .collect();
+        let network = self.lanes.of_peer_by(peer, &[Transport::Tcp, Transport::Eth]);
         if network.len() < 2 {
             return;
         }

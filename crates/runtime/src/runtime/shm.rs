@@ -355,18 +355,7 @@ impl Runtime {
         if !self.shm.gone.insert(peer) {
             return false;
         }
-        let shm_lanes: Vec<_> = self
-            .lanes
-            .of_peer(peer)
-            .iter()
-            .copied()
-            .filter(|&k| {
-                self.lanes
-                    .get(k)
-                    .is_some_and(|l| matches!(l.link, AnyLink::Shm(_)))
-            })
-            .collect();
-        for lane in shm_lanes {
+        for lane in self.lanes.of_peer_by(peer, &[Transport::Shm]) {
             self.lane_down(lane, LinkError::Closed);
         }
         true

@@ -1,0 +1,299 @@
+//! One lane's half of a node segment (`shm.rs`): the boxes and rings of its two
+//! directions, read and written as a byte stream ([`Pipe`]); see `shm.rs` for the layout
+//! and why box and ring keep the bytes in order.
+
+use std::io::IoSlice;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rustix::net::SocketAddrUnix;
+
+use super::{wake, Segment, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_TAIL, BOX_WAITS};
+use crate::stream::Pipe;
+use crate::LinkError;
+
+/// Offsets of one direction: its box (holding the ring's tail), the ring's head (the
+/// consumer's) and the ring's data.
+#[derive(Clone, Copy)]
+pub(super) struct WayAt {
+    pub(super) boxed: usize,
+    pub(super) head: usize,
+    pub(super) data: usize,
+}
+
+/// One direction's state kept locally (never re-read from the shared segment).
+pub(super) struct Side {
+    pub(super) at: WayAt,
+    /// Our own counter (the producer's tail, or the consumer's head).
+    pub(super) pos: u64,
+    /// The last value seen of the other side's counter.
+    pub(super) seen: u64,
+    /// Consumer: bytes of the full box already read.
+    pub(super) boxed: usize,
+    /// Producer: blocked on a full box and ring with a write of this many bytes, it
+    /// asked the consumer to ring.
+    pub(super) waiting: Option<usize>,
+}
+
+/// The boxes and rings of one lane in the node segment and the peer's bell, as a [`Pipe`].
+pub struct ShmPipe {
+    pub(super) seg: Arc<Segment>,
+    pub(super) ring: usize,
+    pub(super) tx: Side,
+    pub(super) rx: Side,
+    /// The peer's "asleep" flag (in its slot).
+    pub(super) peer_asleep: usize,
+    pub(super) ringer: Arc<OwnedFd>,
+    pub(super) peer_bell: SocketAddrUnix,
+}
+
+impl ShmPipe {
+    /// Bytes of each ring.
+    pub fn ring_size(&self) -> usize {
+        self.ring
+    }
+
+    /// Copies `src` into the ring at stream position `pos` (wrapping).
+    fn put(&self, data: usize, pos: u64, src: &[u8]) {
+        let at = (pos as usize) & (self.ring - 1);
+        let first = src.len().min(self.ring - at);
+        // SAFETY: both ranges lie inside this ring's data area of the mapping (`at` is
+        // masked and `first + rest` is at most the free space, itself at most `ring`);
+        // the consumer does not read these bytes before the tail moves past them.
+        unsafe {
+            let base = self.seg.base.as_ptr().add(data);
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(at), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+        }
+    }
+
+    /// Copies `dst.len()` bytes out of the ring from stream position `pos` (wrapping).
+    fn get(&self, data: usize, pos: u64, dst: &mut [u8]) {
+        let at = (pos as usize) & (self.ring - 1);
+        let first = dst.len().min(self.ring - at);
+        // SAFETY: both ranges lie inside this ring's data area (masked start, length at
+        // most the fill level, itself checked to be at most `ring`); the producer does
+        // not write them again before our head moves past them.
+        unsafe {
+            let base = self.seg.base.as_ptr().add(data);
+            std::ptr::copy_nonoverlapping(base.add(at), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+        }
+    }
+
+    /// Copies the slices of `iov` (at most [`BOX_PAYLOAD`] bytes in all) into our box.
+    fn put_boxed(&self, iov: &[IoSlice<'_>]) {
+        let mut at = self.tx.at.boxed + BOX_DATA;
+        for s in iov {
+            // SAFETY: inside our box's data (the caller checked the total length); the
+            // consumer does not read the box before its fill is published, nor do we
+            // write it again before the consumer emptied it.
+            unsafe {
+                let dst = self.seg.base.as_ptr().add(at);
+                std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len());
+            }
+            at += s.len();
+        }
+    }
+
+    /// Copies `dst.len()` bytes out of the peer's box, from byte `from` of its data.
+    fn get_boxed(&self, from: usize, dst: &mut [u8]) {
+        // SAFETY: `from + dst.len()` is at most the box's fill, checked to be at most
+        // BOX_PAYLOAD; the producer does not write the box again before we empty it.
+        unsafe {
+            let src = self.seg.base.as_ptr().add(self.rx.at.boxed + BOX_DATA + from);
+            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
+        }
+    }
+
+    fn corrupt(&self, what: &str, fill: u64) -> LinkError {
+        LinkError::Protocol(format!(
+            "shared-memory ring {what}: {fill} bytes in a ring of {} (the peer corrupted the segment)",
+            self.ring
+        ))
+    }
+
+    /// Bytes in the ring we produce, the consumer's head read again.
+    fn tx_fill(&mut self) -> Result<u64, LinkError> {
+        self.tx.seen = self.seg.u64_at(self.tx.at.head).load(Ordering::SeqCst);
+        let fill = self.tx.pos.wrapping_sub(self.tx.seen);
+        if fill > self.ring as u64 {
+            return Err(self.corrupt("head", fill));
+        }
+        Ok(fill)
+    }
+
+    /// Writes what fits: a small write whole into the box if it is empty, otherwise as
+    /// much as the ring takes.
+    fn try_write(&mut self, iov: &[IoSlice<'_>], want: usize) -> Result<usize, LinkError> {
+        let boxed = self.tx.at.boxed;
+        if want <= BOX_PAYLOAD && self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) == 0 {
+            self.seg
+                .u64_at(boxed + BOX_AT)
+                .store(self.tx.pos, Ordering::Relaxed);
+            self.put_boxed(iov);
+            self.seg
+                .u32_at(boxed + BOX_FILL)
+                .store(want as u32, Ordering::Release);
+            return Ok(want);
+        }
+        let cap = self.ring as u64;
+        let mut used = self.tx.pos - self.tx.seen;
+        if cap - used < want as u64 {
+            used = self.tx_fill()?;
+        }
+        let free = cap - used;
+        let mut written = 0u64;
+        for s in iov {
+            let n = (s.len() as u64).min(free - written);
+            self.put(self.tx.at.data, self.tx.pos + written, &s[..n as usize]);
+            written += n;
+            if written == free {
+                break;
+            }
+        }
+        if written > 0 {
+            self.tx.pos += written;
+            self.seg
+                .u64_at(boxed + BOX_TAIL)
+                .store(self.tx.pos, Ordering::Release);
+        }
+        Ok(written as usize)
+    }
+
+    /// Whether the write we wait with (`want` bytes) would take something now.
+    fn room(&mut self, want: usize) -> bool {
+        let box_empty = self
+            .seg
+            .u32_at(self.tx.at.boxed + BOX_FILL)
+            .load(Ordering::SeqCst)
+            == 0;
+        (box_empty && want <= BOX_PAYLOAD) || self.tx_fill().is_ok_and(|f| f < self.ring as u64)
+    }
+
+    /// After emptying the box or moving the head: rings the producer if it waits for
+    /// room. (It says so, then looks again; we make room, then look: with sequentially
+    /// consistent accesses on both sides, one of us sees the other.)
+    fn room_made(&self) {
+        let waits = self.seg.u32_at(self.rx.at.boxed + BOX_WAITS);
+        if waits.load(Ordering::SeqCst) != 0 && waits.swap(0, Ordering::SeqCst) != 0 {
+            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+        }
+    }
+
+    /// The peer's box, if full: its length and the ring position it comes before.
+    fn peek_box(&self) -> Result<Option<(usize, u64)>, LinkError> {
+        let boxed = self.rx.at.boxed;
+        let len = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::Acquire) as usize;
+        if len == 0 {
+            return Ok(None);
+        }
+        let at = self.seg.u64_at(boxed + BOX_AT).load(Ordering::Relaxed);
+        if len > BOX_PAYLOAD || self.rx.boxed >= len || at.wrapping_sub(self.rx.pos) > self.ring as u64 {
+            return Err(LinkError::Protocol(format!(
+                "shared-memory box of {len} bytes at ring position {at} (at most \
+                 {BOX_PAYLOAD} bytes, from position {}; the peer corrupted the segment)",
+                self.rx.pos
+            )));
+        }
+        Ok(Some((len, at)))
+    }
+
+    /// Copies out of the peer's full box of `len` bytes into `dst`; empties it once
+    /// all is read (then returns `true` as well).
+    fn read_box(&mut self, len: usize, dst: &mut [u8]) -> (usize, bool) {
+        let n = (len - self.rx.boxed).min(dst.len());
+        self.get_boxed(self.rx.boxed, &mut dst[..n]);
+        self.rx.boxed += n;
+        if self.rx.boxed < len {
+            return (n, false);
+        }
+        self.rx.boxed = 0;
+        self.seg
+            .u32_at(self.rx.at.boxed + BOX_FILL)
+            .store(0, Ordering::SeqCst);
+        (n, true)
+    }
+}
+
+impl Pipe for ShmPipe {
+    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
+        let want: usize = iov.iter().map(|s| s.len()).sum();
+        if want == 0 {
+            return Ok(0);
+        }
+        let mut written = self.try_write(iov, want)?;
+        if written == 0 {
+            // Ask the consumer to ring when it makes room, then look once more.
+            self.seg
+                .u32_at(self.tx.at.boxed + BOX_WAITS)
+                .store(1, Ordering::SeqCst);
+            self.tx.waiting = Some(want);
+            written = self.try_write(iov, want)?;
+        }
+        if written > 0 {
+            self.tx.waiting = None;
+            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+        }
+        Ok(written)
+    }
+
+    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+        if dst.is_empty() {
+            return Ok(None);
+        }
+        // The tail first, then the box: a box filled after we look lies beyond this tail.
+        let cap = self.ring as u64;
+        if self.rx.seen == self.rx.pos {
+            self.rx.seen = self
+                .seg
+                .u64_at(self.rx.at.boxed + BOX_TAIL)
+                .load(Ordering::Acquire);
+            let fill = self.rx.seen.wrapping_sub(self.rx.pos);
+            if fill > cap {
+                return Err(self.corrupt("tail", fill));
+            }
+        }
+        let boxed = self.peek_box()?;
+        let before_box = boxed.map_or(u64::MAX, |(_, at)| at - self.rx.pos);
+        let n = (self.rx.seen - self.rx.pos).min(before_box).min(dst.len() as u64) as usize;
+        if n > 0 {
+            self.get(self.rx.at.data, self.rx.pos, &mut dst[..n]);
+            self.rx.pos += n as u64;
+            self.seg
+                .u64_at(self.rx.at.head)
+                .store(self.rx.pos, Ordering::SeqCst);
+        }
+        let (mut taken, mut emptied) = (n, n > 0);
+        if let Some((len, at)) = boxed {
+            if at == self.rx.pos && taken < dst.len() {
+                let (m, box_emptied) = self.read_box(len, &mut dst[taken..]);
+                taken += m;
+                emptied |= box_emptied;
+            }
+        }
+        if emptied {
+            self.room_made();
+        }
+        Ok((taken > 0).then_some(taken))
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    fn polled(&self) -> bool {
+        true
+    }
+
+    /// The rank's "asleep" flag is its node's, set once per sleep by [`ShmNode::arm`]
+    /// before the lanes look (a full fence between): a lane only says whether bytes
+    /// already wait in its box or ring, or room it waits for is there.
+    fn arm_wakeup(&mut self) -> bool {
+        let boxed = self.rx.at.boxed;
+        let waiting_bytes = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) != 0
+            || self.seg.u64_at(boxed + BOX_TAIL).load(Ordering::SeqCst) != self.rx.pos;
+        !waiting_bytes && !self.tx.waiting.is_some_and(|want| self.room(want))
+    }
+}
