@@ -4,8 +4,8 @@
 # site and interleaved (rank i at site i mod 2). Per round and placement: `pontoon bench`
 # with the sites declared (`--sites`: site-aware), then flat (PONTOON_COLL_HIER=0); then
 # MPICH and Open MPI once each, interleaved (slow across the WAN). Prints a markdown table of
-# medians (min-max) in ms at 8 B, 64 KiB and 4 MiB (allgather: 512 KiB per rank, the
-# issue's 8 × 512 KiB). Needs root.
+# medians (min-max) in ms at 8 B, 64 KiB and 4 MiB (allgather and alltoall: 512 KiB per
+# block, so 4 MiB per rank, as the 8 × 512 KiB). Needs root.
 #
 #   RUNS=3 bench/sites.sh            (raw JSON kept in $OUT, default a temporary directory)
 set -euo pipefail
@@ -18,9 +18,9 @@ trap '"$P" testbed down "$bed" >/dev/null 2>&1' EXIT
 "$P" testbed up wan --nodes 4 --delay-ms 10 --wan-rate-mbit 1000 --name "$bed" >/dev/null
 declare -A hosts=([site]=a-h1,a-h2,a-h3,a-h4,b-h1,b-h2,b-h3,b-h4 [inter]=a-h1,b-h1,a-h2,b-h2,a-h3,b-h3,a-h4,b-h4)
 for run in $(seq "$RUNS"); do
-    for t in bcast allreduce allgather; do
+    for t in bcast allreduce allgather alltoall; do
         max=4194304
-        [[ $t == allgather ]] && max=524288
+        [[ $t == allgather || $t == alltoall ]] && max=524288
         for place in inter site; do
             common=(-n 8 --testbed "$bed" --hosts "${hosts[$place]}" --sites --runs 1 --max "$max" --iters 10 --json)
             "$P" bench "$t" "${common[@]}" --systems pontoon >"$OUT/$t-$place-all-$run.json"
@@ -31,9 +31,9 @@ for run in $(seq "$RUNS"); do
 done
 # MPICH and Open MPI (where installed), at their defaults: once, interleaved; a run that
 # takes longer than ANCHOR_TIMEOUT seconds is left out (`pontoon bench` says so on stderr).
-for t in bcast allreduce allgather; do
+for t in bcast allreduce allgather alltoall; do
     max=4194304
-    [[ $t == allgather ]] && max=524288
+    [[ $t == allgather || $t == alltoall ]] && max=524288
     for anchor in mpich openmpi; do
         "$P" bench "$t" -n 8 --testbed "$bed" --hosts "${hosts[inter]}" --runs 1 --max "$max" --iters 10 --json \
             --systems "$anchor" --timeout "${ANCHOR_TIMEOUT:-300}" >"$OUT/$t-inter-all-$anchor.json" || true
@@ -45,8 +45,8 @@ import glob, json, statistics, sys
 out = sys.argv[1]
 print("| collective | placement | size | site-aware ms | flat ms | MPICH ms | Open MPI ms | site-aware / flat | site-aware / better MPI |")
 print("|---|---|---|---|---|---|---|---|---|")
-for t in ["bcast", "allreduce", "allgather"]:
-    sizes = [8, 65536, 524288 if t == "allgather" else 4194304]
+for t in ["bcast", "allreduce", "allgather", "alltoall"]:
+    sizes = [8, 65536, 524288 if t in ("allgather", "alltoall") else 4194304]
     for place in ["inter", "site"]:
         data = {}
         for kind in ["all", "flat"]:

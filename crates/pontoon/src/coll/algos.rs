@@ -69,7 +69,7 @@ fn pof2_below(p: u32) -> u32 {
 }
 
 /// `(offset, len)` of `p` blocks of `n` bytes back to back.
-fn equal_blocks(p: u32, n: usize) -> Vec<(usize, usize)> {
+pub(super) fn equal_blocks(p: u32, n: usize) -> Vec<(usize, usize)> {
     (0..p as usize).map(|i| (i * n, n)).collect()
 }
 

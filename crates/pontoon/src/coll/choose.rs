@@ -1,13 +1,13 @@
 //! The one place that chooses between the flat algorithms and the site-aware ones: a
 //! communicator spanning two or more sites (from the endpoint cards) runs the
 //! site-aware barrier, bcast, reduce (commutative), allreduce (commutative), gather,
-//! scatter and allgather, unless `PONTOON_COLL_HIER=0`.
+//! scatter, allgather(v) and alltoall(v), unless `PONTOON_COLL_HIER=0`.
 
 use std::rc::Rc;
 
 use super::algos;
 use super::hier::{self, Sites};
-use super::schedule::{BufId, Schedule, INPUT, OUTPUT};
+use super::schedule::{BufId, Region, Schedule, INPUT, OUTPUT};
 use crate::comm::Comm;
 use crate::Rank;
 
@@ -100,5 +100,34 @@ impl Comm<'_> {
             Some(sites) => hier::scatter(self.shape(), &sites, root, INPUT, dst, n, &self.tuning()),
             None => algos::scatter(self.shape(), root, INPUT, dst, n, &self.tuning()),
         }
+    }
+
+    pub(crate) fn allgatherv_schedule(&self, src: Option<Region>, blocks: &[(usize, usize)]) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::allgatherv(self.shape(), &sites, src, OUTPUT, blocks, &self.tuning()),
+            None => algos::allgatherv(self.shape(), src, OUTPUT, blocks),
+        }
+    }
+
+    /// `src` None: in place (the send blocks are the receive blocks, in the output).
+    pub(crate) fn alltoallv_schedule(
+        &self,
+        src: Option<BufId>,
+        send: &[(usize, usize)],
+        recv: &[(usize, usize)],
+    ) -> Schedule {
+        match self.sites() {
+            Some(sites) => hier::alltoallv(self.shape(), &sites, src, send, OUTPUT, recv),
+            None => {
+                let long = recv.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
+                algos::alltoallv(self.shape(), src, send, OUTPUT, recv, long)
+            }
+        }
+    }
+
+    /// Alltoall with `n` bytes per peer.
+    pub(crate) fn alltoall_schedule(&self, src: Option<BufId>, n: usize) -> Schedule {
+        let blocks = algos::equal_blocks(self.size(), n);
+        self.alltoallv_schedule(src, &blocks, &blocks)
     }
 }

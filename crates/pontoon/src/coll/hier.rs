@@ -79,6 +79,14 @@ impl Sites {
             .collect()
     }
 
+    /// How many ranks the smallest site has.
+    fn smallest(&self) -> usize {
+        (0..self.count())
+            .map(|x| self.members(x).len())
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Every rank in site order: rank order within each site, the sites one after another.
     fn in_site_order(&self) -> Vec<u32> {
         (0..self.count()).flat_map(|site| self.members(site)).collect()
@@ -238,7 +246,8 @@ pub fn reduce(sh: Shape, sites: &Sites, root: u32, src: BufId, dst: BufId, n: us
 }
 
 /// Every rank ends with the reduction of all `src` in `dst` (`src == dst`: in place);
-/// the operation is commutative.
+/// the operation is commutative. Short vectors go through one leader per site; long
+/// ones are striped ([`allreduce_striped`]).
 pub fn allreduce(
     sh: Shape,
     sites: &Sites,
@@ -248,6 +257,10 @@ pub fn allreduce(
     elem: usize,
     t: &Tuning,
 ) -> Schedule {
+    let stripes = sites.smallest();
+    if n >= t.allreduce_long && stripes >= 2 && n / elem.max(1) >= stripes {
+        return allreduce_striped(sh, sites, src, dst, n, elem, stripes, t);
+    }
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
     let site_sum = s.temp(n);
@@ -259,6 +272,56 @@ pub fn allreduce(
     }
     let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, n, t);
     embed(&mut s, out, &lv.site, [INPUT, dst]);
+    s
+}
+
+/// A long allreduce in `stripes` parts (at most the smallest site's size): within each
+/// site a reduce-scatter leaves part q at the site's q-th rank; the q-th ranks of all
+/// sites allreduce their part across the WAN, all parts at once on as many
+/// connections; an allgather within each site puts the parts together. Each site's
+/// vector still crosses once each way, but over `stripes` connections whose windows
+/// add up, where one leader's connection would carry it alone.
+#[allow(clippy::too_many_arguments)]
+fn allreduce_striped(
+    sh: Shape,
+    sites: &Sites,
+    src: BufId,
+    dst: BufId,
+    n: usize,
+    elem: usize,
+    stripes: usize,
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    let count = n / elem;
+    // Part q: its elements' byte offset and length; ranks past the stripes own none.
+    let part = |q: usize| -> (usize, usize) {
+        if q >= stripes {
+            return (n, 0);
+        }
+        let at = |q: usize| (count * q / stripes) * elem;
+        (at(q), at(q + 1) - at(q))
+    };
+    let parts: Vec<(usize, usize)> = (0..lv.site.len()).map(part).collect();
+    let q = lv.in_site as usize;
+    let mine = parts[q].1;
+    let (piece, reduced) = (s.temp(mine), s.temp(mine));
+    let lens: Vec<usize> = parts.iter().map(|p| p.1).collect();
+    let scatter = algos::reduce_scatter(lv.site_shape(), INPUT, OUTPUT, &lens, true);
+    embed(&mut s, scatter, &lv.site, [src, piece]);
+    if q < stripes {
+        let across: Vec<u32> = (0..sites.count()).map(|x| sites.members(x)[q]).collect();
+        let ash = Shape {
+            rank: sites.of[sh.rank as usize],
+            size: across.len() as u32,
+        };
+        let part = algos::allreduce(ash, INPUT, OUTPUT, mine, elem, true, t);
+        embed(&mut s, part, &across, [piece, reduced]);
+    }
+    let own = (q < stripes).then(|| region(INPUT, 0, mine));
+    let gather = algos::allgatherv(lv.site_shape(), own, OUTPUT, &parts);
+    embed(&mut s, gather, &lv.site, [reduced, dst]);
     s
 }
 
@@ -349,6 +412,89 @@ pub fn scatter(
     embed(&mut s, within, &lv.site, [site_blocks, own]);
     if let Some(d) = dst {
         s.copy(region(own, 0, n), region(d, 0, n));
+    }
+    s
+}
+
+/// Block r of `dst` (`blocks[r]`, known at every rank) gets rank r's `src` everywhere
+/// (`src` None: in place, rank r's block already in `dst`). The blocks gather at their
+/// site's leader in site order, the leaders swap their sites' blocks, and each leader
+/// broadcasts them all within its site: each site's blocks cross to each other site
+/// once, where a flat ring carries every block across at nearly every step.
+pub fn allgatherv(
+    sh: Shape,
+    sites: &Sites,
+    src: Option<Region>,
+    dst: BufId,
+    blocks: &[(usize, usize)],
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    // Every rank's block in site order, packed: where each rank's lies, and each site's run.
+    let mut packed_at = vec![0; blocks.len()];
+    let mut runs = Vec::new();
+    let mut total = 0;
+    for site in 0..sites.count() {
+        let start = total;
+        for r in sites.members(site) {
+            packed_at[r as usize] = total;
+            total += blocks[r as usize].1;
+        }
+        runs.push((start, total - start));
+    }
+    let packed = s.temp(total);
+    let r = sh.rank as usize;
+    let own = src.unwrap_or_else(|| region(dst, blocks[r].0, blocks[r].1));
+    let site_blocks: Vec<(usize, usize)> = lv
+        .site
+        .iter()
+        .map(|&m| (packed_at[m as usize], blocks[m as usize].1))
+        .collect();
+    let mine = Some(region(INPUT, own.off, own.len));
+    let within = algos::gatherv(lv.site_shape(), lv.leader_in_site, mine, OUTPUT, &site_blocks);
+    embed(&mut s, within, &lv.site, [own.buf, packed]);
+    if let Some(lsh) = lv.leader_shape() {
+        let across = algos::allgatherv(lsh, None, OUTPUT, &runs);
+        embed(&mut s, across, &lv.leaders, [INPUT, packed]);
+    }
+    let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, total, t);
+    embed(&mut s, out, &lv.site, [INPUT, packed]);
+    for (m, &(off, len)) in blocks.iter().enumerate() {
+        s.copy(region(packed, packed_at[m], len), region(dst, off, len));
+    }
+    s
+}
+
+/// Block j of rank i's `src` goes to block i of rank j's `dst` (`(offset, len)` per
+/// peer on each side; `src` None: in place). Every transfer starts at once, those to
+/// other sites first: each block crosses the WAN once and the whole exchange waits one
+/// WAN latency, where the flat pairwise exchange of long blocks waits one per step.
+/// (Funnelling the blocks through leaders would save messages, not bytes or time.)
+pub fn alltoallv(
+    sh: Shape,
+    sites: &Sites,
+    src: Option<BufId>,
+    send: &[(usize, usize)],
+    dst: BufId,
+    recv: &[(usize, usize)],
+) -> Schedule {
+    let all = algos::alltoallv(sh, src, send, dst, recv, false);
+    let mut s = Schedule {
+        temps: all.temps,
+        steps: Vec::new(),
+    };
+    let here = sites.of[sh.rank as usize];
+    let far = |x: &Xfer| {
+        let peer = match x {
+            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => *peer,
+        };
+        sites.of[peer as usize] != here
+    };
+    for mut step in all.steps {
+        // A stable sort: the transfers to each peer keep their order.
+        step.xfers.sort_by_key(|x| !far(x));
+        s.steps.push(step);
     }
     s
 }

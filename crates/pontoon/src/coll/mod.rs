@@ -410,7 +410,7 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT)),
             Input::InPlace => (&[][..], None),
         };
-        let s = algos::alltoall(self.shape(), src, OUTPUT, n, &self.tuning());
+        let s = self.alltoall_schedule(src, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 
@@ -493,7 +493,7 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(region(INPUT, 0, std::mem::size_of_val(s)))),
             Input::InPlace => (&[][..], None),
         };
-        let s = algos::allgatherv(self.shape(), src, OUTPUT, &blocks);
+        let s = self.allgatherv_schedule(src, &blocks);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 
@@ -521,8 +521,7 @@ impl<'u> Comm<'u> {
             }
             Input::InPlace => (&[][..], None, rblocks.clone()),
         };
-        let long = rblocks.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
-        let s = algos::alltoallv(self.shape(), src, &sblocks, OUTPUT, &rblocks, long);
+        let s = self.alltoallv_schedule(src, &sblocks, &rblocks);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
 

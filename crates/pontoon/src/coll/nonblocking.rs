@@ -8,7 +8,6 @@ use std::rc::{Rc, Weak};
 
 use runtime::{Buffer, Runtime};
 
-use super::algos;
 use super::schedule::{Running, Schedule, INPUT, OUTPUT};
 use super::RtP2p;
 use crate::comm::Comm;
@@ -306,11 +305,6 @@ impl<'u> Comm<'u> {
     pub fn ialltoall<T: bytemuck::Pod + Send>(&self, send: Vec<T>) -> CollRequest<'u, T> {
         let n = std::mem::size_of_val(send.as_slice()) / self.size() as usize;
         let out = vec![T::zeroed(); send.len()];
-        self.start(
-            algos::alltoall(self.shape(), Some(INPUT), OUTPUT, n, &self.tuning()),
-            send,
-            out,
-            None,
-        )
+        self.start(self.alltoall_schedule(Some(INPUT), n), send, out, None)
     }
 }

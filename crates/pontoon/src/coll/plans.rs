@@ -103,7 +103,7 @@ impl<'u> Comm<'u> {
 
     pub fn plan_alltoall(&self, in_place: bool, block: usize) -> Plan {
         let src = (!in_place).then_some(INPUT);
-        plain(algos::alltoall(self.shape(), src, OUTPUT, block, &self.tuning()))
+        plain(self.alltoall_schedule(src, block))
     }
 
     /// `send` bytes from every rank into block i of `root`'s output (`None`: in place).
@@ -129,7 +129,7 @@ impl<'u> Comm<'u> {
     pub fn plan_allgatherv(&self, send: Option<usize>, blocks: &[(usize, usize)]) -> Result<Plan> {
         self.check_blocks("allgatherv", blocks)?;
         let src = send.map(|n| region(INPUT, 0, n));
-        Ok(plain(algos::allgatherv(self.shape(), src, OUTPUT, blocks)))
+        Ok(plain(self.allgatherv_schedule(src, blocks)))
     }
 
     /// `send` None: in place (the send blocks are the receive blocks).
@@ -138,19 +138,11 @@ impl<'u> Comm<'u> {
         if let Some(s) = send {
             self.check_blocks("alltoallv", s)?;
         }
-        let long = recv.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
         let (src, sblocks) = match send {
             Some(s) => (Some(INPUT), s),
             None => (None, recv),
         };
-        Ok(plain(algos::alltoallv(
-            self.shape(),
-            src,
-            sblocks,
-            OUTPUT,
-            recv,
-            long,
-        )))
+        Ok(plain(self.alltoallv_schedule(src, sblocks, recv)))
     }
 
     /// Block i (`byte_counts[i]`) of the reduced vector to rank i's output.

@@ -11,7 +11,7 @@ use runtime::Buffer;
 
 use super::algos::{self, Shape, Tuning};
 use super::hier::{self, Sites};
-use super::schedule::{P2p, Running, Schedule, Xfer, INPUT, OUTPUT};
+use super::schedule::{region, P2p, Running, Schedule, Xfer, INPUT, OUTPUT};
 use crate::datatype::{Basic, Datatype, PairValue};
 use crate::op::Op;
 use crate::{Error, Result};
@@ -358,16 +358,16 @@ proptest! {
         let ins: Vec<Vec<u8>> = (0..pu).map(data).collect();
         let mut outs = vec![Vec::new(); pu];
         outs[root as usize] = vec![0; total];
-        let got = run(p, |sh| algos::gatherv(sh, root, Some(super::schedule::region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &outs, None, seed);
+        let got = run(p, |sh| algos::gatherv(sh, root, Some(region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &outs, None, seed);
         prop_assert_eq!(&got[root as usize], &want, "gatherv");
         let mut sins = vec![Vec::new(); pu];
         sins[root as usize] = want.clone();
         let souts: Vec<Vec<u8>> = (0..pu).map(|r| vec![0; lens[r]]).collect();
-        let got = run(p, |sh| algos::scatterv(sh, root, INPUT, &blocks, Some(super::schedule::region(OUTPUT, 0, lens[sh.rank as usize]))), &sins, &souts, None, seed);
+        let got = run(p, |sh| algos::scatterv(sh, root, INPUT, &blocks, Some(region(OUTPUT, 0, lens[sh.rank as usize]))), &sins, &souts, None, seed);
         for r in 0..pu {
             prop_assert_eq!(&got[r], &data(r), "scatterv to {}", r);
         }
-        let got = run(p, |sh| algos::allgatherv(sh, Some(super::schedule::region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &vec![vec![0; total]; pu], None, seed);
+        let got = run(p, |sh| algos::allgatherv(sh, Some(region(INPUT, 0, lens[sh.rank as usize])), OUTPUT, &blocks), &ins, &vec![vec![0; total]; pu], None, seed);
         for g in &got {
             prop_assert_eq!(g, &want, "allgatherv");
         }
@@ -528,6 +528,94 @@ proptest! {
         let got = run(p, |sh| hier::barrier(sh, &sites, &t), &vec![Vec::new(); pu], &vec![Vec::new(); pu], None, seed);
         prop_assert_eq!(got.len(), pu);
     }
+
+    #[test]
+    fn site_aware_v_collectives_and_alltoall_match_the_reference((p, _root, count, _kind, in_place, _long, seed) in case(), k in 1u32..4) {
+        let sites = sites_for(p, k, seed);
+        let t = Tuning::default();
+        let pu = p as usize;
+        let mut rng = proto::sim::Rng::new(seed);
+        // allgatherv: blocks of different sizes, out of order, with gaps
+        let lens: Vec<usize> = (0..pu).map(|_| rng.range(0, count as u64 + 1) as usize).collect();
+        let mut blocks = vec![(0, 0); pu];
+        let mut at = 5;
+        for r in (0..pu).rev() {
+            blocks[r] = (at, lens[r]);
+            at += lens[r] + 3;
+        }
+        let data = |r: usize| -> Vec<u8> { (0..lens[r]).map(|i| (r * 29 + i + 7) as u8).collect() };
+        let mut want = vec![0u8; at];
+        for r in 0..pu {
+            want[blocks[r].0..][..lens[r]].copy_from_slice(&data(r));
+        }
+        let (ins, outs): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (0..pu)
+            .map(|r| {
+                let mut o = vec![0u8; at];
+                if in_place {
+                    o[blocks[r].0..][..lens[r]].copy_from_slice(&data(r));
+                    (Vec::new(), o)
+                } else {
+                    (data(r), o)
+                }
+            })
+            .unzip();
+        let src = |r: u32| (!in_place).then(|| region(INPUT, 0, lens[r as usize]));
+        let got = run(p, |sh| hier::allgatherv(sh, &sites, src(sh.rank), OUTPUT, &blocks, &t), &ins, &outs, None, seed);
+        for (r, g) in got.iter().enumerate() {
+            prop_assert_eq!(g, &want, "allgatherv at {} over {:?}", r, sites);
+        }
+        // alltoallv: block (i -> j) of a length that depends on both, placed backwards
+        let len = |i: usize, j: usize| (i * 3 + j * 5 + count) % (count + 2);
+        let place = |lens: Vec<usize>| -> Vec<(usize, usize)> {
+            let mut at = 1;
+            let mut b = vec![(0, 0); lens.len()];
+            for j in (0..lens.len()).rev() {
+                b[j] = (at, lens[j]);
+                at += lens[j] + 1;
+            }
+            b
+        };
+        let end = |b: &[(usize, usize)]| b.iter().map(|(o, l)| o + l).max().unwrap_or(0);
+        let byte = |i: usize, j: usize, x: usize| (i * 41 + j * 7 + x) as u8;
+        // In place needs the same blocks on both sides: lengths symmetric in (i, j).
+        let len = |i: usize, j: usize| if in_place { len(i.min(j), i.max(j)) } else { len(i, j) };
+        let sends: Vec<Vec<(usize, usize)>> = (0..pu).map(|i| place((0..pu).map(|j| len(i, j)).collect())).collect();
+        let recvs: Vec<Vec<(usize, usize)>> = (0..pu).map(|j| if in_place { sends[j].clone() } else { place((0..pu).map(|i| len(i, j)).collect()) }).collect();
+        let fill = |i: usize, blocks: &[(usize, usize)], to: bool| {
+            let mut v = vec![0u8; end(blocks) + 1];
+            for (j, &(o, l)) in blocks.iter().enumerate() {
+                for x in 0..l {
+                    v[o + x] = if to { byte(i, j, x) } else { byte(j, i, x) };
+                }
+            }
+            v
+        };
+        let wants: Vec<Vec<u8>> = (0..pu).map(|j| fill(j, &recvs[j], false)).collect();
+        let (ins, outs): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (0..pu)
+            .map(|i| {
+                let sent = fill(i, &sends[i], true);
+                if in_place {
+                    (Vec::new(), sent)
+                } else {
+                    (sent, vec![0u8; end(&recvs[i]) + 1])
+                }
+            })
+            .unzip();
+        let got = run(
+            p,
+            |sh| {
+                let r = sh.rank as usize;
+                hier::alltoallv(sh, &sites, (!in_place).then_some(INPUT), &sends[r], OUTPUT, &recvs[r])
+            },
+            &ins,
+            &outs,
+            None,
+            seed,
+        );
+        for (j, g) in got.iter().enumerate() {
+            prop_assert_eq!(g, &wants[j], "alltoallv at {} over {:?}", j, sites);
+        }
+    }
 }
 
 /// Messages and bytes that cross between sites, summed over every rank's schedule.
@@ -590,6 +678,64 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     for (f, h) in flat.iter().zip(hier) {
         assert!(*f >= 2 * h, "flat {flat:?} against site-aware {hier:?}");
     }
+    // A long allreduce striped over the four ranks of each site, the same bytes across.
+    let striped = Tuning {
+        allreduce_long: 1,
+        ..t
+    };
+    assert_eq!(
+        bytes(crossings(8, &of, |sh| hier::allreduce(
+            sh, &sites, INPUT, OUTPUT, n, 8, &striped
+        ))),
+        2 * n,
+        "striped allreduce"
+    );
+    // A long alltoall waits for the WAN once, where the flat pairwise exchange waits at
+    // every other step; the bytes across are the same.
+    let blocks = algos::equal_blocks(8, n / 8);
+    let alltoall = |build: &dyn Fn(Shape) -> Schedule| {
+        (0..8)
+            .map(|r| {
+                let s = build(Shape { rank: r, size: 8 });
+                let far = |x: &Xfer| match x {
+                    Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => of[*peer as usize] != of[r as usize],
+                };
+                s.steps.iter().filter(|st| st.xfers.iter().any(far)).count()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        alltoall(&|sh| hier::alltoallv(sh, &sites, Some(INPUT), &blocks, OUTPUT, &blocks)),
+        1
+    );
+    assert_eq!(
+        alltoall(&|sh| algos::alltoall(sh, Some(INPUT), OUTPUT, n / 8, &t)),
+        4
+    );
+    assert_eq!(
+        bytes(crossings(8, &of, |sh| hier::alltoallv(
+            sh,
+            &sites,
+            Some(INPUT),
+            &blocks,
+            OUTPUT,
+            &blocks
+        ))),
+        bytes(crossings(8, &of, |sh| algos::alltoall(
+            sh,
+            Some(INPUT),
+            OUTPUT,
+            n / 8,
+            &t
+        )))
+    );
+    // Allgatherv: each site's blocks cross once, where the ring carries them across at
+    // every step.
+    let v = |sh: Shape| hier::allgatherv(sh, &sites, Some(region(INPUT, 0, n / 8)), OUTPUT, &blocks, &t);
+    assert_eq!(bytes(crossings(8, &of, v)), n);
+    let ring = |sh: Shape| algos::allgatherv(sh, Some(region(INPUT, 0, n / 8)), OUTPUT, &blocks);
+    assert!(bytes(crossings(8, &of, ring)) >= 2 * n);
     // Gather and scatter of short blocks (binomial trees when flat): the other site's
     // blocks cross once, in one message, where the flat tree sends several.
     let n = 64;
