@@ -8,9 +8,10 @@
  * the last: the user + system CPU seconds of every rank during the size's transfers
  * (getrusage), summed, per GB moved: what communication costs the hosts.
  * The first lines name the MPI library and the pattern.
- * Usage: streams S R [MIN_BYTES [MAX_BYTES [BYTES_PER_SENDER [FACTOR]]]]
- *   (defaults 1024, 1048576, 8388608, 2: each sender moves about that many bytes per size;
- *   sizes grow by FACTOR).
+ * Usage: streams S R [MIN_BYTES [MAX_BYTES [BYTES_PER_SENDER [FACTOR [WINDOW]]]]]
+ *   (defaults 1024, 1048576, 8388608, 2, 64: each sender moves about that many bytes per
+ *   size; sizes grow by FACTOR; a window holds up to WINDOW messages: a larger one keeps a
+ *   long link busy with small messages, whose rate osu_bw's 64 bound to 64 per round trip).
  * Extra ranks only join the barriers. */
 #include <mpi.h>
 #include <stdio.h>
@@ -18,7 +19,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#define WINDOW 64
 
 /* User + system CPU seconds of this process so far. */
 static double cpu_seconds(void) {
@@ -38,9 +38,14 @@ int main(int argc, char **argv) {
     long max = argc > 4 ? atol(argv[4]) : 1L << 20;
     long volume = argc > 5 ? atol(argv[5]) : 8L << 20;
     long factor = argc > 6 ? atol(argv[6]) : 2;
-    if (senders < 1 || receivers < 1 || senders + receivers > size || min < 1 || max < min || factor < 2) {
+    long WINDOW = argc > 7 ? atol(argv[7]) : 64;
+    if (senders < 1 || receivers < 1 || senders + receivers > size || min < 1 || max < min || factor < 2 ||
+        WINDOW < 1 || WINDOW > 1 << 20) {
         if (rank == 0)
-            fprintf(stderr, "streams S R [MIN MAX VOLUME]: needs S + R <= %d ranks and 1 <= MIN <= MAX\n", size);
+            fprintf(stderr,
+                    "streams S R [MIN MAX VOLUME FACTOR WINDOW]: needs S + R <= %d ranks, 1 <= MIN <= MAX, "
+                    "FACTOR >= 2 and 1 <= WINDOW <= 1048576\n",
+                    size);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int sender = rank < senders;

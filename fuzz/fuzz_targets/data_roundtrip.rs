@@ -1,13 +1,15 @@
 //! Emit-then-parse round trip for every data-frame repr a sender may emit.
 //!
 //! The repr is built from the fuzz input within the sender's contract (an eager
-//! MATCH and a FRAG carry at most `MAX_FRAME_PAYLOAD` bytes); its emitted header,
+//! MATCH and a FRAG carry at most `MAX_FRAME_PAYLOAD` bytes, a BATCH at most `MAX_BATCH`); its emitted header,
 //! written over a dirty buffer, must be accepted and parse back to the same repr.
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use proto::wire::data::{DataHeader, DataRepr, Envelope, HeaderBytes, MAX_FRAME_PAYLOAD, MAX_HEADER_LEN};
+use proto::wire::data::{
+    DataHeader, DataRepr, Envelope, HeaderBytes, MAX_BATCH, MAX_FRAME_PAYLOAD, MAX_HEADER_LEN,
+};
 
 fn envelope(u: &mut Unstructured, max_len: u64) -> Result<Envelope> {
     Ok(Envelope {
@@ -20,7 +22,7 @@ fn envelope(u: &mut Unstructured, max_len: u64) -> Result<Envelope> {
 }
 
 fn repr(u: &mut Unstructured) -> Result<DataRepr> {
-    Ok(match u.int_in_range(0u8..=5)? {
+    Ok(match u.int_in_range(0u8..=6)? {
         0 => DataRepr::Match {
             env: envelope(u, u64::from(MAX_FRAME_PAYLOAD))?,
         },
@@ -40,6 +42,10 @@ fn repr(u: &mut Unstructured) -> Result<DataRepr> {
         },
         4 => DataRepr::Fin {
             send_id: u.arbitrary()?,
+        },
+        5 => DataRepr::Batch {
+            messages: u.int_in_range(1..=u32::MAX)?,
+            len: u.int_in_range(1..=MAX_BATCH)?,
         },
         _ => DataRepr::Bye,
     })

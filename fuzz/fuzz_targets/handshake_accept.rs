@@ -69,6 +69,7 @@ fn structured_hello(u: &mut Unstructured) -> Result<Sender> {
             PathKind::TwoProxy,
             PathKind::Punched,
         ])?,
+        sealed: u.arbitrary()?,
     };
     let mut hello = repr.emit(&secret).to_vec();
     if u.ratio(1, 8)? {

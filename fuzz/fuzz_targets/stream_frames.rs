@@ -64,8 +64,9 @@ impl Sink for Collect {
         }
         Ok((Placement::Engine(vec![0; len]), *repr))
     }
-    fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) {
+    fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) -> Result<(), String> {
         self.frames.push((token, buf.unwrap_or_default()));
+        Ok(())
     }
 }
 

@@ -93,6 +93,10 @@ pub struct Options {
     /// messages, whichever is more)
     #[arg(long, value_name = "BYTES")]
     pub volume: Option<u64>,
+    /// Messages in flight per window of bw (osu_bw's 64 keeps a long link idle between
+    /// windows of small messages)
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub window: u32,
     /// Print JSON (every run of every figure)
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -248,8 +252,13 @@ fn plan(o: &Options) -> Plan {
                 max,
                 volume,
                 "2".into(),
+                o.window.to_string(),
             ];
-            let what = format!("aggregate bandwidth, {s}:{r} (osu_bw's window)");
+            let window = match o.window {
+                64 => "osu_bw's window".to_string(),
+                w => format!("windows of {w} messages"),
+            };
+            let what = format!("aggregate bandwidth, {s}:{r} ({window})");
             Plan {
                 cpu_column: Some(1),
                 ..Plan::new(programs::STREAMS, args, s + r, "MB/s", false, what)

@@ -49,6 +49,8 @@ struct PathReport {
     bandwidth: Option<u64>,
     /// A WAN lane: its round trip is 2 ms or more (`proto::caps::WAN_RTT_NS`).
     wide_area: bool,
+    /// Its bytes travel encrypted (`PONTOON_ENCRYPT`).
+    sealed: bool,
 }
 
 #[derive(Serialize)]
@@ -160,6 +162,7 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         latency_ns: caps.map(|c| c.latency_ns),
         bandwidth: caps.map(|c| c.bandwidth),
         wide_area: caps.is_some_and(|c| c.is_wan()),
+        sealed: p.sealed,
     }
 }
 
@@ -289,8 +292,13 @@ fn wan_paths(ranks: &[serde_json::Value]) -> Vec<String> {
                 ),
             };
             let window = r["tcp_window_limit"].as_u64().unwrap_or(0);
+            let sealed = if wan.iter().all(|l| l["sealed"].as_bool() == Some(true)) {
+                ", encrypted"
+            } else {
+                ""
+            };
             out.push(format!(
-                "  {} -> {}: round trip {:.1} ms, {use_of} (a socket's window: at most {} KiB)",
+                "  {} -> {}: round trip {:.1} ms, {use_of}{sealed} (a socket's window: at most {} KiB)",
                 r["rank"],
                 p["peer"],
                 rtt_ns as f64 / 1e6,

@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{example, pontoon, text};
+use common::{c_program, example, pontoon, text};
 
 fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
@@ -404,6 +404,47 @@ fn doctor_reports_measured_latency_and_bandwidth_of_tcp_lanes() {
             let latency = lane["latency_ns"].as_u64().unwrap();
             assert!(latency > 0 && latency != starting, "not measured: {lane}");
             assert!(latency < 1_000_000, "a loopback round trip of over 2 ms: {lane}");
+            // PONTOON_ENCRYPT=wan (the default) leaves a LAN's lanes as they are.
+            assert_eq!(lane["sealed"], false, "{lane}");
         }
+    }
+}
+
+#[test]
+fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
+    let exe = c_program("p2p");
+    for (encrypt, sealed) in [("all", true), ("none", false)] {
+        let out = Command::new(pontoon())
+            .args(["run", "-n", "3", "--timeout", "60"])
+            .args([
+                "-x",
+                "PONTOON_TRANSPORTS=tcp",
+                "-x",
+                &format!("PONTOON_ENCRYPT={encrypt}"),
+            ])
+            .arg(pontoon())
+            .args(["doctor", "--json"])
+            .output()
+            .expect("pontoon runs");
+        let report: serde_json::Value = serde_json::from_str(&succeeded(&out)).expect("doctor --json");
+        for r in report["ranks"].as_array().unwrap() {
+            for p in r["peers"].as_array().unwrap() {
+                for lane in p["lanes"].as_array().unwrap() {
+                    assert_eq!(lane["sealed"], sealed, "PONTOON_ENCRYPT={encrypt}: {lane}");
+                }
+            }
+        }
+        let out = Command::new(pontoon())
+            .args(["run", "-n", "3", "--timeout", "60"])
+            .args([
+                "-x",
+                "PONTOON_TRANSPORTS=tcp",
+                "-x",
+                &format!("PONTOON_ENCRYPT={encrypt}"),
+            ])
+            .arg(&exe)
+            .output()
+            .expect("pontoon runs");
+        succeeded(&out);
     }
 }

@@ -1,6 +1,7 @@
 //! WAN paths between the two sites of a `wan` testbed (root only; skipped otherwise): a
-//! lane whose round trip is long is a WAN lane, its path gets parallel TCP streams, and
-//! C programs pass over them, with loss on the link too.
+//! lane whose round trip is long is a WAN lane, its path gets parallel TCP streams whose
+//! bytes travel encrypted, and C programs pass over them (small messages coalesced),
+//! with loss on the link too.
 
 mod common;
 
@@ -85,15 +86,19 @@ fn a_long_round_trip_makes_a_wan_path_of_parallel_streams() {
         assert_eq!(lanes.len(), 4, "rank {rank}: {lanes:#?}");
         for l in lanes {
             assert_eq!(l["wide_area"], true, "{l:#}");
+            // PONTOON_ENCRYPT=wan, the default: a WAN lane travels encrypted.
+            assert_eq!(l["sealed"], true, "{l:#}");
             let rtt_ms = 2.0 * l["latency_ns"].as_f64().unwrap() / 1e6;
             assert!((9.0..13.0).contains(&rtt_ms), "round trip {rtt_ms} ms: {l:#}");
         }
     }
     assert_eq!(report["ranks"][0]["tcp_window_limit"], 3 << 20);
-    let again = doctor(&bed, &["PONTOON_WAN_STREAMS=2"]);
+    let again = doctor(&bed, &["PONTOON_WAN_STREAMS=2", "PONTOON_ENCRYPT=none"]);
     assert!(
-        lanes(&again).iter().all(|l| l.len() == 2),
-        "PONTOON_WAN_STREAMS=2: {:#?}",
+        lanes(&again)
+            .iter()
+            .all(|l| l.len() == 2 && l.iter().all(|l| l["sealed"] == false)),
+        "PONTOON_WAN_STREAMS=2, PONTOON_ENCRYPT=none: {:#?}",
         lanes(&again)
     );
 }

@@ -13,13 +13,15 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::caps::{Caps, LaneId, LanePlan};
 
+mod coalesce;
 mod credit;
 mod failover;
 mod lanes;
 mod peers;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};
-use crate::{Rank, ANY_SOURCE};
+use crate::{Nanos, Rank, ANY_SOURCE};
+pub use coalesce::COALESCE_MESSAGE_MAX;
 use credit::Credit;
 pub use credit::{cost as eager_cost, grant as eager_grant};
 pub use failover::LANE_ACK_EVERY;
@@ -44,6 +46,11 @@ pub struct EngineConfig {
     /// Bytes this rank holds at most for eager messages that no receive has matched
     /// yet, shared equally among the peers (flow control: `engine/credit.rs`).
     pub unexpected_cap: u64,
+    /// The longest a small message to a WAN peer waits to be coalesced with others
+    /// (`engine/coalesce.rs`; also at most a sixteenth of the lane's round trip); 0: never.
+    pub coalesce_delay_ns: u64,
+    /// A batch of coalesced messages leaves once it holds about this many bytes.
+    pub coalesce_bytes: u32,
 }
 
 impl EngineConfig {
@@ -91,6 +98,14 @@ pub enum Output {
         header: HeaderBytes,
         payload: Option<SendSlice>,
         completes: Option<SendId>,
+    },
+    /// Write `header` then `payload`, which the engine owns (a batch of coalesced
+    /// messages, whose sends are complete already), on lane `lane` of `peer`.
+    TransmitOwned {
+        peer: Rank,
+        lane: LaneId,
+        header: HeaderBytes,
+        payload: Vec<u8>,
     },
     /// Copy the send buffer of `req` (`len` bytes) into a new vector and give it back
     /// with [`Endpoint::handle_copy_out`] (an eager message to self).
@@ -154,6 +169,7 @@ enum TokenKind {
     EagerMatched { req: RecvId, status: Status, seq: u32 },
     EagerBuffered { env: Envelope },
     Frag { req: RecvId, offset: u64, len: u64 },
+    Batch { messages: u32 },
 }
 
 /// A peer broke the protocol: the runtime closes the lane and fails the peer.
@@ -225,6 +241,10 @@ struct Peer {
     streams: VecDeque<Stream>,
     /// Eager flow control in both directions.
     credit: Credit,
+    /// How long small messages to this peer may wait to be coalesced (`None`: its eager
+    /// lane is not a WAN lane, they never wait), and those waiting.
+    coalesce_delay: Option<Nanos>,
+    batch: coalesce::Batch,
 }
 
 impl Peer {
@@ -235,6 +255,11 @@ impl Peer {
             (DataRepr::Match { env }, Some(large)) if env.msg_len > u64::from(self.small_eager) => large,
             _ => self.plan.eager,
         }
+    }
+
+    /// Whether coalesced messages to this peer wait for their batch to leave.
+    fn batch_waiting(&self) -> bool {
+        self.batch.messages > 0
     }
 
     /// The envelope of the next message to this peer; takes its sequence number.
@@ -309,6 +334,8 @@ pub struct Endpoint {
     /// Payload bytes of eager messages from peers held in engine buffers, and the most ever.
     buffered: u64,
     buffered_peak: u64,
+    /// Peers with a batch of coalesced messages waiting.
+    batching: Vec<Rank>,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -333,6 +360,8 @@ impl Endpoint {
                 frag_size: cfg.frag_size,
                 streams: VecDeque::new(),
                 credit: Credit::new(grant),
+                coalesce_delay: None,
+                batch: coalesce::Batch::default(),
             })
             .collect();
         Endpoint {
@@ -355,6 +384,7 @@ impl Endpoint {
             grant,
             buffered: 0,
             buffered_peak: 0,
+            batching: Vec::new(),
         }
     }
 
@@ -429,6 +459,8 @@ impl Endpoint {
             }
             return;
         }
+        // Messages coalesced before this one leave first: the wire keeps their order.
+        self.flush_batch(dest);
         let p = &mut self.peers[dest as usize];
         if let PeerState::Failed(cause) = &p.state {
             let result = Err(Failure::PeerFailed {
@@ -506,6 +538,10 @@ impl Endpoint {
             return None;
         }
         let p = self.peers.get_mut(dest as usize)?;
+        if p.batch_waiting() {
+            self.flush_batch(dest);
+            return None;
+        }
         if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) || !p.credit.spend(len) {
             return None;
         }
@@ -877,12 +913,25 @@ impl Endpoint {
                     .map_err(violation)?;
                 Ok(none)
             }
+            DataRepr::Batch { len, .. } if len > crate::wire::data::MAX_BATCH => {
+                Err(violation(format!("a batch of {len} bytes")))
+            }
+            DataRepr::Batch { messages, len } => Ok((
+                PayloadDest::Engine(vec![0; len as usize]),
+                PayloadToken(TokenKind::Batch { messages }),
+            )),
         }
     }
 
     /// The payload announced by a header is in place. `buf` is the engine buffer of a
-    /// `PayloadDest::Engine`, filled.
-    pub fn payload_done(&mut self, peer: Rank, token: PayloadToken, buf: Option<Vec<u8>>) {
+    /// `PayloadDest::Engine`, filled. Fails when the payload breaks the protocol (a
+    /// batch of coalesced messages is looked into only now).
+    pub fn payload_done(
+        &mut self,
+        peer: Rank,
+        token: PayloadToken,
+        buf: Option<Vec<u8>>,
+    ) -> Result<(), ProtocolError> {
         match token.0 {
             TokenKind::None => {}
             TokenKind::EagerMatched { req, status, .. } => {
@@ -905,7 +954,7 @@ impl Endpoint {
             }
             TokenKind::Frag { req, offset, len } => {
                 let Some(r) = self.rdv_recvs.get_mut(&req) else {
-                    return;
+                    return Ok(());
                 };
                 r.received.insert(offset, offset + len);
                 if r.received.covered() >= r.expected {
@@ -921,7 +970,9 @@ impl Endpoint {
                     });
                 }
             }
+            TokenKind::Batch { messages } => return self.unbatch(peer, messages, &buf.unwrap_or_default()),
         }
+        Ok(())
     }
 
     /// An eager message of `len` bytes from `peer` left this rank's buffers: its credit

@@ -61,23 +61,26 @@ pub struct Initiator {
     id: Identity,
     target: Rank,
     nonce: [u8; 16],
+    sealed: bool,
 }
 
 impl Initiator {
     /// Starts a handshake towards `target`; returns the HELLO to send.
     pub fn new(id: Identity, target: Rank, nonce: [u8; 16]) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, false, PathKind::Direct)
+        Self::start(id, target, nonce, false, PathKind::Direct, false)
     }
 
     /// Starts the handshake of a first lane that reaches `target` by `path` (the peer
-    /// then knows, for one, that the connection's address is a relay's, not ours).
+    /// then knows, for one, that the connection's address is a relay's, not ours);
+    /// `sealed`: its bytes travel encrypted after the handshake ([`Initiator::lane_key`]).
     pub fn by_path(
         id: Identity,
         target: Rank,
         nonce: [u8; 16],
         path: PathKind,
+        sealed: bool,
     ) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, false, path)
+        Self::start(id, target, nonce, false, path, sealed)
     }
 
     /// Starts the handshake of an additional lane to `target`, already connected, that
@@ -88,8 +91,9 @@ impl Initiator {
         target: Rank,
         nonce: [u8; 16],
         path: PathKind,
+        sealed: bool,
     ) -> (Initiator, [u8; FRAME_LEN]) {
-        Self::start(id, target, nonce, true, path)
+        Self::start(id, target, nonce, true, path, sealed)
     }
 
     fn start(
@@ -98,6 +102,7 @@ impl Initiator {
         nonce: [u8; 16],
         extra_lane: bool,
         path: PathKind,
+        sealed: bool,
     ) -> (Initiator, [u8; FRAME_LEN]) {
         let hello = HandshakeRepr {
             version: VERSION,
@@ -110,13 +115,27 @@ impl Initiator {
             peer_nonce: [0; 16],
             extra_lane,
             path,
+            sealed,
         }
         .emit(&id.secret);
-        (Initiator { id, target, nonce }, hello)
+        (
+            Initiator {
+                id,
+                target,
+                nonce,
+                sealed,
+            },
+            hello,
+        )
     }
 
     pub fn target(&self) -> Rank {
         self.target
+    }
+
+    /// Whether the lane's bytes travel sealed after the handshake.
+    pub fn sealed(&self) -> bool {
+        self.sealed
     }
 
     /// The lane's name at both ends (`Acceptor::lane_tag` is the same).
@@ -182,6 +201,7 @@ impl Initiator {
             peer_nonce: r.nonce,
             extra_lane: false,
             path: PathKind::Direct,
+            sealed: false,
         }
         .emit(&self.id.secret))
     }
@@ -205,6 +225,7 @@ pub struct Acceptor {
     nonce: [u8; 16],
     extra_lane: bool,
     path: PathKind,
+    sealed: bool,
     tag: u64,
     peer_nonce: [u8; 16],
 }
@@ -256,6 +277,7 @@ pub fn accept_hello(
             peer_nonce,
             extra_lane: false,
             path: PathKind::Direct,
+            sealed: false,
         }
         .emit(&id.secret);
         HelloVerdict {
@@ -332,6 +354,7 @@ pub fn accept_hello(
         peer_nonce: r.nonce,
         extra_lane: false,
         path: PathKind::Direct,
+        sealed: false,
     }
     .emit(&id.secret);
     HelloVerdict {
@@ -339,6 +362,7 @@ pub fn accept_hello(
         result: Ok(Acceptor {
             extra_lane: r.extra_lane,
             path: r.path,
+            sealed: r.sealed,
             peer: r.src,
             secret: id.secret,
             job_id: id.job_id,
@@ -363,6 +387,12 @@ impl Acceptor {
     /// How the peer reaches us.
     pub fn path(&self) -> PathKind {
         self.path
+    }
+
+    /// Whether the peer seals the lane's bytes after the handshake (its HELLO says so,
+    /// under the job's MAC: nobody else can strip the flag).
+    pub fn sealed(&self) -> bool {
+        self.sealed
     }
 
     /// The lane's name at both ends (`Initiator::lane_tag` is the same).
@@ -516,7 +546,7 @@ mod tests {
             Contention::Connecting(PathKind::NatProxy)
         });
         assert!(v.result.is_ok());
-        let (_, relayed_from_1) = Initiator::by_path(id(1), 2, [3; 16], PathKind::NatProxy);
+        let (_, relayed_from_1) = Initiator::by_path(id(1), 2, [3; 16], PathKind::NatProxy, false);
         let v = accept_hello(&id(2), &relayed_from_1, [4; 16], |_| {
             Contention::Connecting(PathKind::Direct)
         });
@@ -532,8 +562,26 @@ mod tests {
     }
 
     #[test]
+    fn the_sealing_flag_reaches_the_acceptor_under_the_mac_and_both_ends_derive_one_key() {
+        for sealed in [false, true] {
+            let (ini, hello) = Initiator::by_path(id(1), 2, [1; 16], PathKind::Direct, sealed);
+            assert_eq!(ini.sealed(), sealed);
+            let v = accept_hello(&id(2), &hello, [2; 16], |_| Contention::None);
+            let acc = v.result.expect("accepted");
+            assert_eq!(acc.sealed(), sealed);
+            ini.handle_ack(&v.ack).expect("the ACK");
+            assert_eq!(ini.lane_key(&v.ack), Some(acc.lane_key()));
+            // Nobody without the secret can strip or set the flag.
+            let mut forged = hello;
+            forged[7] ^= 1 << 3;
+            let v = accept_hello(&id(2), &forged, [2; 16], |_| Contention::None);
+            assert_eq!(v.result.unwrap_err(), HandshakeError::BadMac);
+        }
+    }
+
+    #[test]
     fn an_additional_lane_is_accepted_next_to_the_first() {
-        let (ini, hello) = Initiator::extra_lane(id(1), 2, [1; 16], PathKind::Punched);
+        let (ini, hello) = Initiator::extra_lane(id(1), 2, [1; 16], PathKind::Punched, false);
         for contention in [
             Contention::Connected,
             Contention::Connecting(PathKind::Direct),

@@ -21,7 +21,7 @@ pub mod wire;
 pub use caps::{Caps, LaneId};
 pub use engine::{
     eager_cost, eager_grant, Endpoint, EngineConfig, Failure, LaneLoss, Output, PayloadDest, PayloadToken,
-    SendSlice, Status, LANE_ACK_EVERY,
+    SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
 };
 pub use matching::ReqId;
 pub use wire::handshake::PathKind;

@@ -69,6 +69,10 @@ pub struct SimConfig {
     pub wan_eager_limit: u32,
     /// Each rank's cap on bytes held for unmatched eager messages (flow control).
     pub unexpected_cap: u64,
+    /// Coalescing of small messages towards WAN peers: the longest wait (0: off) and
+    /// the batch size (`EngineConfig`). Standard-mode sends offer themselves to it.
+    pub coalesce_delay_ns: u64,
+    pub coalesce_bytes: u32,
     pub seed: u64,
 }
 
@@ -90,6 +94,8 @@ impl Default for SimConfig {
             eager_limit: 4096,
             wan_eager_limit: 4096,
             unexpected_cap: 1 << 40,
+            coalesce_delay_ns: 0,
+            coalesce_bytes: 16 << 10,
             seed: 1,
         }
     }
@@ -124,6 +130,10 @@ enum Event {
     Drained {
         rank: Rank,
     },
+    /// The engine of `rank` asked to be woken now ([`Endpoint::poll_timeout`]).
+    Timer {
+        rank: Rank,
+    },
     /// The simultaneous open of a punching round between `a` and `b` ended.
     Punched {
         a: Rank,
@@ -138,6 +148,10 @@ struct Node {
     send_bufs: HashMap<ReqId, Vec<u8>>,
     recv_bufs: HashMap<ReqId, Vec<u8>>,
     done: HashMap<ReqId, Completion>,
+    /// When each request completed, in virtual time.
+    done_at: HashMap<ReqId, Nanos>,
+    /// The engine's timer as last scheduled.
+    timer: Option<Nanos>,
     /// Order in which receives completed, with their source (for fairness checks).
     recv_order: Vec<(ReqId, Rank)>,
     connecting: Vec<bool>,
@@ -181,6 +195,8 @@ impl Sim {
             frag_size: cfg.mtu,
             lane_queue: 2 * u64::from(cfg.mtu),
             unexpected_cap: cfg.unexpected_cap,
+            coalesce_delay_ns: cfg.coalesce_delay_ns,
+            coalesce_bytes: cfg.coalesce_bytes,
         };
         let endpoints = (0..cfg.ranks)
             .map(|r| Endpoint::new(r, cfg.ranks, ecfg))
@@ -228,6 +244,11 @@ impl Sim {
 
     pub fn isend(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>, sync: bool) -> ReqId {
         let req = self.req();
+        if !sync && self.endpoints[rank as usize].coalesce(dest, ctx, tag, &data, self.now) {
+            self.sent_at_once(rank, req);
+            self.drain(rank);
+            return req;
+        }
         let len = data.len() as u64;
         self.nodes[rank as usize].send_bufs.insert(req, data);
         self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync);
@@ -240,13 +261,17 @@ impl Sim {
     /// back to [`Sim::isend`] when the engine says no. Returns the (completed) request.
     pub fn send_now(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>) -> ReqId {
         let len = data.len() as u64;
+        if self.endpoints[rank as usize].coalesce(dest, ctx, tag, &data, self.now) {
+            let req = self.req();
+            self.sent_at_once(rank, req);
+            self.drain(rank);
+            return req;
+        }
         let Some((lane, header)) = self.endpoints[rank as usize].send_eager_now(dest, ctx, tag, len) else {
             return self.isend(rank, dest, ctx, tag, data, false);
         };
         let req = self.req();
-        self.nodes[rank as usize]
-            .done
-            .insert(req, Completion::Sent(Ok(())));
+        self.sent_at_once(rank, req);
         let lane = self.lane_ids[&(rank, lane)].1;
         let at = self.lane_delay(rank, dest, lane, len);
         self.schedule(
@@ -260,6 +285,27 @@ impl Sim {
             }),
         );
         req
+    }
+
+    /// A send that completed as it was made (written at once, or coalesced).
+    fn sent_at_once(&mut self, rank: Rank, req: ReqId) {
+        let node = &mut self.nodes[rank as usize];
+        node.done.insert(req, Completion::Sent(Ok(())));
+        node.done_at.insert(req, self.now);
+    }
+
+    /// When a request completed, in virtual time.
+    pub fn completed_at(&self, rank: Rank, req: ReqId) -> Option<Nanos> {
+        self.nodes[rank as usize].done_at.get(&req).copied()
+    }
+
+    /// Processes every event up to `t`, then sets the clock to `t` (a rank that posts
+    /// its next operation at `t`).
+    pub fn run_until(&mut self, t: Nanos) {
+        while self.events.keys().next().is_some_and(|&(at, _)| at <= t) {
+            self.step();
+        }
+        self.now = self.now.max(t);
     }
 
     pub fn irecv(&mut self, rank: Rank, src: i32, ctx: u32, tag: i32, capacity: usize) -> ReqId {
@@ -390,7 +436,7 @@ impl Sim {
         loop {
             self.carry_out(rank);
             if !self.endpoints[rank as usize].is_streaming() {
-                return;
+                break;
             }
             let (busy, rates, now) = (&self.lane_busy, &self.cfg.lane_rate, self.now);
             let ids = &self.lane_ids;
@@ -406,8 +452,14 @@ impl Sim {
                 }
             };
             if !self.endpoints[rank as usize].fill_lanes(queued) {
-                return;
+                break;
             }
+        }
+        let due = self.endpoints[rank as usize].poll_timeout();
+        let node = &mut self.nodes[rank as usize];
+        if let Some(at) = due.filter(|&t| Some(t) != node.timer) {
+            node.timer = due;
+            self.schedule(at.max(self.now), Event::Timer { rank });
         }
     }
 
@@ -429,6 +481,7 @@ impl Sim {
                         .unwrap_or_default();
                     if let Some(req) = completes {
                         node.done.insert(req, Completion::Sent(Ok(())));
+                        node.done_at.insert(req, self.now);
                     }
                     let lane = self.lane_ids[&(rank, lane)].1;
                     let at = self.lane_delay(rank, peer, lane, bytes.len() as u64);
@@ -440,6 +493,25 @@ impl Sim {
                             lane,
                             header,
                             payload: bytes,
+                        }),
+                    );
+                }
+                Output::TransmitOwned {
+                    peer,
+                    lane,
+                    header,
+                    payload,
+                } => {
+                    let lane = self.lane_ids[&(rank, lane)].1;
+                    let at = self.lane_delay(rank, peer, lane, payload.len() as u64);
+                    self.schedule(
+                        at,
+                        Event::Frame(Frame {
+                            from: rank,
+                            to: peer,
+                            lane,
+                            header,
+                            payload,
                         }),
                     );
                 }
@@ -459,9 +531,11 @@ impl Sim {
                         node.recv_order.push((req, st.source));
                     }
                     node.done.insert(req, Completion::Received(result));
+                    node.done_at.insert(req, self.now);
                 }
                 Output::SendDone { req, result } => {
                     node.done.insert(req, Completion::Sent(result));
+                    node.done_at.insert(req, self.now);
                 }
                 // A frame's payload is placed at once here: never part-way.
                 Output::Abandon { .. } => {}
@@ -604,6 +678,14 @@ impl Sim {
                     self.drain(rank);
                 }
             }
+            Event::Timer { rank } => {
+                let node = &mut self.nodes[rank as usize];
+                if !node.dead && node.timer.is_some_and(|t| t <= self.now) {
+                    node.timer = None;
+                    self.endpoints[rank as usize].handle_timeout(self.now);
+                    self.drain(rank);
+                }
+            }
             Event::Frame(f) => {
                 self.frames += 1;
                 // A rank drops every frame from a peer it holds failed (the runtime closes its lanes).
@@ -648,7 +730,9 @@ impl Sim {
                 Some(v)
             }
         };
-        self.endpoints[to].payload_done(f.from, token, buf);
+        self.endpoints[to]
+            .payload_done(f.from, token, buf)
+            .expect("no protocol violation");
         self.drain(f.to);
     }
 

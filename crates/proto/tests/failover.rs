@@ -176,7 +176,7 @@ mod replay {
             .handle_header(0, &matched(0, 100))
             .expect("the copy is welcome");
         assert!(matches!(dest, PayloadDest::User { req: 7, len: 100, .. }));
-        ep.payload_done(0, token, None);
+        ep.payload_done(0, token, None).unwrap();
         assert!(completed(&mut ep, 7));
         // A third copy is a duplicate: refused as before.
         assert!(ep.handle_header(0, &matched(0, 100)).is_err());
@@ -194,7 +194,7 @@ mod replay {
             ep.payload_abandoned(0, token);
         }
         let (_, token) = ep.handle_header(0, &matched(0, 4000)).unwrap();
-        ep.payload_done(0, token, Some(vec![5; 4000]));
+        ep.payload_done(0, token, Some(vec![5; 4000])).unwrap();
         ep.post_recv(9, 0, 0, 3, 4000);
         assert!(completed(&mut ep, 9));
     }

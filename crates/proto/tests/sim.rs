@@ -253,6 +253,8 @@ fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
             frag_size: 1 << 16,
             lane_queue: 1 << 17,
             unexpected_cap: 1 << 30,
+            coalesce_delay_ns: 0,
+            coalesce_bytes: 16 << 10,
         },
     );
     let env = Envelope {

@@ -35,6 +35,29 @@ pub const PARAMS: &[Param] = &[
                   control frames and the others pull the fragments of large messages as they drain",
     },
     Param {
+        name: "PONTOON_COALESCE_US",
+        default: "500",
+        meaning: "small messages (up to 1 KiB) to a peer over a WAN lane travel packed in one frame \
+                  while they follow each other closely: a message waits at most this many \
+                  microseconds (and at most a sixteenth of the lane's round trip) for others; a lone \
+                  message leaves at once; never on LAN lanes; 0 turns coalescing off",
+    },
+    Param {
+        name: "PONTOON_COALESCE_BYTES",
+        default: "16384",
+        meaning: "a batch of coalesced messages leaves once it holds about this many bytes \
+                  (4096 to 65536)",
+    },
+    Param {
+        name: "PONTOON_ENCRYPT",
+        default: "wan",
+        meaning: "which TCP lanes carry their bytes encrypted (AES-256-GCM, keys fresh per lane from \
+                  the job secret and the handshake): `wan` those that cross a WAN (through a relay, \
+                  punched through NATs, to another declared site, or with a round trip of 2 ms or \
+                  more), `all` every one (then raw-Ethernet lanes are not used), `none` none. \
+                  Shared memory never leaves the node",
+    },
+    Param {
         name: "PONTOON_PMI",
         default: "2",
         meaning: "the PMI wire protocol a rank started by srun --mpi=pmi2 or Hydra's mpiexec speaks \
@@ -225,6 +248,14 @@ pub enum Bind {
     ByRank,
 }
 
+/// Which lanes carry their bytes encrypted (`PONTOON_ENCRYPT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encrypt {
+    None,
+    Wan,
+    All,
+}
+
 /// Whether a spinning rank yields its CPU between polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Yield {
@@ -250,6 +281,11 @@ pub struct Config {
     pub pontoon_bin: String,
     /// TCP streams per WAN path (`PONTOON_WAN_STREAMS`); `None`: counted per path.
     pub wan_streams: Option<u32>,
+    /// Coalescing towards WAN peers: the longest wait (`PONTOON_COALESCE_US`, 0: off)
+    /// and the batch size (`PONTOON_COALESCE_BYTES`).
+    pub coalesce_us: u32,
+    pub coalesce_bytes: u32,
+    pub encrypt: Encrypt,
     pub frag_size: u32,
     pub unexpected_cap: u64,
     pub spin: Duration,
@@ -453,6 +489,40 @@ impl Config {
                 }
             },
         };
+        let coalesce_bytes: u32 = num(env, "PONTOON_COALESCE_BYTES")?;
+        if !(4096..=65536).contains(&coalesce_bytes) {
+            return Err(ConfigError {
+                name: "PONTOON_COALESCE_BYTES",
+                value: coalesce_bytes.to_string(),
+                why: "must be between 4096 and 65536".into(),
+            });
+        }
+        let encrypt = match get(env, "PONTOON_ENCRYPT").trim() {
+            "none" => Encrypt::None,
+            "wan" | "" => Encrypt::Wan,
+            "all" => Encrypt::All,
+            other => {
+                return Err(ConfigError {
+                    name: "PONTOON_ENCRYPT",
+                    value: other.to_string(),
+                    why: "must be `none`, `wan` or `all`".into(),
+                })
+            }
+        };
+        let mut transports = transports(&get(env, "PONTOON_TRANSPORTS"))?;
+        if encrypt == Encrypt::All {
+            // Raw-Ethernet frames are authenticated, not encrypted.
+            transports.retain(|&t| t != transport::Transport::Eth);
+            if transports.is_empty() {
+                return Err(ConfigError {
+                    name: "PONTOON_TRANSPORTS",
+                    value: get(env, "PONTOON_TRANSPORTS"),
+                    why: "PONTOON_ENCRYPT=all leaves raw Ethernet out (its frames are authenticated, not \
+                          encrypted): allow tcp too"
+                        .into(),
+                });
+            }
+        }
         let pmi_v1_only = match get(env, "PONTOON_PMI").trim() {
             "1" => true,
             "2" => false,
@@ -480,10 +550,13 @@ impl Config {
             srun_ports,
             pontoon_bin: get(env, "PONTOON_BIN"),
             pmi_fence_timeout: Duration::from_secs(num(env, "PONTOON_PMI_FENCE_TIMEOUT_S")?),
-            transports: transports(&get(env, "PONTOON_TRANSPORTS"))?,
+            transports,
             eager_limit,
             wan_eager_limit,
             wan_streams,
+            coalesce_us: num(env, "PONTOON_COALESCE_US")?,
+            coalesce_bytes,
+            encrypt,
             frag_size,
             unexpected_cap: num(env, "PONTOON_UNEXPECTED_CAP")?,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),

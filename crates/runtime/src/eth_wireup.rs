@@ -199,7 +199,7 @@ impl EthWireup {
                 let (ini, hello) = if first_lane {
                     Initiator::new(id.clone(), peer, nonce)
                 } else {
-                    Initiator::extra_lane(id.clone(), peer, nonce, PathKind::Direct)
+                    Initiator::extra_lane(id.clone(), peer, nonce, PathKind::Direct, false)
                 };
                 let Some(tag) = p.new_tag() else { continue };
                 let _ = p.send_one(to, &handshake(0, tag, FRAME_LEN), &hello, None);

@@ -52,6 +52,8 @@ pub struct PathInfo {
     pub initiated: bool,
     /// Direct, or through relays (then the route's remote end is a relay).
     pub via: Via,
+    /// Its bytes travel encrypted (`PONTOON_ENCRYPT`).
+    pub sealed: bool,
 }
 
 /// How a lane reaches its peer.

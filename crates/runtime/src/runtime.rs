@@ -12,6 +12,7 @@ use proto::{
 };
 use transport::{Link, Placement, Sink, Transport};
 
+use crate::clock;
 use crate::config::{Bind, Config, Yield};
 use crate::control::{ControlClient, JobEnded};
 use crate::jobenv::JobEnv;
@@ -140,8 +141,10 @@ impl Sink for LinkSink<'_> {
         };
         Ok((placement, token))
     }
-    fn on_payload(&mut self, token: PayloadToken, engine_buf: Option<Vec<u8>>) {
-        self.ep.payload_done(self.peer, token, engine_buf);
+    fn on_payload(&mut self, token: PayloadToken, engine_buf: Option<Vec<u8>>) -> Result<(), String> {
+        self.ep
+            .payload_done(self.peer, token, engine_buf)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -227,6 +230,8 @@ impl Runtime {
             // idles between fills, yet control frames queue behind little.
             lane_queue: 2 * u64::from(cfg.frag_size),
             unexpected_cap: cfg.unexpected_cap,
+            coalesce_delay_ns: u64::from(cfg.coalesce_us) * 1000,
+            coalesce_bytes: cfg.coalesce_bytes,
         };
         let mut pmi = match env {
             Some(_) => None,
@@ -581,6 +586,12 @@ impl Runtime {
             self.ep
                 .fill_lanes(|lane| lanes.get(lane).map_or(u64::MAX, |l| l.link.tx_queued()));
         }
+        if self.ep.is_coalescing() {
+            let now = clock::now();
+            if self.ep.poll_timeout().is_some_and(|due| due <= now) {
+                self.ep.handle_timeout(now);
+            }
+        }
         // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
         self.polls = self.polls.wrapping_add(1);
@@ -827,6 +838,28 @@ impl Runtime {
                         Ok(true) if token != 0 => self.finish(token, Ok(self.sent_status())),
                         Ok(_) => {}
                         Err(e) => self.lane_down(lane, e),
+                    }
+                }
+                Output::TransmitOwned {
+                    peer,
+                    lane,
+                    header,
+                    payload,
+                } => {
+                    // Coalesced messages: their sends completed when they were packed.
+                    let lane = match self.lanes.get(lane) {
+                        Some(_) => Some(lane),
+                        None => self.ep.control_lane(peer),
+                    };
+                    let Some((lane, l)) = lane.and_then(|k| Some((k, self.lanes.get_mut(k)?))) else {
+                        continue;
+                    };
+                    let len = payload.len() as u64;
+                    if let Err(e) =
+                        l.link
+                            .send(&header, Some((&transport::Buffer::owned(payload), 0, len)), 0)
+                    {
+                        self.lane_down(lane, e);
                     }
                 }
                 Output::CopyOut { req, len } => {

@@ -17,6 +17,7 @@ use proto::{Nanos, Rank};
 use rustix::event::{PollFd, PollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 use transport::relay::{RelayDial, RelayStep};
+use transport::sealed::LaneKeys;
 
 /// One connection attempt and how it ended.
 #[derive(Debug, Clone)]
@@ -140,6 +141,8 @@ pub enum Progress {
         via: Via,
         /// The lane's name at both ends (from the handshake).
         tag: u64,
+        /// The keys of its sealed bytes, when they travel encrypted.
+        sealed: Option<LaneKeys>,
     },
     /// The attempt is over without a connection (`Some(reason)` if the peer is unreachable).
     Failed(String),
@@ -189,6 +192,36 @@ pub struct Outgoing {
     extra: bool,
     /// An additional lane bound to this local interface.
     lane_device: Option<String>,
+    /// Whether the lane's bytes are to travel sealed.
+    pub seal: Seal,
+}
+
+/// Whether a connection's bytes travel sealed after its handshake (`PONTOON_ENCRYPT`),
+/// as the rank that opens it decides; its HELLO tells the other end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Seal {
+    #[default]
+    Never,
+    Always,
+    /// Over a WAN: through a relay or punched through NATs, to a rank of another declared
+    /// site (`far`), or over a path whose round trip at connect is a WAN lane's (2 ms).
+    OverWan {
+        far: bool,
+    },
+}
+
+impl Seal {
+    fn decide(self, kind: PathKind, sock: &TcpStream) -> bool {
+        match self {
+            Seal::Never => false,
+            Seal::Always => true,
+            Seal::OverWan { far } => {
+                far || kind != PathKind::Direct
+                    || transport::tcp::round_trip(sock)
+                        .is_some_and(|rtt| clock::nanos(rtt) >= proto::caps::WAN_RTT_NS)
+            }
+        }
+    }
 }
 
 impl Outgoing {
@@ -209,6 +242,7 @@ impl Outgoing {
             sockbuf,
             extra: false,
             lane_device: None,
+            seal: Seal::Never,
         }
     }
 
@@ -437,10 +471,11 @@ impl Outgoing {
         {
             let mut r = self.racing.remove(pos);
             let kind = self.candidates[r.cand].kind;
+            let sealed = self.seal.decide(kind, &r.sock);
             let (ini, hello) = if self.extra {
-                Initiator::extra_lane(id.clone(), self.peer, nonce(), kind)
+                Initiator::extra_lane(id.clone(), self.peer, nonce(), kind, sealed)
             } else {
-                Initiator::by_path(id.clone(), self.peer, nonce(), kind)
+                Initiator::by_path(id.clone(), self.peer, nonce(), kind, sealed)
             };
             match write_frame(&mut r.sock, &hello) {
                 Ok(()) => {
@@ -497,6 +532,12 @@ impl Outgoing {
                         next: self.candidates[h.cand].next,
                     },
                     tag: h.ini.lane_tag(),
+                    sealed: h
+                        .ini
+                        .sealed()
+                        .then(|| h.ini.lane_key(&h.buf))
+                        .flatten()
+                        .map(|key| LaneKeys::new(&key, true)),
                 })
             }
             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
@@ -673,6 +714,7 @@ impl Incoming {
                                     next: None,
                                 },
                                 tag: acc.lane_tag(),
+                                sealed: acc.sealed().then(|| LaneKeys::new(&acc.lane_key(), false)),
                             },
                             Err(e) => Progress::Failed(format!("refused connection from {who}: {e}")),
                         };

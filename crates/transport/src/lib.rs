@@ -9,6 +9,7 @@ pub mod ledger;
 pub mod mem;
 pub mod packet;
 pub mod relay;
+pub mod sealed;
 pub mod shm;
 pub mod stream;
 pub mod tcp;
@@ -38,8 +39,9 @@ pub trait Sink {
     type Token;
     /// A header arrived; say where its payload goes. An error closes the link.
     fn on_header(&mut self, repr: &DataRepr) -> Result<(Placement, Self::Token), String>;
-    /// The payload of the last header is in place.
-    fn on_payload(&mut self, token: Self::Token, engine_buf: Option<Vec<u8>>);
+    /// The payload of the last header is in place. An error (the payload breaks the
+    /// protocol) closes the link.
+    fn on_payload(&mut self, token: Self::Token, engine_buf: Option<Vec<u8>>) -> Result<(), String>;
 }
 
 /// Why a link stopped working.
@@ -182,6 +184,8 @@ impl std::fmt::Display for Transport {
 #[allow(clippy::large_enum_variant)]
 pub enum AnyLink<T> {
     Tcp(tcp::TcpLink<T>),
+    /// A TCP lane whose bytes travel encrypted (`sealed.rs`).
+    SealedTcp(tcp::SealedTcpLink<T>),
     Shm(shm::ShmLink<T>),
     Eth(eth::EthLink<T>),
 }
@@ -190,6 +194,7 @@ macro_rules! each {
     ($self:expr, $l:ident => $e:expr) => {
         match $self {
             AnyLink::Tcp($l) => $e,
+            AnyLink::SealedTcp($l) => $e,
             AnyLink::Shm($l) => $e,
             AnyLink::Eth($l) => $e,
         }
@@ -199,7 +204,7 @@ macro_rules! each {
 impl<T> AnyLink<T> {
     pub fn transport(&self) -> Transport {
         match self {
-            AnyLink::Tcp(_) => Transport::Tcp,
+            AnyLink::Tcp(_) | AnyLink::SealedTcp(_) => Transport::Tcp,
             AnyLink::Shm(_) => Transport::Shm,
             AnyLink::Eth(_) => Transport::Eth,
         }
@@ -207,6 +212,11 @@ impl<T> AnyLink<T> {
 
     pub fn set_caps(&mut self, caps: Caps) {
         each!(self, l => l.set_caps(caps))
+    }
+
+    /// Whether the lane's bytes travel encrypted.
+    pub fn sealed(&self) -> bool {
+        matches!(self, AnyLink::SealedTcp(_))
     }
 }
 

@@ -56,8 +56,9 @@ impl Sink for Collect {
     fn on_header(&mut self, repr: &DataRepr) -> Result<(Placement, DataRepr), String> {
         Ok((Placement::Engine(vec![0; repr.payload_len() as usize]), *repr))
     }
-    fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) {
+    fn on_payload(&mut self, token: DataRepr, buf: Option<Vec<u8>>) -> Result<(), String> {
         self.0.push((token, buf.unwrap_or_default()));
+        Ok(())
     }
 }
 

@@ -69,8 +69,14 @@ pub trait Pipe {
     /// Reads up to `dst.len()` bytes: `Some(n)` (never 0), `None` when nothing is there
     /// now, `Err(LinkError::Closed)` once the other end is gone.
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError>;
+    /// Writes out what the pipe took in earlier writes but holds still (a sealed pipe's
+    /// records, when the socket was full).
+    fn flush(&mut self) -> Result<(), LinkError> {
+        Ok(())
+    }
     /// Bytes written to the pipe that it still holds (a datagram lane keeps them until
-    /// the peer acknowledges them); counted in [`Link::tx_queued`].
+    /// the peer acknowledges them, a sealed one records the socket did not take yet);
+    /// counted in [`Link::tx_queued`].
     fn queued(&self) -> u64 {
         0
     }
@@ -149,6 +155,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
     /// Writes queued frames until the pipe is full; calls `done` with the token of
     /// every frame completely written. No allocation: the iovec lives on the stack.
     fn write_some(&mut self, mut done: impl FnMut(u64)) -> Result<(), LinkError> {
+        self.pipe.flush()?;
         while !self.tx.is_empty() {
             let mut iov = [IoSlice::new(&[]); 2 * MAX_IOV_FRAMES];
             let mut used = 0;
@@ -285,7 +292,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             Placement::Engine(v) => Some(v),
             _ => None,
         };
-        sink.on_payload(token, engine_buf);
+        sink.on_payload(token, engine_buf).map_err(LinkError::Protocol)?;
         self.ledger.on_received();
         Ok(true)
     }
@@ -426,7 +433,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
                     Placement::Engine(v) => Some(v),
                     _ => None,
                 };
-                sink.on_payload(token, engine_buf);
+                sink.on_payload(token, engine_buf).map_err(LinkError::Protocol)?;
                 self.ledger.on_received();
             } else {
                 self.rx = RxState::Payload {

@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 
+use crate::sealed::{LaneKeys, Sealed};
 use crate::stream::{Pipe, StreamLink};
 use crate::{Caps, LinkError, PathFigures};
 
@@ -18,6 +19,8 @@ const RX_BUF: usize = 256 << 10;
 pub struct TcpPipe(TcpStream);
 
 pub type TcpLink<T> = StreamLink<TcpPipe, T>;
+/// A TCP lane whose bytes travel encrypted.
+pub type SealedTcpLink<T> = StreamLink<Sealed<TcpPipe>, T>;
 
 /// Starting capabilities of a TCP lane, until it is measured; `max_eager` comes from
 /// the configuration.
@@ -38,9 +41,25 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
 
 /// Wraps an authenticated, connected socket (buffer sizes were set before connect).
 pub fn tcp_link<T>(sock: TcpStream, caps: Caps) -> io::Result<TcpLink<T>> {
+    Ok(StreamLink::new(tcp_pipe(sock)?, caps, RX_BUF))
+}
+
+/// [`tcp_link`], its bytes sealed with `keys`.
+pub fn sealed_tcp_link<T>(sock: TcpStream, caps: Caps, keys: &LaneKeys) -> io::Result<SealedTcpLink<T>> {
+    Ok(StreamLink::new(Sealed::new(tcp_pipe(sock)?, keys), caps, RX_BUF))
+}
+
+fn tcp_pipe(sock: TcpStream) -> io::Result<TcpPipe> {
     sock.set_nodelay(true)?;
     sock.set_nonblocking(true)?;
-    Ok(StreamLink::new(TcpPipe(sock), caps, RX_BUF))
+    Ok(TcpPipe(sock))
+}
+
+/// The round trip the kernel measured on a socket so far (its smoothed RTT: after a
+/// connect, the SYN's), `None` where it cannot say.
+pub fn round_trip(sock: &TcpStream) -> Option<std::time::Duration> {
+    let info = tcp_info(sock).ok()?;
+    (info.tcpi_rtt > 0).then(|| std::time::Duration::from_micros(u64::from(info.tcpi_rtt)))
 }
 
 impl TcpPipe {

@@ -94,7 +94,8 @@ impl Endpoint {
                 self.buffered -= env.msg_len.min(self.buffered);
                 self.peers[peer as usize].credit.uncharge(env.msg_len);
             }
-            TokenKind::Frag { .. } | TokenKind::None => {}
+            // A batch is looked into only once whole: nothing to undo.
+            TokenKind::Frag { .. } | TokenKind::Batch { .. } | TokenKind::None => {}
         }
     }
 

@@ -155,6 +155,7 @@ impl Endpoint {
             .unwrap_or(cfg.frag_size)
             .min(cfg.frag_size)
             .max(1);
+        p.coalesce_delay = super::coalesce::delay_bound(&caps[plan.eager], cfg.coalesce_delay_ns);
         p.plan = plan;
         true
     }

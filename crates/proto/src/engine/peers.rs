@@ -28,6 +28,8 @@ impl Endpoint {
             }
         }
         p.streams.clear();
+        p.batch = Default::default();
+        self.batching.retain(|&r| r != peer);
         let fail = Failure::PeerFailed {
             rank: peer,
             cause: cause.to_string(),
@@ -70,6 +72,8 @@ impl Endpoint {
     /// Finalize: tells every connected peer that a closing connection is expected.
     pub fn finalize(&mut self) {
         for peer in 0..self.size {
+            // Coalesced messages go before the goodbye.
+            self.flush_batch(peer);
             if self.peers[peer as usize].state == PeerState::Up {
                 self.emit(peer, DataRepr::Bye, None, None);
             }

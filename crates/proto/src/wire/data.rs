@@ -19,6 +19,9 @@
 //!   LANE_ACK  16: tag u64, frames u64   the sender's frames of lane `tag` processed so far
 //!   LANE_LOST 16: tag u64, frames u64   lane `tag` broke; this many of its frames arrived
 //!   ABORT  8: code i32, origin u32      rank `origin` called MPI_Abort with `code`  no payload
+//!   BATCH  8: messages u32, reserved u32  payload = that many MATCH frames (header and
+//!             payload each) back to back, at most MAX_BATCH bytes: small messages
+//!             coalesced towards a WAN peer ([`crate::engine`]'s `coalesce.rs`)
 //! ```
 //! PUNCH coordinates a hole punch over a relayed lane ([`crate::punch`]).
 //! The stream reader learns the header size from the kind byte, then the payload
@@ -33,6 +36,8 @@ pub const PREFIX_LEN: usize = 8;
 pub const MAX_HEADER_LEN: usize = PREFIX_LEN + 32;
 /// Largest payload a single frame may declare (FRAG chunks and eager messages stay far below).
 pub const MAX_FRAME_PAYLOAD: u32 = 1 << 30;
+/// Largest payload of a BATCH: what a receiver buffers for one before it looks inside.
+pub const MAX_BATCH: u32 = 64 << 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -48,6 +53,7 @@ pub enum Kind {
     LaneAck = 9,
     LaneLost = 10,
     Abort = 11,
+    Batch = 12,
 }
 
 impl Kind {
@@ -64,6 +70,7 @@ impl Kind {
             9 => Kind::LaneAck,
             10 => Kind::LaneLost,
             11 => Kind::Abort,
+            12 => Kind::Batch,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -79,13 +86,14 @@ impl Kind {
             Kind::Punch => 24,
             Kind::LaneAck | Kind::LaneLost => 16,
             Kind::Abort => 8,
+            Kind::Batch => 8,
         }
     }
     pub const fn header_len(self) -> usize {
         PREFIX_LEN + self.body_len()
     }
     const fn carries_payload(self) -> bool {
-        matches!(self, Kind::Match | Kind::Frag)
+        matches!(self, Kind::Match | Kind::Frag | Kind::Batch)
     }
 }
 
@@ -124,6 +132,15 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
         }
         if kind == Kind::Match && u64::from(payload) != get_u64(b, PREFIX_LEN + 16) {
             return Err(WireError::Field("msg_len"));
+        }
+        if kind == Kind::Batch {
+            let body = &b[PREFIX_LEN..need];
+            if payload > MAX_BATCH || payload == 0 || get_u32(body, 0) == 0 {
+                return Err(WireError::Field("batch length"));
+            }
+            if body[4..8] != [0; 4] {
+                return Err(WireError::Reserved);
+            }
         }
         if kind == Kind::Punch {
             let body = &b[PREFIX_LEN..need];
@@ -213,6 +230,11 @@ pub enum DataRepr {
         code: i32,
         origin: u32,
     },
+    /// `messages` MATCH frames, `len` bytes in all, follow as the payload.
+    Batch {
+        messages: u32,
+        len: u32,
+    },
 }
 
 /// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
@@ -290,6 +312,10 @@ impl DataRepr {
                 code: h.body_u32(0) as i32,
                 origin: h.body_u32(4),
             },
+            Kind::Batch => DataRepr::Batch {
+                messages: h.body_u32(0),
+                len: h.payload_len(),
+            },
         }
     }
 
@@ -306,6 +332,7 @@ impl DataRepr {
             DataRepr::LaneAck { .. } => Kind::LaneAck,
             DataRepr::LaneLost { .. } => Kind::LaneLost,
             DataRepr::Abort { .. } => Kind::Abort,
+            DataRepr::Batch { .. } => Kind::Batch,
         }
     }
 
@@ -318,7 +345,7 @@ impl DataRepr {
         match self {
             // An eager message's length always fits: the engine only sends eager below the lane limit.
             DataRepr::Match { env } => env.msg_len as u32,
-            DataRepr::Frag { len, .. } => *len,
+            DataRepr::Frag { len, .. } | DataRepr::Batch { len, .. } => *len,
             _ => 0,
         }
     }
@@ -377,6 +404,10 @@ impl DataRepr {
             DataRepr::Abort { code, origin } => {
                 put_u32(body, 0, *code as u32);
                 put_u32(body, 4, *origin);
+            }
+            DataRepr::Batch { messages, .. } => {
+                put_u32(body, 0, *messages);
+                put_u32(body, 4, 0);
             }
         }
         n
@@ -473,6 +504,7 @@ mod tests {
             (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneAck { tag, frames }),
             (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneLost { tag, frames }),
             (any::<i32>(), any::<u32>()).prop_map(|(code, origin)| DataRepr::Abort { code, origin }),
+            (1..=u32::MAX, 1..=MAX_BATCH).prop_map(|(messages, len)| DataRepr::Batch { messages, len }),
         ]
     }
 

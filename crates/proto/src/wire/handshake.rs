@@ -6,7 +6,8 @@
 //!  6 u8   kind: 1 HELLO, 2 ACK, 3 CONFIRM
 //!  7 u8   ACK: status (0 = accepted, see `HandshakeStatus`); HELLO: bit 0 set if the
 //!         connection is an additional lane to a peer already connected, bits 1-2 the
-//!         path kind (`PathKind`: 0 direct, 1 nat-proxy, 2 two-proxy, 3 punched); CONFIRM: 0
+//!         path kind (`PathKind`: 0 direct, 1 nat-proxy, 2 two-proxy, 3 punched), bit 3
+//!         set if the lane's bytes travel sealed (encrypted) after the handshake; CONFIRM: 0
 //!  8 [16] job id
 //! 24 u32  sender's rank
 //! 28 u32  rank the sender believes is at the other end
@@ -21,10 +22,11 @@ pub const MAGIC: [u8; 4] = *b"PNTN";
 pub const VERSION: u16 = 1;
 pub const FRAME_LEN: usize = 96;
 const MAC_AT: usize = 64;
-/// HELLO flag bits: the lane flag, then the path kind.
+/// HELLO flag bits: the lane flag, the path kind, sealing.
 const EXTRA_LANE: u8 = 1;
 const PATH_SHIFT: u8 = 1;
-const HELLO_FLAGS: u8 = EXTRA_LANE | (3 << PATH_SHIFT);
+const SEALED: u8 = 1 << 3;
+const HELLO_FLAGS: u8 = EXTRA_LANE | (3 << PATH_SHIFT) | SEALED;
 
 /// How a connection reaches its peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -159,6 +161,8 @@ pub struct HandshakeRepr {
     /// HELLO only: how the initiator reaches us (through a relay, the address the
     /// connection comes from is the relay's).
     pub path: PathKind,
+    /// HELLO only: the lane's bytes travel sealed after the handshake (`PONTOON_ENCRYPT`).
+    pub sealed: bool,
 }
 
 impl HandshakeRepr {
@@ -182,6 +186,7 @@ impl HandshakeRepr {
                 _ => HandshakeStatus::Accepted,
             },
             extra_lane: b[6] == 1 && b[7] & EXTRA_LANE != 0,
+            sealed: b[6] == 1 && b[7] & SEALED != 0,
             path: if b[6] == 1 {
                 PathKind::from_bits(b[7] >> PATH_SHIFT)
             } else {
@@ -204,7 +209,9 @@ impl HandshakeRepr {
         b[7] = match self.kind {
             HandshakeKind::Ack => self.status as u8,
             HandshakeKind::Hello => {
-                (u8::from(self.extra_lane) * EXTRA_LANE) | ((self.path as u8) << PATH_SHIFT)
+                (u8::from(self.extra_lane) * EXTRA_LANE)
+                    | ((self.path as u8) << PATH_SHIFT)
+                    | (u8::from(self.sealed) * SEALED)
             }
             HandshakeKind::Confirm => 0,
         };
@@ -237,7 +244,7 @@ mod tests {
         #[test]
         fn round_trip(src in any::<u32>(), dst in any::<u32>(), nonce in any::<[u8;16]>(), job in any::<[u8;16]>()) {
             let r = HandshakeRepr { version: VERSION, kind: HandshakeKind::Ack, status: HandshakeStatus::WrongRank,
-                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false, path: PathKind::Direct };
+                job_id: job, src, dst, nonce, peer_nonce: [7; 16], extra_lane: false, path: PathKind::Direct, sealed: false };
             let bytes = r.emit(&[1; 32]);
             let f = HandshakeFrame::new_checked(&bytes[..]).unwrap();
             prop_assert_eq!(HandshakeRepr::parse(&f), r);
@@ -265,6 +272,7 @@ mod tests {
             peer_nonce: [0; 16],
             extra_lane: true,
             path: PathKind::TwoProxy,
+            sealed: true,
         };
         let bytes = hello.emit(&[1; 32]);
         assert_eq!(
@@ -272,7 +280,7 @@ mod tests {
             hello
         );
         let mut bad = bytes;
-        bad[7] = 8;
+        bad[7] = 16;
         assert_eq!(
             HandshakeFrame::new_checked(&bad[..]).unwrap_err(),
             WireError::Field("lane flag")
@@ -281,6 +289,7 @@ mod tests {
             kind: HandshakeKind::Confirm,
             extra_lane: false,
             path: PathKind::Direct,
+            sealed: false,
             ..hello
         };
         let mut bad = confirm.emit(&[1; 32]);

@@ -29,6 +29,8 @@ pub fn engine(rank: u32, size: u32, unexpected_cap: u64) -> Endpoint {
             frag_size: 1 << 16,
             lane_queue: 1 << 17,
             unexpected_cap,
+            coalesce_delay_ns: 0,
+            coalesce_bytes: 16 << 10,
         },
     )
 }

@@ -9,14 +9,16 @@ use std::time::{Duration, Instant};
 
 use proto::handshake::Contention;
 use proto::{PayloadToken, Rank};
-use transport::tcp::{tcp_caps, tcp_link};
+use transport::sealed::LaneKeys;
+use transport::tcp::{sealed_tcp_link, tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
 
 use super::{nonce, Runtime};
 use crate::clock;
+use crate::config::Encrypt;
 use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
 use crate::waiter::Waiter;
-use crate::wireup::{Incoming, Outgoing, Progress};
+use crate::wireup::{Incoming, Outgoing, Progress, Seal};
 use net::{EndpointCard, PathKind};
 
 /// What this rank already has going with each other rank, for judging a HELLO: only a
@@ -74,13 +76,28 @@ impl Runtime {
             self.connect_reports.insert(peer, why);
             return;
         }
-        self.outgoing.push(Outgoing::new(
+        let mut o = Outgoing::new(
             peer,
             self.candidates_for(peer),
             self.cfg.sockbuf,
             self.race_timing(total),
             clock::now(),
-        ));
+        );
+        o.seal = self.seal_for(peer);
+        self.outgoing.push(o);
+    }
+
+    /// Whether the lanes this rank opens to `peer` are sealed (`PONTOON_ENCRYPT`).
+    pub(super) fn seal_for(&self, peer: Rank) -> Seal {
+        match self.cfg.encrypt {
+            Encrypt::None => Seal::Never,
+            Encrypt::All => Seal::Always,
+            Encrypt::Wan => {
+                let site = |r: Rank| self.cards.get(&r).and_then(|c| c.site.as_deref());
+                let far = matches!((site(self.id.rank), site(peer)), (Some(a), Some(b)) if a != b);
+                Seal::OverWan { far }
+            }
+        }
     }
 
     /// An accepted TCP connection (or a punched one this rank answers) starts its handshake.
@@ -123,7 +140,9 @@ impl Runtime {
         self.connect_deadline.remove(&peer);
     }
 
-    /// A TCP connection with `peer` passed its handshake: a lane.
+    /// A TCP connection with `peer` passed its handshake: a lane, its bytes sealed with
+    /// `sealed` when they travel encrypted.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn established(
         &mut self,
         peer: Rank,
@@ -132,6 +151,7 @@ impl Runtime {
         extra_lane: bool,
         via: Via,
         tag: u64,
+        sealed: Option<LaneKeys>,
     ) {
         // A second first lane (both ends dialled at once) goes. A raw-Ethernet lane the
         // peer opened on top of this one may have come up first here (its handshake
@@ -156,7 +176,11 @@ impl Runtime {
             relayed: via.kind.relayed(),
             ..tcp_caps(self.cfg.eager_limit.max(self.cfg.wan_eager_limit))
         };
-        let mut link = match tcp_link(sock, caps) {
+        let link = match &sealed {
+            Some(keys) => sealed_tcp_link(sock, caps, keys).map(AnyLink::SealedTcp),
+            None => tcp_link(sock, caps).map(AnyLink::Tcp),
+        };
+        let mut link = match link {
             Ok(link) => link,
             Err(e) => {
                 tracing::warn!(peer, "cannot configure the connection: {e}");
@@ -169,14 +193,18 @@ impl Runtime {
         }
         let caps = link.caps();
         if caps.is_wan() {
-            super::wan::limit_unsent(link.pipe());
+            match &link {
+                AnyLink::Tcp(l) => super::wan::limit_unsent(l.pipe()),
+                AnyLink::SealedTcp(l) => super::wan::limit_unsent(l.pipe().inner()),
+                _ => {}
+            }
         }
         let route = Route::Ip {
             local,
             remote,
             class: net::classify(remote.ip()),
         };
-        if !self.add_lane(peer, AnyLink::Tcp(link), route, initiated, via, tag) {
+        if !self.add_lane(peer, link, route, initiated, via, tag) {
             return;
         }
         if via.kind == PathKind::Punched {
@@ -239,6 +267,7 @@ impl Runtime {
             route,
             initiated,
             via,
+            sealed: link.sealed(),
         };
         self.lanes.insert(Lane {
             peer,
@@ -275,13 +304,15 @@ impl Runtime {
 
     /// Starts setting up a further lane to `peer`, which is connected already.
     pub(super) fn dial_lane(&mut self, peer: Rank, plan: net::paths::LanePlan) {
-        self.outgoing.push(Outgoing::lane(
+        let mut o = Outgoing::lane(
             peer,
             plan,
             self.cfg.sockbuf,
             self.race_timing(self.cfg.connect_timeout),
             clock::now(),
-        ));
+        );
+        o.seal = self.seal_for(peer);
+        self.outgoing.push(o);
     }
 
     /// Accepts connections and drives handshakes. Returns whether anything happened.
@@ -333,7 +364,8 @@ impl Runtime {
                     extra_lane,
                     via,
                     tag,
-                } => self.established(peer, sock, true, extra_lane, via, tag),
+                    sealed,
+                } => self.established(peer, sock, true, extra_lane, via, tag, sealed),
                 Progress::Failed(report) if o.punched_lane() => {
                     self.punch_handshake_done(o.peer, Err(report))
                 }
@@ -371,9 +403,10 @@ impl Runtime {
                     extra_lane,
                     via,
                     tag,
+                    sealed,
                 } => {
                     self.incoming.swap_remove(i);
-                    self.established(peer, sock, false, extra_lane, via, tag);
+                    self.established(peer, sock, false, extra_lane, via, tag, sealed);
                     any = true;
                 }
                 Progress::Failed(why) => {

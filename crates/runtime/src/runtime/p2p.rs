@@ -7,6 +7,7 @@ use proto::{Failure, Rank, ReqId};
 use transport::{Buffer, Link, LinkError};
 
 use super::{Completion, Error, Runtime};
+use crate::clock;
 use crate::requests::Req;
 
 impl Runtime {
@@ -16,10 +17,24 @@ impl Runtime {
 
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
+        let packed = !sync && self.coalesce(dest, ctx, tag, buf.slice(0, len));
         let id = self.reqs.insert(Req { buf, result: None });
-        self.ep.post_send(id, dest, ctx, tag, len, sync);
+        if packed {
+            self.finish(id, Ok(self.sent_status()));
+        } else {
+            self.ep.post_send(id, dest, ctx, tag, len, sync);
+        }
         self.drive_outputs();
         id
+    }
+
+    /// Offers a small message to a WAN peer for coalescing (`proto`'s `coalesce.rs`):
+    /// true when it was packed, and its send is complete. Reads the clock only for a
+    /// peer that coalesces.
+    fn coalesce(&mut self, dest: Rank, ctx: u32, tag: i32, data: &[u8]) -> bool {
+        data.len() <= proto::COALESCE_MESSAGE_MAX
+            && self.ep.coalesces_to(dest)
+            && self.ep.coalesce(dest, ctx, tag, data, clock::now())
     }
 
     /// A blocking send of a small message written to the socket at once, without a
@@ -34,6 +49,10 @@ impl Runtime {
     ) -> Option<Result<(), Error>> {
         if data.len() > Self::SMALL_SEND {
             return None;
+        }
+        if self.coalesce(dest, ctx, tag, data) {
+            self.drive_outputs();
+            return Some(Ok(()));
         }
         let (lane, header) = self.ep.send_eager_now(dest, ctx, tag, data.len() as u64)?;
         let result = match self.lanes.get_mut(lane) {

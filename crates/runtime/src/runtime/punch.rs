@@ -294,7 +294,9 @@ impl Runtime {
                     if lead {
                         let timing = self.race_timing(self.cfg.attempt_timeout);
                         let at = crate::clock::now();
-                        self.outgoing.push(Outgoing::punched(peer, sock, to, timing, at));
+                        let mut o = Outgoing::punched(peer, sock, to, timing, at);
+                        o.seal = self.seal_for(peer);
+                        self.outgoing.push(o);
                     } else {
                         self.take_incoming(sock);
                     }

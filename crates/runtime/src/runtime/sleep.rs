@@ -11,6 +11,7 @@ use transport::Link;
 use std::os::fd::AsFd;
 
 use super::Runtime;
+use crate::clock;
 use crate::waiter::Waiter;
 
 impl Runtime {
@@ -39,6 +40,12 @@ impl Runtime {
             .filter_map(|&k| self.lanes.get(k)?.link.wake_within())
             .min();
         let max = lane_timer.map_or(max, |t| max.min(t));
+        // So does the engine's: a batch of coalesced messages leaves at its time.
+        let engine_timer = self
+            .ep
+            .poll_timeout()
+            .map(|due| clock::duration(due.saturating_sub(clock::now())));
+        let max = engine_timer.map_or(max, |t| max.min(t));
         if max.is_zero() {
             return;
         }
