@@ -1,7 +1,7 @@
 //! The one place that chooses between the flat algorithms and the site-aware ones: a
 //! communicator spanning two or more sites (from the endpoint cards) runs the
 //! site-aware barrier, bcast, reduce (commutative), allreduce (commutative), gather,
-//! scatter, allgather(v) and alltoall(v), unless `PONTOON_COLL_HIER=0`.
+//! scatter, allgather(v) and alltoall (long blocks), unless `PONTOON_COLL_HIER=0`.
 
 use std::rc::Rc;
 
@@ -110,24 +110,25 @@ impl Comm<'_> {
     }
 
     /// `src` None: in place (the send blocks are the receive blocks, in the output).
+    /// Flat across sites too: each rank knows only its own blocks' lengths, so leaders
+    /// could not gather them without a round of their own.
     pub(crate) fn alltoallv_schedule(
         &self,
         src: Option<BufId>,
         send: &[(usize, usize)],
         recv: &[(usize, usize)],
     ) -> Schedule {
-        match self.sites() {
-            Some(sites) => hier::alltoallv(self.shape(), &sites, src, send, OUTPUT, recv),
-            None => {
-                let long = recv.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
-                algos::alltoallv(self.shape(), src, send, OUTPUT, recv, long)
-            }
-        }
+        let long = recv.iter().map(|b| b.1).max().unwrap_or(0) >= self.tuning().alltoall_long;
+        algos::alltoallv(self.shape(), src, send, OUTPUT, recv, long)
     }
 
-    /// Alltoall with `n` bytes per peer.
+    /// Alltoall with `n` bytes per peer; site-aware for long blocks (short ones go all
+    /// at once, one WAN latency, as flat).
     pub(crate) fn alltoall_schedule(&self, src: Option<BufId>, n: usize) -> Schedule {
-        let blocks = algos::equal_blocks(self.size(), n);
-        self.alltoallv_schedule(src, &blocks, &blocks)
+        let t = self.tuning();
+        match self.sites().filter(|_| n >= t.alltoall_long) {
+            Some(sites) => hier::alltoall(self.shape(), &sites, src, OUTPUT, n, &t),
+            None => algos::alltoall(self.shape(), src, OUTPUT, n, &t),
+        }
     }
 }

@@ -466,35 +466,78 @@ pub fn allgatherv(
     s
 }
 
-/// Block j of rank i's `src` goes to block i of rank j's `dst` (`(offset, len)` per
-/// peer on each side; `src` None: in place). Every transfer starts at once, those to
-/// other sites first: each block crosses the WAN once and the whole exchange waits one
-/// WAN latency, where the flat pairwise exchange of long blocks waits one per step.
-/// (Funnelling the blocks through leaders would save messages, not bytes or time.)
-pub fn alltoallv(
-    sh: Shape,
-    sites: &Sites,
-    src: Option<BufId>,
-    send: &[(usize, usize)],
-    dst: BufId,
-    recv: &[(usize, usize)],
-) -> Schedule {
-    let all = algos::alltoallv(sh, src, send, dst, recv, false);
-    let mut s = Schedule {
-        temps: all.temps,
-        steps: Vec::new(),
-    };
+/// Alltoall of long blocks (`n` bytes each; `src` None: in place) across sites: each
+/// rank's blocks for other sites gather at its site's leader, which sends each other
+/// site's leader one message holding all the blocks between the two sites and scatters
+/// what it gets to its site's ranks; blocks within a site go straight to their ranks. The
+/// WAN carries one exchange per pair of sites, on the leaders' lanes, which every
+/// collective keeps busy (their congestion windows stay open), where the flat pairwise
+/// exchange waits a WAN round trip at every other step, and an exchange between every
+/// pair of ranks at once (or through one courier per remote rank, tried) opens windows
+/// that have gone cold since their last use.
+pub fn alltoall(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    let p = sites.of.len();
+    let src = src.unwrap_or_else(|| {
+        let copy = s.temp(p * n);
+        s.copy(region(dst, 0, p * n), region(copy, 0, p * n));
+        copy
+    });
     let here = sites.of[sh.rank as usize];
-    let far = |x: &Xfer| {
-        let peer = match x {
-            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => *peer,
-        };
-        sites.of[peer as usize] != here
-    };
-    for mut step in all.steps {
-        // A stable sort: the transfers to each peer keep their order.
-        step.xfers.sort_by_key(|x| !far(x));
-        s.steps.push(step);
+    // The ranks of the other sites, in site order: the order of every packed buffer.
+    let far: Vec<u32> = sites
+        .in_site_order()
+        .into_iter()
+        .filter(|&r| sites.of[r as usize] != here)
+        .collect();
+    let (k, chunk) = (lv.site.len(), far.len() * n);
+    let mine = s.temp(chunk);
+    for (i, &f) in far.iter().enumerate() {
+        s.copy(region(src, f as usize * n, n), region(mine, i * n, n));
+    }
+    let leader = lv.in_leaders.is_some();
+    let gathered = s.temp(if leader { k * chunk } else { 0 });
+    let gather = algos::gather(lv.site_shape(), lv.leader_in_site, Some(INPUT), OUTPUT, chunk, t);
+    embed(&mut s, gather, &lv.site, [mine, gathered]);
+    let back = s.temp(if leader { k * chunk } else { 0 });
+    if leader {
+        // Each other site's blocks from this site's ranks, and theirs for ours.
+        let mut exchanges = Vec::new();
+        let mut at = 0;
+        for y in (0..sites.count()).filter(|&y| y != here) {
+            let theirs = sites.members(y).len();
+            let (to, from) = (s.temp(k * theirs * n), s.temp(theirs * k * n));
+            for a in 0..k {
+                let part = region(gathered, (a * far.len() + at) * n, theirs * n);
+                s.copy(part, region(to, a * theirs * n, theirs * n));
+            }
+            exchanges.push((lv.leaders[y as usize], to, from, theirs, at));
+            at += theirs;
+        }
+        for &(peer, to, from, theirs, _) in &exchanges {
+            s.recv(peer, region(from, 0, theirs * k * n));
+            s.send(peer, region(to, 0, k * theirs * n));
+        }
+        // Block (b of site y -> a of ours) to member a's part, in the order of `far`.
+        for &(_, _, from, theirs, at) in &exchanges {
+            for b in 0..theirs {
+                for a in 0..k {
+                    let block = region(from, (b * k + a) * n, n);
+                    s.copy(block, region(back, a * chunk + (at + b) * n, n));
+                }
+            }
+        }
+    }
+    // Within the site, straight (its leader joins once the WAN exchange is out of the way).
+    let blocks: Vec<(usize, usize)> = lv.site.iter().map(|&m| (m as usize * n, n)).collect();
+    let within = algos::alltoallv(lv.site_shape(), Some(INPUT), &blocks, OUTPUT, &blocks, false);
+    embed(&mut s, within, &lv.site, [src, dst]);
+    let got = s.temp(chunk);
+    let scatter = algos::scatter(lv.site_shape(), lv.leader_in_site, INPUT, Some(OUTPUT), chunk, t);
+    embed(&mut s, scatter, &lv.site, [back, got]);
+    for (i, &f) in far.iter().enumerate() {
+        s.copy(region(got, i * n, n), region(dst, f as usize * n, n));
     }
     s
 }

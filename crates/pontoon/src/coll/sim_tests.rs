@@ -564,56 +564,17 @@ proptest! {
         for (r, g) in got.iter().enumerate() {
             prop_assert_eq!(g, &want, "allgatherv at {} over {:?}", r, sites);
         }
-        // alltoallv: block (i -> j) of a length that depends on both, placed backwards
-        let len = |i: usize, j: usize| (i * 3 + j * 5 + count) % (count + 2);
-        let place = |lens: Vec<usize>| -> Vec<(usize, usize)> {
-            let mut at = 1;
-            let mut b = vec![(0, 0); lens.len()];
-            for j in (0..lens.len()).rev() {
-                b[j] = (at, lens[j]);
-                at += lens[j] + 1;
-            }
-            b
-        };
-        let end = |b: &[(usize, usize)]| b.iter().map(|(o, l)| o + l).max().unwrap_or(0);
-        let byte = |i: usize, j: usize, x: usize| (i * 41 + j * 7 + x) as u8;
-        // In place needs the same blocks on both sides: lengths symmetric in (i, j).
-        let len = |i: usize, j: usize| if in_place { len(i.min(j), i.max(j)) } else { len(i, j) };
-        let sends: Vec<Vec<(usize, usize)>> = (0..pu).map(|i| place((0..pu).map(|j| len(i, j)).collect())).collect();
-        let recvs: Vec<Vec<(usize, usize)>> = (0..pu).map(|j| if in_place { sends[j].clone() } else { place((0..pu).map(|i| len(i, j)).collect()) }).collect();
-        let fill = |i: usize, blocks: &[(usize, usize)], to: bool| {
-            let mut v = vec![0u8; end(blocks) + 1];
-            for (j, &(o, l)) in blocks.iter().enumerate() {
-                for x in 0..l {
-                    v[o + x] = if to { byte(i, j, x) } else { byte(j, i, x) };
-                }
-            }
-            v
-        };
-        let wants: Vec<Vec<u8>> = (0..pu).map(|j| fill(j, &recvs[j], false)).collect();
+        // alltoall of blocks of `count` bytes: block (i -> j) names both
+        let n = count;
+        let block = |i: usize, j: usize| -> Vec<u8> { (0..n).map(|x| (i * 41 + j * 7 + x) as u8).collect() };
+        let sent = |i: usize| -> Vec<u8> { (0..pu).flat_map(|j| block(i, j)).collect() };
         let (ins, outs): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (0..pu)
-            .map(|i| {
-                let sent = fill(i, &sends[i], true);
-                if in_place {
-                    (Vec::new(), sent)
-                } else {
-                    (sent, vec![0u8; end(&recvs[i]) + 1])
-                }
-            })
+            .map(|i| if in_place { (Vec::new(), sent(i)) } else { (sent(i), vec![0u8; pu * n]) })
             .unzip();
-        let got = run(
-            p,
-            |sh| {
-                let r = sh.rank as usize;
-                hier::alltoallv(sh, &sites, (!in_place).then_some(INPUT), &sends[r], OUTPUT, &recvs[r])
-            },
-            &ins,
-            &outs,
-            None,
-            seed,
-        );
+        let got = run(p, |sh| hier::alltoall(sh, &sites, (!in_place).then_some(INPUT), OUTPUT, n, &t), &ins, &outs, None, seed);
         for (j, g) in got.iter().enumerate() {
-            prop_assert_eq!(g, &wants[j], "alltoallv at {} over {:?}", j, sites);
+            let want: Vec<u8> = (0..pu).flat_map(|i| block(i, j)).collect();
+            prop_assert_eq!(g, &want, "alltoall at {} over {:?}", j, sites);
         }
     }
 }
@@ -690,10 +651,11 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
         2 * n,
         "striped allreduce"
     );
-    // A long alltoall waits for the WAN once, where the flat pairwise exchange waits at
+    // A long alltoall: one message each way between the sites' leaders and one WAN wait,
+    // where the flat pairwise exchange sends a message per pair of ranks and waits at
     // every other step; the bytes across are the same.
     let blocks = algos::equal_blocks(8, n / 8);
-    let alltoall = |build: &dyn Fn(Shape) -> Schedule| {
+    let waits = |build: &dyn Fn(Shape) -> Schedule| {
         (0..8)
             .map(|r| {
                 let s = build(Shape { rank: r, size: 8 });
@@ -705,31 +667,11 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
             .max()
             .unwrap_or(0)
     };
-    assert_eq!(
-        alltoall(&|sh| hier::alltoallv(sh, &sites, Some(INPUT), &blocks, OUTPUT, &blocks)),
-        1
-    );
-    assert_eq!(
-        alltoall(&|sh| algos::alltoall(sh, Some(INPUT), OUTPUT, n / 8, &t)),
-        4
-    );
-    assert_eq!(
-        bytes(crossings(8, &of, |sh| hier::alltoallv(
-            sh,
-            &sites,
-            Some(INPUT),
-            &blocks,
-            OUTPUT,
-            &blocks
-        ))),
-        bytes(crossings(8, &of, |sh| algos::alltoall(
-            sh,
-            Some(INPUT),
-            OUTPUT,
-            n / 8,
-            &t
-        )))
-    );
+    let site_aware = |sh: Shape| hier::alltoall(sh, &sites, Some(INPUT), OUTPUT, n / 8, &t);
+    let flat = |sh: Shape| algos::alltoall(sh, Some(INPUT), OUTPUT, n / 8, &t);
+    assert_eq!((waits(&site_aware), waits(&flat)), (1, 4), "WAN waits");
+    assert_eq!(crossings(8, &of, site_aware), (2, 2 * 16 * (n / 8)));
+    assert_eq!(crossings(8, &of, flat), (32, 2 * 16 * (n / 8)));
     // Allgatherv: each site's blocks cross once, where the ring carries them across at
     // every step.
     let v = |sh: Shape| hier::allgatherv(sh, &sites, Some(region(INPUT, 0, n / 8)), OUTPUT, &blocks, &t);
