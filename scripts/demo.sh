@@ -8,7 +8,7 @@
 # relay; then two hosts with two NICs each, where one NIC goes
 # down in the middle of a transfer and the lane on the other carries it through; then a
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
-# streams; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
+# streams, encrypted; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
 # PMI, `salloc … pontoon run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
 # host over shared memory, with a C program's collectives across an intercommunicator. As another user only the local ranks, saying why.
 #
@@ -95,7 +95,8 @@ done
 echo
 "$pontoon" testbed up wan --nodes 1 --delay-ms 25 --wan-rate-mbit 1000 --loss-pct 0.1 --tcp-cc cubic --name "$wide" >/dev/null
 echo "demo: two sites 50 ms apart over a 1 Gbit/s link that loses 0.1 %, the hosts on CUBIC:"
-echo "      the lane's round trip makes it a WAN lane, and its path gets parallel TCP streams"
+echo "      the lane's round trip makes it a WAN lane: its path gets parallel TCP streams, their"
+echo "      bytes travel encrypted (PONTOON_ENCRYPT=wan), and small messages are coalesced"
 "$pontoon" run --testbed "$wide" --host a-h1,b-h1 -n 2 "$pontoon" doctor | sed -n '/^WAN paths/,/^$/p'
 "$pontoon" testbed down "$wide" >/dev/null
 echo
@@ -116,8 +117,8 @@ echo "      (hostfile: a-head slots=4 slurm, b-head slots=4 slurm)"
 "$pontoon" run --testbed "$slurm" --host "a-head slots=4 slurm,b-head slots=4 slurm" -n 8 "$examples/ring" | grep "^ring of"
 "$pontoon" testbed down "$slurm" >/dev/null
 echo "demo: pontoon bench experiment 004 --quick: seed 004's experiment in short (one 20 ms"
-echo "      link, CUBIC, 0.1 % loss): one stream against the streams (the full run's report is"
-echo "      docs/experiments/004.md)"
+echo "      link, CUBIC, 0.1 % loss): one stream against the streams, and 8 B messages with and"
+echo "      without coalescing (the full run's report is docs/experiments/004.md)"
 report=$(mktemp -d)
 "$pontoon" bench experiment 004 --quick --out "$report" >/dev/null
 sed -n '/^| claim/,/^$/p' "$report/004.md"

@@ -6,48 +6,12 @@
 //! gives the same headers and payloads, and the same verdict, as reading them at once.
 #![no_main]
 
-use std::io::IoSlice;
-use std::os::fd::BorrowedFd;
-
 use libfuzzer_sys::fuzz_target;
+use pontoon_fuzz::Feed;
 use proto::wire::data::DataRepr;
 use proto::Caps;
-use transport::stream::{Pipe, StreamLink};
-use transport::{Link, LinkError, Placement, Sink};
-
-/// Bytes handed out in the given piece sizes, then "nothing now".
-struct Feed {
-    bytes: Vec<u8>,
-    at: usize,
-    pieces: Vec<usize>,
-    next: usize,
-}
-
-impl Pipe for Feed {
-    fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        Ok(iov.iter().map(|s| s.len()).sum())
-    }
-    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
-        if self.at == self.bytes.len() {
-            return Ok(None);
-        }
-        let piece = self.pieces.get(self.next).copied().unwrap_or(usize::MAX).max(1);
-        self.next += 1;
-        let n = piece.min(dst.len()).min(self.bytes.len() - self.at);
-        dst[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
-        self.at += n;
-        Ok(Some(n))
-    }
-    fn fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
-    fn polled(&self) -> bool {
-        true
-    }
-    fn arm_wakeup(&mut self) -> bool {
-        true
-    }
-}
+use transport::stream::StreamLink;
+use transport::{Link, Placement, Sink};
 
 /// Takes payloads up to 64 KiB, as an engine with that eager limit would; refuses larger.
 #[derive(Default)]
@@ -87,13 +51,7 @@ fn caps() -> Caps {
 
 /// Reads everything; the frames delivered and whether the stream was refused.
 fn read_all(bytes: &[u8], pieces: Vec<usize>) -> (Vec<(DataRepr, Vec<u8>)>, bool) {
-    let feed = Feed {
-        bytes: bytes.to_vec(),
-        at: 0,
-        pieces,
-        next: 0,
-    };
-    let mut link: StreamLink<Feed, DataRepr> = StreamLink::new(feed, caps(), 4096);
+    let mut link: StreamLink<Feed, DataRepr> = StreamLink::new(Feed::new(bytes, pieces), caps(), 4096);
     let mut sink = Collect::default();
     let mut refused = false;
     for _ in 0..=bytes.len() + 1 {

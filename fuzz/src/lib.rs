@@ -58,3 +58,49 @@ pub fn control_stream<T: DeserializeOwned + Serialize + PartialEq + Debug>(data:
         assert_eq!(again.as_slice(), std::slice::from_ref(m));
     }
 }
+
+/// Bytes from a peer as a stream lane's pipe hands them out: in the given piece sizes,
+/// then "nothing now" (the `stream_frames` and `sealed_records` targets).
+pub struct Feed {
+    bytes: Vec<u8>,
+    at: usize,
+    pieces: Vec<usize>,
+    next: usize,
+}
+
+impl Feed {
+    pub fn new(bytes: &[u8], pieces: Vec<usize>) -> Feed {
+        Feed {
+            bytes: bytes.to_vec(),
+            at: 0,
+            pieces,
+            next: 0,
+        }
+    }
+}
+
+impl transport::stream::Pipe for Feed {
+    fn write(&mut self, iov: &[std::io::IoSlice<'_>]) -> Result<usize, transport::LinkError> {
+        Ok(iov.iter().map(|s| s.len()).sum())
+    }
+    fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, transport::LinkError> {
+        if self.at == self.bytes.len() {
+            return Ok(None);
+        }
+        let piece = self.pieces.get(self.next).copied().unwrap_or(usize::MAX).max(1);
+        self.next += 1;
+        let n = piece.min(dst.len()).min(self.bytes.len() - self.at);
+        dst[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+        self.at += n;
+        Ok(Some(n))
+    }
+    fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+    fn polled(&self) -> bool {
+        true
+    }
+    fn arm_wakeup(&mut self) -> bool {
+        true
+    }
+}

@@ -414,19 +414,19 @@ fn doctor_reports_measured_latency_and_bandwidth_of_tcp_lanes() {
 fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
     let exe = c_program("p2p");
     for (encrypt, sealed) in [("all", true), ("none", false)] {
-        let out = Command::new(pontoon())
-            .args(["run", "-n", "3", "--timeout", "60"])
-            .args([
-                "-x",
-                "PONTOON_TRANSPORTS=tcp",
-                "-x",
-                &format!("PONTOON_ENCRYPT={encrypt}"),
-            ])
-            .arg(pontoon())
-            .args(["doctor", "--json"])
-            .output()
-            .expect("pontoon runs");
-        let report: serde_json::Value = serde_json::from_str(&succeeded(&out)).expect("doctor --json");
+        let run = |program: &[&std::ffi::OsStr]| {
+            let encrypt = format!("PONTOON_ENCRYPT={encrypt}");
+            let out = Command::new(pontoon())
+                .args(["run", "-n", "3", "--timeout", "60"])
+                .args(["-x", "PONTOON_TRANSPORTS=tcp", "-x", &encrypt])
+                .args(program)
+                .output()
+                .expect("pontoon runs");
+            succeeded(&out)
+        };
+        let pontoon = pontoon();
+        let doctor = run(&[pontoon.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
+        let report: serde_json::Value = serde_json::from_str(&doctor).expect("doctor --json");
         for r in report["ranks"].as_array().unwrap() {
             for p in r["peers"].as_array().unwrap() {
                 for lane in p["lanes"].as_array().unwrap() {
@@ -434,17 +434,6 @@ fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
                 }
             }
         }
-        let out = Command::new(pontoon())
-            .args(["run", "-n", "3", "--timeout", "60"])
-            .args([
-                "-x",
-                "PONTOON_TRANSPORTS=tcp",
-                "-x",
-                &format!("PONTOON_ENCRYPT={encrypt}"),
-            ])
-            .arg(&exe)
-            .output()
-            .expect("pontoon runs");
-        succeeded(&out);
+        run(&[exe.as_os_str()]);
     }
 }

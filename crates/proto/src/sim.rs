@@ -272,19 +272,22 @@ impl Sim {
         };
         let req = self.req();
         self.sent_at_once(rank, req);
-        let lane = self.lane_ids[&(rank, lane)].1;
-        let at = self.lane_delay(rank, dest, lane, len);
-        self.schedule(
-            at,
-            Event::Frame(Frame {
-                from: rank,
-                to: dest,
-                lane,
-                header,
-                payload: data,
-            }),
-        );
+        self.put_on_lane(rank, dest, lane, header, data);
         req
+    }
+
+    /// A frame of `rank` leaves on its lane `lane` to `to`.
+    fn put_on_lane(&mut self, rank: Rank, to: Rank, lane: LaneId, header: HeaderBytes, payload: Vec<u8>) {
+        let lane = self.lane_ids[&(rank, lane)].1;
+        let at = self.lane_delay(rank, to, lane, payload.len() as u64);
+        let frame = Frame {
+            from: rank,
+            to,
+            lane,
+            header,
+            payload,
+        };
+        self.schedule(at, Event::Frame(frame));
     }
 
     /// A send that completed as it was made (written at once, or coalesced).
@@ -483,38 +486,14 @@ impl Sim {
                         node.done.insert(req, Completion::Sent(Ok(())));
                         node.done_at.insert(req, self.now);
                     }
-                    let lane = self.lane_ids[&(rank, lane)].1;
-                    let at = self.lane_delay(rank, peer, lane, bytes.len() as u64);
-                    self.schedule(
-                        at,
-                        Event::Frame(Frame {
-                            from: rank,
-                            to: peer,
-                            lane,
-                            header,
-                            payload: bytes,
-                        }),
-                    );
+                    self.put_on_lane(rank, peer, lane, header, bytes);
                 }
                 Output::TransmitOwned {
                     peer,
                     lane,
                     header,
                     payload,
-                } => {
-                    let lane = self.lane_ids[&(rank, lane)].1;
-                    let at = self.lane_delay(rank, peer, lane, payload.len() as u64);
-                    self.schedule(
-                        at,
-                        Event::Frame(Frame {
-                            from: rank,
-                            to: peer,
-                            lane,
-                            header,
-                            payload,
-                        }),
-                    );
-                }
+                } => self.put_on_lane(rank, peer, lane, header, payload),
                 Output::CopyOut { req, len } => {
                     let data = node.send_bufs[&req][..len as usize].to_vec();
                     self.endpoints[rank as usize].handle_copy_out(req, data);

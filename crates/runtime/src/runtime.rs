@@ -670,6 +670,15 @@ impl Runtime {
     }
 
     /// The status of a completed send.
+    /// `lane`, or if it broke since a frame was queued for it, the lane of control
+    /// frames `peer` has now.
+    fn live_lane(&self, peer: Rank, lane: LaneId) -> Option<LaneId> {
+        match self.lanes.get(lane) {
+            Some(_) => Some(lane),
+            None => self.ep.control_lane(peer),
+        }
+    }
+
     fn sent_status(&self) -> Status {
         Status {
             source: self.id.rank,
@@ -819,15 +828,12 @@ impl Runtime {
                         },
                         None => None,
                     };
-                    // Queued for a lane that broke since: a fragment goes again by the engine;
-                    // anything else on the peer's lane of control frames now.
-                    let lane = match self.lanes.get(lane) {
-                        Some(_) => lane,
-                        None if header.kind() == proto::wire::Kind::Frag => continue,
-                        None => match self.ep.control_lane(peer) {
-                            Some(now) => now,
-                            None => continue,
-                        },
+                    // Queued for a lane that broke since: a fragment goes again by the engine.
+                    if header.kind() == proto::wire::Kind::Frag && self.lanes.get(lane).is_none() {
+                        continue;
+                    }
+                    let Some(lane) = self.live_lane(peer, lane) else {
+                        continue;
                     };
                     let Some(l) = self.lanes.get_mut(lane) else {
                         continue;
@@ -847,11 +853,10 @@ impl Runtime {
                     payload,
                 } => {
                     // Coalesced messages: their sends completed when they were packed.
-                    let lane = match self.lanes.get(lane) {
-                        Some(_) => Some(lane),
-                        None => self.ep.control_lane(peer),
+                    let Some(lane) = self.live_lane(peer, lane) else {
+                        continue;
                     };
-                    let Some((lane, l)) = lane.and_then(|k| Some((k, self.lanes.get_mut(k)?))) else {
+                    let Some(l) = self.lanes.get_mut(lane) else {
                         continue;
                     };
                     let len = payload.len() as u64;

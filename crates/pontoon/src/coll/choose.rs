@@ -75,7 +75,9 @@ impl Comm<'_> {
         elem: usize,
         commutative: bool,
     ) -> Schedule {
-        match self.sites().filter(|_| commutative) {
+        // Sites that are aligned power-of-two blocks of ranks make recursive doubling and
+        // halving hierarchical already: their partners nearer than a site's size share it.
+        match self.sites().filter(|s| commutative && !s.aligned_blocks()) {
             Some(sites) => hier::allreduce(self.shape(), &sites, src, dst, n, elem, &self.tuning()),
             None => algos::allreduce(self.shape(), src, dst, n, elem, commutative, &self.tuning()),
         }
@@ -123,10 +125,13 @@ impl Comm<'_> {
     }
 
     /// Alltoall with `n` bytes per peer; site-aware for long blocks (short ones go all
-    /// at once, one WAN latency, as flat).
+    /// at once, one WAN latency, as flat) while what two sites' leaders swap stays within
+    /// [`hier::LEADER_EXCHANGE_MAX`].
     pub(crate) fn alltoall_schedule(&self, src: Option<BufId>, n: usize) -> Schedule {
         let t = self.tuning();
-        match self.sites().filter(|_| n >= t.alltoall_long) {
+        let through_leaders =
+            |s: &Rc<Sites>| n >= t.alltoall_long && s.largest_exchange(n) <= hier::LEADER_EXCHANGE_MAX;
+        match self.sites().filter(through_leaders) {
             Some(sites) => hier::alltoall(self.shape(), &sites, src, OUTPUT, n, &t),
             None => algos::alltoall(self.shape(), src, OUTPUT, n, &t),
         }

@@ -1,0 +1,137 @@
+//! Sends: eager messages (through the engine's output queue, or written at once by the
+//! runtime's latency-critical path) and the start of a rendezvous.
+
+use super::{Endpoint, Failure, Incoming, Output, PeerState, RdvSend, SendId, SendSlice};
+use crate::caps::LaneId;
+use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
+use crate::Rank;
+
+impl Endpoint {
+    /// Posts a send of `len` bytes. `sync` (MPI_Ssend) completes only once matched.
+    pub fn post_send(&mut self, req: SendId, dest: Rank, ctx: u32, tag: i32, len: u64, sync: bool) {
+        if dest >= self.size {
+            self.outputs.push_back(Output::SendDone {
+                req,
+                result: Err(Failure::NoSuchRank(dest as i64)),
+            });
+            return;
+        }
+        if dest == self.me {
+            let env = Envelope {
+                ctx,
+                src: self.me,
+                tag,
+                seq: 0,
+                msg_len: len,
+            };
+            if !sync && len <= u64::from(self.cfg.eager_limit) {
+                self.self_eager.insert(req, env);
+                self.outputs.push_back(Output::CopyOut { req, len });
+            } else {
+                self.arrive(
+                    env,
+                    Incoming::SelfRdv {
+                        send: req,
+                        msg_len: len,
+                    },
+                );
+            }
+            return;
+        }
+        // Messages coalesced before this one leave first: the wire keeps their order.
+        self.flush_batch(dest);
+        let p = &mut self.peers[dest as usize];
+        if let PeerState::Failed(cause) = &p.state {
+            let result = Err(Failure::PeerFailed {
+                rank: dest,
+                cause: cause.clone(),
+            });
+            self.outputs.push_back(Output::SendDone { req, result });
+            return;
+        }
+        let env = p.next_envelope(self.me, ctx, tag, len);
+        if !sync && len <= u64::from(p.eager_limit) && p.credit.spend(len) {
+            let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
+            self.emit(dest, DataRepr::Match { env }, payload, Some(req));
+        } else {
+            self.rdv_sends.insert(
+                req,
+                RdvSend {
+                    peer: dest,
+                    len,
+                    cts_seen: false,
+                    recv_id: 0,
+                    handed: Vec::new(),
+                },
+            );
+            self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
+        }
+    }
+
+    /// The bytes of an eager message to self (answer to `CopyOut`).
+    pub fn handle_copy_out(&mut self, req: SendId, data: Vec<u8>) {
+        let Some(env) = self.self_eager.remove(&req) else {
+            return;
+        };
+        self.outputs.push_back(Output::SendDone { req, result: Ok(()) });
+        self.arrive(env, Incoming::Eager { data });
+    }
+
+    pub(super) fn emit(
+        &mut self,
+        peer: Rank,
+        repr: DataRepr,
+        payload: Option<SendSlice>,
+        completes: Option<SendId>,
+    ) {
+        let p = &mut self.peers[peer as usize];
+        match p.state {
+            PeerState::Up => {
+                let lane = p.lanes[p.eager_lane_for(&repr)].id;
+                let header = HeaderBytes::new(&repr);
+                self.outputs.push_back(Output::Transmit {
+                    peer,
+                    lane,
+                    header,
+                    payload,
+                    completes,
+                });
+            }
+            PeerState::Idle => {
+                p.state = PeerState::Connecting;
+                p.backlog.push_back((repr, payload, completes));
+                self.outputs.push_back(Output::Connect { peer });
+            }
+            PeerState::Connecting | PeerState::Finalized => p.backlog.push_back((repr, payload, completes)),
+            PeerState::Failed(_) => {}
+        }
+    }
+
+    /// The header of an eager message to `dest` that may be written at once, without a
+    /// request: the latency-critical blocking send of a small message. `None` when the
+    /// message must go through [`Endpoint::post_send`] instead (to self, not connected,
+    /// above the eager limit, or frames still waiting in the output queue, which must
+    /// go first). On `Some` the message is sent as far as the engine is concerned.
+    pub fn send_eager_now(
+        &mut self,
+        dest: Rank,
+        ctx: u32,
+        tag: i32,
+        len: u64,
+    ) -> Option<(LaneId, HeaderBytes)> {
+        if dest == self.me || self.has_output() {
+            return None;
+        }
+        let p = self.peers.get_mut(dest as usize)?;
+        if p.batch_waiting() {
+            self.flush_batch(dest);
+            return None;
+        }
+        if !matches!(p.state, PeerState::Up) || len > u64::from(p.eager_limit) || !p.credit.spend(len) {
+            return None;
+        }
+        let env = p.next_envelope(self.me, ctx, tag, len);
+        let repr = DataRepr::Match { env };
+        Some((p.lanes[p.eager_lane_for(&repr)].id, HeaderBytes::new(&repr)))
+    }
+}
