@@ -115,20 +115,31 @@ pub fn small_two_clusters() -> Topology {
 
 /// `tests/c/NAME.c` built with `pontoon-cc` into a directory of this test process.
 pub fn c_program(name: &str) -> std::path::PathBuf {
+    // Tests of one binary run in parallel threads of one process and share this directory:
+    // compile each program once, under a lock, and rename it into place, so that no test
+    // executes a file the linker is still writing (execve fails "Permission denied").
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("pontoon-c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join(name);
+    if built.iter().any(|b| b == name) {
+        return exe;
+    }
+    let partial = dir.join(format!("{name}.partial"));
     let cc = pontoon().with_file_name("pontoon-cc");
     let ok = std::process::Command::new(cc)
         .arg("-O2")
         .arg("-o")
-        .arg(&exe)
+        .arg(&partial)
         .arg(root.join(format!("tests/c/{name}.c")))
         .status()
         .expect("pontoon-cc runs")
         .success();
     assert!(ok, "{name} compiles");
+    std::fs::rename(&partial, &exe).unwrap();
+    built.push(name.to_string());
     exe
 }
 
