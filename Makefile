@@ -8,20 +8,23 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO        ?= cargo
 # Seconds each fuzz target runs in `make test` and `make fuzz-smoke` (the script alone: 20).
 FUZZ_SECONDS ?= 10
+# The cargo profile `make test` builds and tests in (Cargo.toml).
+TEST_PROFILE ?= ci
 # Ranks `make demo` starts on this host (shared memory between them).
 NP           ?= 4
 
 step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo deps fmt fmt-check clippy build test-rust bench fuzz-smoke fuzz-smoke-if-available clean
+.PHONY: help test demo deps fmt fmt-check clippy build build-tests test-rust bench fuzz-smoke fuzz-smoke-if-available clean
 
 help:
 	@echo "make demo        build (release); as root 8 ranks across the two-clusters testbed (relays on the heads), then 2 ms apart (punched pairs), a NIC failover, a raw-Ethernet lane beside TCP, encrypted WAN streams between two sites 50 ms apart and seed 004's experiment in short; then $(NP) local ranks over shared memory and 128 connecting every pair"
 	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
 	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
 	@echo "make fmt         format the workspace"
-	@echo "make fmt-check | clippy | build | test-rust | bench | fuzz-smoke   single steps of 'make test'"
+	@echo "make fmt-check | clippy | build-tests | test-rust | bench | fuzz-smoke   single steps of 'make test'"
+	@echo "make build       the release build (target/release: pontoon, pontoon-cc, libmpi_abi.so, examples)"
 	@echo "make clean       remove build outputs (target/, bench/build/, fuzz/target/)"
 
 # Each step is its own sub-make so that the order holds even under `make -j`. The cargo
@@ -30,7 +33,7 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory clippy
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory build-tests
 	@$(MAKE) --no-print-directory bench
 	@$(MAKE) --no-print-directory fuzz-smoke-if-available
 	@$(MAKE) --no-print-directory test-rust
@@ -55,10 +58,18 @@ build:
 	$(call step,build: cargo build --release --workspace --lib --bins --examples)
 	$(CARGO) build --release --workspace --lib --bins --examples
 
-# Release: the multi-process tests are timing-sensitive.
+# What `make test` builds: all targets at once, tests among them, so that the features are
+# resolved with the dev-dependencies as `cargo test` resolves them (a plain `cargo build`
+# resolves them without, and every crate was built twice), and the C library too. The `ci`
+# profile is release without its LTO (Cargo.toml).
+build-tests:
+	$(call step,build: cargo build --profile $(TEST_PROFILE) --workspace --all-targets)
+	$(CARGO) build --profile $(TEST_PROFILE) --workspace --all-targets
+
+# Optimised: the multi-process tests are timing-sensitive.
 test-rust:
-	$(call step,tests: cargo test --release --workspace)
-	$(CARGO) test --release --workspace
+	$(call step,tests: cargo test --profile $(TEST_PROFILE) --workspace)
+	$(CARGO) test --profile $(TEST_PROFILE) --workspace
 
 bench:
 	$(call step,C benchmarks: make -C bench)
@@ -79,8 +90,7 @@ fuzz-smoke-if-available:
 
 demo:
 	@scripts/install-deps.sh --no-fuzz
-	$(call step,build: cargo build --release --workspace --lib --bins --examples)
-	$(CARGO) build --release --workspace --lib --bins --examples
+	@$(MAKE) --no-print-directory build
 	$(call step,demo: scripts/demo.sh (as root: 8 ranks across the two-clusters testbed))
 	@scripts/demo.sh $(NP)
 

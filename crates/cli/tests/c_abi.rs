@@ -23,10 +23,13 @@ fn pontoon_cc() -> PathBuf {
     // The library is a workspace member nothing else depends on: build it if missing.
     let dir = cc.parent().expect("target dir");
     if !dir.join("libmpi_abi.so").exists() {
-        let release = dir.ends_with("release");
+        // target/<dir>: the profile's directory (`debug` is the `dev` profile's).
+        let profile = match dir.file_name().and_then(|d| d.to_str()) {
+            Some("debug") | None => "dev",
+            Some(other) => other,
+        };
         let ok = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "pontoon-mpi-abi"])
-            .args(release.then_some("--release"))
+            .args(["build", "-q", "-p", "pontoon-mpi-abi", "--profile", profile])
             .status()
             .expect("cargo runs");
         assert!(ok.success(), "building libmpi_abi.so failed");
