@@ -669,7 +669,6 @@ impl Runtime {
         true
     }
 
-    /// The status of a completed send.
     /// `lane`, or if it broke since a frame was queued for it, the lane of control
     /// frames `peer` has now.
     fn live_lane(&self, peer: Rank, lane: LaneId) -> Option<LaneId> {
@@ -679,6 +678,7 @@ impl Runtime {
         }
     }
 
+    /// The status of a completed send.
     fn sent_status(&self) -> Status {
         Status {
             source: self.id.rank,
