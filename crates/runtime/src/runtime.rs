@@ -745,8 +745,9 @@ impl Runtime {
             };
             res = link.recv(&mut sink);
         }
-        if res.is_ok() && link.tx_queued() > 0 {
-            res = link.flush(&mut self.done_tokens).map(|_| true);
+        if let (Ok(read_some), true) = (&res, link.tx_queued() > 0) {
+            let read_some = *read_some;
+            res = link.flush(&mut self.done_tokens).map(|wrote| read_some || wrote);
         }
         match res {
             Ok(p) => {

@@ -78,7 +78,9 @@ pub trait Link {
     /// take yet: the caller may reuse `payload` at once (a blocking send).
     fn send_copy(&mut self, header: &HeaderBytes, payload: &[u8]) -> Result<(), LinkError>;
     /// Writes queued frames; pushes the tokens of frames now completely written.
-    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError>;
+    /// Returns whether the lane took any bytes: a flush that met a full socket or ring
+    /// is no progress, and the rank may sleep until there is room.
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<bool, LinkError>;
     /// Bytes (headers and payloads) queued and not yet written to the socket; the
     /// engine keeps this small so that lanes share a transfer by their real speed.
     fn tx_queued(&self) -> u64;
@@ -240,7 +242,7 @@ impl<T> Link for AnyLink<T> {
         each!(self, l => l.send_copy(header, payload))
     }
     #[inline]
-    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<bool, LinkError> {
         each!(self, l => l.flush(done))
     }
     #[inline]

@@ -383,8 +383,11 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         self.write_or_queue(header, payload, keep, 0).map(|_| ())
     }
 
-    fn flush(&mut self, done: &mut Vec<u64>) -> Result<(), LinkError> {
-        self.write_some(|t| done.push(t))
+    fn flush(&mut self, done: &mut Vec<u64>) -> Result<bool, LinkError> {
+        // Two counts: a datagram pipe holds what it took until the peer acknowledges it.
+        let (queued, held) = (self.tx_bytes, self.pipe.queued());
+        self.write_some(|t| done.push(t))?;
+        Ok(self.tx_bytes < queued || self.pipe.queued() < held)
     }
 
     fn tx_queued(&self) -> u64 {
@@ -395,9 +398,14 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         let mut progressed = false;
         self.drained = false;
         loop {
-            if let RxState::Payload { .. } = self.rx {
-                if !self.fill_payload(sink)? {
-                    return Ok(true);
+            if let RxState::Payload { placed, .. } = self.rx {
+                let more = self.fill_payload(sink)?;
+                // A read that found the socket empty mid-payload is no progress: said to
+                // be, it kept a rank whose large frame trickles in over a WAN from ever
+                // sleeping.
+                progressed |= !matches!(self.rx, RxState::Payload { placed: now, .. } if now == placed);
+                if !more {
+                    return Ok(progressed);
                 }
                 if let RxState::Payload { .. } = self.rx {
                     // Staging buffer drained, payload incomplete: read more.

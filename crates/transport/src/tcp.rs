@@ -297,4 +297,92 @@ mod tests {
         assert_eq!(read, total);
         assert_eq!(link.tx_queued(), 0);
     }
+
+    /// Places every payload into memory of its own, as a receive posted by the
+    /// application does, and counts the frames that arrived whole.
+    #[derive(Default)]
+    struct IntoUserMemory {
+        whole: usize,
+    }
+
+    impl crate::Sink for IntoUserMemory {
+        type Token = ();
+        fn on_header(&mut self, repr: &DataRepr) -> Result<(crate::Placement, ()), String> {
+            let len = u64::from(repr.payload_len());
+            let buf = Buffer::owned(vec![0u8; len as usize]);
+            Ok((
+                crate::Placement::User {
+                    buf,
+                    offset: 0,
+                    len,
+                    skip: 0,
+                },
+                (),
+            ))
+        }
+        fn on_payload(&mut self, _: (), _: Option<Vec<u8>>) -> Result<(), String> {
+            self.whole += 1;
+            Ok(())
+        }
+    }
+
+    /// Calls `recv` until it says nothing happened; how many calls that took, if it did
+    /// within a bound.
+    fn recv_until_idle(link: &mut TcpLink<()>, sink: &mut IntoUserMemory) -> Option<usize> {
+        (0..1000).position(|_| !link.recv(sink).unwrap())
+    }
+
+    /// A rank decides by what its lanes report whether to sleep; a lane that claims
+    /// progress it did not make keeps it polling at full speed. On a WAN a large frame
+    /// trickles in for milliseconds and a socket stays full until acknowledgements come
+    /// back: both held two ranks at 100 % CPU and starved the host's network of it.
+    #[test]
+    fn a_half_arrived_frame_and_a_full_socket_are_no_progress() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (receiver, _) = listener.accept().unwrap();
+        let mut rx: TcpLink<()> = tcp_link(receiver, tcp_caps(1024)).unwrap();
+        let mut raw = sender.try_clone().unwrap();
+        let mut tx: TcpLink<()> = tcp_link(sender, tcp_caps(1024)).unwrap();
+        // The header and the first 200 KiB of a 1 MiB frame: read into user memory.
+        let len = 1u32 << 20;
+        let header = HeaderBytes::new(&DataRepr::Frag {
+            recv_id: 1,
+            offset: 0,
+            len,
+        });
+        use std::io::Write;
+        raw.write_all(header.as_slice()).unwrap();
+        raw.write_all(&vec![3u8; 200 << 10]).unwrap();
+        let mut sink = IntoUserMemory::default();
+        assert!(rx.recv(&mut sink).unwrap(), "the part that came is progress");
+        let calls = recv_until_idle(&mut rx, &mut sink);
+        assert!(
+            calls.is_some(),
+            "a frame waiting for its rest must not claim progress"
+        );
+        // The rest comes: the frame is whole.
+        raw.write_all(&vec![3u8; (len as usize) - (200 << 10)]).unwrap();
+        while sink.whole == 0 {
+            assert!(recv_until_idle(&mut rx, &mut sink).is_some());
+        }
+        // A sender whose socket is full (the receiver reads nothing) makes no progress
+        // by flushing, and makes some once the peer reads.
+        let big = Buffer::owned(vec![5u8; 32 << 20]);
+        let header = HeaderBytes::new(&DataRepr::Frag {
+            recv_id: 2,
+            offset: 0,
+            len: 32 << 20,
+        });
+        assert!(!tx.send(&header, Some((&big, 0, 32 << 20)), 9).unwrap());
+        let mut done = Vec::new();
+        while tx.flush(&mut done).unwrap() {}
+        assert!(tx.tx_queued() > 0);
+        assert!(!tx.flush(&mut done).unwrap(), "a full socket took nothing");
+        let went = (0..10_000).any(|_| {
+            rx.recv(&mut sink).unwrap();
+            tx.flush(&mut done).unwrap()
+        });
+        assert!(went, "room again: bytes went");
+    }
 }
