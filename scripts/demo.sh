@@ -96,8 +96,11 @@ echo
 "$pontoon" testbed up wan --nodes 1 --delay-ms 25 --wan-rate-mbit 1000 --loss-pct 0.1 --tcp-cc cubic --name "$wide" >/dev/null
 echo "demo: two sites 50 ms apart over a 1 Gbit/s link that loses 0.1 %, the hosts on CUBIC:"
 echo "      the lane's round trip makes it a WAN lane: its path gets parallel TCP streams, their"
-echo "      bytes travel encrypted (PONTOON_ENCRYPT=wan), and small messages are coalesced"
-"$pontoon" run --testbed "$wide" --host a-h1,b-h1 -n 2 "$pontoon" doctor | sed -n '/^WAN paths/,/^$/p'
+echo "      bytes travel encrypted (PONTOON_ENCRYPT=wan), and small messages are coalesced; no"
+echo "      site declared: the ranks' round trips to the launcher and their networks show two,"
+echo "      and the collectives run site-aware"
+"$pontoon" run --testbed "$wide" --host a-h1,b-h1 -n 2 "$pontoon" doctor \
+    | sed -n -e '/^  [0-9]* on /p' -e '/^WAN paths/,/^$/p' -e '/^collectives/p'
 "$pontoon" testbed down "$wide" >/dev/null
 echo
 "$pontoon" testbed up two-clusters --nodes 2 --slurm --name "$slurm" | sed -n 's/^Slurm/demo: Slurm/p'

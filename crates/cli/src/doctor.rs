@@ -99,7 +99,9 @@ struct Report {
 fn collectives(world: &pontoon::Comm) -> String {
     match world.site_count() {
         Some(n) => format!("site-aware across {n} sites (PONTOON_COLL_HIER=0 for the flat algorithms)"),
-        None => "flat (one site, sites not declared to every rank, or PONTOON_COLL_HIER=0)".into(),
+        None => {
+            "flat (one site: none declared to every rank and none inferred; or PONTOON_COLL_HIER=0)".into()
+        }
     }
 }
 
@@ -209,7 +211,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             .as_ref()
             .map(|c| format!("{:016x}", c.node))
             .unwrap_or_default(),
-        site: card.as_ref().and_then(|c| c.site.clone()),
+        site: universe.site(me),
         nat: card.as_ref().and_then(|c| c.nat()).map(|ip| ip.to_string()),
         relays: card
             .iter()

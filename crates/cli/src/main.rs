@@ -93,7 +93,8 @@ struct RunArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "hostfile")]
     testbed: Option<String>,
     /// With --testbed: tell each rank the site of its host (PONTOON_SITE), as a hostfile's
-    /// `site=` would; without it the ranks know nothing of the testbed's clusters
+    /// `site=` would; without it the ranks infer the sites (from their round trips to the
+    /// launcher and their networks)
     #[arg(long, requires = "testbed")]
     sites: bool,
     /// Hosts to run on: `h1,h2:4,…` (`:N` slots)

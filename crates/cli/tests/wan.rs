@@ -1,7 +1,7 @@
 //! WAN paths between the two sites of a `wan` testbed (root only; skipped otherwise): a
 //! lane whose round trip is long is a WAN lane, its path gets parallel TCP streams whose
-//! bytes travel encrypted, and C programs pass over them (small messages coalesced),
-//! with loss on the link too.
+//! bytes travel encrypted, the sites are inferred, and C programs pass over them (small
+//! messages coalesced), with loss on the link too.
 
 mod common;
 
@@ -93,6 +93,16 @@ fn a_long_round_trip_makes_a_wan_path_of_parallel_streams() {
         }
     }
     assert_eq!(report["ranks"][0]["tcp_window_limit"], 3 << 20);
+    // No site declared: b-h1's round trip to the launcher and its network show two, and
+    // the world's collectives are site-aware.
+    let site = |r: usize| report["ranks"][r]["site"].as_str().unwrap_or("none").to_string();
+    assert_eq!(site(0), "10.1.0.0/24 (inferred, the launcher's)");
+    assert_eq!(site(1), "10.2.0.0/24 (inferred)");
+    let collectives = report["collectives"].as_str().unwrap_or_default();
+    assert!(
+        collectives.starts_with("site-aware across 2 sites"),
+        "{collectives}"
+    );
     let again = doctor(&bed, &["PONTOON_WAN_STREAMS=2", "PONTOON_ENCRYPT=none"]);
     assert!(
         lanes(&again)

@@ -87,6 +87,10 @@ pub struct EndpointCard {
     /// from; not one of the card's addresses when a NAT lies in between (see
     /// [`EndpointCard::nat`]).
     pub seen_from: Option<IpAddr>,
+    /// This rank's round trip to the coordinator (its control connection, as its kernel
+    /// measured it), in µs; `None` without one (ranks started through PMI). Far ranks are
+    /// at another site ([`crate::sites::infer`]).
+    pub control_rtt_us: Option<u32>,
     /// Listening ports (0: no listener of that family).
     pub port4: u16,
     pub port6: u16,
@@ -147,6 +151,7 @@ impl EndpointCard {
             node,
             site,
             seen_from: None,
+            control_rtt_us: None,
             port4: ports.0,
             port6: ports.1,
             ifaces,

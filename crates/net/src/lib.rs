@@ -12,6 +12,7 @@ pub mod iface;
 pub mod listen;
 pub mod paths;
 pub mod policy;
+pub mod sites;
 
 pub use card::{node_id, CardRelay, EndpointCard};
 pub use class::{classify, AddrClass};

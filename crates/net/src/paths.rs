@@ -237,6 +237,7 @@ mod tests {
             node,
             site: site.map(str::to_string),
             seen_from: None,
+            control_rtt_us: None,
             port4: 4000,
             port6: 6000,
             relays: Vec::new(),

@@ -207,6 +207,12 @@ impl Universe {
         self.rt.borrow().card(rank).cloned()
     }
 
+    /// Rank `rank`'s site: declared (`PONTOON_SITE`, a hostfile's `site=`), or inferred
+    /// from the endpoint cards (`net::sites`); `None`: the job is one site.
+    pub fn site(&self, rank: Rank) -> Option<String> {
+        self.rt.borrow().site(rank).map(str::to_string)
+    }
+
     /// The connection carrying traffic with `peer`, once connected, for diagnostics.
     pub fn path(&self, peer: Rank) -> Option<runtime::PathInfo> {
         self.rt.borrow().path(peer)

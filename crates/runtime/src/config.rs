@@ -229,7 +229,8 @@ pub const PARAMS: &[Param] = &[
         name: "PONTOON_COLL_HIER",
         default: "1",
         meaning: "site-aware collectives (1): a communicator whose ranks sit at two or more sites (every rank's \
-                  PONTOON_SITE, or the testbed's sites) runs barrier, bcast, reduce, allreduce and allgather in \
+                  PONTOON_SITE, or else inferred from the round trips to the launcher and the networks on the \
+                  endpoint cards) runs barrier, bcast, reduce, allreduce and allgather in \
                   levels (within each site, among one leader per site, within each site again) so that they \
                   cross between sites as few times as their algorithms allow; 0: the flat algorithms",
     },

@@ -298,6 +298,12 @@ impl ControlClient {
         self.seen_from
     }
 
+    /// The connection's least round trip as the kernel measured it (its handshake and
+    /// the coordinator's welcome give samples): how far the coordinator is.
+    pub fn round_trip(&self) -> Option<Duration> {
+        transport::tcp::min_round_trip(&self.stream)
+    }
+
     pub fn rank(&self) -> u32 {
         self.rank
     }

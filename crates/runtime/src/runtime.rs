@@ -162,6 +162,8 @@ pub struct Runtime {
     shm: shm::Shm,
     /// Endpoint cards of every rank (this one's too), from the init fence.
     cards: HashMap<Rank, EndpointCard>,
+    /// Each rank's site as the cards show it, where none was declared (`net::sites`).
+    inferred_sites: Option<Vec<String>>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// When we last gave way to a peer's simultaneous connection.
@@ -281,11 +283,11 @@ impl Runtime {
         }
         let ifaces = net::interfaces();
         let local = net::iface::allowed_addresses(&ifaces, &cfg.policy);
-        let (mut rendezvous, seen_from) = match pmi {
+        let (mut rendezvous, seen_from, control_rtt_us) = match pmi {
             Some(mut pmi) => {
                 crate::rendezvous::share_secret(&mut pmi, &mut env)
                     .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", env.rank)))?;
-                (Rendezvous::Pmi(pmi), None)
+                (Rendezvous::Pmi(pmi), None, None)
             }
             None => {
                 let client = ControlClient::connect_from(&env, &local, &cfg.relays, cfg.attempt_timeout)
@@ -296,12 +298,15 @@ impl Runtime {
                         ))
                     })?;
                 let seen_from = client.seen_from().ip();
+                let rtt_us = client
+                    .round_trip()
+                    .map(|d| d.as_micros().min(u128::from(u32::MAX)) as u32);
                 let rendezvous = Rendezvous::Launcher {
                     client,
                     epoch: 0,
                     _hosted: hosted,
                 };
-                (rendezvous, Some(seen_from))
+                (rendezvous, Some(seen_from), rtt_us)
             }
         };
         let listeners = Listeners::bind(&local, cfg.sockbuf)
@@ -343,6 +348,7 @@ impl Runtime {
             ))
         };
         card.seen_from = seen_from;
+        card.control_rtt_us = control_rtt_us;
         let all = rendezvous
             .exchange(env.rank, env.size, "card", &card.encode())
             .map_err(|e| setup(&e))?;
@@ -387,6 +393,12 @@ impl Runtime {
         if let Some(fd) = rendezvous.as_ref().and_then(Rendezvous::as_fd) {
             waiter.watch(fd);
         }
+        let in_order: Option<Vec<EndpointCard>> = (0..id.size).map(|r| cards.get(&r).cloned()).collect();
+        let inferred_sites = in_order.as_deref().and_then(net::sites::infer);
+        if let (Some(sites), 0) = (&inferred_sites, rank) {
+            let distinct: std::collections::BTreeSet<&String> = sites.iter().collect();
+            tracing::info!("sites inferred from the endpoint cards: {distinct:?}");
+        }
         Ok(Runtime {
             cfg,
             id,
@@ -398,6 +410,7 @@ impl Runtime {
             incoming: Vec::new(),
             shm: shm::Shm::off(),
             cards,
+            inferred_sites,
             attempt_log: HashMap::new(),
             yielded_at: HashMap::new(),
             rendezvous,
@@ -454,6 +467,18 @@ impl Runtime {
     /// `rank`'s endpoint card (interfaces, addresses, node, site).
     pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
         self.cards.get(&rank)
+    }
+
+    /// `rank`'s site: the one declared on its card, or else the one the cards show
+    /// (`net::sites::infer`: far from the launcher's coordinator, on another network).
+    pub fn site(&self, rank: Rank) -> Option<&str> {
+        let declared = self.cards.get(&rank).and_then(|c| c.site.as_deref());
+        declared.or_else(|| {
+            self.inferred_sites
+                .as_ref()?
+                .get(rank as usize)
+                .map(String::as_str)
+        })
     }
 
     /// The lane that carries eager messages and control frames to `peer` (once a peer

@@ -62,6 +62,14 @@ pub fn round_trip(sock: &TcpStream) -> Option<std::time::Duration> {
     (info.tcpi_rtt > 0).then(|| std::time::Duration::from_micros(u64::from(info.tcpi_rtt)))
 }
 
+/// The least round trip the kernel measured on a socket: its distance, the least
+/// disturbed by a busy host (samples are taken in the kernel, the SYN's the first).
+pub fn min_round_trip(sock: &TcpStream) -> Option<std::time::Duration> {
+    let info = tcp_info(sock).ok()?;
+    (info.tcpi_min_rtt > 0 && info.tcpi_min_rtt != u32::MAX)
+        .then(|| std::time::Duration::from_micros(u64::from(info.tcpi_min_rtt)))
+}
+
 impl TcpPipe {
     pub fn socket(&self) -> &TcpStream {
         &self.0

@@ -1,5 +1,6 @@
 //! The one place that chooses between the flat algorithms and the site-aware ones: a
-//! communicator spanning two or more sites (from the endpoint cards) runs the
+//! communicator spanning two or more sites (declared, or inferred from the endpoint
+//! cards: `net::sites`) runs the
 //! site-aware barrier, bcast, reduce (commutative), allreduce (commutative), gather,
 //! scatter, allgather(v) and alltoall (long blocks), unless `PONTOON_COLL_HIER=0`.
 
@@ -21,13 +22,8 @@ impl Comm<'_> {
         self.d
             .sites
             .get_or_init(|| {
-                let names: Vec<Option<String>> = self
-                    .d
-                    .group
-                    .members()
-                    .iter()
-                    .map(|&w| self.u.card(w).and_then(|c| c.site))
-                    .collect();
+                let names: Vec<Option<String>> =
+                    self.d.group.members().iter().map(|&w| self.u.site(w)).collect();
                 Sites::from_names(&names).map(Rc::new)
             })
             .clone()
