@@ -83,11 +83,12 @@ echo "      notices within PONTOON_LANE_TIMEOUT_MS, 1 s here, and the first NIC 
 "$pontoon" testbed down "$nics" >/dev/null
 echo
 "$pontoon" testbed up lan --nodes 2 --name "$lan" >/dev/null
-echo "demo: two hosts on one Ethernet segment with raw Ethernet allowed (PONTOON_TRANSPORTS=all):"
-echo "      an eth lane (frames of EtherType 0x88B5, reliable through proto's own acks) beside TCP;"
-echo "      small messages go raw, larger ones and bulk by TCP. 8-byte one-way latency, TCP then eth:"
-"$pontoon" run --testbed "$lan" -n 2 -x PONTOON_TRANSPORTS=all "$pontoon" doctor | grep -E 'raw Ethernet' | sort -u
-for t in tcp eth; do
+echo "demo: two hosts on one Ethernet segment, nothing configured: an eth lane (frames of"
+echo "      EtherType 0x88B5 read from a receive ring, reliable through proto's own acks) beside TCP;"
+echo "      small messages go raw, larger ones and bulk by TCP. 8-byte one-way latency, TCP alone"
+echo "      (PONTOON_TRANSPORTS=tcp), eth alone, then both as chosen by default:"
+"$pontoon" run --testbed "$lan" -n 2 "$pontoon" doctor | grep -E 'raw Ethernet' | sort -u
+for t in tcp eth all; do
     printf '      %s: ' "$t"
     "$pontoon" run --testbed "$lan" -n 2 -x PONTOON_TRANSPORTS=$t "$examples/pingpong" --max 8 --iters 20000 | awk '$1 == 8 {print $2 " us"}'
 done

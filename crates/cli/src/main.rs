@@ -376,7 +376,8 @@ fn info() -> String {
     let _ = writeln!(
         s,
         "transports: shm (shared memory between ranks of one node), tcp, eth (raw Ethernet between \
-         hosts of one L2 segment, needs CAP_NET_RAW; add it with PONTOON_TRANSPORTS=tcp,shm,eth or all)"
+         hosts of one L2 segment, where the ranks have CAP_NET_RAW); all by default, PONTOON_TRANSPORTS \
+         restricts them"
     );
     match abi_paths::AbiPaths::find() {
         Ok(p) => {

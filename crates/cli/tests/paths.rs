@@ -89,6 +89,13 @@ fn nat_clusters(nodes: u16, delay_ms: f64) -> Topology {
     )
 }
 
+/// The TCP lanes of a peer's doctor report (raw-Ethernet lanes, on by default as root,
+/// beside them).
+fn tcp_lanes(p: &Value) -> Vec<&Value> {
+    let lanes = p["lanes"].as_array().expect("lanes");
+    lanes.iter().filter(|l| l["transport"] == "tcp").collect()
+}
+
 fn ip_of(addr: &str) -> IpAddr {
     addr.parse::<std::net::SocketAddr>().expect("socket address").ip()
 }
@@ -113,7 +120,14 @@ fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
     let owners = topo.address_owners();
     for (from, to, p) in pairs(&report, &hosts) {
         assert_eq!(p["ok"], true, "{from} -> {to}: {p:#}");
-        let path = &p["path"];
+        // Hosts on one segment (a cluster's nodes, the heads on the public one) get a
+        // raw-Ethernet lane that may carry the path: checked by MAC in its handshake, it
+        // has no address to check here, so the TCP lane beside it is.
+        let path = if p["path"]["transport"] == "eth" {
+            tcp_lanes(&p)[0]
+        } else {
+            &p["path"]
+        };
         let remote = ip_of(path["remote"].as_str().expect("a path"));
         if path["initiated"] == true {
             assert!(
@@ -122,7 +136,7 @@ fn two_clusters_connect_over_global_ipv6_and_never_to_the_wrong_node() {
                 owners[&remote]
             );
         }
-        for lane in p["lanes"].as_array().unwrap() {
+        for lane in tcp_lanes(&p) {
             let ip = ip_of(lane["remote"].as_str().unwrap());
             assert_ne!(
                 ip.to_string(),
@@ -602,8 +616,15 @@ fn two_nics_give_two_lanes_on_separate_nics_and_the_policy_one() {
     let (code, report, stderr, _) = doctor(&bed, &[]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     for (from, to, p) in pairs(&report, &hosts) {
-        let lanes = p["lanes"].as_array().unwrap();
+        let lanes = tcp_lanes(&p);
         assert_eq!(lanes.len(), 2, "{from} -> {to}: {p:#}");
+        // Unasked, one raw-Ethernet lane beside them (both NICs are shared segments).
+        let raw = p["lanes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["transport"] == "eth");
+        assert_eq!(raw.count(), 1, "{from} -> {to}: {p:#}");
         let mut local_nics: Vec<String> = lanes
             .iter()
             .map(|l| segment_of(&from, ip_of(l["local"].as_str().unwrap())))
@@ -623,7 +644,7 @@ fn two_nics_give_two_lanes_on_separate_nics_and_the_policy_one() {
     let (code, report, stderr, _) = doctor(&bed, &[("PONTOON_IF_INCLUDE", "eth0")]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     for (from, to, p) in pairs(&report, &hosts) {
-        assert_eq!(p["lanes"].as_array().unwrap().len(), 1, "{from} -> {to}: {p:#}");
+        assert_eq!(tcp_lanes(&p).len(), 1, "{from} -> {to}: {p:#}");
     }
 }
 
@@ -672,19 +693,24 @@ fn one_nic_with_several_addresses_gives_one_lane_per_pair() {
     }
     for (from, to, p) in pairs(&report, &hosts) {
         assert_eq!(
-            p["lanes"].as_array().unwrap().len(),
+            tcp_lanes(&p).len(),
             1,
-            "{from} -> {to}: one NIC each, one lane: {p:#}"
+            "{from} -> {to}: one NIC each, one TCP lane: {p:#}"
         );
     }
 }
 
 /// Runs `lane_failover` (with `args`) on a two-host `multinic` testbed: two NICs give two
-/// TCP lanes, and rank 0 breaks one during a 256 MiB transfer (the second, which carries
-/// only rendezvous fragments; with `--control` the one of eager messages and control
-/// frames). Checks that it completed over the other lane, every byte intact, with one
-/// lane left; returns (stdout, stderr).
+/// TCP lanes (TCP alone: these are about TCP lanes), and rank 0 breaks one during a 256 MiB
+/// transfer (the second, which carries only rendezvous fragments; with `--control` the one
+/// of eager messages and control frames). Checks that it completed over the other lane,
+/// every byte intact, with one lane left; returns (stdout, stderr).
 fn break_a_lane(args: &[&str]) -> (String, String) {
+    break_a_lane_of(args, "tcp,shm", 1)
+}
+
+/// [`break_a_lane`] with the transports allowed and the lanes left after the break.
+fn break_a_lane_of(args: &[&str], transports: &str, left: usize) -> (String, String) {
     let topo = preset(
         "multinic",
         PresetOptions {
@@ -702,6 +728,7 @@ fn break_a_lane(args: &[&str]) -> (String, String) {
             "-x",
             "PONTOON_LOG=pontoon_runtime=info",
         ])
+        .args(["-x", &format!("PONTOON_TRANSPORTS={transports}")])
         .arg(example("lane_failover"))
         .args(args)
         .output()
@@ -709,13 +736,16 @@ fn break_a_lane(args: &[&str]) -> (String, String) {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("sent 268435456 bytes; receiver says intact; 1 lane(s) left to rank 1"),
+        stdout.contains(&format!(
+            "sent 268435456 bytes; receiver says intact; {left} lane(s) left to rank 1"
+        )),
         "{stdout}\n{stderr}"
     );
     // The rank that saw the lane fail says which and that the transfers went on (rank 1
     // may be finalizing by the time anything reaches it).
     assert!(
-        stderr.contains("rank 0: lane ") && stderr.contains("its transfers go on over the 1 other lane(s)"),
+        stderr.contains("rank 0: lane ")
+            && stderr.contains(&format!("its transfers go on over the {left} other lane(s)")),
         "{stderr}"
     );
     (stdout, stderr)
@@ -766,6 +796,33 @@ fn a_reset_control_lane_fails_over_and_what_it_lost_goes_again() {
     assert!(
         stdout.contains("destroyed the connection of the lane of control frames"),
         "{stdout}"
+    );
+    assert!(
+        stderr.contains("frame(s) of a broken lane to rank 1 go again on lane"),
+        "{stderr}"
+    );
+}
+
+/// With every transport allowed (the default), the raw-Ethernet lane carries eager
+/// messages and control frames. Its frames stop arriving (a filter drops EtherType 0x88B5
+/// at rank 0's NIC; IP keeps flowing) while 2,000 small messages are on their way beside
+/// the transfer: the stall detector closes the raw lane at both ends
+/// (PONTOON_LANE_TIMEOUT_MS, as for TCP), what it lost goes again over TCP, and every
+/// message arrives, whole and in order.
+#[test]
+fn a_raw_lane_that_goes_silent_fails_over_to_tcp_and_what_it_lost_goes_again() {
+    if !is_root() {
+        return;
+    }
+    let (stdout, stderr) = break_a_lane_of(&["--control", "--block-raw"], "all", 2);
+    assert!(
+        stdout.contains("blocked raw Ethernet on") && stdout.contains("the lane of control frames"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("(eth ")
+            && stderr.contains("datagram(s) unacknowledged, the retransmission timer expired"),
+        "{stderr}"
     );
     assert!(
         stderr.contains("frame(s) of a broken lane to rank 1 go again on lane"),

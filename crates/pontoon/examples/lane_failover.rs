@@ -7,7 +7,9 @@
 //! flight go again on it, and rank 1 checks every byte. With `--control` it breaks the
 //! lane of eager messages and control frames instead, while 2,000 small eager messages
 //! are on their way beside the transfer: what the broken lane lost goes again on the
-//! other, and rank 1 checks that every message arrived, whole and in order.
+//! other, and rank 1 checks that every message arrived, whole and in order. With
+//! `--block-raw` that lane must be a raw-Ethernet one, and rank 0 silences it: an
+//! nftables rule drops the frames of its EtherType arriving at its NIC (IP flows on).
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,63 @@ fn interface_of(ip: std::net::IpAddr) -> String {
     name.split('@').next().unwrap_or(name).to_string()
 }
 
+/// The name of the interface with kernel index `ifindex`.
+fn interface_named(ifindex: u32) -> String {
+    let dir = std::fs::read_dir("/sys/class/net").expect("sysfs");
+    dir.filter_map(Result::ok)
+        .find(|e| {
+            std::fs::read_to_string(e.path().join("ifindex")).is_ok_and(|i| i.trim() == ifindex.to_string())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .unwrap_or_else(|| panic!("no interface has index {ifindex}"))
+}
+
+/// Drops the raw-Ethernet frames (EtherType 0x88B5) arriving at `nic`, with nftables'
+/// ingress hook: the peer's datagrams and acknowledgements stop, IP goes on.
+fn block_raw_ethernet(nic: &str) -> std::process::ExitStatus {
+    let chain = format!("{{ type filter hook ingress device {nic} priority 0; }}");
+    let steps: [&[&str]; 3] = [
+        &["add", "table", "netdev", "pontoon_failover"],
+        &["add", "chain", "netdev", "pontoon_failover", "raw", &chain],
+        &[
+            "add",
+            "rule",
+            "netdev",
+            "pontoon_failover",
+            "raw",
+            "ether",
+            "type",
+            "0x88b5",
+            "drop",
+        ],
+    ];
+    steps
+        .iter()
+        .map(|args| run("nft", args))
+        .find(|st| !st.success())
+        .unwrap_or_else(|| run("true", &[]))
+}
+
+/// Breaks the TCP lane `local -> remote`: its NIC taken down with `--down`, else its
+/// connection destroyed.
+fn break_tcp(local: std::net::SocketAddr, remote: std::net::SocketAddr, which: &str) -> String {
+    if std::env::args().any(|a| a == "--down") {
+        let nic = interface_of(local.ip());
+        let status = run("ip", &["link", "set", "dev", &nic, "down"]);
+        format!("took {nic} down ({which}, {local} -> {remote}) during the transfer: ip exit {status}")
+    } else {
+        let (src, dst) = (local.ip().to_string(), remote.ip().to_string());
+        let (sport, dport) = (format!(":{}", local.port()), format!(":{}", remote.port()));
+        let args = [
+            "-K", "src", &src, "sport", "=", &sport, "dst", &dst, "dport", "=", &dport,
+        ];
+        let status = run("ss", &args);
+        format!(
+            "destroyed the connection of {which} ({local} -> {remote}) during the transfer: ss exit {status}"
+        )
+    }
+}
+
 /// Small eager messages sent beside the transfer with `--control`.
 const SMALL: usize = 2000;
 
@@ -62,10 +121,21 @@ fn main() -> Result<(), pontoon::Error> {
             } else {
                 lanes.iter().find(|l| Some(l.lane) != control)
             };
-            let (Some(runtime::Route::Ip { local, remote, .. }), true) =
-                (victim.map(|l| l.route), lanes.len() > 1)
-            else {
+            let block_raw = std::env::args().any(|a| a == "--block-raw");
+            let (route, true) = (victim.map(|l| l.route), lanes.len() > 1) else {
                 println!("rank 0: only {} lane(s) to rank 1; nothing to break", lanes.len());
+                std::process::exit(2);
+            };
+            let breakable = match route {
+                Some(runtime::Route::Eth { ifindex, .. }) if block_raw => Some(Err(ifindex)),
+                Some(runtime::Route::Ip { local, remote, .. }) if !block_raw => Some(Ok((local, remote))),
+                _ => None,
+            };
+            let Some(victim) = breakable else {
+                println!(
+                    "rank 0: the lane to break is {route:?}, not what {} breaks",
+                    if block_raw { "--block-raw" } else { "this" }
+                );
                 std::process::exit(2);
             };
             let which = if control_lane {
@@ -83,22 +153,13 @@ fn main() -> Result<(), pontoon::Error> {
                     small.push(world.isend(message(small.len()), 1, 7)?);
                 }
             }
-            let how = if std::env::args().any(|a| a == "--down") {
-                let nic = interface_of(local.ip());
-                let status = run("ip", &["link", "set", "dev", &nic, "down"]);
-                format!(
-                    "took {nic} down ({which}, {local} -> {remote}) during the transfer: ip exit {status}"
-                )
-            } else {
-                let (src, dst) = (local.ip().to_string(), remote.ip().to_string());
-                let (sport, dport) = (format!(":{}", local.port()), format!(":{}", remote.port()));
-                let args = [
-                    "-K", "src", &src, "sport", "=", &sport, "dst", &dst, "dport", "=", &dport,
-                ];
-                let status = run("ss", &args);
-                format!(
-                    "destroyed the connection of {which} ({local} -> {remote}) during the transfer: ss exit {status}"
-                )
+            let how = match victim {
+                Err(ifindex) => {
+                    let nic = interface_named(ifindex);
+                    let status = block_raw_ethernet(&nic);
+                    format!("blocked raw Ethernet on {nic} ({which}) during the transfer: nft exit {status}")
+                }
+                Ok((local, remote)) => break_tcp(local, remote, which),
             };
             println!("rank 0: {how}");
             while control_lane && small.len() < SMALL {

@@ -146,6 +146,8 @@ pub struct Channel {
     rto: Nanos,
     rto_deadline: Option<Nanos>,
     last_progress: Nanos,
+    /// Retransmission timer expiries since the last acknowledgement of anything.
+    expiries_in_a_row: u32,
     // Receiving.
     recv_next: u64,
     held: BTreeMap<u64, Vec<u8>>,
@@ -191,6 +193,7 @@ impl Channel {
             rto: cfg.initial_rto,
             rto_deadline: None,
             last_progress: now,
+            expiries_in_a_row: 0,
             recv_next: 0,
             held: BTreeMap::new(),
             last_arrival: 0,
@@ -519,6 +522,7 @@ impl Channel {
         }
         if progress {
             self.last_progress = now;
+            self.expiries_in_a_row = 0;
             self.rto_deadline = (!self.in_flight.is_empty()).then(|| now + self.rto);
             self.detect_losses();
         }
@@ -573,6 +577,14 @@ impl Channel {
         self.rtt.sampled.then_some(self.rtt.srtt)
     }
 
+    /// How long data has been waiting for any acknowledgement at `now`, and how many
+    /// times the retransmission timer expired meanwhile (none while nothing is
+    /// outstanding): for the runtime's stall detector, which holds every lane to the
+    /// same limit (`PONTOON_LANE_TIMEOUT_MS`), well before [`ChannelError::Dead`].
+    pub fn stalled(&self, now: Nanos) -> Option<(Nanos, u32)> {
+        (!self.in_flight.is_empty()).then(|| (now.saturating_sub(self.last_progress), self.expiries_in_a_row))
+    }
+
     /// When [`Channel::handle_timeout`] must run next.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         match (self.rto_deadline, self.ack_deadline) {
@@ -604,6 +616,7 @@ impl Channel {
             });
         }
         self.stats.timeouts += 1;
+        self.expiries_in_a_row += 1;
         self.mark_lost(|_| true);
         self.rto = (self.rto * 2).min(self.cfg.max_rto);
         self.rto_deadline = Some(now + self.rto);

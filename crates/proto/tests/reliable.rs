@@ -394,6 +394,11 @@ fn a_silent_peer_is_declared_dead_after_the_stated_time_with_backoff_between() {
         }
     };
     assert!(matches!(err, ChannelError::Dead { ms } if ms >= 2_000), "{err}");
+    let (waited, expiries) = a.stalled(now).expect("data outstanding");
+    assert!(
+        waited >= 2_000_000_000 && expiries >= 7,
+        "{waited} ns, {expiries} expiries"
+    );
     assert!(
         now <= cfg.dead_after + cfg.max_rto,
         "declared dead only at {now} ns"
@@ -555,4 +560,25 @@ fn the_smallest_round_trip_counts_data_samples_and_pings() {
     let pong = b.poll_transmit(301_000).unwrap();
     a.handle_datagram(302_000, &pong.header, &[]).unwrap();
     assert_eq!(a.min_rtt(), Some(2_000));
+}
+
+#[test]
+fn a_stall_is_reported_while_data_waits_and_ends_with_any_acknowledgement() {
+    let mut a = Channel::new(ChannelConfig::default(), 1, 0);
+    let mut b = Channel::new(ChannelConfig::default(), 2, 0);
+    assert_eq!(a.stalled(5), None, "nothing outstanding");
+    let stream = [7u8; 3000];
+    a.queue(3000);
+    while a.poll_transmit(0).is_some() {} // all lost
+    let t1 = a.poll_timeout().expect("retransmission timer");
+    a.handle_timeout(t1).expect("not dead yet");
+    while a.poll_transmit(t1).is_some() {} // lost again
+    assert_eq!(a.stalled(t1 + 1), Some((t1 + 1, 1)));
+    // The peer hears the next copies: its acknowledgement ends the stall.
+    let t2 = a.poll_timeout().expect("timer");
+    a.handle_timeout(t2).expect("not dead yet");
+    hand_over(&mut a, &mut b, t2, &stream);
+    b.handle_timeout(t2 + 1_000_000).expect("ack timer");
+    hand_over(&mut b, &mut a, t2 + 1_000_000, &[]);
+    assert_eq!(a.stalled(t2 + 2_000_000), None, "all acknowledged");
 }

@@ -103,11 +103,12 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_TRANSPORTS",
-        default: "tcp,shm",
+        default: "all",
         meaning: "the transports lanes may use, a comma list of `shm` (shared memory between ranks of \
                   one node), `tcp` and `eth` (raw Ethernet frames between ranks on one L2 segment: needs \
-                  CAP_NET_RAW; small messages go raw, larger ones and bulk by TCP), or `all`; e.g. `tcp` \
-                  makes ranks of one node talk over loopback TCP (for tests and comparisons)",
+                  CAP_NET_RAW, else TCP carries everything; small messages go raw, larger ones and bulk by \
+                  TCP), or `all`; e.g. `tcp` makes ranks of one node talk over loopback TCP and leaves \
+                  raw Ethernet out (for tests and comparisons)",
     },
     Param {
         name: "PONTOON_SPIN_US",
@@ -653,7 +654,7 @@ mod tests {
         };
         assert_eq!(
             Config::from_lookup(&|_| None).unwrap().transports,
-            vec![Transport::Tcp, Transport::Shm]
+            Transport::ALL.to_vec()
         );
         assert_eq!(t("all").unwrap(), Transport::ALL.to_vec());
         assert_eq!(t("eth,tcp").unwrap(), vec![Transport::Eth, Transport::Tcp]);

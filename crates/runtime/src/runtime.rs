@@ -319,7 +319,8 @@ impl Runtime {
             cfg.site.clone(),
             listeners.ports(),
         );
-        let eth = if cfg.transports.contains(&Transport::Eth) {
+        // Raw sockets (and their receive rings) only where a peer may be on another node.
+        let eth = if cfg.transports.contains(&Transport::Eth) && env.local_size < env.size {
             crate::eth_wireup::EthWireup::open(&card.ifaces, env.rank)
         } else {
             Default::default()

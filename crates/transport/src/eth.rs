@@ -86,6 +86,10 @@ struct Port {
 #[derive(Clone)]
 pub struct EthPort(Arc<Mutex<Port>>);
 
+/// Slots of a port's receive ring: two peers' windows (`ChannelConfig::window`) of
+/// full datagrams; 0.8 MiB at MTU 1500, 4.6 MiB at 9000.
+const RING_FRAMES: usize = 512;
+
 /// Datagrams of one lane waiting in its inbox at most; more are dropped (and sent again
 /// by the peer): a lane that is never read cannot grow the port's memory.
 const INBOX_MAX: usize = 1024;
@@ -128,18 +132,20 @@ impl EthPort {
                 1u32 << (32 - TAG_BITS)
             )));
         }
-        let sock = PacketSocket::bind_protocol(ifname, ETHERTYPE, &rank_filter(rank))?;
+        let sock = PacketSocket::bind_protocol(ifname, ETHERTYPE, &rank_filter(rank), RING_FRAMES)?;
         let mac = sock.mac()?;
         let mtu = sock.mtu()?;
         let _ = sock.set_buffer_sizes(4 << 20, 4 << 20);
+        // Receive buffers only for a socket without a ring.
+        let batch = if sock.has_ring() { 0 } else { MAX_BATCH };
         Ok(EthPort(Arc::new(Mutex::new(Port {
             sock,
             mac,
             mtu,
             inboxes: HashMap::new(),
             handshakes: VecDeque::new(),
-            rx: (0..MAX_BATCH).map(|_| vec![0u8; RX_FRAME]).collect(),
-            meta: vec![RxMeta::default(); MAX_BATCH],
+            rx: (0..batch).map(|_| vec![0u8; RX_FRAME]).collect(),
+            meta: vec![RxMeta::default(); batch],
             tag_base: rank << TAG_BITS,
             next_tag: 1,
             streaming: false,
@@ -249,11 +255,41 @@ impl Port {
     /// MAC, and the datagram without its Ethernet header), handshakes and other lanes'
     /// to their queues (copied). Returns whether anything was read.
     fn pump(&mut self, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) -> bool {
+        let Port {
+            sock,
+            rx,
+            meta,
+            inboxes,
+            handshakes,
+            waiting,
+            dropped,
+            streaming,
+            ..
+        } = self;
+        let mut sorter = Sorter {
+            mine,
+            inboxes,
+            handshakes,
+            waiting,
+            dropped,
+        };
+        if sock.has_ring() {
+            // Frames where the kernel put them: an empty look is a load, not a recv().
+            let mut n = 0;
+            while n < MAX_BATCH {
+                let Some(frame) = sock.ring_frame() else {
+                    break;
+                };
+                let (bytes, len) = frame.bytes();
+                sorter.sort(&bytes[..len.min(bytes.len())], handle);
+                n += 1;
+            }
+            return n > 0;
+        }
         // One system call per look. While frames stream in, a batch (recvmmsg); on an
         // idle or latency-bound lane one recv(), which costs less than preparing a
         // batch, and is not followed by a second call that would only find nothing.
-        let Port { sock, rx, meta, .. } = self;
-        let n = if self.streaming {
+        let n = if *streaming {
             sock.recv_batch(rx, meta).unwrap_or(0)
         } else {
             match sock.recv(&mut rx[0]) {
@@ -264,9 +300,10 @@ impl Port {
                 Err(_) => 0, // WouldBlock, or nothing useful to do about it
             }
         };
-        self.streaming = n > 1 || (n == 1 && !self.streaming);
+        *streaming = n > 1 || (n == 1 && !*streaming);
         for i in 0..n {
-            self.sort(i, mine, handle);
+            let len = meta[i].len.min(RX_FRAME);
+            sorter.sort(&rx[i][..len], handle);
         }
         n > 0
     }
@@ -280,13 +317,22 @@ impl Port {
             }
         }
     }
+}
 
-    /// Hands frame `i` of the receive buffers to `handle`, or to the queue it is for.
-    fn sort(&mut self, i: usize, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) {
-        let len = self.meta[i].len.min(RX_FRAME);
-        let frame = &self.rx[i][..len];
-        if len < ETH_HEADER_LEN + 8 {
-            self.dropped += 1;
+/// Where [`Port::pump`] puts each frame it reads.
+struct Sorter<'a> {
+    mine: u32,
+    inboxes: &'a mut HashMap<u32, VecDeque<Arrival>>,
+    handshakes: &'a mut VecDeque<Arrival>,
+    waiting: &'a mut usize,
+    dropped: &'a mut u64,
+}
+
+impl Sorter<'_> {
+    /// Hands `frame` to `handle` if it is for lane `mine`, or to the queue it is for.
+    fn sort(&mut self, frame: &[u8], handle: &mut dyn FnMut(Mac, &[u8])) {
+        if frame.len() < ETH_HEADER_LEN + 8 {
+            *self.dropped += 1;
             return;
         }
         let from: Mac = frame[6..12].try_into().expect("6 bytes");
@@ -302,13 +348,13 @@ impl Port {
             if self.handshakes.len() < INBOX_MAX {
                 self.handshakes.push_back(arrival());
             }
-        } else if lane == mine {
+        } else if lane == self.mine {
             handle(from, datagram);
         } else if let Some(q) = self.inboxes.get_mut(&lane).filter(|q| q.len() < INBOX_MAX) {
             q.push_back(arrival());
-            self.waiting += 1;
+            *self.waiting += 1;
         } else {
-            self.dropped += 1;
+            *self.dropped += 1;
         }
     }
 }
@@ -346,6 +392,11 @@ pub struct EthPipe {
     pinged: u64,
     pings: u32,
 }
+
+/// Retransmission timer expiries without any acknowledgement before a lane stalled for
+/// `PONTOON_LANE_TIMEOUT_MS` counts as dead (as a TCP lane's retransmissions do): one
+/// loss after an idle spell must not.
+const STALL_EXPIRIES: u32 = 3;
 
 /// How often the lane's round trip is measured again.
 const PING_EVERY: u64 = 1_000_000_000;
@@ -651,11 +702,25 @@ impl Pipe for EthPipe {
                 .is_none_or(VecDeque::is_empty)
     }
 
-    fn check_path(&self, _stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+    fn check_path(&self, stall_ms: u32) -> Result<Option<PathFigures>, LinkError> {
+        // Held to the same limit as a TCP lane: nothing acknowledged for the stall time
+        // although the data went out again and again (a NIC taken down, a cable pulled).
+        let channel = &self.rx_side.channel;
+        if let Some((waited, expiries)) = channel.stalled(self.now()) {
+            let ms = waited / 1_000_000;
+            if ms >= u64::from(stall_ms) && expiries >= STALL_EXPIRIES {
+                return Err(LinkError::Stalled(format!(
+                    "no acknowledgement for {ms} ms; {} datagram(s) unacknowledged, the retransmission \
+                     timer expired {expiries} times (a NIC or the segment is gone; PONTOON_LANE_TIMEOUT_MS \
+                     sets how long a lane may stall)",
+                    channel.in_flight()
+                )));
+            }
+        }
         // The rate over the time since the last look, once enough has flowed for it
         // to mean something (else 0: not measured).
         let (since, base) = self.rate_since.get();
-        let acked = self.rx_side.channel.acked_offset();
+        let acked = channel.acked_offset();
         let mut delivery_rate = 0;
         if acked - base >= 1 << 20 {
             let secs = since.elapsed().as_secs_f64().max(1e-6);

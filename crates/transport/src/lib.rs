@@ -8,6 +8,7 @@ pub mod inherited;
 pub mod ledger;
 pub mod mem;
 pub mod packet;
+mod packet_ring;
 pub mod relay;
 pub mod sealed;
 pub mod shm;
@@ -150,9 +151,10 @@ pub enum Transport {
 
 impl Transport {
     pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::Shm, Transport::Eth];
-    /// What a job uses unless told otherwise: raw Ethernet is opt-in for now (ranks
-    /// that share CPUs wait on its user-level acknowledgements; see issue 20's note).
-    pub const DEFAULT: [Transport; 2] = [Transport::Tcp, Transport::Shm];
+    /// What a job uses unless told otherwise: every transport, each where it can be
+    /// (shared memory within a node, raw Ethernet where the ranks have CAP_NET_RAW and
+    /// share a segment, TCP everywhere).
+    pub const DEFAULT: [Transport; 3] = Transport::ALL;
 
     pub fn name(self) -> &'static str {
         match self {

@@ -12,6 +12,8 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use crate::packet_ring::RxRing;
+
 /// Frames moved by one `recvmmsg`/`sendmmsg` call at most.
 pub const MAX_BATCH: usize = 64;
 
@@ -57,6 +59,8 @@ struct PacketMreq {
 /// protocol, any destination MAC) and transmits frames verbatim. Non-blocking.
 #[derive(Debug)]
 pub struct PacketSocket {
+    /// Before `fd`: the ring is unmapped before the socket closes.
+    rx_ring: Option<RxRing>,
     fd: OwnedFd,
     ifindex: u32,
     ifname: String,
@@ -69,20 +73,23 @@ impl PacketSocket {
     /// wire must see frames for every MAC), bypasses the qdisc on transmit and, where
     /// the kernel allows, enlarges the socket buffers to ride out scheduling hiccups.
     pub fn bind(ifname: &str) -> io::Result<PacketSocket> {
-        Self::open(ifname, libc::ETH_P_ALL as u16, true, &[])
+        Self::open(ifname, libc::ETH_P_ALL as u16, true, &[], 0)
     }
 
     /// Opens a raw socket on `ifname` that receives only frames of `ethertype` sent to
     /// this interface's MAC (or broadcast), without timestamps: what a lane of one
     /// protocol needs, leaving every other frame to the kernel's stack.
     /// `filter`, a classic BPF program (none if empty), is attached before the socket
-    /// is bound, so that no frame it refuses is ever queued.
+    /// is bound, so that no frame it refuses is ever queued. With `ring_frames` > 0 the
+    /// socket receives into a ring of about that many frames of the interface's MTU
+    /// ([`PacketSocket::ring_frame`]), or, where the kernel refuses one, as without.
     pub fn bind_protocol(
         ifname: &str,
         ethertype: u16,
         filter: &[libc::sock_filter],
+        ring_frames: usize,
     ) -> io::Result<PacketSocket> {
-        Self::open(ifname, ethertype, false, filter)
+        Self::open(ifname, ethertype, false, filter, ring_frames)
     }
 
     fn open(
@@ -90,6 +97,7 @@ impl PacketSocket {
         protocol: u16,
         promiscuous: bool,
         filter: &[libc::sock_filter],
+        ring_frames: usize,
     ) -> io::Result<PacketSocket> {
         let ctx = |e: io::Error, what: &str| -> io::Error {
             let hint = match e.raw_os_error() {
@@ -116,7 +124,8 @@ impl PacketSocket {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let ifindex = rustix::net::netdevice::name_to_index(&fd, ifname)
             .map_err(|e| ctx(e.into(), "interface index"))?;
-        let sock = PacketSocket {
+        let mut sock = PacketSocket {
+            rx_ring: None,
             fd,
             ifindex,
             ifname: ifname.to_owned(),
@@ -153,6 +162,12 @@ impl PacketSocket {
             let _ = sock.setsockopt(libc::SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1 as libc::c_int);
         }
 
+        if ring_frames > 0 {
+            // Before bind(), so that no frame is queued outside the ring.
+            let max_frame = sock.mtu().map_err(|e| ctx(e, "MTU"))? + 18; // Ethernet header, VLAN tag
+                                                                         // A kernel that refuses one (no memory for it) leaves recv(), which works.
+            sock.rx_ring = RxRing::new(sock.fd.as_fd(), max_frame, ring_frames).ok();
+        }
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -170,6 +185,21 @@ impl PacketSocket {
             return Err(ctx(io::Error::last_os_error(), "bind"));
         }
         Ok(sock)
+    }
+
+    /// Whether frames arrive in a receive ring (read them with
+    /// [`PacketSocket::ring_frame`]; `recv` finds nothing then).
+    pub fn has_ring(&self) -> bool {
+        self.rx_ring.is_some()
+    }
+
+    /// The next frame of the receive ring, without a system call: its bytes (cut at the
+    /// ring's slot size; the second value is the length it had) until the
+    /// [`RingFrame`] is dropped, which hands the slot back to the kernel.
+    pub fn ring_frame(&mut self) -> Option<RingFrame<'_>> {
+        let ring = self.rx_ring.as_mut()?;
+        ring.peek()?;
+        Some(RingFrame(ring))
     }
 
     /// Kernel index of the bound interface.
@@ -425,6 +455,23 @@ impl PacketSocket {
     }
 }
 
+/// A frame lent by the receive ring; its slot goes back to the kernel on drop.
+pub struct RingFrame<'a>(&'a mut RxRing);
+
+impl RingFrame<'_> {
+    /// The frame from its Ethernet header on, and the length it had on the wire
+    /// (greater than the bytes if the slot cut it).
+    pub fn bytes(&self) -> (&[u8], usize) {
+        self.0.peek().unwrap_or((&[], 0))
+    }
+}
+
+impl Drop for RingFrame<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 /// The `SCM_TIMESTAMPNS_NEW` control message of a received message, if any.
 fn stamp_of(hdr: &libc::msghdr) -> Option<std::time::Duration> {
     if hdr.msg_controllen < size_of::<libc::cmsghdr>() as _ {
@@ -503,19 +550,25 @@ mod tests {
         .expect("netns thread")
     }
 
-    #[test]
-    fn frame_crosses_a_veth_pair() {
-        if !is_root() {
-            eprintln!("skipping frame_crosses_a_veth_pair: needs root (ip netns, CAP_NET_RAW)");
-            return;
-        }
-        let ns = Netns(format!("pt-pkt-{}", std::process::id()));
+    /// A fresh namespace `PREFIX-PID` holding the veth pair v0 - v1, both up.
+    fn veth_pair_in_a_netns(prefix: &str) -> Netns {
+        let ns = Netns(format!("{prefix}-{}", std::process::id()));
         ip(&["netns", "add", &ns.0]);
         ip(&[
             "-n", &ns.0, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
         ]);
         ip(&["-n", &ns.0, "link", "set", "v0", "up"]);
         ip(&["-n", &ns.0, "link", "set", "v1", "up"]);
+        ns
+    }
+
+    #[test]
+    fn frame_crosses_a_veth_pair() {
+        if !is_root() {
+            eprintln!("skipping frame_crosses_a_veth_pair: needs root (ip netns, CAP_NET_RAW)");
+            return;
+        }
+        let ns = veth_pair_in_a_netns("pt-pkt");
         in_netns(&ns.0, || {
             let s0 = PacketSocket::bind("v0").expect("bind v0");
             let s1 = PacketSocket::bind("v1").expect("bind v1");
@@ -586,6 +639,81 @@ mod tests {
             while let Ok(n) = s1.recv(&mut buf) {
                 assert_ne!(&buf[VNET_HDR_LEN..n], &frame[..], "own transmission looped back");
             }
+        });
+    }
+
+    #[test]
+    fn frames_arrive_in_the_receive_ring_in_order_across_its_wrap() {
+        if !is_root() {
+            eprintln!("skipping frames_arrive_in_the_receive_ring_in_order_across_its_wrap: needs root (ip netns, CAP_NET_RAW)");
+            return;
+        }
+        let ns = veth_pair_in_a_netns("pt-ring");
+        in_netns(&ns.0, || {
+            let tx = PacketSocket::bind("v0").expect("bind v0");
+            let mut rx = PacketSocket::bind_protocol("v1", 0x88b5, &[], 8).expect("bind v1");
+            assert!(rx.has_ring(), "the kernel gave no ring");
+            assert!(rx.ring_frame().is_none(), "an empty ring lends nothing");
+            let slots = rx.rx_ring.as_ref().unwrap().slots();
+            let frame = |i: u32, len: usize| {
+                let mut f = vec![0xffu8; 6];
+                f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+                f.extend_from_slice(&i.to_le_bytes());
+                f.resize(len, (i % 251) as u8);
+                f
+            };
+            // Three times round the ring, in bursts of half of it, sizes up to the MTU.
+            let mut next = 0u32;
+            for burst in 0..6 {
+                let sent: Vec<Vec<u8>> = (0..slots as u32 / 2)
+                    .map(|k| frame(burst * 1000 + k, 60 + (k as usize * 97) % 1455))
+                    .collect();
+                for f in &sent {
+                    tx.send(f).expect("send");
+                }
+                let mut got = 0;
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while got < sent.len() {
+                    assert!(
+                        Instant::now() < deadline,
+                        "burst {burst}: {got} of {} arrived",
+                        sent.len()
+                    );
+                    let Some(f) = rx.ring_frame() else {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    };
+                    let (bytes, len) = f.bytes();
+                    assert_eq!(bytes.len(), len, "not cut");
+                    assert_eq!(
+                        bytes,
+                        &sent[got][..],
+                        "frame {got} of burst {burst} in order and whole"
+                    );
+                    got += 1;
+                    next += 1;
+                }
+            }
+            assert!(next as usize > 2 * slots);
+            // Over the MTU's slot: cut at the slot, the length it had said.
+            ip(&["link", "set", "v0", "mtu", "9000"]);
+            ip(&["link", "set", "v1", "mtu", "9000"]);
+            tx.send(&frame(7, 9000)).expect("send a jumbo frame");
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let f = loop {
+                if let Some(f) = rx.ring_frame() {
+                    break f;
+                }
+                assert!(Instant::now() < deadline, "the jumbo frame did not arrive");
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            let (bytes, len) = f.bytes();
+            assert_eq!(len, 9000);
+            assert!(
+                bytes.len() < len && bytes.len() >= 1500,
+                "cut at the slot: {}",
+                bytes.len()
+            );
         });
     }
 }
