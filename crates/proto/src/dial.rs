@@ -4,7 +4,7 @@
 //! happened; time comes in as an argument (the caller's clock, or the simulator's), as
 //! in [`crate::reliable`].
 
-use crate::Nanos;
+use crate::{Nanos, Rank};
 
 /// At most this many connects to one peer are in flight at once.
 pub const MAX_RACING: usize = 3;
@@ -248,6 +248,115 @@ impl Resend {
     }
 }
 
+/// The timers of setting up first lanes, per peer: by when a peer must be reached (or
+/// its operations fail), and when a peer this rank yielded to (its HELLO crossed ours
+/// and won) is dialled again because its connection never came.
+#[derive(Debug, Clone, Default)]
+pub struct Setups {
+    /// Per peer: the deadline, and when this rank yielded to it, if it did.
+    peers: std::collections::BTreeMap<Rank, Setup>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    deadline: Nanos,
+    /// When this rank last yielded, until the retry that follows is due.
+    yielded_at: Option<Nanos>,
+    /// Whether it ever yielded during this set-up (for the report of a failure).
+    yielded: bool,
+}
+
+impl Setups {
+    /// A first lane to `peer` is wanted from `now`: it must be up within `limit`. Keeps
+    /// an earlier deadline (the peer's own connection may be on its way); `restart`
+    /// gives a fresh one.
+    pub fn begin(&mut self, peer: Rank, now: Nanos, limit: Nanos, restart: bool) {
+        let deadline = now.saturating_add(limit);
+        let s = self.peers.entry(peer).or_insert(Setup {
+            deadline,
+            yielded_at: None,
+            yielded: false,
+        });
+        if restart {
+            s.deadline = deadline;
+        }
+    }
+
+    /// This rank yielded to `peer` at `now`: its connection is expected. (Without a
+    /// set-up under way there is no deadline to retry within: nothing to do.)
+    pub fn yielded(&mut self, peer: Rank, now: Nanos) {
+        if let Some(s) = self.peers.get_mut(&peer) {
+            s.yielded_at = Some(now);
+            s.yielded = true;
+        }
+    }
+
+    /// Whether a set-up to `peer` is under way.
+    pub fn pending(&self, peer: Rank) -> bool {
+        self.peers.contains_key(&peer)
+    }
+
+    /// The time left before `peer`'s deadline (0 once it passed; none without a set-up).
+    pub fn time_left(&self, peer: Rank, now: Nanos) -> Option<Nanos> {
+        Some(self.peers.get(&peer)?.deadline.saturating_sub(now))
+    }
+
+    /// The first lane to `peer` is up: its timers are done.
+    pub fn done(&mut self, peer: Rank) {
+        self.peers.remove(&peer);
+    }
+
+    /// Peers yielded to more than `attempt` before `now` whose connection has not come
+    /// (`waiting` says which are still neither connected nor connecting), with the time
+    /// left before their deadline: dial them again within it. A peer whose deadline has
+    /// passed is left to [`Setups::overdue`].
+    pub fn retries_due(
+        &mut self,
+        now: Nanos,
+        attempt: Nanos,
+        waiting: impl Fn(Rank) -> bool,
+    ) -> Vec<(Rank, Nanos)> {
+        let mut due = Vec::new();
+        for (&peer, s) in &mut self.peers {
+            let Some(at) = s.yielded_at else { continue };
+            if now.saturating_sub(at) > attempt && waiting(peer) {
+                s.yielded_at = None;
+                if s.deadline > now {
+                    due.push((peer, s.deadline - now));
+                }
+            }
+        }
+        due
+    }
+
+    /// Peers past their deadline that `waiting` says are still neither connected nor
+    /// connecting, with whether this rank had yielded to them: they have failed, and
+    /// their timers are removed.
+    pub fn overdue(&mut self, now: Nanos, waiting: impl Fn(Rank) -> bool) -> Vec<(Rank, bool)> {
+        let late: Vec<(Rank, bool)> = self
+            .peers
+            .iter()
+            .filter(|(&p, s)| now > s.deadline && waiting(p))
+            .map(|(&p, s)| (p, s.yielded))
+            .collect();
+        for (p, _) in &late {
+            self.peers.remove(p);
+        }
+        late
+    }
+
+    /// The earliest deadline or retry moment (`attempt` after a yield).
+    pub fn poll_timeout(&self, attempt: Nanos) -> Option<Nanos> {
+        self.peers
+            .values()
+            .map(|s| {
+                let retry = s.yielded_at.map_or(Nanos::MAX, |t| t.saturating_add(attempt) + 1);
+                retry.min(s.deadline + 1)
+            })
+            .min()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,5 +467,56 @@ mod tests {
         assert_eq!(h.poll(100 * MS), ResendStep::Send);
         assert_eq!(h.poll_timeout(), 100 * MS + 1);
         assert_eq!(h.poll(100 * MS + 1), ResendStep::Expired);
+    }
+
+    #[test]
+    fn a_peer_not_reached_by_its_deadline_fails_once_and_a_connecting_one_waits() {
+        let mut s = Setups::default();
+        s.begin(1, 0, 1000 * MS, false);
+        s.begin(2, 0, 1000 * MS, false);
+        // A second wish for peer 1 keeps its deadline; a restart moves it.
+        s.begin(1, 500 * MS, 1000 * MS, false);
+        s.begin(2, 500 * MS, 1000 * MS, true);
+        assert_eq!(s.poll_timeout(1500 * MS), Some(1000 * MS + 1));
+        assert_eq!(s.time_left(2, 600 * MS), Some(900 * MS));
+        assert_eq!(s.time_left(2, 2000 * MS), Some(0));
+        assert_eq!(s.time_left(9, 0), None);
+        assert_eq!(s.overdue(1000 * MS, |_| true), vec![], "not before the deadline");
+        assert_eq!(s.overdue(1000 * MS + 1, |p| p != 1), vec![], "1 is connecting");
+        assert_eq!(s.overdue(1001 * MS, |_| true), vec![(1, false)]);
+        assert_eq!(s.overdue(1001 * MS, |_| true), vec![], "failed once");
+        assert!(!s.pending(1));
+        s.done(2);
+        assert_eq!(s.overdue(10_000 * MS, |_| true), vec![], "2 got its lane");
+        assert_eq!(s.poll_timeout(1500 * MS), None);
+    }
+
+    #[test]
+    fn a_yielded_peer_whose_connection_never_comes_is_dialled_again_within_its_deadline() {
+        let attempt = 1500 * MS;
+        let mut s = Setups::default();
+        s.begin(3, 0, 4000 * MS, true);
+        s.yielded(3, 100 * MS);
+        assert_eq!(s.poll_timeout(attempt), Some(1600 * MS + 1));
+        assert_eq!(s.retries_due(1600 * MS, attempt, |_| true), vec![]);
+        assert_eq!(
+            s.retries_due(1700 * MS, attempt, |_| false),
+            vec![],
+            "its connection is in"
+        );
+        assert_eq!(s.retries_due(1700 * MS, attempt, |_| true), vec![(3, 2300 * MS)]);
+        assert_eq!(
+            s.retries_due(1800 * MS, attempt, |_| true),
+            vec![],
+            "retried once"
+        );
+        // Yielded again too late for a retry: the deadline decides.
+        s.yielded(3, 3000 * MS);
+        assert_eq!(s.retries_due(4600 * MS, attempt, |_| true), vec![]);
+        assert_eq!(
+            s.overdue(4600 * MS, |_| true),
+            vec![(3, true)],
+            "the report says it yielded"
+        );
     }
 }

@@ -166,8 +166,9 @@ pub struct Runtime {
     inferred_sites: Option<Vec<String>>,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
-    /// When we last gave way to a peer's simultaneous connection.
-    yielded_at: HashMap<Rank, Instant>,
+    /// The first-lane set-ups under way: each peer's deadline, and the retry after this
+    /// rank gave way to a peer's simultaneous connection (timers as data, in `proto`).
+    setups: proto::dial::Setups,
     /// The coordinator or the PMI process manager (none for a singleton).
     rendezvous: Option<Rendezvous>,
     waiter: Waiter,
@@ -185,8 +186,6 @@ pub struct Runtime {
     /// When the socket lanes are looked at next (`health.rs`).
     next_lane_check: Instant,
     start: Instant,
-    /// Deadline per peer that we are connecting to, for the error if none appears.
-    connect_deadline: HashMap<Rank, Instant>,
     /// The last key given to a handshake's socket in the waiter.
     handshake_keys: u64,
     /// Why connecting to a peer failed, kept for error messages.
@@ -413,7 +412,7 @@ impl Runtime {
             cards,
             inferred_sites,
             attempt_log: HashMap::new(),
-            yielded_at: HashMap::new(),
+            setups: Default::default(),
             rendezvous,
             done_tokens: Vec::new(),
             polls: 0,
@@ -421,7 +420,6 @@ impl Runtime {
             housekeeping_passes: 0,
             next_lane_check: Instant::now() + health::CHECK_EVERY,
             start: Instant::now(),
-            connect_deadline: HashMap::new(),
             handshake_keys: 0,
             connect_reports: HashMap::new(),
             waiter,

@@ -43,15 +43,16 @@ pub(super) fn contention<'a>(lanes: &'a Lanes, outgoing: &[Outgoing]) -> impl Fn
 impl Runtime {
     pub(super) fn start_connect(&mut self, peer: Rank) {
         let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer));
-        self.connect_deadline
-            .entry(peer)
-            .or_insert_with(|| Instant::now() + self.cfg.connect_timeout);
-        if completing || self.connecting(peer) || self.lanes.connected(peer) {
-            // The peer's own connection is about to complete; it will carry our messages.
+        if self.lanes.connected(peer) {
             return;
         }
-        self.connect_deadline
-            .insert(peer, Instant::now() + self.cfg.connect_timeout);
+        let (now, limit) = (clock::now(), clock::nanos(self.cfg.connect_timeout));
+        if completing || self.connecting(peer) {
+            // The peer's own connection is about to complete; it will carry our messages.
+            self.setups.begin(peer, now, limit, false);
+            return;
+        }
+        self.setups.begin(peer, now, limit, true);
         self.dial(peer, self.cfg.connect_timeout);
         self.wireup();
     }
@@ -136,8 +137,7 @@ impl Runtime {
         }
         self.eth.abandon_first(peer);
         self.shm.stop_waiting(peer);
-        self.yielded_at.remove(&peer);
-        self.connect_deadline.remove(&peer);
+        self.setups.done(peer);
     }
 
     /// A TCP connection with `peer` passed its handshake: a lane, its bytes sealed with
@@ -375,7 +375,7 @@ impl Runtime {
                 }
                 Progress::Yielded => {
                     self.yielded += 1;
-                    self.yielded_at.insert(o.peer, Instant::now());
+                    self.setups.yielded(o.peer, clock::now());
                     self.connect_reports.insert(o.peer, o.report());
                 }
                 // Not failed yet: the peer may still reach us (a NAT'd node can connect
@@ -427,16 +427,11 @@ impl Runtime {
         self.drop_stale_incoming();
         self.retry_yielded();
         // A peer we yielded to must show up in time, or operations with it fail.
-        let now = Instant::now();
-        let late: Vec<Rank> = self
-            .connect_deadline
-            .iter()
-            .filter(|(p, d)| now > **d && !self.lanes.connected(**p) && !self.connecting(**p))
-            .map(|(p, _)| *p)
-            .collect();
-        for p in late {
-            self.connect_deadline.remove(&p);
-            let cause = self.unreachable_cause(p);
+        let mut setups = std::mem::take(&mut self.setups);
+        let late = setups.overdue(clock::now(), |p| !self.lanes.connected(p) && !self.connecting(p));
+        self.setups = setups;
+        for (p, yielded) in late {
+            let cause = self.unreachable_cause(p, yielded);
             self.ep.handle_peer_failed(p, &cause);
             self.report_unreachable(p, &cause);
             any = true;
@@ -446,13 +441,13 @@ impl Runtime {
 
     /// Why `peer` could not be reached: what was tried and how each failed, and, between
     /// nodes, what would help.
-    fn unreachable_cause(&mut self, peer: Rank) -> String {
+    fn unreachable_cause(&mut self, peer: Rank, yielded: bool) -> String {
         let mut report = self.connect_reports.remove(&peer).unwrap_or_default();
         if let Some(why) = self.shm_refusal(peer) {
             report = format!("shared memory: {why}; {report}");
         }
         if report.trim().is_empty() {
-            report = if self.yielded_at.contains_key(&peer) {
+            report = if yielded {
                 "no address of ours was tried: both ranks connected at once and ours gave way, \
                  but the peer's connection never completed"
                     .into()
@@ -555,24 +550,15 @@ impl Runtime {
     /// A peer we yielded to whose connection did not arrive within an attempt's time
     /// (its handshake failed, or it gave up): try again ourselves, within the deadline.
     fn retry_yielded(&mut self) {
-        let now = Instant::now();
-        let due: Vec<Rank> = self
-            .yielded_at
-            .iter()
-            .filter(|(p, t)| {
-                now.duration_since(**t) > self.cfg.attempt_timeout
-                    && !self.lanes.connected(**p)
-                    && !self.connecting(**p)
-                    && !self.incoming.iter().any(|c| c.verified_peer() == Some(**p))
-            })
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in due {
-            self.yielded_at.remove(&peer);
-            let Some(deadline) = self.connect_deadline.get(&peer).copied().filter(|d| *d > now) else {
-                continue;
-            };
-            self.dial(peer, deadline - now);
+        let mut setups = std::mem::take(&mut self.setups);
+        let due = setups.retries_due(clock::now(), clock::nanos(self.cfg.attempt_timeout), |p| {
+            !self.lanes.connected(p)
+                && !self.connecting(p)
+                && !self.incoming.iter().any(|c| c.verified_peer() == Some(p))
+        });
+        self.setups = setups;
+        for (peer, left) in due {
+            self.dial(peer, clock::duration(left));
         }
     }
 

@@ -125,7 +125,7 @@ impl Runtime {
                 }
                 EthProgress::Yielded { peer } => {
                     self.yielded += 1;
-                    self.yielded_at.insert(peer, std::time::Instant::now());
+                    self.setups.yielded(peer, crate::clock::now());
                 }
             }
         }

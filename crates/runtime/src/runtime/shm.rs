@@ -439,9 +439,9 @@ impl Runtime {
             };
             self.refuse_shm(peer, why);
             let left = self
-                .connect_deadline
-                .get(&peer)
-                .map_or(self.cfg.connect_timeout, |d| d.saturating_duration_since(now));
+                .setups
+                .time_left(peer, crate::clock::now())
+                .map_or(self.cfg.connect_timeout, crate::clock::duration);
             self.dial(peer, left);
             any = true;
         }

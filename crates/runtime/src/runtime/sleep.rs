@@ -40,12 +40,19 @@ impl Runtime {
             .filter_map(|&k| self.lanes.get(k)?.link.wake_within())
             .min();
         let max = lane_timer.map_or(max, |t| max.min(t));
-        // So does the engine's: a batch of coalesced messages leaves at its time.
-        let engine_timer = self
-            .ep
-            .poll_timeout()
-            .map(|due| clock::duration(due.saturating_sub(clock::now())));
-        let max = engine_timer.map_or(max, |t| max.min(t));
+        // So do the engine's (a batch of coalesced messages leaves at its time), and the
+        // set-ups' (a peer's deadline, or the retry after this rank gave way; one that
+        // is due while the peer is still connecting waits for the connect to end, which
+        // has timers of its own).
+        let now = clock::now();
+        let attempt = clock::nanos(self.cfg.attempt_timeout);
+        let setup = self.setups.poll_timeout(attempt).filter(|&due| due > now);
+        let timer = [self.ep.poll_timeout(), setup]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|due| clock::duration(due.saturating_sub(now)));
+        let max = timer.map_or(max, |t| max.min(t));
         if max.is_zero() {
             return;
         }
