@@ -76,10 +76,11 @@ echo "      (TCP simultaneous open) and the punched lane takes the traffic"
 "$pontoon" testbed down "$wan" >/dev/null
 echo
 "$pontoon" testbed up multinic --nodes 2 --name "$nics" >/dev/null
-echo "demo: two hosts, two NICs each: two lanes per pair; 256 MiB goes over both, and rank 0"
-echo "      takes its second NIC down mid-way (nothing tells either end: the stall detector"
-echo "      notices within PONTOON_LANE_TIMEOUT_MS, 1 s here, and the first NIC carries the rest)"
-"$pontoon" run --testbed "$nics" -n 2 -x PONTOON_LANE_TIMEOUT_MS=1000 "$examples/lane_failover" --down 2>&1
+echo "demo: two hosts, two NICs each: a TCP lane per NIC and a raw-Ethernet lane per pair;"
+echo "      256 MiB goes over the TCP lanes, and rank 0 takes the NIC of one down mid-way"
+echo "      (nothing tells either end: the stall detector notices within"
+echo "      PONTOON_LANE_TIMEOUT_MS, 1 s here, and the other lanes carry the rest)"
+"$pontoon" run --testbed "$nics" -n 2 --timeout 60 -x PONTOON_LANE_TIMEOUT_MS=1000 "$examples/lane_failover" --down 2>&1
 "$pontoon" testbed down "$nics" >/dev/null
 echo
 "$pontoon" testbed up lan --nodes 2 --name "$lan" >/dev/null

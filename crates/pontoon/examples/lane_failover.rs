@@ -49,6 +49,15 @@ fn interface_named(ifindex: u32) -> String {
         .unwrap_or_else(|| panic!("no interface has index {ifindex}"))
 }
 
+/// The interface a lane leaves this host by.
+fn nic_of(route: &runtime::Route) -> Option<String> {
+    match route {
+        runtime::Route::Ip { local, .. } => Some(interface_of(local.ip())),
+        runtime::Route::Eth { ifindex, .. } => Some(interface_named(*ifindex)),
+        runtime::Route::Node => None,
+    }
+}
+
 /// Drops the raw-Ethernet frames (EtherType 0x88B5) arriving at `nic`, with nftables'
 /// ingress hook: the peer's datagrams and acknowledgements stop, IP goes on.
 fn block_raw_ethernet(nic: &str) -> std::process::ExitStatus {
@@ -116,10 +125,21 @@ fn main() -> Result<(), pontoon::Error> {
         0 => {
             let lanes = universe.lanes(1);
             let control = universe.path(1).map(|p| p.lane);
+            let control_nic = lanes
+                .iter()
+                .find(|l| Some(l.lane) == control)
+                .and_then(|l| nic_of(&l.route));
             let victim = if control_lane {
                 lanes.iter().find(|l| Some(l.lane) == control)
             } else {
-                lanes.iter().find(|l| Some(l.lane) != control)
+                // A TCP lane on another NIC than the control lane's where there is one: the
+                // launcher's connection usually shares that NIC, and a job cut off from it
+                // cannot finalize (with a raw control lane, the first other lane may be the
+                // TCP lane beside it).
+                let others = || lanes.iter().filter(|l| Some(l.lane) != control);
+                others()
+                    .find(|l| matches!(l.route, runtime::Route::Ip { .. }) && nic_of(&l.route) != control_nic)
+                    .or_else(|| others().next())
             };
             let block_raw = std::env::args().any(|a| a == "--block-raw");
             let (route, true) = (victim.map(|l| l.route), lanes.len() > 1) else {
