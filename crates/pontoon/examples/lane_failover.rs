@@ -62,26 +62,23 @@ fn nic_of(route: &runtime::Route) -> Option<String> {
 /// ingress hook: the peer's datagrams and acknowledgements stop, IP goes on.
 fn block_raw_ethernet(nic: &str) -> std::process::ExitStatus {
     let chain = format!("{{ type filter hook ingress device {nic} priority 0; }}");
-    let steps: [&[&str]; 3] = [
-        &["add", "table", "netdev", "pontoon_failover"],
-        &["add", "chain", "netdev", "pontoon_failover", "raw", &chain],
-        &[
-            "add",
-            "rule",
-            "netdev",
-            "pontoon_failover",
-            "raw",
-            "ether",
-            "type",
-            "0x88b5",
-            "drop",
-        ],
-    ];
-    steps
-        .iter()
-        .map(|args| run("nft", args))
-        .find(|st| !st.success())
-        .unwrap_or_else(|| run("true", &[]))
+    let table = ["netdev", "pontoon_failover"];
+    let rule = ["raw", "ether", "type", "0x88b5", "drop"];
+    let status = run("nft", &[&["add", "table"][..], &table].concat());
+    if !status.success() {
+        return status;
+    }
+    let status = run("nft", &[&["add", "chain"][..], &table, &["raw", &chain]].concat());
+    if !status.success() {
+        return status;
+    }
+    run("nft", &[&["add", "rule"][..], &table, &rule].concat())
+}
+
+/// What rank 0 breaks: a TCP lane (by its addresses) or a raw one (by its interface).
+enum Victim {
+    Tcp(std::net::SocketAddr, std::net::SocketAddr),
+    Raw(u32),
 }
 
 /// Breaks the TCP lane `local -> remote`: its NIC taken down with `--down`, else its
@@ -147,8 +144,10 @@ fn main() -> Result<(), pontoon::Error> {
                 std::process::exit(2);
             };
             let breakable = match route {
-                Some(runtime::Route::Eth { ifindex, .. }) if block_raw => Some(Err(ifindex)),
-                Some(runtime::Route::Ip { local, remote, .. }) if !block_raw => Some(Ok((local, remote))),
+                Some(runtime::Route::Eth { ifindex, .. }) if block_raw => Some(Victim::Raw(ifindex)),
+                Some(runtime::Route::Ip { local, remote, .. }) if !block_raw => {
+                    Some(Victim::Tcp(local, remote))
+                }
                 _ => None,
             };
             let Some(victim) = breakable else {
@@ -174,12 +173,12 @@ fn main() -> Result<(), pontoon::Error> {
                 }
             }
             let how = match victim {
-                Err(ifindex) => {
+                Victim::Raw(ifindex) => {
                     let nic = interface_named(ifindex);
                     let status = block_raw_ethernet(&nic);
                     format!("blocked raw Ethernet on {nic} ({which}) during the transfer: nft exit {status}")
                 }
-                Ok((local, remote)) => break_tcp(local, remote, which),
+                Victim::Tcp(local, remote) => break_tcp(local, remote, which),
             };
             println!("rank 0: {how}");
             while control_lane && small.len() < SMALL {

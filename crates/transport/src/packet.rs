@@ -12,7 +12,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use crate::packet_ring::RxRing;
+use crate::packet_ring::{Lent, RxRing};
 
 /// Frames moved by one `recvmmsg`/`sendmmsg` call at most.
 pub const MAX_BATCH: usize = 64;
@@ -164,9 +164,10 @@ impl PacketSocket {
 
         if ring_frames > 0 {
             // Before bind(), so that no frame is queued outside the ring.
-            let max_frame = sock.mtu().map_err(|e| ctx(e, "MTU"))? + 18; // Ethernet header, VLAN tag
-                                                                         // A kernel that refuses one (no memory for it) leaves recv(), which works.
-            sock.rx_ring = RxRing::new(sock.fd.as_fd(), max_frame, ring_frames).ok();
+            // Room for the Ethernet header and a VLAN tag. A kernel that refuses a ring (no
+            // memory for it) leaves recv(), which works.
+            let max_frame = sock.mtu().map_err(|e| ctx(e, "MTU"))? + 18;
+            sock.rx_ring = RxRing::new(&sock, max_frame, ring_frames).ok();
         }
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
@@ -198,8 +199,8 @@ impl PacketSocket {
     /// [`RingFrame`] is dropped, which hands the slot back to the kernel.
     pub fn ring_frame(&mut self) -> Option<RingFrame<'_>> {
         let ring = self.rx_ring.as_mut()?;
-        ring.peek()?;
-        Some(RingFrame(ring))
+        let lent = ring.peek()?;
+        Some(RingFrame { ring, lent })
     }
 
     /// Kernel index of the bound interface.
@@ -437,7 +438,12 @@ impl PacketSocket {
         Ok(sent as usize)
     }
 
-    fn setsockopt<T: Copy>(&self, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
+    pub(crate) fn setsockopt<T: Copy>(
+        &self,
+        level: libc::c_int,
+        name: libc::c_int,
+        value: T,
+    ) -> io::Result<()> {
         // SAFETY: `value` is a live, properly sized option value for the whole call.
         let rc = unsafe {
             libc::setsockopt(
@@ -456,19 +462,22 @@ impl PacketSocket {
 }
 
 /// A frame lent by the receive ring; its slot goes back to the kernel on drop.
-pub struct RingFrame<'a>(&'a mut RxRing);
+pub struct RingFrame<'a> {
+    ring: &'a mut RxRing,
+    lent: Lent,
+}
 
 impl RingFrame<'_> {
     /// The frame from its Ethernet header on, and the length it had on the wire
     /// (greater than the bytes if the slot cut it).
     pub fn bytes(&self) -> (&[u8], usize) {
-        self.0.peek().unwrap_or((&[], 0))
+        (self.ring.bytes(self.lent), self.lent.len)
     }
 }
 
 impl Drop for RingFrame<'_> {
     fn drop(&mut self) {
-        self.0.release();
+        self.ring.release();
     }
 }
 

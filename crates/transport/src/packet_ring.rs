@@ -11,8 +11,10 @@
 //! ping-pong wants each frame at once.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::packet::PacketSocket;
 
 // linux/if_packet.h
 const PACKET_RX_RING: libc::c_int = 5;
@@ -51,6 +53,15 @@ struct Tpacket2Hdr {
     tp_padding: [u8; 4],
 }
 
+/// Where a frame that [`RxRing::peek`] found lies: `snap` bytes at `at` (the frame was
+/// `len` long on the wire).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lent {
+    at: *const u8,
+    snap: usize,
+    pub(crate) len: usize,
+}
+
 fn align_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }
@@ -74,10 +85,10 @@ pub(crate) struct RxRing {
 unsafe impl Send for RxRing {}
 
 impl RxRing {
-    /// Sets up a ring on `fd`, which must not be bound yet (a frame queued before the
+    /// Sets up a ring on `sock`, which must not be bound yet (a frame queued before the
     /// ring would stay in the socket's queue, unread, and keep the socket readable for
     /// ever): about `frames` slots, each holding a frame of up to `max_frame` bytes.
-    pub(crate) fn new(fd: BorrowedFd<'_>, max_frame: usize, frames: usize) -> io::Result<RxRing> {
+    pub(crate) fn new(sock: &PacketSocket, max_frame: usize, frames: usize) -> io::Result<RxRing> {
         // SAFETY: sysconf reads a constant of the system.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         // The kernel puts the frame's MAC header so that its network header is aligned
@@ -95,8 +106,8 @@ impl RxRing {
             frame_size: frame_size as u32,
             frame_nr: (frames_per_block * block_nr) as u32,
         };
-        setsockopt(fd, PACKET_VERSION, TPACKET_V2)?;
-        setsockopt(fd, PACKET_RX_RING, req)?;
+        sock.setsockopt(libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2)?;
+        sock.setsockopt(libc::SOL_PACKET, PACKET_RX_RING, req)?;
         let map_len = block_size * block_nr;
         // SAFETY: a fresh shared mapping of the socket's ring, of exactly the size the
         // kernel allocated; the result is checked.
@@ -106,7 +117,7 @@ impl RxRing {
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                fd.as_raw_fd(),
+                sock.as_fd().as_raw_fd(),
                 0,
             )
         };
@@ -147,10 +158,9 @@ impl RxRing {
         unsafe { &*(self.slot(i) as *const AtomicU32) }
     }
 
-    /// The next frame, if the kernel has put one in the ring: its bytes from the
-    /// Ethernet header on (cut at the slot's end if it was longer; `len` says how long it
-    /// was), lent until [`RxRing::release`].
-    pub(crate) fn peek(&self) -> Option<(&[u8], usize)> {
+    /// The next frame, if the kernel has put one in the ring: where it lies, until
+    /// [`RxRing::release`].
+    pub(crate) fn peek(&self) -> Option<Lent> {
         if self.status(self.next).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
             return None;
         }
@@ -160,14 +170,28 @@ impl RxRing {
         let hdr = unsafe { std::ptr::read(slot as *const Tpacket2Hdr) };
         let (mac, snap) = (usize::from(hdr.tp_mac), hdr.tp_snaplen as usize);
         if mac > self.frame_size || snap > self.frame_size - mac {
-            // Not what the kernel writes; treated as an empty frame, never read past the slot.
-            return Some((&[], 0));
+            // Not what the kernel writes; an empty frame, never read past the slot.
+            return Some(Lent {
+                at: slot,
+                snap: 0,
+                len: 0,
+            });
         }
-        // SAFETY: `mac..mac + snap` lies within the slot (checked above), the kernel no
-        // longer writes to it while the status is USER, and the slice is lent for as long
-        // as `&self`, which `release` (taking `&mut self`) ends.
-        let bytes = unsafe { std::slice::from_raw_parts(slot.add(mac), snap) };
-        Some((bytes, hdr.tp_len as usize))
+        Some(Lent {
+            // SAFETY: `mac` lies within the slot (checked above).
+            at: unsafe { slot.add(mac) },
+            snap,
+            len: hdr.tp_len as usize,
+        })
+    }
+
+    /// The bytes of the frame `lent` (from [`RxRing::peek`], not released since): from
+    /// its Ethernet header on, cut at the slot's end if it was longer.
+    pub(crate) fn bytes(&self, lent: Lent) -> &[u8] {
+        // SAFETY: `peek` checked that `at..at + snap` lies within the current slot, which
+        // the kernel does not write while its status is USER, i.e. until `release`
+        // (taking `&mut self`, so not while this borrow of `self` lives).
+        unsafe { std::slice::from_raw_parts(lent.at, lent.snap) }
     }
 
     /// Hands the slot [`RxRing::peek`] returned back to the kernel.
@@ -185,21 +209,4 @@ impl Drop for RxRing {
             libc::munmap(self.map.cast(), self.map_len);
         }
     }
-}
-
-fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, name: libc::c_int, value: T) -> io::Result<()> {
-    // SAFETY: `value` is a live, properly sized option value for the whole call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            name,
-            &value as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
