@@ -84,7 +84,8 @@ pub(crate) struct Lanes {
     /// a `None`).
     slots: Vec<Option<Lane>>,
     by_peer: Vec<Vec<LaneId>>,
-    /// The lanes whose frames arrive without waking their fd (shared memory).
+    /// The lanes whose frames arrive without waking their fd (shared memory; raw
+    /// Ethernet) and that are read on every pass (not those that are signalled).
     polled: Vec<LaneId>,
     /// The lanes that are not polled (their fd says when to read).
     sockets: Vec<LaneId>,
@@ -106,7 +107,9 @@ impl Lanes {
             self.slots.resize_with(id.index() + 1, || None);
         }
         self.by_peer[lane.peer as usize].push(id);
-        if lane.link.polled() {
+        if lane.link.signalled() {
+            // Read when the node's bitmap of writers says so (`Runtime::service_signalled`).
+        } else if lane.link.polled() {
             self.polled.push(id);
         } else {
             self.sockets.push(id);

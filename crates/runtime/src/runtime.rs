@@ -569,7 +569,9 @@ impl Runtime {
     pub fn progress(&mut self) -> bool {
         let mut any = self.drive_outputs();
         any |= self.take_shm_announcements();
-        // Shared-memory lanes: frames arrive in memory, so look at each on every pass
+        any |= self.service_signalled();
+        // Polled lanes (shared memory on a small node, raw Ethernet): frames arrive
+        // without an fd saying so, so look at each on every pass
         // (a load of the ring's tail; no system call).
         let mut i = 0;
         while let Some(&lane) = self.lanes.polled().get(i) {

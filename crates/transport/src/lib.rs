@@ -94,6 +94,12 @@ pub trait Link {
     /// Frames arrive without making [`Link::fd`] readable (shared memory): the runtime
     /// looks at the link on every progress pass, and its fd only wakes a sleeping rank.
     fn polled(&self) -> bool;
+    /// A polled link whose frames say so in the node's bitmap of writers (shared memory
+    /// on a node of many ranks, `shm::SIGNAL_FROM`): the runtime reads it when its bit
+    /// is taken, not on every pass.
+    fn signalled(&self) -> bool {
+        false
+    }
     /// [`Link::fd`] of a polled link is readable on every frame (a shared raw socket,
     /// not a doorbell): it is watched only while the rank sleeps, since a watched fd
     /// costs every arriving frame an epoll callback on the busy path.
@@ -261,6 +267,9 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn polled(&self) -> bool {
         each!(self, l => l.polled())
+    }
+    fn signalled(&self) -> bool {
+        each!(self, l => l.signalled())
     }
     fn watch_while_sleeping(&self) -> bool {
         each!(self, l => l.watch_while_sleeping())

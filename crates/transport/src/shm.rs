@@ -13,7 +13,8 @@
 //! in the peer's slot.
 //!
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
-//! "asleep" flag, pid and rank, and a bitmap of the peers that opened a lane to it); a
+//! "asleep" flag, pid and rank, a bitmap of the peers that opened a lane to it and one of
+//! the peers that wrote to it since it last looked); a
 //! box per ordered pair, the boxes to a rank side by side; then an area per pair of
 //! ranks: the rings' heads and the two rings.
 //!
@@ -27,6 +28,13 @@
 //! the stream (the ring's tail when it was filled): the consumer reads the ring up to
 //! there, then the box. It reads the tail before it looks at the box, so a box it does
 //! not see yet lies beyond the tail it read.
+//!
+//! Written bits: on a node of [`SIGNAL_FROM`] ranks or more, a producer also sets its bit
+//! in the consumer's bitmap of writers after each write, and the consumer reads only the
+//! lanes whose bits it took ([`ShmNode::take_written`]) instead of every peer's box on
+//! every pass: with 255 peers, a pass looked at 255 lines and a rank woken by each
+//! peer's message of an alltoall looked at them 255 times. On smaller nodes the bit
+//! would only add a shared line to a small message's way, so nobody sets it.
 //!
 //! Wake-ups: a rank about to sleep sets its flag; a peer that writes to it (or announces
 //! a lane) and finds the flag set clears it and sends a datagram to the rank's bell, a
@@ -68,7 +76,7 @@ use crate::stream::StreamLink;
 use crate::Caps;
 
 /// Identifies a pontoon node segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM3");
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM4");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
@@ -95,6 +103,8 @@ pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
 /// Most ranks one node segment serves.
 pub const MAX_RANKS: usize = 4096;
+/// Nodes of this many ranks or more say which lanes were written (see the module's comment).
+pub const SIGNAL_FROM: usize = 16;
 /// Most staging of a shared-memory lane (it grows to this as reads fill it): small
 /// frames are copied out in one piece; payloads of 16 KiB and more go from the ring
 /// straight into receive buffers. A sixteenth of the ring, within these bounds.
@@ -134,12 +144,15 @@ pub fn shm_link<T>(pipe: ShmPipe, caps: Caps) -> ShmLink<T> {
     StreamLink::new(pipe, caps, staging)
 }
 
+/// The job id in hex, by table: a rank names the bell of every peer of its node (the
+/// formatter's `{:02x}` per byte was a tenth of a first alltoall of 256 ranks).
 fn job_hex(job_id: &[u8; 16]) -> String {
-    use std::fmt::Write;
-    job_id.iter().fold(String::with_capacity(32), |mut hex, b| {
-        let _ = write!(hex, "{b:02x}");
-        hex
-    })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    job_id
+        .iter()
+        .flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]])
+        .map(char::from)
+        .collect()
 }
 
 /// The abstract socket name where `rank` of the job `job_id` admits the ranks of its
@@ -292,8 +305,17 @@ impl Layout {
         self.ranks.div_ceil(64)
     }
 
+    /// Whether producers set their bit in the consumer's bitmap of writers.
+    pub fn signalled(&self) -> bool {
+        self.ranks >= SIGNAL_FROM
+    }
+
+    fn bitmap_size(&self) -> usize {
+        (self.words() * 8).next_multiple_of(LINE)
+    }
+
     fn slot_size(&self) -> usize {
-        LINE + (self.words() * 8).next_multiple_of(LINE)
+        LINE + 2 * self.bitmap_size()
     }
 
     fn slot(&self, index: usize) -> usize {
@@ -303,6 +325,11 @@ impl Layout {
     /// Where word `w` of rank `index`'s bitmap of announced peers lies.
     fn announce_word(&self, index: usize, w: usize) -> usize {
         self.slot(index) + LINE + 8 * w
+    }
+
+    /// Where word `w` of rank `index`'s bitmap of peers that wrote to it lies.
+    fn written_word(&self, index: usize, w: usize) -> usize {
+        self.slot(index) + LINE + self.bitmap_size() + 8 * w
     }
 
     fn boxes_at(&self) -> usize {
@@ -579,12 +606,22 @@ impl ShmNode {
             boxed: 0,
             waiting: None,
         };
+        let bit_of = |consumer: usize, producer: usize| {
+            self.layout.signalled().then(|| {
+                (
+                    self.layout.written_word(consumer, producer / 64),
+                    1u64 << (producer % 64),
+                )
+            })
+        };
         Ok(ShmPipe {
             seg: self.seg.clone(),
             ring: self.layout.ring,
             tx: side(self.layout.way_at(self.me, peer)),
             rx: side(self.layout.way_at(peer, self.me)),
             peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
+            written: bit_of(peer, self.me),
+            own_written: bit_of(self.me, peer),
             ringer: self.ringer.clone(),
             peer_bell: self.bell_of(peer, rank)?,
         })
@@ -656,8 +693,22 @@ impl ShmNode {
     /// (one load per 64 ranks when there are none).
     pub fn take_announced(&self) -> Vec<usize> {
         let mut out = Vec::new();
+        self.take_bits(|w| self.layout.announce_word(self.me, w), &mut out);
+        out
+    }
+
+    /// Appends to `out` the slots of the members that wrote to this rank since the last
+    /// call (on a node whose layout is [`Layout::signalled`]; one load per 64 ranks when
+    /// none did). A slot without a lane yet is one announced meanwhile: the lane, once
+    /// opened, must be read once without waiting for a bit.
+    pub fn take_written(&self, out: &mut Vec<usize>) {
+        self.take_bits(|w| self.layout.written_word(self.me, w), out);
+    }
+
+    /// Takes (clears) the bits of one of this rank's bitmaps, word by word.
+    fn take_bits(&self, word_at: impl Fn(usize) -> usize, out: &mut Vec<usize>) {
         for w in 0..self.layout.words() {
-            let word = self.seg.u64_at(self.layout.announce_word(self.me, w));
+            let word = self.seg.u64_at(word_at(w));
             if word.load(Ordering::Relaxed) == 0 {
                 continue;
             }
@@ -670,7 +721,6 @@ impl ShmNode {
                 }
             }
         }
-        out
     }
 
     /// Rings the bell of every member that sleeps (the leader, once all have joined).
@@ -691,19 +741,18 @@ impl ShmNode {
     }
 
     /// Before this rank sleeps: announcements, frames and gone ranks from now on ring its
-    /// bell. `false` when one waits already (do not sleep).
-    /// (Then each lane looks for a waiting frame: [`ShmPipe`]'s `arm_wakeup`.)
+    /// bell. `false` when one waits already (do not sleep): an announcement, a gone rank,
+    /// or on a signalled node a write. (On other nodes each lane then looks for a waiting
+    /// frame: [`ShmPipe`]'s `arm_wakeup`.)
     pub fn arm(&self) -> bool {
         let flag = self.seg.u32_at(self.layout.slot(self.me) + SLOT_ASLEEP);
         flag.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        let announced = (0..self.layout.words()).any(|w| {
-            self.seg
-                .u64_at(self.layout.announce_word(self.me, w))
-                .load(Ordering::SeqCst)
-                != 0
-        }) || self.seg.u64_at(HEADER_GONE).load(Ordering::SeqCst)
-            != self.gone_seen.load(Ordering::Relaxed);
+        let set = |at: usize| self.seg.u64_at(at).load(Ordering::SeqCst) != 0;
+        let written = |w| self.layout.signalled() && set(self.layout.written_word(self.me, w));
+        let announced = (0..self.layout.words())
+            .any(|w| set(self.layout.announce_word(self.me, w)) || written(w))
+            || self.seg.u64_at(HEADER_GONE).load(Ordering::SeqCst) != self.gone_seen.load(Ordering::Relaxed);
         if announced {
             flag.store(0, Ordering::Relaxed);
         }

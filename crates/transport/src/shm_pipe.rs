@@ -44,6 +44,12 @@ pub struct ShmPipe {
     pub(super) rx: Side,
     /// The peer's "asleep" flag (in its slot).
     pub(super) peer_asleep: usize,
+    /// On a signalled node: our word in the peer's bitmap of writers, and our bit in it.
+    pub(super) written: Option<(usize, u64)>,
+    /// On a signalled node: the peer's word in our own bitmap of writers, and its bit.
+    /// A write that leaves bytes queued sets it, so the runtime flushes the rest on its
+    /// next pass without looking at every lane.
+    pub(super) own_written: Option<(usize, u64)>,
     pub(super) ringer: Arc<OwnedFd>,
     pub(super) peer_bell: SocketAddrUnix,
 }
@@ -162,6 +168,42 @@ impl ShmPipe {
         Ok(written as usize)
     }
 
+    /// Writes what fits (see [`Pipe::write`]) and, with `wake`, rings a sleeping peer.
+    fn write_and_wake(&mut self, iov: &[IoSlice<'_>], wake: bool) -> Result<usize, LinkError> {
+        let want: usize = iov.iter().map(|s| s.len()).sum();
+        if want == 0 {
+            return Ok(0);
+        }
+        let mut written = self.try_write(iov, want)?;
+        if written == 0 {
+            // Ask the consumer to ring when it makes room, then look once more.
+            self.seg
+                .u32_at(self.tx.at.boxed + BOX_WAITS)
+                .store(1, Ordering::SeqCst);
+            self.tx.waiting = Some(want);
+            written = self.try_write(iov, want)?;
+        }
+        if written > 0 {
+            self.tx.waiting = None;
+            if let Some((word, bit)) = self.written {
+                self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
+            }
+            if written < want {
+                if let Some((word, bit)) = self.own_written {
+                    self.seg.u64_at(word).fetch_or(bit, Ordering::Relaxed);
+                }
+            }
+            if wake {
+                self.wake_peer();
+            }
+        }
+        Ok(written)
+    }
+
+    fn wake_peer(&self) {
+        wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+    }
+
     /// Whether the write we wait with (`want` bytes) would take something now.
     fn room(&mut self, want: usize) -> bool {
         let box_empty = self
@@ -178,7 +220,11 @@ impl ShmPipe {
     fn room_made(&self) {
         let waits = self.seg.u32_at(self.rx.at.boxed + BOX_WAITS);
         if waits.load(Ordering::SeqCst) != 0 && waits.swap(0, Ordering::SeqCst) != 0 {
-            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
+            // On a signalled node the producer reads the lane when its bit says so.
+            if let Some((word, bit)) = self.written {
+                self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
+            }
+            self.wake_peer();
         }
     }
 
@@ -219,24 +265,11 @@ impl ShmPipe {
 
 impl Pipe for ShmPipe {
     fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        let want: usize = iov.iter().map(|s| s.len()).sum();
-        if want == 0 {
-            return Ok(0);
-        }
-        let mut written = self.try_write(iov, want)?;
-        if written == 0 {
-            // Ask the consumer to ring when it makes room, then look once more.
-            self.seg
-                .u32_at(self.tx.at.boxed + BOX_WAITS)
-                .store(1, Ordering::SeqCst);
-            self.tx.waiting = Some(want);
-            written = self.try_write(iov, want)?;
-        }
-        if written > 0 {
-            self.tx.waiting = None;
-            wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
-        }
-        Ok(written)
+        self.write_and_wake(iov, true)
+    }
+
+    fn write_without_waking(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
+        self.write_and_wake(iov, false)
     }
 
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
@@ -285,6 +318,10 @@ impl Pipe for ShmPipe {
 
     fn polled(&self) -> bool {
         true
+    }
+
+    fn signalled(&self) -> bool {
+        self.written.is_some()
     }
 
     /// The rank's "asleep" flag is its node's, set once per sleep by [`ShmNode::arm`]

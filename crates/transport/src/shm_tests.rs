@@ -249,6 +249,102 @@ fn a_producer_blocked_on_a_full_box_and_ring_is_rung_when_room_is_made() {
     na.disarm();
 }
 
+/// The members in slots 0, 1 and 17 of a node of [`SIGNAL_FROM`] + 2 ranks, whose
+/// producers say which lanes they wrote.
+fn signalled_node() -> [ShmNode; 3] {
+    let job = job_id();
+    let layout = Layout::new(SIGNAL_FROM + 2, MIN_RING).unwrap();
+    assert!(layout.signalled() && !Layout::new(SIGNAL_FROM - 1, MIN_RING).unwrap().signalled());
+    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
+    let (leader, fd) = ShmNode::create(layout, 0, job, bell(20)).unwrap();
+    let join = |slot: usize| {
+        let fd = rustix::io::dup(&fd).unwrap();
+        ShmNode::join(fd, layout, slot, job, bell(20 + slot as u32)).unwrap()
+    };
+    let nodes = [leader, join(1), join(17)];
+    for (node, slot) in nodes.iter().zip([0, 1, 17]) {
+        nodes[0].admit(slot, me());
+        node.enter(20 + slot as u32);
+    }
+    nodes
+}
+
+fn written(node: &ShmNode) -> Vec<usize> {
+    let mut out = Vec::new();
+    node.take_written(&mut out);
+    out
+}
+
+#[test]
+fn on_a_signalled_node_a_write_sets_the_writers_bit_and_keeps_a_sleeper_awake() {
+    let [n0, n1, n17] = signalled_node();
+    let (mut to0_from1, mut to0_from17) = (n1.pipe(0).unwrap(), n17.pipe(0).unwrap());
+    let mut from1 = n0.pipe(1).unwrap();
+    assert!(to0_from1.signalled() && from1.signalled());
+    assert!(written(&n0).is_empty(), "nobody wrote yet");
+    assert!(n0.arm(), "nothing waits");
+    to0_from17.write(&[IoSlice::new(b"late")]).unwrap();
+    assert!(readable(n0.bell().fd(), 1000), "a write rings the sleeper");
+    n0.bell().drain();
+    to0_from1.write(&[IoSlice::new(b"early")]).unwrap();
+    assert!(!n0.arm(), "a written bit waits: no sleep");
+    assert_eq!(written(&n0), [1, 17], "each writer once, in slot order");
+    assert!(written(&n0).is_empty(), "taken once");
+    assert!(
+        written(&n1).is_empty() && written(&n17).is_empty(),
+        "only the consumer's bits"
+    );
+    let mut out = [0u8; 8];
+    assert_eq!(from1.read(&mut out).unwrap(), Some(5));
+    assert!(n0.arm(), "read and taken: the rank may sleep");
+    n0.disarm();
+}
+
+#[test]
+fn on_a_signalled_node_bytes_left_queued_bring_the_producer_back_to_its_lane() {
+    let [n0, n1, _n17] = signalled_node();
+    let (mut a, mut b) = (n1.pipe(0).unwrap(), n0.pipe(1).unwrap());
+    let big = vec![5u8; MIN_RING + 100];
+    assert_eq!(
+        a.write(&[IoSlice::new(&big)]).unwrap(),
+        MIN_RING,
+        "the ring takes what fits"
+    );
+    assert_eq!(written(&n1), [0], "the rest waits: the producer looks again");
+    assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), 0, "full");
+    assert!(
+        written(&n1).is_empty(),
+        "nothing went: the consumer will say when room is made"
+    );
+    let mut out = vec![0u8; 100];
+    assert_eq!(b.read(&mut out).unwrap(), Some(100));
+    assert_eq!(written(&n1), [0], "room made for a waiting producer sets its bit");
+    assert_eq!(written(&n0), [1]);
+}
+
+#[test]
+fn a_goodbye_does_not_wake_a_sleeping_peer_but_waits_for_it() {
+    let [n0, n1, _n17] = signalled_node();
+    let mut a: ShmLink<DataRepr> = shm_link(n1.pipe(0).unwrap(), shm_caps(1 << 16));
+    let mut b: ShmLink<DataRepr> = shm_link(n0.pipe(1).unwrap(), shm_caps(1 << 16));
+    assert!(n0.arm(), "nothing waits");
+    a.send_copy(&HeaderBytes::new(&DataRepr::Bye), &[]).unwrap();
+    assert!(!readable(n0.bell().fd(), 200), "no bell for a goodbye");
+    assert!(!n0.arm(), "but its bit keeps the rank from sleeping on it");
+    n0.disarm();
+    assert_eq!(written(&n0), [1]);
+    let mut got = Collect::default();
+    b.recv(&mut got).unwrap();
+    assert_eq!(got.0.len(), 1);
+    assert!(matches!(got.0[0].0, DataRepr::Bye));
+    // Any other frame rings.
+    assert!(n0.arm());
+    let fin = DataRepr::Fin { send_id: 3 };
+    a.send_copy(&HeaderBytes::new(&fin), &[]).unwrap();
+    assert!(readable(n0.bell().fd(), 1000), "a FIN rings");
+    n0.disarm();
+}
+
 #[test]
 fn the_two_directions_of_a_pair_do_not_mix() {
     let (mut a, mut b) = pair(MIN_RING);
@@ -418,4 +514,16 @@ fn frames_large_and_small_cross_a_shared_memory_lane() {
     );
     assert_eq!(sink.0[0].1, big);
     assert_eq!(sink.0[1].1, b"abc");
+}
+
+#[test]
+fn names_carry_the_job_id_in_hex() {
+    let mut id = [0u8; 16];
+    id[0] = 0x0f;
+    id[1] = 0xa0;
+    id[15] = 0xff;
+    let hex = format!("0fa0{}ff", "00".repeat(13));
+    assert_eq!(job_hex(&id), hex);
+    assert_eq!(bell_name(&id, 7), format!("pontoon-{hex}-7-bell").into_bytes());
+    assert_eq!(socket_name(&id, 12), format!("pontoon-{hex}-12").into_bytes());
 }

@@ -10,9 +10,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
-use proto::Rank;
+use proto::{LaneId, Rank};
 use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
-use transport::{AnyLink, LinkError, Transport};
+use transport::{AnyLink, Link, LinkError, Transport};
 
 use super::{nonce, Runtime};
 use crate::config::Config;
@@ -77,6 +77,16 @@ pub(super) struct Shm {
     kept: Vec<Kept>,
     /// Node-local ranks whose process ended, their lanes closed.
     gone: HashSet<Rank>,
+    /// On a signalled node: each slot's lane, read when the slot's bit in this rank's
+    /// bitmap of writers is taken.
+    lane_at: Vec<Option<LaneId>>,
+    /// Slots taken from the bitmap (kept for its allocation).
+    written: Vec<usize>,
+    /// Signalled lanes to read on the next pass whatever the bits say: those opened
+    /// since (their first frames may have set their bits before the lanes existed
+    /// here), and those a read left bytes in (a read stops at a box's place in the
+    /// stream, and at the tail it saw).
+    again: Vec<LaneId>,
 }
 
 impl Shm {
@@ -92,6 +102,9 @@ impl Shm {
             refusals: HashMap::new(),
             kept: Vec::new(),
             gone: HashSet::new(),
+            lane_at: Vec::new(),
+            written: Vec::new(),
+            again: Vec::new(),
         }
     }
 
@@ -311,8 +324,16 @@ impl Runtime {
                 self.shm.laned.insert(peer);
                 self.shm.stop_waiting(peer);
                 let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
+                let signalled = link.signalled();
                 // A node-local lane breaks only with its process: it needs no name for a replay.
-                self.add_lane(peer, AnyLink::Shm(link), Route::Node, announce, Via::default(), 0);
+                let added = self.add_lane(peer, AnyLink::Shm(link), Route::Node, announce, Via::default(), 0);
+                if let (true, true, Some(&lane)) = (added, signalled, self.lanes.of_peer(peer).last()) {
+                    if self.shm.lane_at.len() <= index {
+                        self.shm.lane_at.resize(index + 1, None);
+                    }
+                    self.shm.lane_at[index] = Some(lane);
+                    self.shm.again.push(lane);
+                }
                 true
             }
             Err(e) => {
@@ -320,6 +341,40 @@ impl Runtime {
                 false
             }
         }
+    }
+
+    /// Reads the signalled lanes that were written to (their bits taken from this rank's
+    /// bitmap of writers: one load per 64 ranks of the node when none were), and those
+    /// to read again. A lane whose own writes left bytes queued has set its bit itself,
+    /// and a consumer that made room for them sets it too.
+    pub(super) fn service_signalled(&mut self) -> bool {
+        let mut lanes: Vec<LaneId> = std::mem::take(&mut self.shm.again);
+        let mut slots = std::mem::take(&mut self.shm.written);
+        if let Some(node) = self.shm.node().filter(|n| n.layout().signalled()) {
+            node.take_written(&mut slots);
+        }
+        lanes.extend(
+            slots
+                .drain(..)
+                .filter_map(|s| self.shm.lane_at.get(s).copied().flatten()),
+        );
+        self.shm.written = slots;
+        let mut any = false;
+        for lane in lanes {
+            any |= self.service_link(lane, true);
+            // Bytes left behind set no bit of their own: look again on the next pass.
+            if self.lanes.get_mut(lane).is_some_and(|l| !l.link.arm_wakeup())
+                && !self.shm.again.contains(&lane)
+            {
+                self.shm.again.push(lane);
+            }
+        }
+        any
+    }
+
+    /// Whether a signalled lane is to be read on the next pass (no sleep before).
+    pub(super) fn signalled_waiting(&self) -> bool {
+        !self.shm.again.is_empty()
     }
 
     /// Lanes other members opened to this rank: taken up at once (a load per 64 ranks of
@@ -356,7 +411,12 @@ impl Runtime {
             return false;
         }
         for lane in self.lanes.of_peer_by(peer, &[Transport::Shm]) {
-            self.lane_down(lane, LinkError::Closed);
+            // What it wrote before it ended is read first: its goodbye (written without
+            // ringing this rank's bell) says the lane's end is no failure.
+            self.service_link(lane, true);
+            if self.lanes.get(lane).is_some() {
+                self.lane_down(lane, LinkError::Closed);
+            }
         }
         true
     }

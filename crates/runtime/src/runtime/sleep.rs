@@ -61,6 +61,10 @@ impl Runtime {
         if !self.arm_shm() {
             return;
         }
+        if self.signalled_waiting() {
+            self.disarm_shm();
+            return;
+        }
         for i in 0..self.lanes.polled().len() {
             let lane = self.lanes.polled()[i];
             if let Some(l) = self.lanes.get_mut(lane) {
