@@ -32,7 +32,10 @@ pub struct Caps {
     pub max_eager: u32,
     pub reliable: bool,
     pub ordered: bool,
-    /// Both ends are on one node (shared memory): no network in between.
+    /// Both ends are on one node (shared memory): no network in between. Such a lane
+    /// ends with its peer's process, and the node says whether that process finalized
+    /// first ([`crate::Endpoint::handle_peer_finalized`]): a peer reached only by such
+    /// lanes gets no goodbye frame.
     pub node_local: bool,
     /// The lane passes through a relay (a user-level hop on a front-end node).
     pub relayed: bool,

@@ -757,10 +757,7 @@ impl Endpoint {
                 Ok(none)
             }
             DataRepr::Bye => {
-                let p = &mut self.peers[peer as usize];
-                if p.state == PeerState::Up {
-                    p.state = PeerState::Finalized;
-                }
+                self.handle_peer_finalized(peer);
                 Ok(none)
             }
             DataRepr::Punch(msg) => {

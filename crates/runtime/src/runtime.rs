@@ -964,6 +964,7 @@ impl Runtime {
 
     /// Finalize: tell peers, drain every link, then wait for all ranks at the coordinator.
     pub fn finalize(&mut self) -> Result<(), Error> {
+        self.shm_finalized();
         self.ep.finalize();
         self.drive_outputs();
         let deadline = Instant::now() + Duration::from_secs(10);

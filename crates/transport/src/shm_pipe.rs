@@ -168,38 +168,6 @@ impl ShmPipe {
         Ok(written as usize)
     }
 
-    /// Writes what fits (see [`Pipe::write`]) and, with `wake`, rings a sleeping peer.
-    fn write_and_wake(&mut self, iov: &[IoSlice<'_>], wake: bool) -> Result<usize, LinkError> {
-        let want: usize = iov.iter().map(|s| s.len()).sum();
-        if want == 0 {
-            return Ok(0);
-        }
-        let mut written = self.try_write(iov, want)?;
-        if written == 0 {
-            // Ask the consumer to ring when it makes room, then look once more.
-            self.seg
-                .u32_at(self.tx.at.boxed + BOX_WAITS)
-                .store(1, Ordering::SeqCst);
-            self.tx.waiting = Some(want);
-            written = self.try_write(iov, want)?;
-        }
-        if written > 0 {
-            self.tx.waiting = None;
-            if let Some((word, bit)) = self.written {
-                self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
-            }
-            if written < want {
-                if let Some((word, bit)) = self.own_written {
-                    self.seg.u64_at(word).fetch_or(bit, Ordering::Relaxed);
-                }
-            }
-            if wake {
-                self.wake_peer();
-            }
-        }
-        Ok(written)
-    }
-
     fn wake_peer(&self) {
         wake(&self.seg, self.peer_asleep, &self.ringer, &self.peer_bell);
     }
@@ -265,11 +233,32 @@ impl ShmPipe {
 
 impl Pipe for ShmPipe {
     fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        self.write_and_wake(iov, true)
-    }
-
-    fn write_without_waking(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        self.write_and_wake(iov, false)
+        let want: usize = iov.iter().map(|s| s.len()).sum();
+        if want == 0 {
+            return Ok(0);
+        }
+        let mut written = self.try_write(iov, want)?;
+        if written == 0 {
+            // Ask the consumer to ring when it makes room, then look once more.
+            self.seg
+                .u32_at(self.tx.at.boxed + BOX_WAITS)
+                .store(1, Ordering::SeqCst);
+            self.tx.waiting = Some(want);
+            written = self.try_write(iov, want)?;
+        }
+        if written > 0 {
+            self.tx.waiting = None;
+            if let Some((word, bit)) = self.written {
+                self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
+            }
+            if written < want {
+                if let Some((word, bit)) = self.own_written {
+                    self.seg.u64_at(word).fetch_or(bit, Ordering::Relaxed);
+                }
+            }
+            self.wake_peer();
+        }
+        Ok(written)
     }
 
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {

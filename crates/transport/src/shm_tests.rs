@@ -323,29 +323,6 @@ fn on_a_signalled_node_bytes_left_queued_bring_the_producer_back_to_its_lane() {
 }
 
 #[test]
-fn a_goodbye_does_not_wake_a_sleeping_peer_but_waits_for_it() {
-    let [n0, n1, _n17] = signalled_node();
-    let mut a: ShmLink<DataRepr> = shm_link(n1.pipe(0).unwrap(), shm_caps(1 << 16));
-    let mut b: ShmLink<DataRepr> = shm_link(n0.pipe(1).unwrap(), shm_caps(1 << 16));
-    assert!(n0.arm(), "nothing waits");
-    a.send_copy(&HeaderBytes::new(&DataRepr::Bye), &[]).unwrap();
-    assert!(!readable(n0.bell().fd(), 200), "no bell for a goodbye");
-    assert!(!n0.arm(), "but its bit keeps the rank from sleeping on it");
-    n0.disarm();
-    assert_eq!(written(&n0), [1]);
-    let mut got = Collect::default();
-    b.recv(&mut got).unwrap();
-    assert_eq!(got.0.len(), 1);
-    assert!(matches!(got.0[0].0, DataRepr::Bye));
-    // Any other frame rings.
-    assert!(n0.arm());
-    let fin = DataRepr::Fin { send_id: 3 };
-    a.send_copy(&HeaderBytes::new(&fin), &[]).unwrap();
-    assert!(readable(n0.bell().fd(), 1000), "a FIN rings");
-    n0.disarm();
-}
-
-#[test]
 fn the_two_directions_of_a_pair_do_not_mix() {
     let (mut a, mut b) = pair(MIN_RING);
     a.write(&[IoSlice::new(b"from a")]).unwrap();
@@ -526,4 +503,14 @@ fn names_carry_the_job_id_in_hex() {
     assert_eq!(job_hex(&id), hex);
     assert_eq!(bell_name(&id, 7), format!("pontoon-{hex}-7-bell").into_bytes());
     assert_eq!(socket_name(&id, 12), format!("pontoon-{hex}-12").into_bytes());
+}
+
+#[test]
+fn a_rank_that_finalized_says_so_in_its_slot() {
+    let (na, nb) = node_of_two(MIN_RING);
+    assert!(!nb.finalized(0) && !na.finalized(1));
+    na.mark_finalized();
+    assert!(nb.finalized(0) && na.finalized(0), "seen by every member");
+    assert!(!nb.finalized(1), "only the rank that did");
+    assert!(!nb.finalized(2), "no such slot");
 }

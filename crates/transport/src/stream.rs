@@ -66,11 +66,6 @@ enum RxState<T> {
 pub trait Pipe {
     /// Writes as much of `iov` as the pipe takes now; `Ok(0)` when it is full.
     fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError>;
-    /// As [`Pipe::write`], for a frame the peer need not be woken for
-    /// ([`Kind::wakes_peer`]): a pipe that rings the peer itself does not.
-    fn write_without_waking(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
-        self.write(iov)
-    }
     /// Reads up to `dst.len()` bytes: `Some(n)` (never 0), `None` when nothing is there
     /// now, `Err(LinkError::Closed)` once the other end is gone.
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError>;
@@ -208,15 +203,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
         let mut buf = [0u8; SMALL_FRAME];
         buf[..header.len()].copy_from_slice(header);
         buf[header.len()..total].copy_from_slice(payload);
-        let iov = [IoSlice::new(&buf[..total])];
-        if header
-            .first()
-            .and_then(|&k| Kind::from_u8(k).ok())
-            .is_some_and(|k| !k.wakes_peer())
-        {
-            return self.pipe.write_without_waking(&iov).map(Some);
-        }
-        self.pipe.write(&iov).map(Some)
+        self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some)
     }
 
     /// Writes a small frame at once when nothing is queued before it; otherwise, or for

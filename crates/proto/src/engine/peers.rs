@@ -69,13 +69,27 @@ impl Endpoint {
         }
     }
 
-    /// Finalize: tells every connected peer that a closing connection is expected.
+    /// Finalize: tells every connected peer that a closing connection is expected —
+    /// but those reached only by node-local lanes, which learn it from their node (a
+    /// goodbye per pair of a node's ranks, each landing behind the last message in a
+    /// ring page of its own, was most of a 256-rank job's finalize).
     pub fn finalize(&mut self) {
         for peer in 0..self.size {
             // Coalesced messages go before the goodbye.
             self.flush_batch(peer);
-            if self.peers[peer as usize].state == PeerState::Up {
+            let p = &self.peers[peer as usize];
+            if p.state == PeerState::Up && !p.lanes.iter().all(|l| l.caps.node_local) {
                 self.emit(peer, DataRepr::Bye, None, None);
+            }
+        }
+    }
+
+    /// `peer` finalized (its goodbye, or its node's word for a node-local peer): its
+    /// lanes closing from now on is no failure.
+    pub fn handle_peer_finalized(&mut self, peer: Rank) {
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            if p.state == PeerState::Up {
+                p.state = PeerState::Finalized;
             }
         }
     }

@@ -57,14 +57,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Whether a sleeping peer must be woken for this frame. A goodbye is not waited
-    /// for: the peer reads it on its next pass, or before it closes the lane (at the
-    /// end of a job of many ranks on one node, a wake-up per goodbye was a wake-up per
-    /// pair of ranks).
-    pub fn wakes_peer(self) -> bool {
-        !matches!(self, Kind::Bye)
-    }
-
     pub fn from_u8(v: u8) -> Result<Kind, WireError> {
         Ok(match v {
             1 => Kind::Match,

@@ -372,6 +372,13 @@ impl Runtime {
         any
     }
 
+    /// At finalize: the node's members will see this rank's end as no failure.
+    pub(super) fn shm_finalized(&self) {
+        if let Some(node) = self.shm.node() {
+            node.mark_finalized();
+        }
+    }
+
     /// Whether a signalled lane is to be read on the next pass (no sleep before).
     pub(super) fn signalled_waiting(&self) -> bool {
         !self.shm.again.is_empty()
@@ -410,9 +417,11 @@ impl Runtime {
         if !self.shm.gone.insert(peer) {
             return false;
         }
+        if self.shm.node().is_some_and(|node| node.finalized(index)) {
+            self.ep.handle_peer_finalized(peer);
+        }
         for lane in self.lanes.of_peer_by(peer, &[Transport::Shm]) {
-            // What it wrote before it ended is read first: its goodbye (written without
-            // ringing this rank's bell) says the lane's end is no failure.
+            // What it wrote before it ended is still delivered.
             self.service_link(lane, true);
             if self.lanes.get(lane).is_some() {
                 self.lane_down(lane, LinkError::Closed);
