@@ -80,8 +80,10 @@ pub(super) struct Shm {
     /// On a signalled node: each slot's lane, read when the slot's bit in this rank's
     /// bitmap of writers is taken.
     lane_at: Vec<Option<LaneId>>,
-    /// Slots taken from the bitmap (kept for its allocation).
+    /// Slots taken from the bitmap, and the lanes to read this pass (kept for their
+    /// allocations: this runs on every pass).
     written: Vec<usize>,
+    reading: Vec<LaneId>,
     /// Signalled lanes to read on the next pass whatever the bits say: those opened
     /// since (their first frames may have set their bits before the lanes existed
     /// here), and those a read left bytes in (a read stops at a box's place in the
@@ -104,6 +106,7 @@ impl Shm {
             gone: HashSet::new(),
             lane_at: Vec::new(),
             written: Vec::new(),
+            reading: Vec::new(),
             again: Vec::new(),
         }
     }
@@ -348,7 +351,8 @@ impl Runtime {
     /// to read again. A lane whose own writes left bytes queued has set its bit itself,
     /// and a consumer that made room for them sets it too.
     pub(super) fn service_signalled(&mut self) -> bool {
-        let mut lanes: Vec<LaneId> = std::mem::take(&mut self.shm.again);
+        let mut lanes = std::mem::take(&mut self.shm.reading);
+        lanes.append(&mut self.shm.again);
         let mut slots = std::mem::take(&mut self.shm.written);
         if let Some(node) = self.shm.node().filter(|n| n.layout().signalled()) {
             node.take_written(&mut slots);
@@ -360,7 +364,7 @@ impl Runtime {
         );
         self.shm.written = slots;
         let mut any = false;
-        for lane in lanes {
+        for &lane in &lanes {
             any |= self.service_link(lane, true);
             // Bytes left behind set no bit of their own: look again on the next pass.
             if self.lanes.get_mut(lane).is_some_and(|l| !l.link.arm_wakeup())
@@ -369,6 +373,8 @@ impl Runtime {
                 self.shm.again.push(lane);
             }
         }
+        lanes.clear();
+        self.shm.reading = lanes;
         any
     }
 
