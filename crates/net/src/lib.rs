@@ -10,6 +10,8 @@ pub mod class;
 pub mod connstr;
 pub mod iface;
 pub mod listen;
+#[cfg(target_os = "linux")]
+mod netlink;
 pub mod paths;
 pub mod policy;
 pub mod sites;
