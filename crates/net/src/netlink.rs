@@ -10,11 +10,15 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::OwnedFd;
+use std::time::Duration;
 
+use rustix::net::sockopt::Timeout;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 use crate::iface::Interface;
 
+/// How long one `recv` of a dump may wait for the kernel.
+const RECV_TIMEOUT: Duration = Duration::from_secs(1);
 const NLMSG_HDR: usize = 16;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -42,12 +46,7 @@ const AF_INET6: u8 = 10;
 
 /// Every interface of this host (its network namespace), in kernel index order.
 pub(crate) fn interfaces() -> io::Result<Vec<Interface>> {
-    let fd = rustix::net::socket_with(
-        AddressFamily::NETLINK,
-        SocketType::RAW,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
+    let fd = open()?;
     let mut buf = vec![0u8; 32 << 10];
     let mut ifaces: Vec<Interface> = Vec::new();
     dump(&fd, RTM_GETLINK, IFINFOMSG, 1, &mut buf, |kind, body| {
@@ -64,6 +63,19 @@ pub(crate) fn interfaces() -> io::Result<Vec<Interface>> {
     })?;
     ifaces.sort_by_key(|i| i.index);
     Ok(ifaces)
+}
+
+fn open() -> io::Result<OwnedFd> {
+    let fd = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    // The kernel answers a dump at once; a socket that stays silent (a seccomp filter,
+    // an odd sandbox) must not hold up `MPI_Init`: the caller falls back to `netdev`.
+    rustix::net::sockopt::set_socket_timeout(&fd, Timeout::Recv, Some(RECV_TIMEOUT))?;
+    Ok(fd)
 }
 
 /// Asks for a dump of `kind` (a request body of `body_len` zero bytes: every family,
@@ -212,6 +224,17 @@ fn address(body: &[u8]) -> Option<(u32, IpAddr)> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_silent_kernel_cannot_hold_up_the_caller() {
+        let fd = open().unwrap();
+        let waits = rustix::net::sockopt::socket_timeout(&fd, Timeout::Recv).unwrap();
+        assert_eq!(waits, Some(RECV_TIMEOUT));
+        // Nothing was asked, so nothing comes: the recv gives up instead of blocking.
+        let mut buf = [0u8; 64];
+        let err = rustix::net::recv(&fd, &mut buf[..], RecvFlags::empty()).unwrap_err();
+        assert_eq!(err, rustix::io::Errno::AGAIN);
+    }
 
     #[test]
     fn the_same_interfaces_as_netdev_finds() {
