@@ -215,6 +215,13 @@ pub const PARAMS: &[Param] = &[
         meaning: "allgather whose result is this many bytes or more runs a ring; below, Bruck's algorithm",
     },
     Param {
+        name: "PONTOON_COLL_ALLTOALL_SHORT",
+        default: "256",
+        meaning: "alltoall blocks of at most this many bytes, with 8 ranks or more, go by Bruck's algorithm \
+                  (log2 p rounds, one message each, about half of the blocks per message); above, every \
+                  transfer starts at once",
+    },
+    Param {
         name: "PONTOON_COLL_ALLTOALL_LONG",
         default: "32768",
         meaning: "alltoall blocks of this many bytes or more go by pairwise exchange (one peer at a time); \
@@ -316,6 +323,7 @@ pub struct Config {
     pub coll_bcast_long: usize,
     pub coll_allreduce_long: usize,
     pub coll_allgather_long: usize,
+    pub coll_alltoall_short: usize,
     pub coll_alltoall_long: usize,
     pub coll_gather_long: usize,
     pub coll_hier: bool,
@@ -585,6 +593,7 @@ impl Config {
             coll_bcast_long: num(env, "PONTOON_COLL_BCAST_LONG")?,
             coll_allreduce_long: num(env, "PONTOON_COLL_ALLREDUCE_LONG")?,
             coll_allgather_long: num(env, "PONTOON_COLL_ALLGATHER_LONG")?,
+            coll_alltoall_short: num(env, "PONTOON_COLL_ALLTOALL_SHORT")?,
             coll_alltoall_long: num(env, "PONTOON_COLL_ALLTOALL_LONG")?,
             coll_gather_long: num(env, "PONTOON_COLL_GATHER_LONG")?,
             coll_hier: num::<u8>(env, "PONTOON_COLL_HIER")? != 0,

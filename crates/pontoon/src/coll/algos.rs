@@ -19,6 +19,9 @@ pub struct Tuning {
     pub allreduce_long: usize,
     /// allgather: Bruck below this total, ring from here.
     pub allgather_long: usize,
+    /// alltoall: Bruck's algorithm up to this per-peer size (with [`BRUCK_MIN_RANKS`] or
+    /// more), everything at once above it.
+    pub alltoall_short: usize,
     /// alltoall: everything at once below this per-peer size, pairwise exchange from here.
     pub alltoall_long: usize,
     /// gather/scatter: binomial tree below this per-rank size, direct from here.
@@ -34,6 +37,7 @@ impl Tuning {
             bcast_long: c.coll_bcast_long,
             allreduce_long: c.coll_allreduce_long,
             allgather_long: c.coll_allgather_long,
+            alltoall_short: c.coll_alltoall_short,
             alltoall_long: c.coll_alltoall_long,
             gather_long: c.coll_gather_long,
             site_aware: c.coll_hier,
@@ -583,10 +587,63 @@ pub fn alltoallv(
     s
 }
 
+/// The fewest ranks for which a short alltoall goes by Bruck's algorithm (MPICH's
+/// switch point): below, its ⌈log₂ p⌉ rounds in sequence cost more than p − 1
+/// messages in parallel.
+pub const BRUCK_MIN_RANKS: u32 = 8;
+
 /// Alltoall with `n` bytes per peer.
 pub fn alltoall(sh: Shape, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    if n <= t.alltoall_short && n < t.alltoall_long && sh.size >= BRUCK_MIN_RANKS {
+        return alltoall_bruck(sh, src, dst, n);
+    }
     let blocks = equal_blocks(sh.size, n);
     alltoallv(sh, src, &blocks, dst, &blocks, n >= t.alltoall_long)
+}
+
+/// Bruck's alltoall: ⌈log₂ p⌉ rounds, each one message to one peer carrying about
+/// half of the blocks, instead of p − 1 messages. A rank talks to log₂ p peers, not to
+/// every other, which is what keeps a short alltoall of hundreds of ranks (and the
+/// wire-up it causes) from growing with the square of the ranks.
+pub fn alltoall_bruck(sh: Shape, src: Option<BufId>, dst: BufId, n: usize) -> Schedule {
+    let mut s = Schedule::default();
+    let (p, r) = (sh.size, sh.rank);
+    // Block i of `acc` is first the block for rank (r + i) mod p; after the rounds, the
+    // block from rank (r − i) mod p.
+    let acc = s.temp(p as usize * n);
+    rotate(&mut s, src.unwrap_or(dst), acc, (p - r) % p, p, n);
+    // Round k moves the blocks whose index has bit k set, k blocks at a time.
+    let runs = |k: u32| (k..p).step_by(2 * k as usize).map(move |i| (i, k.min(p - i)));
+    let most = (0..32)
+        .map(|b| 1u32 << b)
+        .take_while(|&k| k < p)
+        .map(|k| runs(k).map(|(_, len)| len).sum::<u32>());
+    let packed = most.max().unwrap_or(0) as usize * n;
+    let (out, inn) = (s.temp(packed), s.temp(packed));
+    let mut k = 1;
+    while k < p {
+        let mut at = 0;
+        for (i, len) in runs(k) {
+            let bytes = len as usize * n;
+            s.copy(region(acc, i as usize * n, bytes), region(out, at, bytes));
+            at += bytes;
+        }
+        s.send((r + k) % p, region(out, 0, at));
+        s.recv((r + p - k) % p, region(inn, 0, at));
+        s.sync();
+        at = 0;
+        for (i, len) in runs(k) {
+            let bytes = len as usize * n;
+            s.copy(region(inn, at, bytes), region(acc, i as usize * n, bytes));
+            at += bytes;
+        }
+        k *= 2;
+    }
+    for i in 0..p {
+        let from = (r + p - i) % p;
+        s.copy(region(acc, i as usize * n, n), region(dst, from as usize * n, n));
+    }
+    s
 }
 
 /// Reduces the whole vector `src` (blocks of `counts[i]` bytes back to back) and

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use super::algos;
+use super::algos::{self, Shape, Tuning};
 use super::hier::{self, Sites};
 use super::schedule::{BufId, Region, Schedule, INPUT, OUTPUT};
 use crate::comm::Comm;
@@ -120,16 +120,35 @@ impl Comm<'_> {
         algos::alltoallv(self.shape(), src, send, OUTPUT, recv, long)
     }
 
-    /// Alltoall with `n` bytes per peer; site-aware for long blocks (short ones go all
-    /// at once, one WAN latency, as flat) while what two sites' leaders swap stays within
-    /// [`hier::LEADER_EXCHANGE_MAX`].
     pub(crate) fn alltoall_schedule(&self, src: Option<BufId>, n: usize) -> Schedule {
-        let t = self.tuning();
-        let through_leaders =
-            |s: &Rc<Sites>| n >= t.alltoall_long && s.largest_exchange(n) <= hier::LEADER_EXCHANGE_MAX;
-        match self.sites().filter(through_leaders) {
-            Some(sites) => hier::alltoall(self.shape(), &sites, src, OUTPUT, n, &t),
-            None => algos::alltoall(self.shape(), src, OUTPUT, n, &t),
+        alltoall(self.shape(), self.sites().as_deref(), src, n, &self.tuning())
+    }
+}
+
+/// Alltoall with `n` bytes per peer; site-aware for long blocks while what two sites'
+/// leaders swap stays within [`hier::LEADER_EXCHANGE_MAX`]. Across sites, short blocks
+/// go all at once (one WAN latency), not by Bruck's log₂ p rounds in sequence.
+pub(super) fn alltoall(
+    sh: Shape,
+    sites: Option<&Sites>,
+    src: Option<BufId>,
+    n: usize,
+    t: &Tuning,
+) -> Schedule {
+    match sites {
+        Some(sites) if n >= t.alltoall_long && sites.largest_exchange(n) <= hier::LEADER_EXCHANGE_MAX => {
+            hier::alltoall(sh, sites, src, OUTPUT, n, t)
         }
+        Some(_) => algos::alltoall(
+            sh,
+            src,
+            OUTPUT,
+            n,
+            &Tuning {
+                alltoall_short: 0,
+                ..*t
+            },
+        ),
+        None => algos::alltoall(sh, src, OUTPUT, n, t),
     }
 }

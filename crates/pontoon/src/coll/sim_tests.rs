@@ -10,6 +10,7 @@ use proto::sim::{Completion, Sim, SimConfig};
 use runtime::Buffer;
 
 use super::algos::{self, Shape, Tuning};
+use super::choose;
 use super::hier::{self, Sites};
 use super::schedule::{region, P2p, Running, Schedule, Xfer, INPUT, OUTPUT};
 use crate::datatype::{Basic, Datatype, PairValue};
@@ -212,6 +213,7 @@ pub(super) fn tuning(long: bool) -> Tuning {
             bcast_long: 1,
             allreduce_long: 1,
             allgather_long: 1,
+            alltoall_short: 0,
             alltoall_long: 1,
             gather_long: 1,
             site_aware: true,
@@ -334,6 +336,12 @@ proptest! {
         for (j, g) in got.iter().enumerate() {
             let want: Vec<u8> = (0..pu).flat_map(|r| block(r, j)).collect();
             prop_assert_eq!(g, &want, "alltoall at {}", j);
+        }
+        // Bruck's alltoall at every size (by default only from 8 ranks on)
+        let got = run(p, |sh| algos::alltoall_bruck(sh, (!in_place).then_some(INPUT), OUTPUT, n), &tins, &touts, None, seed);
+        for (j, g) in got.iter().enumerate() {
+            let want: Vec<u8> = (0..pu).flat_map(|r| block(r, j)).collect();
+            prop_assert_eq!(g, &want, "Bruck's alltoall at {}", j);
         }
     }
 
@@ -672,6 +680,25 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     assert_eq!((waits(&site_aware), waits(&flat)), (1, 4), "WAN waits");
     assert_eq!(crossings(8, &of, site_aware), (2, 2 * 16 * (n / 8)));
     assert_eq!(crossings(8, &of, flat), (32, 2 * 16 * (n / 8)));
+    // A short alltoall: within one site Bruck's 3 rounds (3 peers per rank); across
+    // two sites of ranks 0-3 and 4-7 (where each of Bruck's rounds would cross) every
+    // transfer at once, one WAN wait.
+    let within = choose::alltoall(Shape { rank: 0, size: 8 }, None, Some(INPUT), 4, &t);
+    let sends = within
+        .steps
+        .iter()
+        .flat_map(|st| &st.xfers)
+        .filter(|x| matches!(x, Xfer::Send { .. }));
+    assert_eq!(sends.count(), 3, "Bruck within a site");
+    let halves = Sites::from_indices((0..8).map(|r| r / 4).collect());
+    let across = |r: u32| {
+        let s = choose::alltoall(Shape { rank: r, size: 8 }, Some(&halves), Some(INPUT), 4, &t);
+        let far = |x: &Xfer| match x {
+            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => peer / 4 != r / 4,
+        };
+        s.steps.iter().filter(|st| st.xfers.iter().any(far)).count()
+    };
+    assert_eq!((0..8).map(across).max(), Some(1), "short alltoall across sites");
     // Allgatherv: each site's blocks cross once, where the ring carries them across at
     // every step.
     let v = |sh: Shape| hier::allgatherv(sh, &sites, Some(region(INPUT, 0, n / 8)), OUTPUT, &blocks, &t);
