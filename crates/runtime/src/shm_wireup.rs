@@ -144,6 +144,12 @@ impl ShmJoin {
         now.saturating_duration_since(self.started) > timeout
     }
 
+    /// When it will be [`overdue`](Self::overdue): the only time a joining rank must wake
+    /// up without its socket waking it.
+    pub fn due(&self, timeout: Duration) -> Instant {
+        self.started + timeout
+    }
+
     pub fn poll(&mut self, timeout: Duration) -> JoinProgress {
         if self.overdue(Instant::now(), timeout) {
             return JoinProgress::Failed(format!(
@@ -264,6 +270,11 @@ impl ShmAdmit {
     /// Whether its time is up (see [`ShmJoin::overdue`]).
     pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
         now.saturating_duration_since(self.started) > timeout
+    }
+
+    /// When it will be [`overdue`](Self::overdue).
+    pub fn due(&self, timeout: Duration) -> Instant {
+        self.started + timeout
     }
 
     /// Drives the handshake until the CONFIRM checks out.

@@ -158,6 +158,18 @@ impl Shm {
         matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty()
     }
 
+    /// When the earliest join (this rank's, or one the leader admits) times out. Until
+    /// then a sleeping rank wakes for a join only when its socket says so: with hundreds
+    /// of ranks joining at once, each waking every millisecond to look took the CPU
+    /// from the leader admitting them and from the ranks still reading the cards.
+    pub(super) fn joins_due(&self, timeout: Duration) -> Option<Instant> {
+        let own = match &self.state {
+            NodeState::Joining(join) => Some(join.due(timeout)),
+            _ => None,
+        };
+        self.admits.iter().map(|a| a.due(timeout)).chain(own).min()
+    }
+
     /// Whether a first lane to `peer` waits for a join.
     pub(super) fn waiting_for(&self, peer: Rank) -> bool {
         self.waiting.iter().any(|&(p, _)| p == peer)
@@ -247,14 +259,14 @@ impl Runtime {
     /// the leader admits the others only while it runs the event loop, so it must not
     /// leave for the application first; and a lane to a peer that has not joined yet
     /// would have to wait for it. The leader looks every millisecond and rings every
-    /// member's bell once all are in; the others sleep until then.
+    /// member's bell once all are in; the others sleep until then (a joining one until
+    /// its socket wakes it).
     pub(super) fn settle_shm(&mut self, limit: Duration) {
         let end = Instant::now() + limit;
         let leader = matches!(self.shm.state, NodeState::Member { segment: Some(_), .. });
         while !self.shm.settled() && Instant::now() < end {
             if !self.progress() {
-                let joining = matches!(self.shm.state, NodeState::Joining(_));
-                self.sleep(if leader || joining {
+                self.sleep(if leader {
                     Duration::from_millis(1)
                 } else {
                     super::IDLE_SLEEP

@@ -26,10 +26,15 @@ impl Runtime {
         }
         // Outgoing connects are short-lived: wake up often while they run.
         // (A rank waiting for another's join to shared memory learns of it by looking.)
-        let max = if self.outgoing.is_empty() && !self.shm.busy() && !self.punching.dialling() {
+        let max = if self.outgoing.is_empty() && !self.punching.dialling() {
             max
         } else {
             Duration::from_millis(1)
+        };
+        // Joins to shared memory wake the rank through their sockets, or time out.
+        let max = match self.shm.joins_due(self.cfg.connect_timeout) {
+            Some(due) => max.min(due.saturating_duration_since(std::time::Instant::now())),
+            None => max,
         };
         // A lane's own timers (raw Ethernet: retransmissions, acknowledgements) cut
         // the sleep short; no fd would announce them.
