@@ -457,17 +457,24 @@ impl Coordinator {
     }
 
     fn send_conn(&mut self, id: u64, msg: &FromCoordinator, poller: &Poller) {
+        self.send_encoded(id, &ctl::encode(msg), poller);
+    }
+
+    fn send_encoded(&mut self, id: u64, bytes: &[u8], poller: &Poller) {
         if let Some(c) = self.conns.get_mut(&id) {
-            c.out.extend_from_slice(&ctl::encode(msg));
+            c.out.extend_from_slice(bytes);
             self.flush(id, poller);
         }
     }
 
-    /// Sends `msg` to every connected rank.
+    /// Sends `msg` to every connected rank, encoded once: a fence's answer holds every
+    /// rank's card, so encoding it per rank cost the launcher time in the square of the
+    /// ranks.
     fn broadcast(&mut self, msg: &FromCoordinator, poller: &Poller) {
+        let bytes = ctl::encode(msg);
         let ids: Vec<u64> = self.by_rank.iter().flatten().copied().collect();
         for id in ids {
-            self.send_conn(id, msg, poller);
+            self.send_encoded(id, &bytes, poller);
         }
         self.sweep(poller);
     }

@@ -74,6 +74,8 @@ pub(crate) struct Job {
     ending: Option<(Stage, Instant)>,
     interrupts: u32,
     output_broken: bool,
+    /// SIGCHLD came: reap on the next turn of the loop.
+    child_exited: bool,
     /// Relays started for this job; they end with it.
     _relays: Option<crate::relays::JobRelays>,
     /// Slurm allocations made for the job on `slurm` hosts; cancelled with it.
@@ -191,6 +193,7 @@ impl Job {
             ending: None,
             interrupts: 0,
             output_broken: false,
+            child_exited: false,
             _relays: started,
             _allocations: allocations,
             _registrations: registrations,
@@ -203,6 +206,16 @@ impl Job {
                     program: program.display().to_string(),
                     source,
                 });
+            }
+            // The ranks started so far are served while the rest start: their wire-up
+            // overlaps the launch instead of queueing behind it (256 ranks take a
+            // quarter of a second to start here).
+            if let Err(e) = job.dispatch(Duration::ZERO) {
+                job.kill_everything();
+                return Err(e);
+            }
+            if job.outcome.is_some() || job.ending.is_some() {
+                break;
             }
         }
         job.deadline = plan.timeout.map(|t| Instant::now() + t);
@@ -256,38 +269,45 @@ impl Job {
             .flatten()
             .map(|t| t.saturating_duration_since(now))
             .fold(TICK, Duration::min);
-            let ready = self.poller.wait(wake).map_err(LaunchError::io("epoll_wait"))?;
-            let mut child_exited = false;
-            let now = Instant::now();
-            for r in ready {
-                match r.token {
-                    Token::Listener(i) => self.coord.on_listener(i, &self.poller, now),
-                    Token::Conn(id) => self.coord.on_conn(id, r.read, r.write, &self.poller),
-                    Token::Stdout(rank) => self.read_stream(rank, false, usize::MAX),
-                    Token::Stderr(rank) => self.read_stream(rank, true, usize::MAX),
-                    Token::Parent => {}
-                    Token::Signal(i) => {
-                        let sig = HANDLED[i as usize];
-                        if self.signals.take(i as usize) {
-                            if sig == signal_hook::consts::SIGCHLD {
-                                child_exited = true;
-                            } else {
-                                self.on_signal(sig);
-                            }
-                        }
-                    }
-                }
-                self.handle_events();
-            }
+            self.dispatch(wake)?;
             // Waiting is cheap but not free with many ranks: do it when a child
             // exited, and on the tick in case a signal was coalesced or lost.
-            if child_exited || now.duration_since(last_reap) >= TICK {
+            let now = Instant::now();
+            if std::mem::take(&mut self.child_exited) || now.duration_since(last_reap) >= TICK {
                 self.reap();
                 last_reap = now;
             }
         }
         self.cleanup();
         Ok(self.outcome.unwrap_or(0))
+    }
+
+    /// Handles what is ready within `wait`: the coordinator's sockets, the ranks'
+    /// output, signals (a child's exit is noted in `child_exited`).
+    fn dispatch(&mut self, wait: Duration) -> Result<(), LaunchError> {
+        let ready = self.poller.wait(wait).map_err(LaunchError::io("epoll_wait"))?;
+        let now = Instant::now();
+        for r in ready {
+            match r.token {
+                Token::Listener(i) => self.coord.on_listener(i, &self.poller, now),
+                Token::Conn(id) => self.coord.on_conn(id, r.read, r.write, &self.poller),
+                Token::Stdout(rank) => self.read_stream(rank, false, usize::MAX),
+                Token::Stderr(rank) => self.read_stream(rank, true, usize::MAX),
+                Token::Parent => {}
+                Token::Signal(i) => {
+                    let sig = HANDLED[i as usize];
+                    if self.signals.take(i as usize) {
+                        if sig == signal_hook::consts::SIGCHLD {
+                            self.child_exited = true;
+                        } else {
+                            self.on_signal(sig);
+                        }
+                    }
+                }
+            }
+            self.handle_events();
+        }
+        Ok(())
     }
 
     fn handle_events(&mut self) {
