@@ -27,7 +27,8 @@ pub const FAR_RTT_US: u32 = (proto::caps::WAN_RTT_NS / 1000) as u32;
 /// The sites of `cards` (one per rank, in rank order) when the cards show two or more;
 /// `None` when they show one, declare sites themselves, or lack a round trip (ranks
 /// started through PMI have no control connection to measure).
-pub fn infer(cards: &[EndpointCard]) -> Option<Vec<String>> {
+pub fn infer<'a>(cards: impl IntoIterator<Item = &'a EndpointCard>) -> Option<Vec<String>> {
+    let cards: Vec<&EndpointCard> = cards.into_iter().collect();
     if cards.iter().any(|c| c.site.is_some()) {
         return None;
     }
@@ -49,7 +50,7 @@ pub fn infer(cards: &[EndpointCard]) -> Option<Vec<String>> {
     if node_rtt.values().all(|&r| r < FAR_RTT_US) {
         return None;
     }
-    let keys: Vec<BTreeSet<String>> = cards.iter().map(network_keys).collect();
+    let keys: Vec<BTreeSet<String>> = cards.iter().map(|c| network_keys(c)).collect();
     let far = |i: usize| node_rtt[&cards[i].node] >= FAR_RTT_US;
     // Union-find over the ranks: the near ones together, far ones sharing a network.
     let mut parent: Vec<usize> = (0..cards.len()).collect();

@@ -207,6 +207,11 @@ impl Universe {
         self.rt.borrow().card(rank).cloned()
     }
 
+    /// Whether any rank has a site: without, no communicator spans sites.
+    pub(crate) fn sited(&self) -> bool {
+        self.rt.borrow().sited()
+    }
+
     /// Rank `rank`'s site: declared (`PONTOON_SITE`, a hostfile's `site=`), or inferred
     /// from the endpoint cards (`net::sites`); `None`: the job is one site.
     pub fn site(&self, rank: Rank) -> Option<String> {

@@ -164,6 +164,9 @@ pub struct Runtime {
     cards: HashMap<Rank, EndpointCard>,
     /// Each rank's site as the cards show it, where none was declared (`net::sites`).
     inferred_sites: Option<Vec<String>>,
+    /// Whether any rank has a site (declared or inferred): without, a communicator's
+    /// collectives need not look up each member's.
+    sited: bool,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// The first-lane set-ups under way: each peer's deadline, and the retry after this
@@ -393,8 +396,9 @@ impl Runtime {
         if let Some(fd) = rendezvous.as_ref().and_then(Rendezvous::as_fd) {
             waiter.watch(fd);
         }
-        let in_order: Option<Vec<EndpointCard>> = (0..id.size).map(|r| cards.get(&r).cloned()).collect();
-        let inferred_sites = in_order.as_deref().and_then(net::sites::infer);
+        let in_order: Option<Vec<&EndpointCard>> = (0..id.size).map(|r| cards.get(&r)).collect();
+        let inferred_sites = in_order.and_then(net::sites::infer);
+        let sited = inferred_sites.is_some() || cards.values().any(|c| c.site.is_some());
         if let (Some(sites), 0) = (&inferred_sites, rank) {
             let distinct: std::collections::BTreeSet<&String> = sites.iter().collect();
             tracing::info!("sites inferred from the endpoint cards: {distinct:?}");
@@ -411,6 +415,7 @@ impl Runtime {
             shm: shm::Shm::off(),
             cards,
             inferred_sites,
+            sited,
             attempt_log: HashMap::new(),
             setups: Default::default(),
             rendezvous,
@@ -466,6 +471,11 @@ impl Runtime {
     /// `rank`'s endpoint card (interfaces, addresses, node, site).
     pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
         self.cards.get(&rank)
+    }
+
+    /// Whether any rank of the job has a site ([`Runtime::site`]).
+    pub fn sited(&self) -> bool {
+        self.sited
     }
 
     /// `rank`'s site: the one declared on its card, or else the one the cards show
