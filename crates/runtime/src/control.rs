@@ -361,9 +361,14 @@ impl ControlClient {
 
     /// Blocks until every rank reached fence `epoch`; returns every key put before it.
     pub fn fence(&mut self, epoch: u32) -> Result<HashMap<String, Vec<u8>>, ControlError> {
+        Ok(self.fence_entries(epoch)?.into_iter().collect())
+    }
+
+    /// [`fence`](Self::fence), the keys and values as they came.
+    pub fn fence_entries(&mut self, epoch: u32) -> Result<Vec<(String, Vec<u8>)>, ControlError> {
         self.send(&ToCoordinator::Fence { epoch })?;
         match self.wait_for(|m| matches!(m, FromCoordinator::FenceDone { epoch: e, .. } if *e == epoch))? {
-            FromCoordinator::FenceDone { kvs, .. } => Ok(kvs.into_iter().collect()),
+            FromCoordinator::FenceDone { kvs, .. } => Ok(kvs),
             _ => unreachable!("wait_for returns only what the predicate accepted"),
         }
     }

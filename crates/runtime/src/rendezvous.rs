@@ -41,6 +41,29 @@ pub(crate) enum Event {
     FinalizeDone,
 }
 
+/// The values of the keys `{prefix}{rank}` among `entries`, by rank. Each key names its
+/// rank: it is read, instead of formatting and looking up every rank's key (this runs on
+/// every rank, over every rank's card).
+fn by_rank(
+    entries: Vec<(String, Vec<u8>)>,
+    prefix: &str,
+    size: u32,
+    topic: &str,
+) -> Result<Vec<Vec<u8>>, String> {
+    let mut by_rank: Vec<Option<Vec<u8>>> = vec![None; size as usize];
+    for (k, v) in entries {
+        let r = k.strip_prefix(prefix).and_then(|r| r.parse::<usize>().ok());
+        if let Some(slot) = r.and_then(|r| by_rank.get_mut(r)) {
+            *slot = Some(v);
+        }
+    }
+    by_rank
+        .into_iter()
+        .enumerate()
+        .map(|(r, v)| v.ok_or_else(|| format!("rank {r} published no {topic}")))
+        .collect()
+}
+
 impl Rendezvous {
     /// The socket to watch for events (`None`: nothing comes unasked).
     pub(crate) fn as_fd(&self) -> Option<BorrowedFd<'_>> {
@@ -59,18 +82,14 @@ impl Rendezvous {
         topic: &str,
         value: &[u8],
     ) -> Result<Vec<Vec<u8>>, String> {
-        let key = |r: u32| format!("pontoon/{topic}/{r}");
+        let prefix = format!("pontoon/{topic}/");
+        let key = |r: u32| format!("{prefix}{r}");
         match self {
             Rendezvous::Launcher { client, epoch, .. } => {
                 *epoch += 1;
                 client.put(&key(rank), value).map_err(|e| e.to_string())?;
-                let mut all = client.fence(*epoch).map_err(|e| e.to_string())?;
-                (0..size)
-                    .map(|r| {
-                        all.remove(&key(r))
-                            .ok_or_else(|| format!("rank {r} published no {topic}"))
-                    })
-                    .collect()
+                let all = client.fence_entries(*epoch).map_err(|e| e.to_string())?;
+                by_rank(all, &prefix, size, topic)
             }
             Rendezvous::Pmi(pmi) => {
                 pmi.put(&key(rank), value).map_err(|e| e.to_string())?;
@@ -224,4 +243,29 @@ pub(crate) fn share_secret(pmi: &mut PmiClient, env: &mut JobEnv) -> Result<(), 
             .map_err(|_| "rank 0's job secret is not 32 bytes".to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_rank;
+
+    #[test]
+    fn values_are_found_by_the_rank_their_key_names() {
+        let entry = |k: &str, v: u8| (k.to_string(), vec![v]);
+        let all = vec![
+            entry("pontoon/card/1", 1),
+            entry("pontoon/other/0", 9),
+            entry("pontoon/card/0", 0),
+            entry("pontoon/card/7", 7),
+            entry("pontoon/cardx/2", 9),
+        ];
+        assert_eq!(
+            by_rank(all.clone(), "pontoon/card/", 2, "card"),
+            Ok(vec![vec![0], vec![1]])
+        );
+        assert_eq!(
+            by_rank(all, "pontoon/card/", 3, "card"),
+            Err("rank 2 published no card".to_string())
+        );
+    }
 }

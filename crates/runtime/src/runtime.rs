@@ -355,7 +355,7 @@ impl Runtime {
         let all = rendezvous
             .exchange(env.rank, env.size, "card", &card.encode())
             .map_err(|e| setup(&e))?;
-        let mut cards = HashMap::new();
+        let mut cards = HashMap::with_capacity(all.len());
         for (r, v) in (0..env.size).zip(all) {
             let card = EndpointCard::decode(&v).map_err(|e| setup(&format!("rank {r}: {e}")))?;
             cards.insert(r, card);
