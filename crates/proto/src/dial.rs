@@ -248,6 +248,41 @@ impl Resend {
     }
 }
 
+/// The time limit of one handshake this rank answers or joins, as data: an accepted
+/// connection's, or a join to the node's shared memory (either end). Until it passes, the
+/// handshake's socket wakes the rank; [`Deadline::at`] is when the rank must wake up
+/// without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    at: Nanos,
+    limit: Nanos,
+}
+
+impl Deadline {
+    /// A handshake that started at `now` and must end within `limit`.
+    pub fn after(now: Nanos, limit: Nanos) -> Deadline {
+        Deadline {
+            at: now.saturating_add(limit),
+            limit,
+        }
+    }
+
+    /// Whether its time is up at `now`.
+    pub fn passed(&self, now: Nanos) -> bool {
+        now > self.at
+    }
+
+    /// When it passes (just after this).
+    pub fn at(&self) -> Nanos {
+        self.at
+    }
+
+    /// The limit it was given, in milliseconds (for the report of a failure).
+    pub fn limit_ms(&self) -> u64 {
+        self.limit / 1_000_000
+    }
+}
+
 /// The timers of setting up first lanes, per peer: by when a peer must be reached (or
 /// its operations fail), and when a peer this rank yielded to (its HELLO crossed ours
 /// and won) is dialled again because its connection never came.
@@ -370,6 +405,20 @@ mod tests {
 
     fn drain(r: &mut Race, now: Nanos) -> Vec<RaceStep> {
         std::iter::from_fn(|| r.poll(now)).collect()
+    }
+
+    #[test]
+    fn a_handshake_deadline_passes_only_after_its_limit() {
+        let d = Deadline::after(5 * MS, 1000 * MS);
+        assert_eq!(d.at(), 1005 * MS);
+        assert!(!d.passed(1005 * MS), "a handshake ending at its limit is in time");
+        assert!(d.passed(1005 * MS + 1));
+        assert_eq!(d.limit_ms(), 1000);
+        assert_eq!(
+            Deadline::after(Nanos::MAX - 1, MS).at(),
+            Nanos::MAX,
+            "no overflow"
+        );
     }
 
     #[test]

@@ -8,11 +8,11 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::{Duration, Instant};
 
+use proto::dial::Deadline;
 use proto::handshake::{accept_hello, Acceptor, Contention, Identity, Initiator};
 use proto::wire::handshake::FRAME_LEN;
-use proto::Rank;
+use proto::{Nanos, Rank};
 use transport::shm;
 
 /// What the leader sends with the segment's fd.
@@ -92,7 +92,7 @@ pub struct ShmJoin {
     pub leader: Rank,
     sock: UnixStream,
     state: JoinState,
-    started: Instant,
+    deadline: Deadline,
     /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
     pub key: u64,
 }
@@ -100,7 +100,12 @@ pub struct ShmJoin {
 impl ShmJoin {
     /// Connects to the leader's socket and sends HELLO; `Err` says why shared memory
     /// cannot be had (no one listens: another network namespace).
-    pub fn start(id: &Identity, leader: Rank, nonce: [u8; 16]) -> Result<ShmJoin, String> {
+    pub fn start(
+        id: &Identity,
+        leader: Rank,
+        nonce: [u8; 16],
+        deadline: Deadline,
+    ) -> Result<ShmJoin, String> {
         let name = shm::socket_name(&id.job_id, leader);
         let sock = shm::connect(&name).map_err(|e| match e.kind() {
             // Its socket was bound before the ranks exchanged cards: nobody listening
@@ -125,7 +130,7 @@ impl ShmJoin {
                 ini,
                 buf: Vec::with_capacity(FRAME_LEN),
             },
-            started: Instant::now(),
+            deadline,
             key: 0,
         })
     }
@@ -139,24 +144,19 @@ impl ShmJoin {
         self.sock
     }
 
-    /// Whether its time is up: then a poll reports the failure even with nothing to read.
-    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
-        now.saturating_duration_since(self.started) > timeout
+    /// Its time limit: once passed, a poll reports the failure even with nothing to
+    /// read; until then its socket wakes the rank.
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
     }
 
-    /// When it will be [`overdue`](Self::overdue): the only time a joining rank must wake
-    /// up without its socket waking it.
-    pub fn due(&self, timeout: Duration) -> Instant {
-        self.started + timeout
-    }
-
-    pub fn poll(&mut self, timeout: Duration) -> JoinProgress {
-        if self.overdue(Instant::now(), timeout) {
+    pub fn poll(&mut self, now: Nanos) -> JoinProgress {
+        if self.deadline.passed(now) {
             return JoinProgress::Failed(format!(
                 "rank {} (this node's first rank) did not admit this rank to shared memory \
                  within {} ms",
                 self.leader,
-                timeout.as_millis()
+                self.deadline.limit_ms()
             ));
         }
         loop {
@@ -227,20 +227,20 @@ enum AdmitState {
 pub struct ShmAdmit {
     sock: UnixStream,
     state: AdmitState,
-    started: Instant,
+    deadline: Deadline,
     /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
     pub key: u64,
 }
 
 /// Accepts every waiting connection on the leader's socket.
-pub fn accept_all(listener: &UnixListener) -> Vec<ShmAdmit> {
+pub fn accept_all(listener: &UnixListener, deadline: Deadline) -> Vec<ShmAdmit> {
     let mut out = Vec::new();
     while let Ok((sock, _)) = listener.accept() {
         if sock.set_nonblocking(true).is_ok() {
             out.push(ShmAdmit {
                 sock,
                 state: AdmitState::AwaitHello { buf: Vec::new() },
-                started: Instant::now(),
+                deadline,
                 key: 0,
             });
         }
@@ -267,22 +267,17 @@ impl ShmAdmit {
         self.sock
     }
 
-    /// Whether its time is up (see [`ShmJoin::overdue`]).
-    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
-        now.saturating_duration_since(self.started) > timeout
-    }
-
-    /// When it will be [`overdue`](Self::overdue).
-    pub fn due(&self, timeout: Duration) -> Instant {
-        self.started + timeout
+    /// Its time limit (see [`ShmJoin::deadline`]).
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
     }
 
     /// Drives the handshake until the CONFIRM checks out.
-    pub fn poll(&mut self, id: &Identity, timeout: Duration, nonce: [u8; 16]) -> AdmitProgress {
-        if self.overdue(Instant::now(), timeout) {
+    pub fn poll(&mut self, id: &Identity, now: Nanos, nonce: [u8; 16]) -> AdmitProgress {
+        if self.deadline.passed(now) {
             return AdmitProgress::Failed(format!(
                 "shared-memory handshake did not finish within {} ms",
-                timeout.as_millis()
+                self.deadline.limit_ms()
             ));
         }
         loop {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::clock;
 use crate::lanes::Via;
 use net::{AddrClass, Candidate, ConnEntry, PathKind};
-use proto::dial::{Race, RaceStep, RaceTiming};
+use proto::dial::{Deadline, Race, RaceStep, RaceTiming};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::wire::handshake::{FRAME_LEN, MAGIC};
 use proto::{Nanos, Rank};
@@ -631,40 +631,40 @@ enum InState {
 pub struct Incoming {
     sock: Option<TcpStream>,
     state: InState,
-    started: Instant,
+    deadline: Deadline,
     /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
     pub key: u64,
 }
 
 impl Incoming {
-    pub fn new(sock: TcpStream) -> Incoming {
+    pub fn new(sock: TcpStream, deadline: Deadline) -> Incoming {
         Incoming {
             sock: Some(sock),
             state: InState::AwaitHello { buf: Vec::new() },
-            started: Instant::now(),
+            deadline,
             key: 0,
         }
     }
 
-    /// Whether its time is up: then a poll reports the failure even with nothing to read.
-    pub fn overdue(&self, now: Instant, timeout: Duration) -> bool {
-        now.saturating_duration_since(self.started) > timeout
+    /// Its time limit: once passed, a poll reports the failure even with nothing to read.
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
     }
 
     /// `contention(r)`: what this rank already has going with `r`.
     pub fn poll(
         &mut self,
         id: &Identity,
-        timeout: Duration,
+        now: Nanos,
         nonce: [u8; 16],
         contention: impl Fn(Rank) -> Contention,
     ) -> Progress {
         let peer_addr = self.sock.as_ref().and_then(|s| s.peer_addr().ok());
         let who = peer_addr.map_or_else(|| "unknown address".to_string(), |a| a.to_string());
-        if self.started.elapsed() > timeout {
+        if self.deadline.passed(now) {
             return Progress::Failed(format!(
                 "handshake from {who} did not finish within {} ms",
-                timeout.as_millis()
+                self.deadline.limit_ms()
             ));
         }
         let Some(sock) = self.sock.as_mut() else {
@@ -728,11 +728,6 @@ impl Incoming {
     /// The peer opens this connection as an additional lane (known once its HELLO passed).
     pub fn extra_lane(&self) -> bool {
         matches!(&self.state, InState::AwaitConfirm { acc, .. } if acc.extra_lane())
-    }
-
-    /// When the connection was accepted.
-    pub fn started(&self) -> Instant {
-        self.started
     }
 
     /// The rank at the other end once its HELLO was accepted (the connection is completing).

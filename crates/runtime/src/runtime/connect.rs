@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use proto::dial::Deadline;
 use proto::handshake::Contention;
-use proto::{PayloadToken, Rank};
+use proto::{Nanos, PayloadToken, Rank};
 use transport::sealed::LaneKeys;
 use transport::tcp::{sealed_tcp_link, tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
@@ -103,7 +104,8 @@ impl Runtime {
 
     /// An accepted TCP connection (or a punched one this rank answers) starts its handshake.
     pub(super) fn take_incoming(&mut self, sock: TcpStream) {
-        let mut c = Incoming::new(sock);
+        let limit = clock::nanos(self.cfg.attempt_timeout);
+        let mut c = Incoming::new(sock, Deadline::after(clock::now(), limit));
         c.key = self.handshake_key();
         if let Some(fd) = c.fd() {
             self.waiter.watch_as(fd, c.key);
@@ -323,17 +325,15 @@ impl Runtime {
         // listeners accepted from when a connection waits: an `accept()` that finds
         // nobody costs the kernel a socket made and freed.
         let ready = self.waiter.take_ready();
-        let now = Instant::now();
         if ready.contains(&Waiter::LISTENING) {
             for s in self.listeners.as_ref().map(|l| l.accept()).unwrap_or_default() {
                 self.take_incoming(s);
                 any = true;
             }
         }
-        any |= self.shm_wireup(&ready, now);
-        any |= self.eth_wireup();
-        let timeout = self.cfg.attempt_timeout;
         let now_ns = clock::now();
+        any |= self.shm_wireup(&ready, now_ns);
+        any |= self.eth_wireup();
         // Peers whose own first connection to us is completing: our HELLO waits.
         let completing: Vec<Rank> = self
             .incoming
@@ -388,14 +388,14 @@ impl Runtime {
         let mut i = 0;
         while i < self.incoming.len() {
             let c = &self.incoming[i];
-            if !ready.contains(&c.key) && !c.overdue(now, timeout) {
+            if !ready.contains(&c.key) && !c.deadline().passed(now_ns) {
                 i += 1;
                 continue;
             }
             // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
             // still racing towards some address may never get anywhere.
             let contention = contention(&self.lanes, &self.outgoing);
-            match self.incoming[i].poll(&self.id, timeout, nonce(), contention) {
+            match self.incoming[i].poll(&self.id, now_ns, nonce(), contention) {
                 Progress::Pending => i += 1,
                 Progress::Established {
                     peer,
@@ -536,15 +536,18 @@ impl Runtime {
     /// from one peer the older is an attempt the peer gave up: keep only the newest.
     fn drop_stale_incoming(&mut self) {
         let first = |c: &Incoming| c.verified_peer().filter(|_| !c.extra_lane());
-        let mut newest: HashMap<Rank, Instant> = HashMap::new();
+        // Every accepted connection has the same time limit: the latest deadline is the
+        // newest connection.
+        let accepted = |c: &Incoming| c.deadline().at();
+        let mut newest: HashMap<Rank, Nanos> = HashMap::new();
         for c in &self.incoming {
             if let Some(r) = first(c) {
-                let t = newest.entry(r).or_insert(c.started());
-                *t = (*t).max(c.started());
+                let t = newest.entry(r).or_insert(accepted(c));
+                *t = (*t).max(accepted(c));
             }
         }
         self.incoming
-            .retain(|c| first(c).is_none_or(|r| newest.get(&r) == Some(&c.started())));
+            .retain(|c| first(c).is_none_or(|r| newest.get(&r) == Some(&accepted(c))));
     }
 
     /// A peer we yielded to whose connection did not arrive within an attempt's time

@@ -10,7 +10,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
-use proto::{LaneId, Rank};
+use proto::dial::Deadline;
+use proto::{LaneId, Nanos, Rank};
 use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
 use transport::{AnyLink, Link, LinkError, Transport};
 
@@ -66,8 +67,8 @@ pub(super) struct Shm {
     state: NodeState,
     /// Ranks joining, at the leader.
     admits: Vec<ShmAdmit>,
-    /// Node-local peers whose first lane waits for a join (theirs or ours), since when.
-    waiting: Vec<(Rank, Instant)>,
+    /// Node-local peers whose first lane waits for a join (theirs or ours), until when.
+    waiting: Vec<(Rank, Deadline)>,
     /// Peers that have had a shared-memory lane: a ring's counters cannot start again,
     /// so a lane that closed is never opened again.
     laned: HashSet<Rank>,
@@ -158,16 +159,18 @@ impl Shm {
         matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty()
     }
 
-    /// When the earliest join (this rank's, or one the leader admits) times out. Until
-    /// then a sleeping rank wakes for a join only when its socket says so: with hundreds
-    /// of ranks joining at once, each waking every millisecond to look took the CPU
-    /// from the leader admitting them and from the ranks still reading the cards.
-    pub(super) fn joins_due(&self, timeout: Duration) -> Option<Instant> {
+    /// The deadlines of the joins under way (this rank's, or those the leader admits)
+    /// and of the lanes waiting for them. Until one passes, a sleeping rank wakes for a
+    /// join only when its socket says so: with hundreds of ranks joining at once, each
+    /// waking every millisecond to look took the CPU from the leader admitting them and
+    /// from the ranks still reading the cards.
+    pub(super) fn join_deadlines(&self) -> impl Iterator<Item = Deadline> + '_ {
         let own = match &self.state {
-            NodeState::Joining(join) => Some(join.due(timeout)),
+            NodeState::Joining(join) => Some(join.deadline()),
             _ => None,
         };
-        self.admits.iter().map(|a| a.due(timeout)).chain(own).min()
+        let lanes = self.waiting.iter().map(|&(_, deadline)| deadline);
+        self.admits.iter().map(ShmAdmit::deadline).chain(own).chain(lanes)
     }
 
     /// Whether a first lane to `peer` waits for a join.
@@ -196,6 +199,12 @@ impl Shm {
 }
 
 impl Runtime {
+    /// The deadline of a join to the node's shared memory starting now (at either end),
+    /// or of a lane waiting for one.
+    fn join_deadline(&self) -> Deadline {
+        Deadline::after(crate::clock::now(), crate::clock::nanos(self.cfg.connect_timeout))
+    }
+
     /// After the cards are exchanged: this node's ranks; the leader makes the segment,
     /// the others start joining it.
     pub(super) fn start_shm(&mut self) {
@@ -245,7 +254,7 @@ impl Runtime {
         }
         self.shm.listener = None;
         self.shm.bell = Some(bell);
-        self.shm.state = match ShmJoin::start(&self.id, leader, nonce()) {
+        self.shm.state = match ShmJoin::start(&self.id, leader, nonce(), self.join_deadline()) {
             Ok(mut join) => {
                 join.key = self.handshake_key();
                 self.waiter.watch_as(join.socket(), join.key);
@@ -315,11 +324,11 @@ impl Runtime {
                 false
             }
             NodeState::Joining(_) => {
-                self.shm.waiting.push((peer, Instant::now()));
+                self.shm.waiting.push((peer, self.join_deadline()));
                 true
             }
             NodeState::Member { node, .. } if node.member(index).is_none() => {
-                self.shm.waiting.push((peer, Instant::now()));
+                self.shm.waiting.push((peer, self.join_deadline()));
                 true
             }
             NodeState::Member { .. } => self.open_shm_lane(peer, index, true),
@@ -450,13 +459,12 @@ impl Runtime {
 
     /// Drives the joins (this rank's, or the others' at the leader) and the lanes
     /// waiting for them. Returns whether anything happened.
-    pub(super) fn shm_wireup(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
-        let mut any = self.admit_joins(ready, now);
+    pub(super) fn shm_wireup(&mut self, ready: &HashSet<u64>, now_ns: Nanos) -> bool {
+        let mut any = self.admit_joins(ready, now_ns);
         any |= self.watch_kept(ready);
-        let timeout = self.cfg.connect_timeout;
         let progress = match &mut self.shm.state {
-            NodeState::Joining(join) if ready.contains(&join.key) || join.overdue(now, timeout) => {
-                join.poll(timeout)
+            NodeState::Joining(join) if ready.contains(&join.key) || join.deadline().passed(now_ns) => {
+                join.poll(now_ns)
             }
             _ => JoinProgress::Pending,
         };
@@ -499,7 +507,7 @@ impl Runtime {
         }
         // Lanes waiting for a join: opened once both ends are members; over TCP if
         // this rank could not join, or the peer has not joined in time.
-        for (peer, since) in std::mem::take(&mut self.shm.waiting) {
+        for (peer, deadline) in std::mem::take(&mut self.shm.waiting) {
             if self.lanes.connected(peer) || self.shm.laned.contains(&peer) {
                 continue;
             }
@@ -510,17 +518,17 @@ impl Runtime {
                     continue;
                 }
                 NodeState::Failed(why) => why.clone(),
-                _ if now.saturating_duration_since(since) > timeout => match self.shm.state {
+                _ if deadline.passed(now_ns) => match self.shm.state {
                     NodeState::Joining(_) => {
                         "this rank has not joined the node's shared memory in time".into()
                     }
                     _ => format!(
                         "rank {peer} has not joined the node's shared memory within {} ms",
-                        timeout.as_millis()
+                        deadline.limit_ms()
                     ),
                 },
                 _ => {
-                    self.shm.waiting.push((peer, since));
+                    self.shm.waiting.push((peer, deadline));
                     continue;
                 }
             };
@@ -537,21 +545,21 @@ impl Runtime {
 
     /// At the leader: accepts ranks joining and hands them the segment once their
     /// handshake checks out.
-    fn admit_joins(&mut self, ready: &HashSet<u64>, now: Instant) -> bool {
+    fn admit_joins(&mut self, ready: &HashSet<u64>, now: Nanos) -> bool {
         let mut any = false;
+        let deadline = self.join_deadline();
         let accepted = self
             .shm
             .listener
             .as_ref()
             .filter(|_| ready.contains(&Waiter::LISTENING))
-            .map(crate::shm_wireup::accept_all);
+            .map(|l| crate::shm_wireup::accept_all(l, deadline));
         for mut a in accepted.unwrap_or_default() {
             a.key = self.handshake_key();
             self.waiter.watch_as(a.socket(), a.key);
             self.shm.admits.push(a);
             any = true;
         }
-        let timeout = self.cfg.connect_timeout;
         let mut i = 0;
         while i < self.shm.admits.len() {
             let NodeState::Member {
@@ -564,11 +572,11 @@ impl Runtime {
                 break;
             };
             let a = &mut self.shm.admits[i];
-            if !ready.contains(&a.key) && !a.overdue(now, timeout) {
+            if !ready.contains(&a.key) && !a.deadline().passed(now) {
                 i += 1;
                 continue;
             }
-            let progress = a.poll(&self.id, timeout, nonce());
+            let progress = a.poll(&self.id, now, nonce());
             if matches!(progress, AdmitProgress::Pending) {
                 i += 1;
                 continue;

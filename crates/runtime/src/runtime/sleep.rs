@@ -13,6 +13,7 @@ use std::os::fd::AsFd;
 use super::Runtime;
 use crate::clock;
 use crate::waiter::Waiter;
+use crate::wireup::Incoming;
 
 impl Runtime {
     /// Sleeps until a lane or socket is ready, or `max` passed.
@@ -31,11 +32,6 @@ impl Runtime {
         } else {
             Duration::from_millis(1)
         };
-        // Joins to shared memory wake the rank through their sockets, or time out.
-        let max = match self.shm.joins_due(self.cfg.connect_timeout) {
-            Some(due) => max.min(due.saturating_duration_since(std::time::Instant::now())),
-            None => max,
-        };
         // A lane's own timers (raw Ethernet: retransmissions, acknowledgements) cut
         // the sleep short; no fd would announce them.
         let lane_timer = self
@@ -52,7 +48,13 @@ impl Runtime {
         let now = clock::now();
         let attempt = clock::nanos(self.cfg.attempt_timeout);
         let setup = self.setups.poll_timeout(attempt).filter(|&due| due > now);
-        let timer = [self.ep.poll_timeout(), setup]
+        // Handshakes answered and joins to shared memory wake the rank through their
+        // sockets, or when their time is up.
+        let handshakes = (self.incoming.iter().map(Incoming::deadline))
+            .chain(self.shm.join_deadlines())
+            .map(|d| d.at().saturating_add(1))
+            .min();
+        let timer = [self.ep.poll_timeout(), setup, handshakes]
             .into_iter()
             .flatten()
             .min()

@@ -37,10 +37,10 @@ fn acceptor_telling(rank: Rank) -> (SocketAddr, std::sync::mpsc::Receiver<PathKi
     thread::spawn(move || {
         for sock in listener.incoming().flatten() {
             sock.set_nonblocking(true).unwrap();
-            let mut inc = Incoming::new(sock);
+            let mut inc = Incoming::new(sock, Deadline::after(clock::now(), 5_000_000_000));
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
-                match inc.poll(&identity(rank), Duration::from_secs(5), [rank as u8; 16], |_| {
+                match inc.poll(&identity(rank), clock::now(), [rank as u8; 16], |_| {
                     Contention::None
                 }) {
                     Progress::Pending => thread::sleep(Duration::from_millis(1)),
