@@ -26,7 +26,6 @@ impl Runtime {
             return;
         }
         // Outgoing connects are short-lived: wake up often while they run.
-        // (A rank waiting for another's join to shared memory learns of it by looking.)
         let max = if self.outgoing.is_empty() && !self.punching.dialling() {
             max
         } else {
@@ -49,10 +48,12 @@ impl Runtime {
         let attempt = clock::nanos(self.cfg.attempt_timeout);
         let setup = self.setups.poll_timeout(attempt).filter(|&due| due > now);
         // Handshakes answered and joins to shared memory wake the rank through their
-        // sockets, or when their time is up.
+        // sockets, or when their time is up (the wake-up looks at the wire-up: one
+        // already up waits for that, as a set-up's does).
         let handshakes = (self.incoming.iter().map(Incoming::deadline))
             .chain(self.shm.join_deadlines())
             .map(|d| d.at().saturating_add(1))
+            .filter(|&due| due > now)
             .min();
         let timer = [self.ep.poll_timeout(), setup, handshakes]
             .into_iter()
