@@ -217,7 +217,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "PONTOON_COLL_ALLTOALL_SHORT",
         default: "256",
-        meaning: "alltoall blocks of at most this many bytes, with 8 ranks or more, go by Bruck's algorithm \
+        meaning: "alltoall blocks of at most this many bytes, with 32 ranks or more, go by Bruck's algorithm \
                   (log2 p rounds, one message each, about half of the blocks per message); above, every \
                   transfer starts at once",
     },

@@ -587,10 +587,12 @@ pub fn alltoallv(
     s
 }
 
-/// The fewest ranks for which a short alltoall goes by Bruck's algorithm (MPICH's
-/// switch point): below, its ⌈log₂ p⌉ rounds in sequence cost more than p − 1
-/// messages in parallel.
-pub const BRUCK_MIN_RANKS: u32 = 8;
+/// The fewest ranks for which a short alltoall goes by Bruck's algorithm: below, its
+/// ⌈log₂ p⌉ rounds in sequence cost as much as p − 1 messages in parallel or more
+/// (`bench/c/collective.c alltoall` on 2 CPUs: at 8 and 16 ranks the flat one is as fast
+/// or faster up to 64 B per peer; from 32 ranks Bruck's is up to 3× faster). MPICH
+/// switches at 8 ranks, Open MPI above 12.
+pub const BRUCK_MIN_RANKS: u32 = 32;
 
 /// Alltoall with `n` bytes per peer.
 pub fn alltoall(sh: Shape, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {

@@ -680,25 +680,27 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     assert_eq!((waits(&site_aware), waits(&flat)), (1, 4), "WAN waits");
     assert_eq!(crossings(8, &of, site_aware), (2, 2 * 16 * (n / 8)));
     assert_eq!(crossings(8, &of, flat), (32, 2 * 16 * (n / 8)));
-    // A short alltoall: within one site Bruck's 3 rounds (3 peers per rank); across
-    // two sites of ranks 0-3 and 4-7 (where each of Bruck's rounds would cross) every
-    // transfer at once, one WAN wait.
-    let within = choose::alltoall(Shape { rank: 0, size: 8 }, None, Some(INPUT), 4, &t);
+    // A short alltoall of 32 ranks: within one site Bruck's 5 rounds (5 peers per rank);
+    // across two sites of ranks 0-15 and 16-31 (where each of Bruck's rounds would
+    // cross) every transfer at once, one WAN wait.
+    let p = algos::BRUCK_MIN_RANKS;
+    let within = choose::alltoall(Shape { rank: 0, size: p }, None, Some(INPUT), 4, &t);
     let sends = within
         .steps
         .iter()
         .flat_map(|st| &st.xfers)
         .filter(|x| matches!(x, Xfer::Send { .. }));
-    assert_eq!(sends.count(), 3, "Bruck within a site");
-    let halves = Sites::from_indices((0..8).map(|r| r / 4).collect());
+    assert_eq!(sends.count(), p.ilog2() as usize, "Bruck within a site");
+    let half = p / 2;
+    let halves = Sites::from_indices((0..p).map(|r| r / half).collect());
     let across = |r: u32| {
-        let s = choose::alltoall(Shape { rank: r, size: 8 }, Some(&halves), Some(INPUT), 4, &t);
+        let s = choose::alltoall(Shape { rank: r, size: p }, Some(&halves), Some(INPUT), 4, &t);
         let far = |x: &Xfer| match x {
-            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => peer / 4 != r / 4,
+            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => peer / half != r / half,
         };
         s.steps.iter().filter(|st| st.xfers.iter().any(far)).count()
     };
-    assert_eq!((0..8).map(across).max(), Some(1), "short alltoall across sites");
+    assert_eq!((0..p).map(across).max(), Some(1), "short alltoall across sites");
     // Allgatherv: each site's blocks cross once, where the ring carries them across at
     // every step.
     let v = |sh: Shape| hier::allgatherv(sh, &sites, Some(region(INPUT, 0, n / 8)), OUTPUT, &blocks, &t);
