@@ -1,0 +1,101 @@
+//! What a rank's runtime tells the layers above, `pontoon doctor` and the tests about
+//! itself: its peers' cards and sites, its lanes and how they came up, its counters.
+
+use proto::{LaneId, Rank};
+use transport::Link;
+
+use super::Runtime;
+use crate::lanes::PathInfo;
+use crate::wireup::Attempt;
+use net::EndpointCard;
+
+impl Runtime {
+    /// Wire-up statistics: (connected peers, attempts given up because the peer's
+    /// simultaneous connection won).
+    pub fn wireup_stats(&self) -> (usize, usize) {
+        (self.lanes.peers_connected(), self.yielded)
+    }
+
+    /// Addresses `rank` listens on, from its endpoint card.
+    pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
+        self.cards
+            .get(&rank)
+            .map(|c| {
+                c.addresses()
+                    .filter(|(_, ip)| c.port_for(*ip) != 0)
+                    .map(|(_, ip)| std::net::SocketAddr::new(ip, c.port_for(ip)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `rank`'s endpoint card (interfaces, addresses, node, site).
+    pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
+        self.cards.get(&rank)
+    }
+
+    /// Whether any rank of the job has a site ([`Runtime::site`]).
+    pub fn sited(&self) -> bool {
+        self.sited
+    }
+
+    /// `rank`'s site: the one declared on its card, or else the one the cards show
+    /// (`net::sites::infer`: far from the launcher's coordinator, on another network).
+    pub fn site(&self, rank: Rank) -> Option<&str> {
+        let declared = self.cards.get(&rank).and_then(|c| c.site.as_deref());
+        declared.or_else(|| {
+            self.inferred_sites
+                .as_ref()?
+                .get(rank as usize)
+                .map(String::as_str)
+        })
+    }
+
+    /// The lane that carries eager messages and control frames to `peer` (once a peer
+    /// reached through a relay has a punched lane, that one), once connected.
+    pub fn path(&self, peer: Rank) -> Option<PathInfo> {
+        let control = self.ep.control_lane(peer).and_then(|id| self.lanes.get(id));
+        control
+            .map(|l| l.info)
+            .or_else(|| self.lanes(peer).first().copied())
+    }
+
+    /// Why punching through NATs towards `peer` ended without a lane, if it did.
+    pub fn punch_note(&self, peer: Rank) -> Option<&str> {
+        self.punching.note(peer)
+    }
+
+    /// Every lane to `peer`, in the order they came up: the first connection (shared
+    /// memory within a node), then one per further interface pair.
+    pub fn lanes(&self, peer: Rank) -> Vec<PathInfo> {
+        let info = |id: &LaneId| self.lanes.get(*id).map(|l| l.info);
+        self.lanes.of_peer(peer).iter().filter_map(info).collect()
+    }
+
+    /// Most payload bytes of unmatched eager messages this rank ever held at once
+    /// (bounded by `PONTOON_UNEXPECTED_CAP`).
+    pub fn unexpected_peak(&self) -> u64 {
+        self.ep.buffered_peak()
+    }
+
+    /// How many progress passes looked at the rarely busy sockets (wire-up, the
+    /// coordinator, doorbells): on readiness and every few milliseconds, not per pass.
+    pub fn housekeeping_passes(&self) -> u64 {
+        self.housekeeping_passes
+    }
+
+    /// What a lane can do, as last measured (`health.rs`), while it is open.
+    pub fn lane_caps(&self, lane: LaneId) -> Option<proto::Caps> {
+        self.lanes.get(lane).map(|l| l.link.caps())
+    }
+
+    /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
+    pub fn shm_refusal(&self, peer: Rank) -> Option<&str> {
+        self.shm.refusal(peer)
+    }
+
+    /// Every connection attempt this rank made to `peer`, in order.
+    pub fn attempts(&self, peer: Rank) -> &[Attempt] {
+        self.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
+    }
+}
