@@ -616,11 +616,8 @@ pub fn alltoall_bruck(sh: Shape, src: Option<BufId>, dst: BufId, n: usize) -> Sc
     rotate(&mut s, src.unwrap_or(dst), acc, (p - r) % p, p, n);
     // Round k moves the blocks whose index has bit k set, k blocks at a time.
     let runs = |k: u32| (k..p).step_by(2 * k as usize).map(move |i| (i, k.min(p - i)));
-    let most = (0..32)
-        .map(|b| 1u32 << b)
-        .take_while(|&k| k < p)
-        .map(|k| runs(k).map(|(_, len)| len).sum::<u32>());
-    let packed = most.max().unwrap_or(0) as usize * n;
+    // Of any 2k consecutive indices k have bit k set: no round moves more than half.
+    let packed = (p as usize / 2) * n;
     let (out, inn) = (s.temp(packed), s.temp(packed));
     let mut k = 1;
     while k < p {
