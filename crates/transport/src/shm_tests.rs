@@ -514,3 +514,28 @@ fn a_rank_that_finalized_says_so_in_its_slot() {
     assert!(!nb.finalized(1), "only the rank that did");
     assert!(!nb.finalized(2), "no such slot");
 }
+
+#[test]
+fn each_rank_allocates_the_boxes_to_it_and_the_leader_not_all_of_them() {
+    let job = job_id();
+    let ranks = 256;
+    let layout = Layout::new(ranks, MIN_RING).unwrap();
+    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
+    let allocated = |fd: &OwnedFd| rustix::fs::fstat(fd).unwrap().st_blocks as usize * 512;
+    let own_boxes = ranks * BOX;
+    let (_leader, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
+    let by_leader = allocated(&fd);
+    assert!(
+        by_leader >= own_boxes && by_leader < 4 * own_boxes,
+        "the leader allocated {by_leader} bytes, its own boxes are {own_boxes}: \
+         the {} bytes of every rank's boxes are each rank's to allocate",
+        ranks * own_boxes
+    );
+    let dup = rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
+    let _member = ShmNode::join(dup, layout, 200, job, bell(200)).unwrap();
+    assert_eq!(
+        allocated(&fd) - by_leader,
+        own_boxes,
+        "a joining rank allocates the boxes to it"
+    );
+}
