@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod card;
+pub mod card_table;
 pub mod class;
 pub mod connstr;
 pub mod iface;
@@ -17,6 +18,7 @@ pub mod policy;
 pub mod sites;
 
 pub use card::{node_id, CardRelay, EndpointCard};
+pub use card_table::{CardHead, CardTable};
 pub use class::{classify, AddrClass};
 pub use connstr::{client_order, ConnEntry, ParseError};
 pub use iface::{interfaces, local_addresses, Interface};

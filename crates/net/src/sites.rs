@@ -18,25 +18,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::card::EndpointCard;
+use crate::card_table::CardTable;
 use crate::class::{classify, AddrClass};
 
 /// A rank this far from the coordinator (round trip, µs) is at another site: the round
 /// trip from which a lane is a WAN lane.
 pub const FAR_RTT_US: u32 = (proto::caps::WAN_RTT_NS / 1000) as u32;
 
-/// The sites of `cards` (one per rank, in rank order) when the cards show two or more;
-/// `None` when they show one, declare sites themselves, or lack a round trip (ranks
-/// started through PMI have no control connection to measure).
-pub fn infer<'a>(cards: impl IntoIterator<Item = &'a EndpointCard>) -> Option<Vec<String>> {
-    let cards: Vec<&EndpointCard> = cards.into_iter().collect();
-    if cards.iter().any(|c| c.site.is_some()) {
+/// The sites of the ranks of `cards` when the cards show two or more; `None` when they
+/// show one, declare sites themselves, or lack a round trip (ranks started through PMI
+/// have no control connection to measure). Reads the whole cards only when some are far.
+pub fn infer(cards: &CardTable) -> Option<Vec<String>> {
+    let heads = cards.heads();
+    if heads.iter().any(|c| c.site.is_some()) {
         return None;
     }
-    let rtts: Vec<u32> = cards.iter().map(|c| c.control_rtt_us).collect::<Option<_>>()?;
+    let rtts: Vec<u32> = heads.iter().map(|c| c.control_rtt_us).collect::<Option<_>>()?;
     // A node is as far as its nearest rank says: a sample that a busy host delayed must
     // not split a node; ranks on the coordinator's own host are near by definition.
     let mut node_rtt: BTreeMap<u64, u32> = BTreeMap::new();
-    for (c, &rtt) in cards.iter().zip(&rtts) {
+    for (c, &rtt) in heads.iter().zip(&rtts) {
         let rtt = if c.seen_from.is_some_and(|a| a.is_loopback()) {
             0
         } else {
@@ -50,8 +51,10 @@ pub fn infer<'a>(cards: impl IntoIterator<Item = &'a EndpointCard>) -> Option<Ve
     if node_rtt.values().all(|&r| r < FAR_RTT_US) {
         return None;
     }
-    let keys: Vec<BTreeSet<String>> = cards.iter().map(|c| network_keys(c)).collect();
-    let far = |i: usize| node_rtt[&cards[i].node] >= FAR_RTT_US;
+    let keys: Vec<BTreeSet<String>> = (0..heads.len() as u32)
+        .map(|r| cards.get(r).map(network_keys).unwrap_or_default())
+        .collect();
+    let far = |i: usize| node_rtt[&heads[i].node] >= FAR_RTT_US;
     // Union-find over the ranks: the near ones together, far ones sharing a network.
     let mut parent: Vec<usize> = (0..cards.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -61,11 +64,11 @@ pub fn infer<'a>(cards: impl IntoIterator<Item = &'a EndpointCard>) -> Option<Ve
         }
         i
     }
-    for i in 0..cards.len() {
+    for i in 0..heads.len() {
         for j in 0..i {
             let together = match (far(i), far(j)) {
                 (false, false) => true,
-                (true, true) => cards[i].node == cards[j].node || !keys[i].is_disjoint(&keys[j]),
+                (true, true) => heads[i].node == heads[j].node || !keys[i].is_disjoint(&keys[j]),
                 _ => false,
             };
             if together {
@@ -74,7 +77,7 @@ pub fn infer<'a>(cards: impl IntoIterator<Item = &'a EndpointCard>) -> Option<Ve
             }
         }
     }
-    let roots: Vec<usize> = (0..cards.len()).map(|i| root(&mut parent, i)).collect();
+    let roots: Vec<usize> = (0..heads.len()).map(|i| root(&mut parent, i)).collect();
     if roots.iter().all(|&r| r == roots[0]) {
         return None;
     }
@@ -174,6 +177,10 @@ mod tests {
         }
     }
 
+    fn table(cards: &[EndpointCard]) -> CardTable {
+        CardTable::from_encoded(cards.iter().map(EndpointCard::encode).collect()).unwrap()
+    }
+
     /// Which ranks share a site, as a partition by the first rank of each.
     fn partition(sites: &[String]) -> Vec<usize> {
         sites
@@ -193,7 +200,7 @@ mod tests {
             card(4, "10.2.0.12", None, 20_300),
             card(1, "10.1.0.11", None, 9_000),
         ];
-        let sites = infer(&cards).expect("two sites");
+        let sites = infer(&table(&cards)).expect("two sites");
         assert_eq!(partition(&sites), [0, 1, 0, 1, 0]);
         assert!(sites[1].contains("10.2.0.0/24"), "{sites:?}");
         assert_eq!(sites[0], "10.1.0.0/24 (inferred, the launcher's)");
@@ -208,7 +215,7 @@ mod tests {
             card(3, "192.168.1.11", Some("198.51.100.7"), 30_000),
             card(4, "192.168.1.10", Some("203.0.113.9"), 45_000),
         ];
-        let sites = infer(&cards).expect("three sites");
+        let sites = infer(&table(&cards)).expect("three sites");
         assert_eq!(partition(&sites), [0, 1, 1, 3]);
         assert!(sites[3].contains("behind NAT 203.0.113.9"), "{sites:?}");
         // A cluster's head is its compute nodes' NAT, with the same private subnet as the
@@ -216,7 +223,7 @@ mod tests {
         let mut head = card(5, "192.168.1.1", None, 30_000);
         head.ifaces[0].addrs.push("198.51.100.7".parse().unwrap());
         let cards = [cards[0].clone(), cards[1].clone(), head];
-        assert_eq!(partition(&infer(&cards).unwrap()), [0, 1, 1]);
+        assert_eq!(partition(&infer(&table(&cards)).unwrap()), [0, 1, 1]);
     }
 
     #[test]
@@ -226,23 +233,23 @@ mod tests {
             card(2, "10.0.7.1", None, 120),
             card(3, "fd00:1::5", None, 80),
         ];
-        assert_eq!(infer(&cards), None);
+        assert_eq!(infer(&table(&cards)), None);
         // 128 ranks on one overloaded host, some samples slow: one node, one site.
         let cards: Vec<_> = (0..128)
             .map(|i| card(9, "10.0.0.1", None, 100 + 50 * i))
             .collect();
-        assert_eq!(infer(&cards), None);
+        assert_eq!(infer(&table(&cards)), None);
     }
 
     #[test]
     fn declared_sites_or_a_missing_round_trip_leave_it_to_the_declaration() {
         let mut cards = vec![card(1, "10.1.0.11", None, 30), card(2, "10.2.0.11", None, 20_000)];
-        assert!(infer(&cards).is_some());
+        assert!(infer(&table(&cards)).is_some());
         cards[0].site = Some("a".into());
-        assert_eq!(infer(&cards), None);
+        assert_eq!(infer(&table(&cards)), None);
         cards[0].site = None;
         cards[1].control_rtt_us = None; // started through PMI
-        assert_eq!(infer(&cards), None);
+        assert_eq!(infer(&table(&cards)), None);
     }
 
     #[test]
@@ -255,6 +262,6 @@ mod tests {
             bridge,
             card(4, "10.3.0.14", None, 20_000),
         ];
-        assert_eq!(partition(&infer(&cards).unwrap()), [0, 1, 1, 1]);
+        assert_eq!(partition(&infer(&table(&cards)).unwrap()), [0, 1, 1, 1]);
     }
 }

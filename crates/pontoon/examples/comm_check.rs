@@ -41,10 +41,8 @@ fn main() -> Result<(), Error> {
 
     // The ranks of this node (MPI_COMM_TYPE_SHARED), by the node the transports use.
     let node = world.split_by_node(0)?.expect("every rank has a node");
-    let here = world.universe().card(me).map(|c| c.node);
-    let node_peers = (0..p)
-        .filter(|&r| world.universe().card(r).map(|c| c.node) == here)
-        .count() as u32;
+    let here = world.universe().node(me);
+    let node_peers = (0..p).filter(|&r| world.universe().node(r) == here).count() as u32;
     ensure(node.size() == node_peers, || {
         format!(
             "node communicator of {} ranks, {node_peers} on this node",

@@ -386,7 +386,7 @@ impl<'u> Comm<'u> {
     /// memory (MPI_COMM_TYPE_SHARED). Collective; every member gets its node's part.
     pub fn split_by_node(&self, key: i32) -> Result<Option<Comm<'u>>> {
         // The node's lowest job rank: the same color in both groups of an intercommunicator.
-        let node = |r: Rank| self.u.card(r).map(|c| c.node);
+        let node = |r: Rank| self.u.node(r);
         let mine = node(self.u.rt.borrow().rank());
         let color = (0..self.u.world_size()).find(|&w| node(w) == mine).unwrap_or(0);
         self.split(color as i32, key)

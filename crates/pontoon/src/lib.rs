@@ -202,6 +202,11 @@ impl Universe {
         self.rt.borrow().peer_addresses(rank)
     }
 
+    /// The node rank `rank` runs on (ranks of one node share memory), from its card.
+    pub fn node(&self, rank: Rank) -> Option<u64> {
+        self.rt.borrow().node(rank)
+    }
+
     /// Rank `rank`'s endpoint card (interfaces, addresses, node, site), for diagnostics.
     pub fn card(&self, rank: Rank) -> Option<runtime::EndpointCard> {
         self.rt.borrow().card(rank).cloned()

@@ -21,7 +21,7 @@ use crate::rendezvous::{Event, NoFinalize, Rendezvous};
 use crate::requests::Requests;
 use crate::waiter::{ReadySet, Waiter};
 use crate::wireup::{Attempt, Incoming, Listeners, Outgoing};
-use net::EndpointCard;
+use net::{CardTable, EndpointCard};
 
 /// How often the rarely busy sockets are looked at though epoll reported nothing: a
 /// safety net for an event missed (they are edge-triggered), and the clock of wire-up's
@@ -162,7 +162,7 @@ pub struct Runtime {
     /// Shared memory with the ranks of this node (`runtime/shm.rs`).
     shm: shm::Shm,
     /// Endpoint cards of every rank (this one's too), from the init fence.
-    cards: HashMap<Rank, EndpointCard>,
+    cards: CardTable,
     /// Each rank's site as the cards show it, where none was declared (`net::sites`).
     inferred_sites: Option<Vec<String>>,
     /// Whether any rank has a site (declared or inferred): without, a communicator's
@@ -266,7 +266,14 @@ impl Runtime {
                         rank: 0,
                         size: 1,
                     };
-                    return Runtime::assemble(cfg, id, Endpoint::new(0, 1, ecfg), None, None, HashMap::new());
+                    return Runtime::assemble(
+                        cfg,
+                        id,
+                        Endpoint::new(0, 1, ecfg),
+                        None,
+                        None,
+                        CardTable::default(),
+                    );
                 }
             },
         };
@@ -356,11 +363,7 @@ impl Runtime {
         let all = rendezvous
             .exchange(env.rank, env.size, "card", &card.encode())
             .map_err(|e| setup(&e))?;
-        let mut cards = HashMap::with_capacity(all.len());
-        for (r, v) in (0..env.size).zip(all) {
-            let card = EndpointCard::decode(&v).map_err(|e| setup(&format!("rank {r}: {e}")))?;
-            cards.insert(r, card);
-        }
+        let cards = CardTable::from_encoded(all).map_err(|e| setup(&e))?;
         let id = Identity {
             job_id: env.job_id,
             secret: env.secret,
@@ -385,7 +388,7 @@ impl Runtime {
         ep: Endpoint,
         rendezvous: Option<Rendezvous>,
         listeners: Option<Listeners>,
-        cards: HashMap<Rank, EndpointCard>,
+        cards: CardTable,
     ) -> Result<Runtime, Error> {
         let (size, rank) = (id.size as usize, id.rank);
         let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", id.rank));
@@ -397,9 +400,8 @@ impl Runtime {
         if let Some(fd) = rendezvous.as_ref().and_then(Rendezvous::as_fd) {
             waiter.watch(fd);
         }
-        let in_order: Option<Vec<&EndpointCard>> = (0..id.size).map(|r| cards.get(&r)).collect();
-        let inferred_sites = in_order.and_then(net::sites::infer);
-        let sited = inferred_sites.is_some() || cards.values().any(|c| c.site.is_some());
+        let inferred_sites = net::sites::infer(&cards);
+        let sited = inferred_sites.is_some() || cards.heads().iter().any(|c| c.site.is_some());
         if let (Some(sites), 0) = (&inferred_sites, rank) {
             let distinct: std::collections::BTreeSet<&String> = sites.iter().collect();
             tracing::info!("sites inferred from the endpoint cards: {distinct:?}");

@@ -95,7 +95,7 @@ impl Runtime {
             Encrypt::None => Seal::Never,
             Encrypt::All => Seal::Always,
             Encrypt::Wan => {
-                let site = |r: Rank| self.cards.get(&r).and_then(|c| c.site.as_deref());
+                let site = |r: Rank| self.cards.head(r).and_then(|c| c.site.as_deref());
                 let far = matches!((site(self.id.rank), site(peer)), (Some(a), Some(b)) if a != b);
                 Seal::OverWan { far }
             }
@@ -296,7 +296,7 @@ impl Runtime {
 
     /// One more lane per further interface pair with `peer` (`net::paths::extra_lanes`).
     fn open_extra_lanes(&mut self, peer: Rank, local: std::net::IpAddr, remote: std::net::IpAddr) {
-        let (Some(mine), Some(theirs)) = (self.cards.get(&self.id.rank), self.cards.get(&peer)) else {
+        let (Some(mine), Some(theirs)) = (self.cards.get(self.id.rank), self.cards.get(peer)) else {
             return;
         };
         for plan in net::paths::extra_lanes(mine, theirs, local, remote) {
@@ -460,9 +460,7 @@ impl Runtime {
             self.cfg.connect_timeout.as_millis(),
             self.cfg.timeout_source("PONTOON_CONNECT_TIMEOUT_MS")
         );
-        let same_node =
-            self.cards.get(&peer).map(|c| c.node) == self.cards.get(&self.id.rank).map(|c| c.node);
-        if same_node {
+        if self.cards.same_node(peer, self.id.rank) {
             // Relays and NATs are no answer between two processes of one host.
             return format!(
                 "{timeout}: {report}. Rank {peer} runs on this host: it is overloaded or stopped \
@@ -492,7 +490,7 @@ impl Runtime {
     /// What the coordinator saw of the NATs between it and the two ranks, when they differ:
     /// the likely reason why private addresses led nowhere.
     fn nat_note(&self, peer: Rank) -> String {
-        let nat = |r: Rank| self.cards.get(&r).and_then(EndpointCard::nat);
+        let nat = |r: Rank| self.cards.get(r).and_then(EndpointCard::nat);
         let seen = |n: Option<std::net::IpAddr>| match n {
             Some(ip) => format!("behind NAT {ip}"),
             None => "directly".to_string(),
@@ -511,7 +509,7 @@ impl Runtime {
 
     /// What relays could do for `peer`, or why they did not.
     fn relay_note(&self, peer: Rank) -> String {
-        let theirs = self.cards.get(&peer).map_or(0, |c| c.relays.len());
+        let theirs = self.cards.get(peer).map_or(0, |c| c.relays.len());
         if theirs > 0 {
             return String::new(); // its relays were tried: the report says how each failed
         }
@@ -576,7 +574,7 @@ impl Runtime {
 
     /// The first lane's candidates, of the path kinds allowed (`PONTOON_PATHS`).
     pub(super) fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
-        let mut all = match (self.cards.get(&self.id.rank), self.cards.get(&peer)) {
+        let mut all = match (self.cards.get(self.id.rank), self.cards.get(peer)) {
             (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
             _ => Vec::new(),
         };

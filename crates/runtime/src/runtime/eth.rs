@@ -17,12 +17,10 @@ impl Runtime {
     /// peer on another node could have used them.
     pub(super) fn take_eth(&mut self, eth: EthWireup) {
         if let Some(why) = &eth.refusal {
-            let node = self.cards.get(&self.id.rank).map(|c| c.node);
             let wanted = self.cfg.transports.contains(&Transport::Eth)
-                && self
-                    .cards
-                    .values()
-                    .any(|c| Some(c.node) != node && EthWireup::offers(c));
+                && (0..self.id.size).any(|r| {
+                    !self.cards.same_node(r, self.id.rank) && self.cards.get(r).is_some_and(EthWireup::offers)
+                });
             if wanted {
                 tracing::warn!(
                     "rank {}: no raw Ethernet, TCP carries everything: {why}. Raw-Ethernet lanes need \
@@ -49,18 +47,15 @@ impl Runtime {
     /// Whether raw Ethernet may be tried with `peer`: allowed, this rank has ports, the
     /// peer takes lanes on some interface, and it runs on another node.
     pub(super) fn eth_possible(&self, peer: Rank) -> bool {
-        let (Some(mine), Some(theirs)) = (self.cards.get(&self.id.rank), self.cards.get(&peer)) else {
-            return false;
-        };
         self.cfg.transports.contains(&Transport::Eth)
             && self.eth.has_ports()
-            && mine.node != theirs.node
-            && EthWireup::offers(theirs)
+            && !self.cards.same_node(self.id.rank, peer)
+            && self.cards.get(peer).is_some_and(EthWireup::offers)
     }
 
     /// Probes `peer` for a raw-Ethernet lane. Returns whether any probe went out.
     pub(super) fn start_eth(&mut self, peer: Rank, first_lane: bool) -> bool {
-        let Some(theirs) = self.cards.get(&peer) else {
+        let Some(theirs) = self.cards.get(peer) else {
             return false;
         };
         self.eth

@@ -19,7 +19,7 @@ impl Runtime {
     /// Addresses `rank` listens on, from its endpoint card.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
         self.cards
-            .get(&rank)
+            .get(rank)
             .map(|c| {
                 c.addresses()
                     .filter(|(_, ip)| c.port_for(*ip) != 0)
@@ -31,7 +31,12 @@ impl Runtime {
 
     /// `rank`'s endpoint card (interfaces, addresses, node, site).
     pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
-        self.cards.get(&rank)
+        self.cards.get(rank)
+    }
+
+    /// The node `rank` runs on, from its card's head (not decoding the rest).
+    pub fn node(&self, rank: Rank) -> Option<u64> {
+        self.cards.head(rank).map(|c| c.node)
     }
 
     /// Whether any rank of the job has a site ([`Runtime::site`]).
@@ -42,7 +47,7 @@ impl Runtime {
     /// `rank`'s site: the one declared on its card, or else the one the cards show
     /// (`net::sites::infer`: far from the launcher's coordinator, on another network).
     pub fn site(&self, rank: Rank) -> Option<&str> {
-        let declared = self.cards.get(&rank).and_then(|c| c.site.as_deref());
+        let declared = self.cards.head(rank).and_then(|c| c.site.as_deref());
         declared.or_else(|| {
             self.inferred_sites
                 .as_ref()?

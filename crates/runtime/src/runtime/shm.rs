@@ -208,19 +208,13 @@ impl Runtime {
     /// After the cards are exchanged: this node's ranks; the leader makes the segment,
     /// the others start joining it.
     pub(super) fn start_shm(&mut self) {
-        let Some(node_id) = self.cards.get(&self.id.rank).map(|c| c.node) else {
-            return;
-        };
-        if self.shm.listener.is_none() {
+        if self.shm.listener.is_none() || self.cards.head(self.id.rank).is_none() {
             return;
         }
-        let mut local: Vec<Rank> = self
-            .cards
-            .iter()
-            .filter(|(_, c)| c.node == node_id)
-            .map(|(&r, _)| r)
+        // In rank order.
+        let local: Vec<Rank> = (0..self.cards.len() as Rank)
+            .filter(|&r| self.cards.same_node(r, self.id.rank))
             .collect();
-        local.sort_unstable();
         if local.len() < 2 {
             self.shm = Shm::off();
             return;

@@ -57,7 +57,7 @@ impl Runtime {
     pub(super) fn open_wan_streams(&mut self, peer: Rank, local: IpAddr, remote: IpAddr, rtt_ns: u64) {
         let Some(device) = self
             .cards
-            .get(&self.id.rank)
+            .get(self.id.rank)
             .and_then(|c| c.ifaces.iter().find(|i| i.addrs.contains(&local)))
             .map(|i| i.name.clone())
         else {
