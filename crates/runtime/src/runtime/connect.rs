@@ -64,6 +64,12 @@ impl Runtime {
         if self.dial_shm(peer) {
             return;
         }
+        if let Some(fault) = self.cards.fault(peer) {
+            let why =
+                format!("its endpoint card cannot be read ({fault}): it may run another pontoon version");
+            self.connect_reports.insert(peer, why);
+            return;
+        }
         if !self.cfg.transports.contains(&Transport::Tcp) {
             if self.eth_possible(peer) && self.start_eth(peer, true) {
                 return;
