@@ -49,8 +49,9 @@ pub struct CardTable {
     heads: Vec<CardHead>,
     /// The cards as they came, decoded when first used.
     encoded: Vec<Vec<u8>>,
-    /// `Err` inside: why the card is malformed beyond its head.
-    decoded: Vec<OnceLock<Result<EndpointCard, String>>>,
+    /// `Err` inside: why the card is malformed beyond its head. Boxed: most are never
+    /// decoded, and an empty cell is small.
+    decoded: Vec<OnceLock<Result<Box<EndpointCard>, String>>>,
 }
 
 impl CardTable {
@@ -74,7 +75,10 @@ impl CardTable {
         CardTable {
             heads: cards.iter().map(CardHead::of).collect(),
             encoded: Vec::new(),
-            decoded: cards.into_iter().map(|c| OnceLock::from(Ok(c))).collect(),
+            decoded: cards
+                .into_iter()
+                .map(|c| OnceLock::from(Ok(Box::new(c))))
+                .collect(),
         }
     }
 
@@ -97,7 +101,7 @@ impl CardTable {
     /// `rank`'s whole card, decoded on first use; `None` for a rank out of range or a
     /// card malformed beyond its head ([`CardTable::fault`] says how).
     pub fn get(&self, rank: u32) -> Option<&EndpointCard> {
-        self.decode(rank)?.as_ref().ok()
+        self.decode(rank)?.as_deref().ok()
     }
 
     /// Why `rank`'s card cannot be used, if it cannot.
@@ -109,10 +113,14 @@ impl CardTable {
         }
     }
 
-    fn decode(&self, rank: u32) -> Option<&Result<EndpointCard, String>> {
+    fn decode(&self, rank: u32) -> Option<&Result<Box<EndpointCard>, String>> {
         let r = rank as usize;
         let bytes = self.encoded.get(r).map_or(&[][..], Vec::as_slice);
-        Some(self.decoded.get(r)?.get_or_init(|| EndpointCard::decode(bytes)))
+        Some(
+            self.decoded
+                .get(r)?
+                .get_or_init(|| EndpointCard::decode(bytes).map(Box::new)),
+        )
     }
 
     /// Whether the cards of `a` and `b` name the same node.

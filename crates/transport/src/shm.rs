@@ -467,8 +467,6 @@ pub struct ShmNode {
     layout: Layout,
     /// This rank's index in the node (ranks of the node in ascending order).
     me: usize,
-    /// The peers' bells by slot, named once.
-    bells: Vec<std::sync::OnceLock<SocketAddrUnix>>,
     job_id: [u8; 16],
     bell: Bell,
     /// An unbound datagram socket for ringing the peers' bells.
@@ -558,7 +556,6 @@ impl ShmNode {
             seg: Arc::new(seg),
             layout,
             me,
-            bells: (0..layout.ranks).map(|_| Default::default()).collect(),
             job_id,
             bell,
             ringer: Arc::new(ringer),
@@ -642,17 +639,14 @@ impl ShmNode {
             written: bit_of(peer, self.me),
             own_written: bit_of(self.me, peer),
             ringer: self.ringer.clone(),
-            peer_bell: self.bell_of(peer, rank)?,
+            peer_bell: self.bell_of(rank)?,
         })
     }
 
-    /// The address of the bell of `rank`, in slot `index`.
-    fn bell_of(&self, index: usize, rank: u32) -> io::Result<SocketAddrUnix> {
-        if let Some(bell) = self.bells[index].get() {
-            return Ok(bell.clone());
-        }
-        let bell = SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?;
-        Ok(self.bells[index].get_or_init(|| bell).clone())
+    /// The address of `rank`'s bell. Named when needed, not kept by slot (28 KiB at
+    /// 256 ranks): each lane keeps its peer's.
+    fn bell_of(&self, rank: u32) -> io::Result<SocketAddrUnix> {
+        Ok(SocketAddrUnix::new_abstract_name(&bell_name(&self.job_id, rank))?)
     }
 
     fn gone(&self, index: usize) -> bool {
@@ -716,7 +710,7 @@ impl ShmNode {
         self.seg
             .u64_at(word)
             .fetch_or(1 << (self.me % 64), Ordering::AcqRel);
-        let bell = self.bell_of(peer, rank)?;
+        let bell = self.bell_of(rank)?;
         wake(
             &self.seg,
             self.layout.slot(peer) + SLOT_ASLEEP,
@@ -766,7 +760,7 @@ impl ShmNode {
             let Some((rank, _)) = self.member(index) else {
                 continue;
             };
-            if let Ok(bell) = self.bell_of(index, rank) {
+            if let Ok(bell) = self.bell_of(rank) {
                 wake(
                     &self.seg,
                     self.layout.slot(index) + SLOT_ASLEEP,
