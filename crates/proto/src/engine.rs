@@ -17,6 +17,7 @@ mod coalesce;
 mod credit;
 mod failover;
 mod lanes;
+mod peer_table;
 mod peers;
 mod send;
 use crate::matching::{Matcher, ReqId};
@@ -310,7 +311,7 @@ pub struct Endpoint {
     me: Rank,
     size: u32,
     cfg: EngineConfig,
-    peers: Vec<Peer>,
+    peers: peer_table::Peers,
     matcher: Matcher<Incoming>,
     rdv_sends: HashMap<SendId, RdvSend>,
     rdv_recvs: HashMap<RecvId, RdvRecv>,
@@ -346,25 +347,7 @@ fn seq_before(a: u32, b: u32) -> bool {
 impl Endpoint {
     pub fn new(me: Rank, size: u32, cfg: EngineConfig) -> Endpoint {
         let grant = credit::grant(cfg.unexpected_cap, size);
-        let peers = (0..size)
-            .map(|_| Peer {
-                state: PeerState::Idle,
-                lanes: Vec::new(),
-                plan: LanePlan::default(),
-                control: None,
-                next_send_seq: 0,
-                next_recv_seq: 0,
-                held: BTreeMap::new(),
-                backlog: VecDeque::new(),
-                eager_limit: cfg.eager_limit,
-                small_eager: cfg.eager_limit,
-                frag_size: cfg.frag_size,
-                streams: VecDeque::new(),
-                credit: Credit::new(grant),
-                coalesce_delay: None,
-                batch: coalesce::Batch::default(),
-            })
-            .collect();
+        let peers = peer_table::Peers::new(size, cfg.eager_limit, cfg.frag_size, grant);
         Endpoint {
             me,
             size,

@@ -1,0 +1,105 @@
+//! The engine's state per peer, made when a peer is first changed. Every rank has a
+//! peer for each rank of the job, but few talk to many (a rank of 256 talks to 16 in
+//! Bruck's alltoall): 328 bytes for each of them, written at start-up, were 21 fresh
+//! pages at 256 ranks, each faulted in at every rank.
+
+use super::{Peer, PeerState};
+use crate::caps::LanePlan;
+use crate::engine::credit::Credit;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Index, IndexMut};
+
+pub(super) struct Peers {
+    slots: Vec<Option<Box<Peer>>>,
+    /// What a peer not changed yet reads as.
+    idle: Peer,
+    start: Start,
+}
+
+/// What a peer's state starts from.
+#[derive(Clone, Copy)]
+struct Start {
+    eager_limit: u32,
+    frag_size: u32,
+    grant: u64,
+}
+
+impl Start {
+    fn peer(self) -> Peer {
+        Peer {
+            state: PeerState::Idle,
+            lanes: Vec::new(),
+            plan: LanePlan::default(),
+            control: None,
+            next_send_seq: 0,
+            next_recv_seq: 0,
+            held: BTreeMap::new(),
+            backlog: VecDeque::new(),
+            eager_limit: self.eager_limit,
+            small_eager: self.eager_limit,
+            frag_size: self.frag_size,
+            streams: VecDeque::new(),
+            credit: Credit::new(self.grant),
+            coalesce_delay: None,
+            batch: Default::default(),
+        }
+    }
+}
+
+impl Peers {
+    pub(super) fn new(size: u32, eager_limit: u32, frag_size: u32, grant: u64) -> Peers {
+        let start = Start {
+            eager_limit,
+            frag_size,
+            grant,
+        };
+        Peers {
+            slots: (0..size).map(|_| None).collect(),
+            idle: start.peer(),
+            start,
+        }
+    }
+
+    pub(super) fn get(&self, peer: usize) -> Option<&Peer> {
+        let slot = self.slots.get(peer)?;
+        Some(slot.as_deref().unwrap_or(&self.idle))
+    }
+
+    pub(super) fn get_mut(&mut self, peer: usize) -> Option<&mut Peer> {
+        let start = self.start;
+        let slot = self.slots.get_mut(peer)?;
+        Some(slot.get_or_insert_with(|| Box::new(start.peer())))
+    }
+}
+
+impl Index<usize> for Peers {
+    type Output = Peer;
+    fn index(&self, peer: usize) -> &Peer {
+        self.get(peer).expect("a rank of the job")
+    }
+}
+
+impl IndexMut<usize> for Peers {
+    fn index_mut(&mut self, peer: usize) -> &mut Peer {
+        self.get_mut(peer).expect("a rank of the job")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_reads_as_idle_until_changed_and_only_a_change_allocates_it() {
+        let mut peers = Peers::new(256, 4096, 65536, 1000);
+        assert!(peers.slots.iter().all(Option::is_none));
+        assert_eq!(peers[7].state, PeerState::Idle);
+        assert_eq!((peers[7].eager_limit, peers[7].frag_size), (4096, 65536));
+        assert!(peers.get(256).is_none() && peers.get_mut(256).is_none());
+        assert!(peers.slots.iter().all(Option::is_none), "reading made nothing");
+        peers[7].next_send_seq = 3;
+        assert_eq!(peers[7].next_send_seq, 3);
+        assert_eq!(peers[8].next_send_seq, 0, "the others start idle");
+        assert_eq!(peers.slots.iter().filter(|s| s.is_some()).count(), 1);
+    }
+}
