@@ -53,12 +53,10 @@ impl Endpoint {
     pub fn coalesce(&mut self, dest: Rank, ctx: u32, tag: i32, data: &[u8], now: Nanos) -> bool {
         let me = self.me;
         let limit = (self.cfg.coalesce_bytes as usize).min(MAX_BATCH as usize);
-        let Some(p) = self.peers.get_mut(dest as usize) else {
+        let Some(delay) = self.peers.get(dest as usize).and_then(|p| p.coalesce_delay) else {
             return false;
         };
-        let Some(delay) = p.coalesce_delay else {
-            return false;
-        };
+        let p = &mut self.peers[dest as usize];
         let len = data.len() as u64;
         if dest == me || data.len() > COALESCE_MESSAGE_MAX || p.state != PeerState::Up {
             return false;
@@ -87,10 +85,12 @@ impl Endpoint {
 
     /// Sends `peer`'s batch now, if it has one.
     pub(super) fn flush_batch(&mut self, peer: Rank) {
-        let p = &mut self.peers[peer as usize];
-        if p.batch.messages == 0 {
+        // Looked at before it is changed: finalize asks about every peer, and changing
+        // one makes its state (`engine/peer_table.rs`).
+        if self.peers[peer as usize].batch.messages == 0 {
             return;
         }
+        let p = &mut self.peers[peer as usize];
         let frames = std::mem::take(&mut p.batch.frames);
         let messages = std::mem::take(&mut p.batch.messages);
         self.batching.retain(|&r| r != peer);

@@ -60,6 +60,12 @@ impl Peers {
         }
     }
 
+    /// How many peers have a state of their own.
+    #[cfg(test)]
+    fn made(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
     pub(super) fn get(&self, peer: usize) -> Option<&Peer> {
         let slot = self.slots.get(peer)?;
         Some(slot.as_deref().unwrap_or(&self.idle))
@@ -100,6 +106,28 @@ mod tests {
         peers[7].next_send_seq = 3;
         assert_eq!(peers[7].next_send_seq, 3);
         assert_eq!(peers[8].next_send_seq, 0, "the others start idle");
-        assert_eq!(peers.slots.iter().filter(|s| s.is_some()).count(), 1);
+        assert_eq!(peers.made(), 1);
+    }
+
+    #[test]
+    fn finalizing_a_job_of_many_ranks_makes_no_state_for_peers_never_talked_to() {
+        let cfg = crate::engine::EngineConfig {
+            eager_limit: 4096,
+            wan_eager_limit: 65536,
+            frag_size: 65536,
+            lane_queue: 131072,
+            unexpected_cap: 1 << 20,
+            coalesce_delay_ns: 0,
+            coalesce_bytes: 0,
+        };
+        let mut ep = crate::engine::Endpoint::new(3, 256, cfg);
+        ep.finalize();
+        for peer in 0..256 {
+            ep.handle_peer_finalized(peer);
+            assert!(!ep.coalesce(peer, 0, 0, &[1, 2], 0));
+        }
+        ep.handle_peer_failed(9, "test");
+        assert_eq!(ep.peers.made(), 1, "only the failed peer changed");
+        assert_eq!(ep.peer_failure(9), Some("test"));
     }
 }

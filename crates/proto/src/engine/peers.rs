@@ -87,10 +87,12 @@ impl Endpoint {
     /// `peer` finalized (its goodbye, or its node's word for a node-local peer): its
     /// lanes closing from now on is no failure.
     pub fn handle_peer_finalized(&mut self, peer: Rank) {
-        if let Some(p) = self.peers.get_mut(peer as usize) {
-            if p.state == PeerState::Up {
-                p.state = PeerState::Finalized;
-            }
+        if self
+            .peers
+            .get(peer as usize)
+            .is_some_and(|p| p.state == PeerState::Up)
+        {
+            self.peers[peer as usize].state = PeerState::Finalized;
         }
     }
 
