@@ -614,34 +614,63 @@ pub fn alltoall_bruck(sh: Shape, src: Option<BufId>, dst: BufId, n: usize) -> Sc
     // block from rank (r − i) mod p.
     let acc = s.temp(p as usize * n);
     rotate(&mut s, src.unwrap_or(dst), acc, (p - r) % p, p, n);
-    // Round k moves the blocks whose index has bit k set, k blocks at a time.
-    let runs = |k: u32| (k..p).step_by(2 * k as usize).map(move |i| (i, k.min(p - i)));
-    // Of any 2k consecutive indices k have bit k set: no round moves more than half.
+    // Round k moves the blocks whose index has bit k set: runs of k blocks every 2k
+    // from block k, the last one cut short by p. Each way, the whole runs are one
+    // strided copy and the cut one another.
     let packed = (p as usize / 2) * n;
     let (out, inn) = (s.temp(packed), s.temp(packed));
     let mut k = 1;
     while k < p {
-        let mut at = 0;
-        for (i, len) in runs(k) {
-            let bytes = len as usize * n;
-            s.copy(region(acc, i as usize * n, bytes), region(out, at, bytes));
-            at += bytes;
+        let (ku, stride) = (k as usize, 2 * k as usize);
+        let whole = (p as usize - ku) / stride + usize::from((p as usize - ku) % stride >= ku);
+        let cut = (ku + whole * stride < p as usize)
+            .then(|| (ku + whole * stride, p as usize - ku - whole * stride));
+        let run = ku * n;
+        let (acc_step, out_step) = ((stride * n) as isize, run as isize);
+        s.copy_blocks(
+            region(acc, run, run),
+            region(out, 0, run),
+            whole,
+            acc_step,
+            out_step,
+        );
+        let mut at = whole * run;
+        if let Some((i, len)) = cut {
+            s.copy(region(acc, i * n, len * n), region(out, at, len * n));
+            at += len * n;
         }
         s.send((r + k) % p, region(out, 0, at));
         s.recv((r + p - k) % p, region(inn, 0, at));
         s.sync();
-        at = 0;
-        for (i, len) in runs(k) {
-            let bytes = len as usize * n;
-            s.copy(region(inn, at, bytes), region(acc, i as usize * n, bytes));
-            at += bytes;
+        s.copy_blocks(
+            region(inn, 0, run),
+            region(acc, run, run),
+            whole,
+            out_step,
+            acc_step,
+        );
+        if let Some((i, len)) = cut {
+            s.copy(region(inn, whole * run, len * n), region(acc, i * n, len * n));
         }
         k *= 2;
     }
-    for i in 0..p {
-        let from = (r + p - i) % p;
-        s.copy(region(acc, i as usize * n, n), region(dst, from as usize * n, n));
-    }
+    // Block i of `acc` came from rank (r − i) mod p: blocks 0..=r go to r down to 0,
+    // the others to p − 1 down to r + 1.
+    let (ru, pu, back) = (r as usize, p as usize, -(n as isize));
+    s.copy_blocks(
+        region(acc, 0, n),
+        region(dst, ru * n, n),
+        ru + 1,
+        n as isize,
+        back,
+    );
+    s.copy_blocks(
+        region(acc, (ru + 1) * n, n),
+        region(dst, (pu - 1) * n, n),
+        pu - ru - 1,
+        n as isize,
+        back,
+    );
     s
 }
 

@@ -180,6 +180,19 @@ pub(super) fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufI
                     let (from, to) = (reg(from), reg(to));
                     (from != to).then_some(Local::Copy { from, to })
                 }
+                Local::Blocks {
+                    from,
+                    to,
+                    count,
+                    from_step,
+                    to_step,
+                } => Some(Local::Blocks {
+                    from: reg(from),
+                    to: reg(to),
+                    count,
+                    from_step,
+                    to_step,
+                }),
                 Local::Reduce { input, inout } => Some(Local::Reduce {
                     input: reg(input),
                     inout: reg(inout),

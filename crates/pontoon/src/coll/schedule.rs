@@ -40,6 +40,16 @@ pub enum Local {
         from: Region,
         to: Region,
     },
+    /// `count` blocks of `from.len` bytes: block j from `from.off + j·from_step` to
+    /// `to.off + j·to_step` (steps in bytes; negative goes down). Bruck's rounds move
+    /// half of the blocks each: as single copies they made p·log p steps.
+    Blocks {
+        from: Region,
+        to: Region,
+        count: usize,
+        from_step: isize,
+        to_step: isize,
+    },
     /// `inout = input ∘ inout`: `input` holds lower ranks' data.
     Reduce {
         input: Region,
@@ -57,6 +67,19 @@ pub enum Xfer {
 pub struct Step {
     pub local: Vec<Local>,
     pub xfers: Vec<Xfer>,
+}
+
+/// Block `j` of a [`Local::Blocks`] whose first block is `first`.
+pub fn nth_block(first: Region, j: usize, step: isize) -> Result<Region> {
+    let off = (j as isize)
+        .checked_mul(step)
+        .and_then(|d| (first.off as isize).checked_add(d))
+        .filter(|&o| o >= 0)
+        .ok_or_else(|| Error::Arg(format!("block {j} of a collective's copy lies before its buffer")))?;
+    Ok(Region {
+        off: off as usize,
+        ..first
+    })
 }
 
 /// One rank's part of a collective.
@@ -103,6 +126,22 @@ impl Schedule {
     pub fn copy(&mut self, from: Region, to: Region) {
         if from != to && from.len > 0 {
             self.local(Local::Copy { from, to });
+        }
+    }
+    /// Copies `count` evenly spaced blocks (see [`Local::Blocks`]) once the transfers so
+    /// far completed.
+    pub fn copy_blocks(&mut self, from: Region, to: Region, count: usize, from_step: isize, to_step: isize) {
+        match count {
+            0 => {}
+            1 => self.copy(from, to),
+            _ if from.len > 0 => self.local(Local::Blocks {
+                from,
+                to,
+                count,
+                from_step,
+                to_step,
+            }),
+            _ => {}
         }
     }
     /// Reduces once the transfers so far completed.
@@ -155,6 +194,30 @@ impl<R> Running<R> {
     }
 
     fn view(&self, r: Region) -> Result<Buffer> {
+        self.check(r)?;
+        Ok(self.bufs[r.buf as usize].view(r.off as u64, r.len as u64))
+    }
+
+    /// Copies `from` to `to` without making views (two allocations each).
+    fn copy(&self, from: Region, to: Region) -> Result<()> {
+        let src_buf = &self.bufs[from.buf as usize];
+        let dst_buf = &self.bufs[to.buf as usize];
+        for r in [from, to] {
+            self.check(r)?;
+        }
+        let src = src_buf.slice(from.off as u64, from.len as u64);
+        let overlap = from.buf == to.buf && from.off < to.off + to.len && to.off < from.off + from.len;
+        if overlap {
+            // Not needless: `src` lies in the memory written.
+            #[allow(clippy::unnecessary_to_owned)]
+            dst_buf.write_at(to.off as u64, &src.to_vec());
+        } else {
+            dst_buf.write_at(to.off as u64, src);
+        }
+        Ok(())
+    }
+
+    fn check(&self, r: Region) -> Result<()> {
         let b = &self.bufs[r.buf as usize];
         if r.off + r.len > b.len() {
             return Err(Error::Arg(format!(
@@ -165,15 +228,22 @@ impl<R> Running<R> {
                 r.off + r.len
             )));
         }
-        Ok(b.view(r.off as u64, r.len as u64))
+        Ok(())
     }
 
     fn run_local(&self, l: &Local) -> Result<()> {
         match l {
-            Local::Copy { from, to } => {
-                let src = self.view(*from)?;
-                let dst = self.view(*to)?;
-                dst.write_at(0, src.slice(0, from.len as u64));
+            Local::Copy { from, to } => self.copy(*from, *to)?,
+            Local::Blocks {
+                from,
+                to,
+                count,
+                from_step,
+                to_step,
+            } => {
+                for j in 0..*count {
+                    self.copy(nth_block(*from, j, *from_step)?, nth_block(*to, j, *to_step)?)?;
+                }
             }
             Local::Reduce { input, inout } => {
                 let (op, dt) = self
