@@ -582,11 +582,35 @@ impl ShmNode {
 
     /// This rank, holding the segment, takes its slot: from now on the others may open
     /// lanes to it (and it may announce lanes to them).
-    pub fn enter(&self, rank: u32) {
+    /// Fills this rank's slot. The rank that fills the last one rings every member's
+    /// bell, asleep or about to be: the members wait at start-up until all have joined,
+    /// and none learns of the others' joins otherwise (waking each 50 ms, or the leader
+    /// polling each millisecond, took 100 ms of a 256-rank start on a busy host). Of two
+    /// ranks entering at once, at least one sees the other (the fence), so the ring
+    /// comes. Returns whether the node is complete.
+    pub fn enter(&self, rank: u32) -> bool {
         let slot = self.layout.slot(self.me);
         self.seg
             .u64_at(slot + SLOT_RANK)
             .store(u64::from(rank) + 1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        let complete = (0..self.layout.ranks).all(|i| self.member(i).is_some());
+        if complete {
+            let others = (0..self.layout.ranks).filter(|&i| i != self.me);
+            for rank in others.filter_map(|i| self.member(i).map(|(rank, _)| rank)) {
+                // Unasked: one about to sleep has not set its flag yet. A bell rung
+                // needlessly costs its rank one early wake-up.
+                if let Ok(bell) = self.bell_of(rank) {
+                    let _ = rustix::net::sendto(
+                        &self.ringer,
+                        &[1],
+                        SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+                        &bell,
+                    );
+                }
+            }
+        }
+        complete
     }
 
     /// The rank and pid in slot `index`, once its rank has joined.
@@ -754,8 +778,8 @@ impl ShmNode {
         }
     }
 
-    /// Rings the bell of every member that sleeps (the leader, once all have joined).
-    pub fn wake_all(&self) {
+    /// Rings the bell of every member that sleeps.
+    fn wake_all(&self) {
         for index in (0..self.layout.ranks).filter(|&i| i != self.me) {
             let Some((rank, _)) = self.member(index) else {
                 continue;

@@ -29,8 +29,11 @@ fn node_of_two(ring: usize) -> (ShmNode, ShmNode) {
     let other = ShmNode::join(fd, layout, 1, job, bell(11)).unwrap();
     leader.admit(0, me());
     leader.admit(1, me());
-    leader.enter(10);
-    other.enter(11);
+    assert!(!leader.enter(10));
+    assert!(other.enter(11), "the last to enter completes the node");
+    // Entering last rang everyone (see `ShmNode::enter`): taken, as a rank would.
+    assert!(readable(leader.bell().fd(), 1000));
+    leader.bell().drain();
     (leader, other)
 }
 
@@ -538,4 +541,31 @@ fn each_rank_allocates_the_boxes_to_it_and_the_leader_not_all_of_them() {
         own_boxes,
         "a joining rank allocates the boxes to it"
     );
+}
+
+#[test]
+fn the_rank_that_completes_the_node_rings_every_member_asleep_or_not() {
+    let job = job_id();
+    let layout = Layout::new(3, MIN_RING).unwrap();
+    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
+    let (a, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
+    let dup = || rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
+    let b = ShmNode::join(dup(), layout, 1, job, bell(1)).unwrap();
+    let c = ShmNode::join(dup(), layout, 2, job, bell(2)).unwrap();
+    a.admit(0, me());
+    assert!(!a.enter(0));
+    assert!(a.arm(), "the leader sleeps until the node is complete");
+    a.admit(1, me());
+    assert!(!b.enter(1), "slot 2 is still empty");
+    assert!(
+        !readable(a.bell().fd(), 0),
+        "nobody is rung before the node is complete"
+    );
+    // b has not armed yet: it looked at the slots and is about to sleep.
+    a.admit(2, me());
+    assert!(c.enter(2));
+    assert!(readable(a.bell().fd(), 1000), "the sleeping leader was rung");
+    assert!(readable(b.bell().fd(), 1000), "and the member about to sleep");
+    assert!(!readable(c.bell().fd(), 0), "not the ringer itself");
+    a.disarm();
 }
