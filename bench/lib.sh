@@ -1,7 +1,8 @@
 # Shared by the bench/*.sh scripts (sourced, not run).
 
-# stats FILE: "median min max" of the numbers in FILE, one per line.
-stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, v[1], v[NR] }'; }
+# stats FILE [DECIMALS]: "median min max" of the numbers in FILE, one per line (2 decimals
+# unless told).
+stats() { sort -g "$1" | awk -v d="${2:-2}" '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.*f %.*f %.*f", d, m, d, v[1], d, v[NR] }'; }
 
 # compare_row LABEL BASE_FILE OTHER_FILE [DIGITS]: a markdown table row
 # "| LABEL | base median (min-max) | other median (min-max) | other / base |".

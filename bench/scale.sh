@@ -57,13 +57,18 @@ table() {
     echo "|---|---|---|---|---|---|"
     local prev_p='' prev_o='' p pmin pmax o omin omax
     for n in $NS; do
-        read -r p pmin pmax <<<"$(stats "$tmp/p$n$1")"
-        read -r o omin omax <<<"$(stats "$tmp/o$n$1")"
-        growth() { [[ -n $1 ]] && awk -v a="$2" -v b="$1" 'BEGIN { printf "%.1fx", a / b }' || echo "-"; }
+        read -r p pmin pmax <<<"$(stats "$tmp/p$n$1" 3)"
+        read -r o omin omax <<<"$(stats "$tmp/o$n$1" 3)"
+        growth() { [[ -n $1 ]] && awk -v a="$2" -v b="$1" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
         printf "| %s | %s (%s-%s) | %s (%s-%s) | %.3f | %s | %s |\n" "$n" "$p" "$pmin" "$pmax" "$o" "$omin" "$omax" \
             "$(awk -v p="$p" -v o="$o" 'BEGIN { print p / o }')" "$(growth "$prev_p" "$p")" "$(growth "$prev_o" "$o")"
+        [[ -n ${first_p:-} ]] || first_p=$p first_o=$o first_n=$n
         prev_p=$p prev_o=$o
     done
+    # Linear growth is as many times the time as the ranks.
+    awk -v n0="$first_n" -v n="$n" -v p0="$first_p" -v p="$p" -v o0="$first_o" -v o="$o" \
+        'BEGIN { printf "\n%d to %d ranks, %gx the ranks: pontoon %.1fx the time, Open MPI %.1fx\n", n0, n, n / n0, p / p0, o / o0 }'
+    unset first_p first_o first_n
 }
 table "" "Whole jobs (start-up, wire-up, the alltoall, finalize):"
 table ".first" "From the launch to the end of the first collective:"
