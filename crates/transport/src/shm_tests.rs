@@ -37,6 +37,18 @@ fn node_of_two(ring: usize) -> (ShmNode, ShmNode) {
     (leader, other)
 }
 
+/// Three ranks mapping one segment, none entered yet.
+fn node_of_three() -> [ShmNode; 3] {
+    let job = job_id();
+    let layout = Layout::new(3, MIN_RING).unwrap();
+    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
+    let (a, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
+    let dup = || rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
+    let b = ShmNode::join(dup(), layout, 1, job, bell(1)).unwrap();
+    let c = ShmNode::join(dup(), layout, 2, job, bell(2)).unwrap();
+    [a, b, c]
+}
+
 fn pair(ring: usize) -> (ShmPipe, ShmPipe) {
     let (a, b) = node_of_two(ring);
     (a.pipe(1).unwrap(), b.pipe(0).unwrap())
@@ -380,13 +392,7 @@ fn a_sleeping_rank_is_woken_by_a_frame_or_an_announcement() {
 
 #[test]
 fn a_rank_marked_gone_is_seen_once_by_every_member_and_wakes_a_sleeping_one() {
-    let job = job_id();
-    let layout = Layout::new(3, MIN_RING).unwrap();
-    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
-    let (a, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
-    let dup = || rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
-    let b = ShmNode::join(dup(), layout, 1, job, bell(1)).unwrap();
-    let c = ShmNode::join(dup(), layout, 2, job, bell(2)).unwrap();
+    let [a, b, c] = node_of_three();
     for (i, n) in [&a, &b, &c].into_iter().enumerate() {
         a.admit(i, me());
         n.enter(i as u32);
@@ -545,13 +551,7 @@ fn each_rank_allocates_the_boxes_to_it_and_the_leader_not_all_of_them() {
 
 #[test]
 fn the_rank_that_completes_the_node_rings_every_member_asleep_or_not() {
-    let job = job_id();
-    let layout = Layout::new(3, MIN_RING).unwrap();
-    let bell = |r| Bell::bind(&bell_name(&job, r)).unwrap();
-    let (a, fd) = ShmNode::create(layout, 0, job, bell(0)).unwrap();
-    let dup = || rustix::io::fcntl_dupfd_cloexec(&fd, 0).unwrap();
-    let b = ShmNode::join(dup(), layout, 1, job, bell(1)).unwrap();
-    let c = ShmNode::join(dup(), layout, 2, job, bell(2)).unwrap();
+    let [a, b, c] = node_of_three();
     a.admit(0, me());
     assert!(!a.enter(0));
     assert!(a.arm(), "the leader sleeps until the node is complete");

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use runtime::{Rank, ReqId, Runtime};
 
 use super::check;
-use super::schedule::{nth_block, BufId, Local, Region, Schedule, Xfer, INPUT, OUTPUT};
+use super::schedule::{Blocks, BufId, Local, Region, Schedule, Xfer, INPUT, OUTPUT};
 use crate::datatype::Datatype;
 use crate::op::Op;
 use crate::{Error, Result};
@@ -40,7 +40,7 @@ pub(crate) fn fits(s: &Schedule) -> bool {
             step.xfers.iter().all(|x| match x {
                 Xfer::Send { from: r, .. } | Xfer::Recv { into: r, .. } => small(r),
             }) && step.local.iter().all(|l| match l {
-                Local::Copy { from, to } | Local::Blocks { from, to, .. } => small(from) && small(to),
+                Local::Copy { from, to } | Local::Blocks(Blocks { from, to, .. }) => small(from) && small(to),
                 Local::Reduce { input, inout } => small(input) && small(inout),
             })
         })
@@ -112,17 +112,11 @@ fn run_steps(
                     let data = bufs.read(*from, &mut stage)?;
                     bufs.slice_mut(*to)?.copy_from_slice(data);
                 }
-                Local::Blocks {
-                    from,
-                    to,
-                    count,
-                    from_step,
-                    to_step,
-                } => {
-                    for j in 0..*count {
-                        let data = bufs.read(nth_block(*from, j, *from_step)?, &mut stage)?;
-                        bufs.slice_mut(nth_block(*to, j, *to_step)?)?
-                            .copy_from_slice(data);
+                Local::Blocks(b) => {
+                    for pair in b.pairs() {
+                        let (from, to) = pair?;
+                        let data = bufs.read(from, &mut stage)?;
+                        bufs.slice_mut(to)?.copy_from_slice(data);
                     }
                 }
                 Local::Reduce { input, inout } => {

@@ -9,7 +9,7 @@
 //! the levels would combine out of rank order.
 
 use super::algos::{self, Shape, Tuning};
-use super::schedule::{region, BufId, Local, Region, Schedule, Step, Xfer, INPUT, OUTPUT};
+use super::schedule::{region, Blocks, BufId, Local, Region, Schedule, Step, Xfer, INPUT, OUTPUT};
 
 /// The site of every rank of a communicator, numbered in order of first appearance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,19 +180,11 @@ pub(super) fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufI
                     let (from, to) = (reg(from), reg(to));
                     (from != to).then_some(Local::Copy { from, to })
                 }
-                Local::Blocks {
-                    from,
-                    to,
-                    count,
-                    from_step,
-                    to_step,
-                } => Some(Local::Blocks {
-                    from: reg(from),
-                    to: reg(to),
-                    count,
-                    from_step,
-                    to_step,
-                }),
+                Local::Blocks(b) => Some(Local::Blocks(Blocks {
+                    from: reg(b.from),
+                    to: reg(b.to),
+                    ..b
+                })),
                 Local::Reduce { input, inout } => Some(Local::Reduce {
                     input: reg(input),
                     inout: reg(inout),

@@ -40,21 +40,36 @@ pub enum Local {
         from: Region,
         to: Region,
     },
-    /// `count` blocks of `from.len` bytes: block j from `from.off + j·from_step` to
-    /// `to.off + j·to_step` (steps in bytes; negative goes down). Bruck's rounds move
-    /// half of the blocks each: as single copies they made p·log p steps.
-    Blocks {
-        from: Region,
-        to: Region,
-        count: usize,
-        from_step: isize,
-        to_step: isize,
-    },
+    Blocks(Blocks),
     /// `inout = input ∘ inout`: `input` holds lower ranks' data.
     Reduce {
         input: Region,
         inout: Region,
     },
+}
+
+/// `count` blocks of `from.len` bytes: block j from `from.off + j·from_step` to
+/// `to.off + j·to_step` (steps in bytes; negative goes down). Bruck's rounds move half of
+/// the blocks each: as single copies they made p·log p steps.
+#[derive(Debug, Clone, Copy)]
+pub struct Blocks {
+    pub from: Region,
+    pub to: Region,
+    pub count: usize,
+    pub from_step: isize,
+    pub to_step: isize,
+}
+
+impl Blocks {
+    /// Each block's (from, to), in order.
+    pub fn pairs(&self) -> impl Iterator<Item = Result<(Region, Region)>> + '_ {
+        (0..self.count).map(|j| {
+            Ok((
+                nth_block(self.from, j, self.from_step)?,
+                nth_block(self.to, j, self.to_step)?,
+            ))
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -69,8 +84,8 @@ pub struct Step {
     pub xfers: Vec<Xfer>,
 }
 
-/// Block `j` of a [`Local::Blocks`] whose first block is `first`.
-pub fn nth_block(first: Region, j: usize, step: isize) -> Result<Region> {
+/// Block `j` of [`Blocks`] whose first block is `first`.
+fn nth_block(first: Region, j: usize, step: isize) -> Result<Region> {
     let off = (j as isize)
         .checked_mul(step)
         .and_then(|d| (first.off as isize).checked_add(d))
@@ -134,13 +149,13 @@ impl Schedule {
         match count {
             0 => {}
             1 => self.copy(from, to),
-            _ if from.len > 0 => self.local(Local::Blocks {
+            _ if from.len > 0 => self.local(Local::Blocks(Blocks {
                 from,
                 to,
                 count,
                 from_step,
                 to_step,
-            }),
+            })),
             _ => {}
         }
     }
@@ -234,15 +249,10 @@ impl<R> Running<R> {
     fn run_local(&self, l: &Local) -> Result<()> {
         match l {
             Local::Copy { from, to } => self.copy(*from, *to)?,
-            Local::Blocks {
-                from,
-                to,
-                count,
-                from_step,
-                to_step,
-            } => {
-                for j in 0..*count {
-                    self.copy(nth_block(*from, j, *from_step)?, nth_block(*to, j, *to_step)?)?;
+            Local::Blocks(b) => {
+                for pair in b.pairs() {
+                    let (from, to) = pair?;
+                    self.copy(from, to)?;
                 }
             }
             Local::Reduce { input, inout } => {
