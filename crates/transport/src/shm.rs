@@ -25,10 +25,10 @@
 //! 256 ranks, each opening a lane to every other, the rings' sparse pages cost four page
 //! faults and two fresh pages per pair, most of the time of a first alltoall; boxes on
 //! pages already there are mapped sixteen at a time. (The leader allocated all of them
-//! once, a serial n² that held up every join: 3.5 ms at 256 ranks.) A full box says where it sits in
-//! the stream (the ring's tail when it was filled): the consumer reads the ring up to
-//! there, then the box. It reads the tail before it looks at the box, so a box it does
-//! not see yet lies beyond the tail it read.
+//! once, a serial n² that held up every join: 3.5 ms at 256 ranks.) A full box says
+//! where it sits in the stream (the ring's tail when it was filled): the consumer reads
+//! the ring up to there, then the box. It reads the tail before it looks at the box, so a
+//! box it does not see yet lies beyond the tail it read.
 //!
 //! Written bits: on a node of [`SIGNAL_FROM`] ranks or more, a producer also sets its bit
 //! in the consumer's bitmap of writers after each write, and the consumer reads only the
@@ -581,13 +581,12 @@ impl ShmNode {
     }
 
     /// This rank, holding the segment, takes its slot: from now on the others may open
-    /// lanes to it (and it may announce lanes to them).
-    /// Fills this rank's slot. The rank that fills the last one rings every member's
-    /// bell, asleep or about to be: the members wait at start-up until all have joined,
-    /// and none learns of the others' joins otherwise (waking each 50 ms, or the leader
-    /// polling each millisecond, took 100 ms of a 256-rank start on a busy host). Of two
-    /// ranks entering at once, at least one sees the other (the fence), so the ring
-    /// comes. Returns whether the node is complete.
+    /// lanes to it (and it may announce lanes to them). The rank that fills the last slot
+    /// rings every member's bell, asleep or about to be: the leader waits at start-up
+    /// until all have joined, members may wait for a peer's join, and nobody learns of a
+    /// join otherwise (the leader looking each millisecond noticed the last 90 ms late
+    /// at 256 ranks on a busy host). Of two ranks entering at once, at least one sees
+    /// the other (the fence), so the ring comes. Returns whether the node is complete.
     pub fn enter(&self, rank: u32) -> bool {
         let slot = self.layout.slot(self.me);
         self.seg

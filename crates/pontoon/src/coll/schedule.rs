@@ -143,7 +143,7 @@ impl Schedule {
             self.local(Local::Copy { from, to });
         }
     }
-    /// Copies `count` evenly spaced blocks (see [`Local::Blocks`]) once the transfers so
+    /// Copies `count` evenly spaced blocks (see [`Blocks`]) once the transfers so
     /// far completed.
     pub fn copy_blocks(&mut self, from: Region, to: Region, count: usize, from_step: isize, to_step: isize) {
         match count {
@@ -220,7 +220,8 @@ impl<R> Running<R> {
         for r in [from, to] {
             self.check(r)?;
         }
-        let src = src_buf.slice(from.off as u64, from.len as u64);
+        // As a view of `to` would, never past `to`.
+        let src = src_buf.slice(from.off as u64, from.len.min(to.len) as u64);
         let overlap = from.buf == to.buf && from.off < to.off + to.len && to.off < from.off + from.len;
         if overlap {
             // Not needless: `src` lies in the memory written.
