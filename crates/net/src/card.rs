@@ -196,9 +196,7 @@ impl EndpointCard {
         if card.relays.len() > MAX_RELAYS || card.relays.iter().any(|r| r.addrs.len() > MAX_ADDRS_PER_IFACE) {
             return Err("endpoint card: too many relays or relay addresses".into());
         }
-        if card.site.as_ref().is_some_and(|s| s.len() > MAX_NAME) {
-            return Err("endpoint card: site name too long".into());
-        }
+        check_site(card.site.as_deref())?;
         Ok(card)
     }
 
@@ -216,6 +214,14 @@ impl EndpointCard {
         self.ifaces
             .iter()
             .flat_map(|i| i.addrs.iter().map(move |a| (i, *a)))
+    }
+}
+
+/// A card's site, as decoding bounds it (the whole card, or its head alone).
+pub(crate) fn check_site(site: Option<&str>) -> Result<(), String> {
+    match site {
+        Some(s) if s.len() > MAX_NAME => Err("endpoint card: site name too long".into()),
+        _ => Ok(()),
     }
 }
 

@@ -7,7 +7,7 @@
 //! card (its interfaces, their names and addresses) took 1.2 µs, 0.3 ms per rank at 256
 //! ranks, while the ranks of one node never dial each other and read only the nodes.
 
-use crate::card::{EndpointCard, MAX_NAME};
+use crate::card::{check_site, EndpointCard};
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::sync::OnceLock;
@@ -27,19 +27,8 @@ impl CardHead {
     pub fn decode(bytes: &[u8]) -> Result<CardHead, String> {
         let (head, _): (CardHead, _) =
             postcard::take_from_bytes(bytes).map_err(|e| format!("malformed endpoint card: {e}"))?;
-        if head.site.as_ref().is_some_and(|s| s.len() > MAX_NAME) {
-            return Err("endpoint card: site name too long".into());
-        }
+        check_site(head.site.as_deref())?;
         Ok(head)
-    }
-
-    fn of(card: &EndpointCard) -> CardHead {
-        CardHead {
-            node: card.node,
-            site: card.site.clone(),
-            seen_from: card.seen_from,
-            control_rtt_us: card.control_rtt_us,
-        }
     }
 }
 
@@ -68,18 +57,6 @@ impl CardTable {
             encoded,
             decoded,
         })
-    }
-
-    /// Cards already decoded (a rank alone, tests).
-    pub fn from_cards(cards: Vec<EndpointCard>) -> CardTable {
-        CardTable {
-            heads: cards.iter().map(CardHead::of).collect(),
-            encoded: Vec::new(),
-            decoded: cards
-                .into_iter()
-                .map(|c| OnceLock::from(Ok(Box::new(c))))
-                .collect(),
-        }
     }
 
     pub fn len(&self) -> usize {
@@ -135,8 +112,17 @@ impl CardTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::card::CardIface;
+    use crate::card::{CardIface, MAX_NAME};
     use proptest::prelude::*;
+
+    fn head_of(card: &EndpointCard) -> CardHead {
+        CardHead {
+            node: card.node,
+            site: card.site.clone(),
+            seen_from: card.seen_from,
+            control_rtt_us: card.control_rtt_us,
+        }
+    }
 
     fn card(node: u64, site: Option<String>, seen_from: Option<IpAddr>, rtt: Option<u32>) -> EndpointCard {
         EndpointCard {
@@ -172,7 +158,7 @@ mod tests {
         ) {
             let c = card(node, site, seen_from.map(IpAddr::V6), rtt);
             let table = CardTable::from_encoded(vec![c.encode()]).unwrap();
-            prop_assert_eq!(table.head(0).unwrap(), &CardHead::of(&c));
+            prop_assert_eq!(table.head(0).unwrap(), &head_of(&c));
             prop_assert_eq!(table.get(0).unwrap(), &c);
         }
     }
