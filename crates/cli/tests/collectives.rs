@@ -49,6 +49,50 @@ fn every_collective_matches_the_reference_at_every_size() {
 }
 
 #[test]
+fn collectives_of_one_nodes_ranks_meet_on_its_collective_area_and_agree() {
+    for n in [2, 5, 16] {
+        let out = run_ok(n, "node_colls", &[]);
+        for r in 0..n {
+            for what in [
+                // Through the area, the first collectives opened no lane.
+                format!("rank {r}: 0 lanes after the first collectives"),
+                format!("rank {r}: node collectives agree with the reference"),
+            ] {
+                assert!(out.contains(&what), "{n} ranks, no {what:?}:\n{out}");
+            }
+        }
+    }
+    // Without shared memory the same collectives go by messages over TCP.
+    let out = Command::new(pontoon())
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--timeout",
+            "120",
+            "-x",
+            "PONTOON_TRANSPORTS=tcp",
+        ])
+        .arg(example("node_colls"))
+        .output()
+        .expect("pontoon runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(
+        stdout
+            .matches("node collectives agree with the reference")
+            .count(),
+        3,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches(": 2 lanes after the first collectives").count(),
+        3,
+        "{stdout}"
+    );
+}
+
+#[test]
 fn ten_thousand_communicator_cycles_leak_no_context_and_attributes_behave() {
     for n in [1, 2, 5] {
         let out = run_ok(n, "comm_check", &[]);

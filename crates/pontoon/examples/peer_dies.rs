@@ -1,6 +1,7 @@
 //! Test program: rank 1 kills itself with SIGKILL; rank 0's blocking receive from
 //! it must return an error naming rank 1 instead of hanging (`PEER_DIES=victim,waiter`
-//! picks other ranks).
+//! picks other ranks). `PEER_DIES_IN=barrier`: the waiter waits in a barrier of
+//! COMM_WORLD instead (on one host, on the node's collective area).
 
 fn main() -> Result<(), pontoon::Error> {
     let universe = pontoon::init()?;
@@ -21,6 +22,12 @@ fn main() -> Result<(), pontoon::Error> {
         let pid = std::process::id().to_string();
         let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
         std::thread::sleep(std::time::Duration::from_secs(30));
+    } else if rank == waiter && std::env::var("PEER_DIES_IN").as_deref() == Ok("barrier") {
+        if let Err(e) = world.barrier() {
+            println!("rank {rank}: barrier failed: {e}");
+            std::process::exit(3);
+        }
+        println!("rank {rank}: unexpectedly left the barrier");
     } else if rank == waiter {
         let mut buf = [0u8; 8];
         match world.recv(&mut buf, Some(victim), 0) {

@@ -83,6 +83,9 @@ pub(crate) struct CommData {
     pub(crate) schedules: RefCell<Vec<(crate::coll::SchedKey, Rc<crate::coll::schedule::Schedule>)>>,
     /// The sites of its ranks when it spans two or more (found on first use).
     pub(crate) sites: std::cell::OnceCell<Option<Rc<crate::coll::hier::Sites>>>,
+    /// Its members on the node's collective area, when they are exactly one node's
+    /// ranks (`coll/node.rs`; found on first use).
+    pub(crate) node: std::cell::OnceCell<Option<Rc<runtime::NodeMembers>>>,
     /// Its process topology, if it has one (`topo.rs`).
     pub(crate) topology: RefCell<Option<Rc<crate::topo::Topology>>>,
     /// The other group of an intercommunicator (`inter.rs`).
@@ -133,6 +136,7 @@ pub(crate) fn new_comm_data(
         predefined,
         schedules: RefCell::new(Vec::new()),
         sites: std::cell::OnceCell::new(),
+        node: std::cell::OnceCell::new(),
         topology: RefCell::new(None),
         remote: None,
     }

@@ -22,7 +22,7 @@ pub use eth_wireup::mac_text;
 pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
-pub use runtime::{tcp_window_limit, Background, Completion, Error, Runtime};
+pub use runtime::{tcp_window_limit, Background, Completion, Error, NodeMembers, Runtime, NODE_COLL_DATA};
 pub use transport::Transport;
 pub use transport::{mem, Buffer};
 pub use wireup::Attempt;

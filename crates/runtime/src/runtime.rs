@@ -36,12 +36,14 @@ mod connect;
 mod eth;
 mod health;
 mod inspect;
+mod node_coll;
 mod p2p;
 mod punch;
 mod replay;
 mod shm;
 mod sleep;
 mod wan;
+pub use node_coll::{NodeMembers, NODE_COLL_DATA};
 pub use wan::tcp_window_limit;
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).

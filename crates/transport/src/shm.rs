@@ -15,8 +15,9 @@
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
 //! "asleep" flag, pid and rank, a bitmap of the peers that opened a lane to it and one of
 //! the peers that wrote to it since it last looked); a
-//! box per ordered pair, the boxes to a rank side by side; then an area per pair of
-//! ranks: the rings' heads and the two rings.
+//! box per ordered pair, the boxes to a rank side by side; the collective area
+//! (`shm_coll.rs`: counters and two buffers per rank); then an area per pair of ranks:
+//! the rings' heads and the two rings.
 //!
 //! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the box of its direction when
 //! that is empty, otherwise into the ring. The box is one line that also carries the
@@ -79,7 +80,7 @@ use crate::stream::StreamLink;
 use crate::Caps;
 
 /// Identifies a pontoon node segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM5");
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM6");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
@@ -121,6 +122,9 @@ const SLOT_GONE: usize = 24;
 const SLOT_FINALIZED: usize = 28;
 /// In the header: how many ranks of the node were marked gone (u64).
 const HEADER_GONE: usize = 24;
+/// In the header: whether the node's collective area serves the node's collectives
+/// (u32; see `shm_coll.rs`).
+const HEADER_VERDICT: usize = 32;
 
 pub type ShmLink<T> = StreamLink<ShmPipe, T>;
 
@@ -359,7 +363,7 @@ impl Layout {
     }
 
     fn pairs_at(&self) -> usize {
-        self.boxes_at() + self.boxes_bytes()
+        self.coll_at() + self.coll_bytes()
     }
 
     /// A pair's counters, then its two rings (the first starts in the counters' page).
@@ -595,6 +599,7 @@ impl ShmNode {
         fence(Ordering::SeqCst);
         let complete = (0..self.layout.ranks).all(|i| self.member(i).is_some());
         if complete {
+            self.decide_collectives(true);
             let others = (0..self.layout.ranks).filter(|&i| i != self.me);
             for rank in others.filter_map(|i| self.member(i).map(|(rank, _)| rank)) {
                 // Unasked: one about to sleep has not set its flag yet. A bell rung
@@ -778,7 +783,7 @@ impl ShmNode {
     }
 
     /// Rings the bell of every member that sleeps.
-    fn wake_all(&self) {
+    pub fn wake_all(&self) {
         for index in (0..self.layout.ranks).filter(|&i| i != self.me) {
             let Some((rank, _)) = self.member(index) else {
                 continue;
@@ -820,6 +825,10 @@ impl ShmNode {
             .store(0, Ordering::Relaxed);
     }
 }
+
+#[path = "shm_coll.rs"]
+mod coll;
+pub use coll::{CollCounter, COLL_DATA};
 
 #[path = "shm_pipe.rs"]
 mod pipe;

@@ -569,3 +569,80 @@ fn the_rank_that_completes_the_node_rings_every_member_asleep_or_not() {
     assert!(!readable(c.bell().fd(), 0), "not the ringer itself");
     a.disarm();
 }
+
+#[test]
+fn the_collective_area_lies_between_the_boxes_and_the_pairs() {
+    for ranks in [2, 3, 64, 257] {
+        let l = Layout::new(ranks, MIN_RING).unwrap();
+        let (_, boxes_end) = l.boxes_to(ranks - 1);
+        assert!(l.coll_at() >= boxes_end, "{ranks} ranks");
+        assert_eq!(l.coll_at() % PAGE, 0);
+        let last = l.coll_buf(ranks - 1, 1) + LINE + COLL_DATA;
+        assert!(last <= l.pairs_at(), "{ranks} ranks: {last} > {}", l.pairs_at());
+        assert!(l.coll_counter(CollCounter::Departed, 1) + 8 <= l.coll_buf(0, 0));
+    }
+}
+
+#[test]
+fn the_collective_verdict_is_settled_once_and_alike() {
+    let (a, b) = node_of_two(MIN_RING);
+    assert_eq!(
+        a.collectives_verdict(),
+        Some(true),
+        "the last to enter completed the node"
+    );
+    assert!(
+        b.decide_collectives(false),
+        "too late: the node serves its collectives"
+    );
+    let [x, y, z] = node_of_three();
+    assert_eq!(x.collectives_verdict(), None);
+    assert!(!y.decide_collectives(false));
+    for (i, n) in [&x, &y, &z].into_iter().enumerate() {
+        n.admit(i, me());
+        n.enter(100 + i as u32);
+    }
+    assert_eq!(
+        z.collectives_verdict(),
+        Some(false),
+        "a refusal holds once settled"
+    );
+}
+
+#[test]
+fn posts_are_read_once_stamped_and_reads_stay_in_bounds() {
+    let (a, b) = node_of_two(MIN_RING);
+    assert_eq!(b.coll_stamp(0, 1), 0);
+    a.coll_post(1, 3, &[b"head", b"-tail"]).unwrap();
+    assert_eq!(b.coll_stamp(0, 1), 3);
+    assert_eq!(b.coll_stamp(0, 0), 0, "the other parity's buffer is apart");
+    let mut got = [0u8; 5];
+    b.coll_read(0, 1, 4, &mut got).unwrap();
+    assert_eq!(&got, b"-tail");
+    assert!(b.coll_read(0, 1, COLL_DATA - 4, &mut got).is_err());
+    assert!(b.coll_read(0, 1, usize::MAX, &mut got).is_err());
+    assert!(b.coll_read(2, 1, 0, &mut got).is_err(), "no member 2");
+    assert_eq!(b.coll_stamp(7, 0), 0);
+    assert!(a.coll_post(0, 4, &[&vec![0u8; COLL_DATA + 1]]).is_err());
+    a.coll_post(0, 4, &[&vec![9u8; COLL_DATA]]).unwrap();
+}
+
+#[test]
+fn counters_count_each_member_and_departure_waiters_are_taken_once() {
+    let (a, b) = node_of_two(MIN_RING);
+    assert_eq!(a.coll_count_me(CollCounter::Arrived, 0), 1);
+    assert_eq!(b.coll_count_me(CollCounter::Arrived, 0), 2);
+    assert_eq!(a.coll_count(CollCounter::Arrived, 1), 0, "per parity");
+    assert_eq!(b.coll_count(CollCounter::Departed, 0), 0, "per counter");
+    assert!(!a.coll_take_departure_waiters(1));
+    b.coll_want_departures(1);
+    assert!(!a.coll_take_departure_waiters(0));
+    assert!(a.coll_take_departure_waiters(1));
+    assert!(!a.coll_take_departure_waiters(1), "taken once");
+    assert_eq!(a.gone_count(), 0);
+    assert!(!a.failed(1));
+    b.mark_finalized();
+    a.mark_gone(1);
+    assert_eq!(a.gone_count(), 1);
+    assert!(!a.failed(1), "a finalized member's end is no failure");
+}

@@ -10,6 +10,7 @@ mod idup;
 mod inter;
 #[cfg(test)]
 mod inter_tests;
+mod node;
 mod nonblocking;
 mod plans;
 pub mod schedule;
@@ -264,6 +265,9 @@ impl<'u> Comm<'u> {
 
     /// Waits until every member got here (MPI_Barrier).
     pub fn barrier(&self) -> Result<()> {
+        if let Some(done) = self.node_barrier() {
+            return done;
+        }
         let s = self.schedule(SchedKey::new("barrier", [0; 4]), || self.barrier_schedule());
         self.run_blocking(s, &[], &mut [], None)
     }
@@ -271,6 +275,9 @@ impl<'u> Comm<'u> {
     /// Copies `buf` at `root` to every member's `buf` (MPI_Bcast).
     pub fn bcast<T: bytemuck::Pod>(&self, buf: &mut [T], root: Rank) -> Result<()> {
         self.check_root(root)?;
+        if let Some(done) = self.node_bcast(bytes_mut(buf), root) {
+            return done;
+        }
         let n = std::mem::size_of_val(buf);
         let key = SchedKey::new("bcast", [root as usize, n, 0, 0]);
         let s = self.schedule(key, || self.bcast_schedule(root, OUTPUT, n));
@@ -336,6 +343,9 @@ impl<'u> Comm<'u> {
                 "allreduce: send and receive buffers differ in length".into(),
             ));
         }
+        if let Some(done) = self.node_allreduce(input, out, dt, op) {
+            return done;
+        }
         let src = if input.is_some() { INPUT } else { OUTPUT };
         let (elem, commutative) = (dt.size() as usize, op.is_commutative());
         let key = SchedKey::new("allreduce", [src as usize, n, elem, commutative as usize]);
@@ -394,6 +404,9 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
             Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
         };
+        if let Some(done) = self.node_allgather(src.map(|_| input), bytes_mut(recv), n) {
+            return done;
+        }
         let s = self.allgather_schedule(src, OUTPUT, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
@@ -410,6 +423,9 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT)),
             Input::InPlace => (&[][..], None),
         };
+        if let Some(done) = self.node_alltoall(src.map(|_| input), bytes_mut(recv), n) {
+            return done;
+        }
         let s = self.alltoall_schedule(src, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }

@@ -1,11 +1,10 @@
 //! Point-to-point calls of the runtime: posting sends and receives, completing them
 //! (test, wait, block_until) and probes. The event loop they drive is in `runtime.rs`.
 
-use std::time::Instant;
-
 use proto::{Failure, Rank, ReqId};
 use transport::{Buffer, Link, LinkError};
 
+use super::sleep::Idle;
 use super::{Completion, Error, Runtime};
 use crate::clock;
 use crate::requests::Req;
@@ -186,35 +185,19 @@ impl Runtime {
         Ok(id)
     }
 
-    /// Busy-polls, then sleeps, until `done` says so. The clock is read only every
-    /// `CLOCK_EVERY` idle passes: it costs as much as a third of an idle pass here, and
-    /// every nanosecond of the pass delays noticing a message that has just arrived.
+    /// Busy-polls, then sleeps, until `done` says so.
     fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
-        const CLOCK_EVERY: u32 = 64;
         if let Some(v) = done(self) {
             return v;
         }
-        // The spin starts with the first clock reading: a call that completes within
-        // `CLOCK_EVERY` idle passes (the latency-critical case) never reads it.
-        let mut spin_until = None;
-        let mut idle = 0u32;
+        let mut idle = Idle::default();
         loop {
             let progressed = self.progress();
             if let Some(v) = done(self) {
                 return v;
             }
-            if progressed {
-                continue;
-            }
-            idle = idle.wrapping_add(1);
-            let spun_out = idle.is_multiple_of(CLOCK_EVERY) && {
-                let now = Instant::now();
-                now >= *spin_until.get_or_insert(now + self.cfg.spin)
-            };
-            if spun_out {
-                self.sleep(super::IDLE_SLEEP);
-            } else if self.yield_when_idle {
-                std::thread::yield_now();
+            if !progressed {
+                self.idle(&mut idle, |_| {}, &mut |_| false);
             }
         }
     }

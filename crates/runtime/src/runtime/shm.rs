@@ -15,6 +15,7 @@ use proto::{LaneId, Nanos, Rank};
 use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
 use transport::{AnyLink, Link, LinkError, Transport};
 
+use super::node_coll::NodeColls;
 use super::{nonce, Runtime};
 use crate::config::Config;
 use crate::lanes::{Route, Via};
@@ -60,7 +61,9 @@ struct Kept {
 /// This rank's part in its node's shared memory.
 pub(super) struct Shm {
     /// This node's ranks in ascending order; the first is the leader.
-    local: Vec<Rank>,
+    pub(super) local: Vec<Rank>,
+    /// This rank's place in the node's collectives on its collective area.
+    pub(super) colls: NodeColls,
     listener: Option<UnixListener>,
     /// This rank's bell until it is a member (then the node holds it).
     bell: Option<Bell>,
@@ -109,6 +112,7 @@ impl Shm {
             written: Vec::new(),
             reading: Vec::new(),
             again: Vec::new(),
+            colls: NodeColls::default(),
         }
     }
 
@@ -141,15 +145,20 @@ impl Shm {
         Layout::new(self.local.len(), ring_for(self.local.len()))
     }
 
-    fn index(&self, rank: Rank) -> Option<usize> {
+    pub(super) fn index(&self, rank: Rank) -> Option<usize> {
         self.local.binary_search(&rank).ok()
     }
 
-    fn node(&self) -> Option<&ShmNode> {
+    pub(super) fn node(&self) -> Option<&ShmNode> {
         match &self.state {
             NodeState::Member { node, .. } => Some(node),
             _ => None,
         }
+    }
+
+    /// Whether this rank's own join is under way.
+    pub(super) fn joining(&self) -> bool {
+        matches!(self.state, NodeState::Joining(_))
     }
 
     /// Whether joins need the event loop's attention on every pass. (Lanes waiting for
@@ -281,6 +290,11 @@ impl Runtime {
         }
         if leader && !self.shm.settled() {
             if let Some(node) = self.shm.node() {
+                // The node's collectives go by messages then: members that joined
+                // wait for this verdict (`node_coll.rs`).
+                if !node.decide_collectives(false) {
+                    node.wake_all();
+                }
                 let missing: Vec<Rank> = (0..self.shm.local.len())
                     .filter(|&i| node.member(i).is_none())
                     .map(|i| self.shm.local[i])
