@@ -63,10 +63,10 @@ echo "|---|---|---|---|---|---|"
 for op in allreduce bcast; do
     for size in 8 65536 4194304; do
         for np in $NPS; do
-            read -r o olo ohi <<<"$(stats "$tmp/openmpi-$np-$op-$size")"
-            read -r p plo phi <<<"$(stats "$tmp/pontoon-$np-$op-$size")"
+            read -r o olo ohi <<<"$(stats "$tmp/openmpi-$np-$op-$size" 3)"
+            read -r p plo phi <<<"$(stats "$tmp/pontoon-$np-$op-$size" 3)"
             if [[ -s $tmp/mpich-$np-$op-$size ]]; then
-                read -r m mlo mhi <<<"$(stats "$tmp/mpich-$np-$op-$size")"
+                read -r m mlo mhi <<<"$(stats "$tmp/mpich-$np-$op-$size" 3)"
                 mpich="$m ($mlo-$mhi)"
                 best=$(awk -v a="$m" -v b="$o" 'BEGIN { print (a < b) ? a : b }')
             else

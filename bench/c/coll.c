@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
             int n = sizes[s] >= 65536 ? (iters / 10 > 10 ? iters / 10 : 10) : iters;
             double us = run(op, sizes[s], n, a, b);
             if (rank == 0)
-                printf("%s %zu %.2f\n", names[op], sizes[s], us);
+                printf("%s %zu %.3f\n", names[op], sizes[s], us);
         }
     }
     free(a);

@@ -47,7 +47,7 @@ fn main() -> Result<(), Error> {
             };
             let us = run(&u, &w, allreduce, bytes, n)?;
             if w.rank() == 0 {
-                println!("{name} {bytes} {us:.2}");
+                println!("{name} {bytes} {us:.3}");
             }
         }
     }

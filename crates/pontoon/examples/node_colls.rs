@@ -104,10 +104,10 @@ fn main() -> Result<(), Error> {
     let lanes: usize = (0..p).filter(|&r| r != me).map(|r| universe.lanes(r).len()).sum();
     println!("rank {me}: {lanes} lanes after the first collectives");
 
-    // Back to back from root 0, the others late: the root's third broadcast reuses
+    // Back to back from root 0, the others late: the root's ninth broadcast reuses
     // the first one's buffer and must wait until every member read it.
-    for k in 0..12u64 {
-        if me != 0 && k % 3 == 0 {
+    for k in 0..40u64 {
+        if me != 0 && k % 10 == 0 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let mut v = [if me == 0 { k * 17 + 1 } else { 0 }; 5];
@@ -116,7 +116,7 @@ fn main() -> Result<(), Error> {
     }
 
     let dup = world.dup()?;
-    let sizes = [1usize, 8, 100, 1000, 4000, 8064, 8065, 20000];
+    let sizes = [1usize, 8, 24, 25, 1000, 4096, 4097, 20000];
     for round in 0..160 {
         let c = if round % 2 == 0 { &world } else { &dup };
         check_round(c, round, sizes[(round / 2) % sizes.len()])?;

@@ -16,7 +16,7 @@
 //! "asleep" flag, pid and rank, a bitmap of the peers that opened a lane to it and one of
 //! the peers that wrote to it since it last looked); a
 //! box per ordered pair, the boxes to a rank side by side; the collective area
-//! (`shm_coll.rs`: counters and two buffers per rank); then an area per pair of ranks:
+//! (`shm_coll.rs`: counters, and buffers and a "done" line per rank); then an area per pair of ranks:
 //! the rings' heads and the two rings.
 //!
 //! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the box of its direction when
@@ -458,11 +458,21 @@ impl Drop for Segment {
 /// one of us sees the other. Whoever clears the flag rings once.
 fn wake(seg: &Segment, asleep: usize, ringer: &OwnedFd, bell: &SocketAddrUnix) {
     fence(Ordering::SeqCst);
-    let flag = seg.u32_at(asleep);
-    if flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0 {
-        // A full queue already holds a wake-up: nothing is lost by EAGAIN.
-        let _ = rustix::net::sendto(ringer, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL, bell);
+    if take_sleeper(seg, asleep) {
+        ring(ringer, bell);
     }
+}
+
+/// Whether the rank whose flag is at `asleep` sleeps; if so, clears the flag: the
+/// caller rings it. (After a full fence, see [`wake`].)
+fn take_sleeper(seg: &Segment, asleep: usize) -> bool {
+    let flag = seg.u32_at(asleep);
+    flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0
+}
+
+fn ring(ringer: &OwnedFd, bell: &SocketAddrUnix) {
+    // A full queue already holds a wake-up: nothing is lost by EAGAIN.
+    let _ = rustix::net::sendto(ringer, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL, bell);
 }
 
 /// This rank's membership of its node's segment.
@@ -605,12 +615,7 @@ impl ShmNode {
                 // Unasked: one about to sleep has not set its flag yet. A bell rung
                 // needlessly costs its rank one early wake-up.
                 if let Ok(bell) = self.bell_of(rank) {
-                    let _ = rustix::net::sendto(
-                        &self.ringer,
-                        &[1],
-                        SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-                        &bell,
-                    );
+                    ring(&self.ringer, &bell);
                 }
             }
         }
@@ -784,17 +789,22 @@ impl ShmNode {
 
     /// Rings the bell of every member that sleeps.
     pub fn wake_all(&self) {
+        fence(Ordering::SeqCst);
+        self.wake_sleepers();
+    }
+
+    /// [`ShmNode::wake_all`] without the fence: a rank about to sleep may be missed if it
+    /// says so just as this rank's last write is on its way (the collective area's
+    /// waiters allow for that, see `shm_coll.rs`). Looks at the flags first: naming a
+    /// bell costs more than looking at every member's flag of a small node, and this
+    /// runs after every post to the collective area.
+    pub fn wake_sleepers(&self) {
         for index in (0..self.layout.ranks).filter(|&i| i != self.me) {
-            let Some((rank, _)) = self.member(index) else {
+            if !take_sleeper(&self.seg, self.layout.slot(index) + SLOT_ASLEEP) {
                 continue;
-            };
-            if let Ok(bell) = self.bell_of(rank) {
-                wake(
-                    &self.seg,
-                    self.layout.slot(index) + SLOT_ASLEEP,
-                    &self.ringer,
-                    &bell,
-                );
+            }
+            if let Some(bell) = self.member(index).and_then(|(rank, _)| self.bell_of(rank).ok()) {
+                ring(&self.ringer, &bell);
             }
         }
     }
@@ -828,7 +838,7 @@ impl ShmNode {
 
 #[path = "shm_coll.rs"]
 mod coll;
-pub use coll::{CollCounter, COLL_DATA};
+pub use coll::{COLL_COUNT_FROM, COLL_DATA, COLL_PHASES, COLL_SMALL};
 
 #[path = "shm_pipe.rs"]
 mod pipe;

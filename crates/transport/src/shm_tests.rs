@@ -577,9 +577,16 @@ fn the_collective_area_lies_between_the_boxes_and_the_pairs() {
         let (_, boxes_end) = l.boxes_to(ranks - 1);
         assert!(l.coll_at() >= boxes_end, "{ranks} ranks");
         assert_eq!(l.coll_at() % PAGE, 0);
-        let last = l.coll_buf(ranks - 1, 1) + LINE + COLL_DATA;
-        assert!(last <= l.pairs_at(), "{ranks} ranks: {last} > {}", l.pairs_at());
-        assert!(l.coll_counter(CollCounter::Departed, 1) + 8 <= l.coll_buf(0, 0));
+        let last = l.coll_buf(ranks - 1, COLL_PHASES - 1) + PAGE;
+        assert_eq!(last, l.pairs_at(), "{ranks} ranks");
+        assert!(l.coll_slot(ranks - 1, COLL_PHASES - 1) + 32 <= l.coll_buf(0, 0));
+        assert_eq!(
+            l.coll_slot(1, 0) - l.coll_slot(0, 0),
+            256,
+            "a member's slots side by side"
+        );
+        assert!(l.coll_arrivals_at(COLL_PHASES - 1) + 8 <= l.coll_at() + PAGE);
+        assert_eq!(l.coll_buf(0, COLL_PHASES), l.coll_buf(0, 0), "phases wrap");
     }
 }
 
@@ -613,32 +620,41 @@ fn the_collective_verdict_is_settled_once_and_alike() {
 fn posts_are_read_once_stamped_and_reads_stay_in_bounds() {
     let (a, b) = node_of_two(MIN_RING);
     assert_eq!(b.coll_stamp(0, 1), 0);
-    a.coll_post(1, 3, &[b"head", b"-tail"]).unwrap();
+    a.coll_post(1, 3, b"head-tail").unwrap();
     assert_eq!(b.coll_stamp(0, 1), 3);
-    assert_eq!(b.coll_stamp(0, 0), 0, "the other parity's buffer is apart");
+    assert_eq!(b.coll_stamp(0, 2), 0, "another phase's slot is apart");
     let mut got = [0u8; 5];
-    b.coll_read(0, 1, 4, &mut got).unwrap();
+    b.coll_read(0, 1, 9, 4, &mut got).unwrap();
     assert_eq!(&got, b"-tail");
-    assert!(b.coll_read(0, 1, COLL_DATA - 4, &mut got).is_err());
-    assert!(b.coll_read(0, 1, usize::MAX, &mut got).is_err());
-    assert!(b.coll_read(2, 1, 0, &mut got).is_err(), "no member 2");
+    assert!(b.coll_read(0, 1, 9, 5, &mut got).is_err(), "past the post");
+    assert!(b.coll_read(0, 1, COLL_DATA + 1, 0, &mut got).is_err());
+    assert!(b.coll_read(0, 1, 9, usize::MAX, &mut got).is_err());
+    assert!(b.coll_read(2, 1, 9, 0, &mut got).is_err(), "no member 2");
     assert_eq!(b.coll_stamp(7, 0), 0);
-    assert!(a.coll_post(0, 4, &[&vec![0u8; COLL_DATA + 1]]).is_err());
-    a.coll_post(0, 4, &[&vec![9u8; COLL_DATA]]).unwrap();
+    assert!(a.coll_post(0, 4, &vec![0u8; COLL_DATA + 1]).is_err());
+    // Small posts lie in the slot, larger ones in the phase's buffer.
+    for len in [COLL_SMALL, COLL_SMALL + 1, COLL_DATA] {
+        a.coll_post(0, 4, &vec![len as u8; len]).unwrap();
+        let mut last = [0u8; 1];
+        b.coll_read(0, 0, len, len - 1, &mut last).unwrap();
+        assert_eq!(last, [len as u8], "{len} bytes");
+    }
 }
 
 #[test]
-fn counters_count_each_member_and_departure_waiters_are_taken_once() {
+fn arrivals_and_done_stamps_count_and_departure_waiters_are_taken_once() {
     let (a, b) = node_of_two(MIN_RING);
-    assert_eq!(a.coll_count_me(CollCounter::Arrived, 0), 1);
-    assert_eq!(b.coll_count_me(CollCounter::Arrived, 0), 2);
-    assert_eq!(a.coll_count(CollCounter::Arrived, 1), 0, "per parity");
-    assert_eq!(b.coll_count(CollCounter::Departed, 0), 0, "per counter");
-    assert!(!a.coll_take_departure_waiters(1));
-    b.coll_want_departures(1);
-    assert!(!a.coll_take_departure_waiters(0));
-    assert!(a.coll_take_departure_waiters(1));
-    assert!(!a.coll_take_departure_waiters(1), "taken once");
+    assert_eq!(a.coll_arrive(0), 1);
+    assert_eq!(b.coll_arrive(0), 2);
+    assert_eq!(a.coll_arrivals(1), 0, "per phase");
+    assert_eq!(a.coll_arrivals(COLL_PHASES), 2, "phases wrap");
+    assert!(!a.coll_done(5), "nobody waits");
+    assert_eq!(b.coll_done_of(0), 5);
+    assert_eq!(b.coll_done_of(1), 0);
+    assert_eq!(b.coll_done_of(9), 0, "no member 9");
+    b.coll_want_departures();
+    assert!(a.coll_done(6), "b waits");
+    assert!(!a.coll_done(7), "taken once");
     assert_eq!(a.gone_count(), 0);
     assert!(!a.failed(1));
     b.mark_finalized();

@@ -43,7 +43,7 @@ impl Comm<'_> {
         let m = self.on_node()?;
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_all(&m, "a barrier", &[], |_| (0, 0), |_, _| {})
+            rt.node_all(&m, "a barrier", &[], (0, 0), &mut [])
                 .map_err(Into::into),
         )
     }
@@ -75,16 +75,20 @@ impl Comm<'_> {
         }
         let m = self.on_node()?;
         let me = self.rank() as usize;
-        let mine = input.map_or_else(|| out[me * n..(me + 1) * n].to_vec(), <[u8]>::to_vec);
+        // In place, this rank's block is copied first: the reads write all of `out`.
+        let own;
+        let mine = match input {
+            Some(i) => i,
+            None => {
+                own = out[me * n..(me + 1) * n].to_vec();
+                &own
+            }
+        };
         let mut rt = self.u.rt.borrow_mut();
-        let r = rt.node_all(
-            &m,
-            "an allgather",
-            &[&mine],
-            |_| (0, n),
-            |i, b| out[i * n..(i + 1) * n].copy_from_slice(b),
-        );
-        Some(r.map_err(Into::into))
+        Some(
+            rt.node_all(&m, "an allgather", mine, (0, n), out)
+                .map_err(Into::into),
+        )
     }
 
     /// MPI_Alltoall of blocks of `n` bytes; `input` None: in place (the blocks to send
@@ -96,16 +100,19 @@ impl Comm<'_> {
         }
         let m = self.on_node()?;
         let me = self.rank() as usize;
-        let blocks = input.map_or_else(|| out[..n * p].to_vec(), |i| i[..n * p].to_vec());
+        let own;
+        let blocks = match input {
+            Some(i) => &i[..n * p],
+            None => {
+                own = out[..n * p].to_vec();
+                &own
+            }
+        };
         let mut rt = self.u.rt.borrow_mut();
-        let r = rt.node_all(
-            &m,
-            "an alltoall",
-            &[&blocks],
-            |_| (me * n, n),
-            |i, b| out[i * n..(i + 1) * n].copy_from_slice(b),
-        );
-        Some(r.map_err(Into::into))
+        Some(
+            rt.node_all(&m, "an alltoall", blocks, (me * n, n), out)
+                .map_err(Into::into),
+        )
     }
 
     /// MPI_Allreduce of `out.len()` bytes of packed `dt` elements; `input` None: in
@@ -123,15 +130,20 @@ impl Comm<'_> {
             return None;
         }
         let m = self.on_node()?;
-        let mine = input.map_or_else(|| out.to_vec(), <[u8]>::to_vec);
-        let mut parts = vec![0u8; n * p];
-        let r = self.u.rt.borrow_mut().node_all(
-            &m,
-            "an allreduce",
-            &[&mine],
-            |_| (0, n),
-            |i, b| parts[i * n..(i + 1) * n].copy_from_slice(b),
-        );
+        // Small vectors of all members (the usual 8 B allreduce) on the stack.
+        let mut small = [0u8; 128];
+        let mut large = Vec::new();
+        let parts = if n * p <= small.len() {
+            &mut small[..n * p]
+        } else {
+            large.resize(n * p, 0);
+            &mut large[..]
+        };
+        let r = self
+            .u
+            .rt
+            .borrow_mut()
+            .node_all(&m, "an allreduce", input.unwrap_or(out), (0, n), parts);
         if let Err(e) = r {
             return Some(Err(e.into()));
         }

@@ -4,12 +4,12 @@
 //! (a member may need this rank's point-to-point before it gets to the collective) and
 //! sleeps like any blocking call; a member whose process ended fails the collective.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::sleep::Idle;
 
 use proto::{Failure, Rank};
-use transport::shm::CollCounter;
+use transport::shm::{COLL_COUNT_FROM, COLL_PHASES};
 
 use super::{Error, Runtime};
 
@@ -20,9 +20,11 @@ pub use transport::shm::COLL_DATA as NODE_COLL_DATA;
 pub(super) struct NodeColls {
     /// Collectives run so far.
     seq: u64,
-    /// Per parity: collectives run, and those of them that waited for every member.
-    ran: [u64; 2],
-    synced: [u64; 2],
+    /// Per phase, on a node that counts arrivals: the collectives that waited for
+    /// every member.
+    synced: [u64; COLL_PHASES],
+    /// Every member was done with this collective when this rank last looked.
+    all_done: u64,
 }
 
 /// A communicator whose members are exactly this node's ranks: each member's slot in
@@ -39,19 +41,22 @@ impl NodeMembers {
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
+
+    /// Whether arrivals are counted (a large node) rather than read from the stamps.
+    fn counted(&self) -> bool {
+        self.slots.len() >= COLL_COUNT_FROM
+    }
 }
 
 /// What a rank waits for in the area.
 #[derive(Clone, Copy)]
 enum Await {
-    /// Every member departed from the last collective of this parity.
-    Departures(usize),
+    /// Every member done with collective `seq`.
+    Done(u64),
+    /// Every member posted to the current collective.
     Arrivals(usize),
-    /// The root's post.
-    Stamp {
-        slot: usize,
-        parity: usize,
-    },
+    /// The root's post to the current collective.
+    Stamp { slot: usize, phase: usize },
 }
 
 impl Runtime {
@@ -91,39 +96,44 @@ impl Runtime {
         }
     }
 
-    /// A collective that waits for every member: each posts `post` (the pieces one after
-    /// the other, at most [`NODE_COLL_DATA`] bytes), and once all have, `take(i, bytes)`
-    /// receives, for each communicator rank `i`, the bytes `pick(i)` (offset, length)
-    /// of its post. `what` names the collective in errors.
+    /// A collective that waits for every member: each posts `post` (at most
+    /// [`NODE_COLL_DATA`] bytes), and once all have, bytes `offset..offset + len` of
+    /// communicator rank i's post land in `dest[i·len..(i + 1)·len]`. `what` names the
+    /// collective in errors.
     pub fn node_all(
         &mut self,
         m: &NodeMembers,
         what: &str,
-        post: &[&[u8]],
-        pick: impl Fn(usize) -> (usize, usize),
-        mut take: impl FnMut(usize, &[u8]),
+        post: &[u8],
+        (offset, len): (usize, usize),
+        dest: &mut [u8],
     ) -> Result<(), Error> {
-        let parity = self.node_begin(m, what)?;
-        let seq = self.shm.colls.seq;
-        self.shm.colls.synced[parity] += 1;
-        let all = m.len() as u64 * self.shm.colls.synced[parity];
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
-        node.coll_post(parity, seq, post)
-            .map_err(|e| Error::Setup(format!("{what} on the node's shared memory: {e}")))?;
-        if node.coll_count_me(CollCounter::Arrived, parity) == all {
-            node.wake_all();
+        if dest.len() < len * m.len() {
+            return Err(Error::Setup(format!(
+                "{what}: no room for {} parts of {len} bytes",
+                m.len()
+            )));
         }
-        self.node_wait(m, what, Await::Arrivals(parity))?;
+        let (seq, phase) = self.node_begin(m, what)?;
         let node = self.shm.node().ok_or_else(|| lost(what))?;
-        let mut bytes = Vec::new();
-        for (i, &slot) in m.slots.iter().enumerate() {
-            let (offset, len) = pick(i);
-            bytes.resize(len, 0);
-            node.coll_read(slot, parity, offset, &mut bytes)
-                .map_err(|e| Error::Setup(format!("{what} on the node's shared memory: {e}")))?;
-            take(i, &bytes);
+        node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
+        if m.counted() {
+            self.shm.colls.synced[phase] += 1;
+            let all = m.len() as u64 * self.shm.colls.synced[phase];
+            let node = self.shm.node().ok_or_else(|| lost(what))?;
+            if node.coll_arrive(phase) == all {
+                node.wake_all();
+            }
+        } else {
+            node.wake_sleepers();
         }
-        self.node_depart(m, parity);
+        self.node_wait(m, what, Await::Arrivals(phase))?;
+        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        for (part, &slot) in dest.chunks_exact_mut(len.max(1)).zip(&m.slots) {
+            node.coll_read(slot, phase, post.len(), offset, &mut part[..len])
+                .map_err(|e| broken(what, e))?;
+        }
+        self.node_done(seq);
         Ok(())
     }
 
@@ -144,56 +154,71 @@ impl Runtime {
             )));
         };
         if me == root {
-            let parity = self.node_begin(m, what)?;
-            let seq = self.shm.colls.seq;
+            let (seq, phase) = self.node_begin(m, what)?;
             let node = self.shm.node().ok_or_else(|| lost(what))?;
-            node.coll_post(parity, seq, &[data])
-                .map_err(|e| Error::Setup(format!("{what} on the node's shared memory: {e}")))?;
-            node.wake_all();
-            self.node_depart(m, parity);
+            node.coll_post(phase, seq, data).map_err(|e| broken(what, e))?;
+            node.wake_sleepers();
+            self.node_done(seq);
             return Ok(());
         }
-        let parity = self.node_next();
-        self.node_wait(
-            m,
-            what,
-            Await::Stamp {
-                slot: root_slot,
-                parity,
-            },
-        )?;
+        let (seq, phase) = self.node_next();
+        let stamp = Await::Stamp {
+            slot: root_slot,
+            phase,
+        };
+        self.node_wait(m, what, stamp)?;
         let node = self.shm.node().ok_or_else(|| lost(what))?;
-        node.coll_read(root_slot, parity, 0, data)
-            .map_err(|e| Error::Setup(format!("{what} on the node's shared memory: {e}")))?;
-        self.node_depart(m, parity);
+        node.coll_read(root_slot, phase, data.len(), 0, data)
+            .map_err(|e| broken(what, e))?;
+        self.node_done(seq);
         Ok(())
     }
 
-    /// Numbers the next collective; returns its parity.
-    fn node_next(&mut self) -> usize {
+    /// Numbers the next collective: its number and phase.
+    fn node_next(&mut self) -> (u64, usize) {
         self.shm.colls.seq += 1;
-        (self.shm.colls.seq % 2) as usize
+        let seq = self.shm.colls.seq;
+        (seq, (seq % COLL_PHASES as u64) as usize)
     }
 
-    /// Numbers the next collective, for a rank that posts to it: returns its parity
-    /// once every member departed from the last collective that used this buffer.
-    fn node_begin(&mut self, m: &NodeMembers, what: &str) -> Result<usize, Error> {
-        let parity = self.node_next();
-        self.node_wait(m, what, Await::Departures(parity))?;
-        Ok(parity)
-    }
-
-    /// This rank is done with the current collective of `parity`.
-    fn node_depart(&mut self, m: &NodeMembers, parity: usize) {
-        self.shm.colls.ran[parity] += 1;
-        let all = m.len() as u64 * self.shm.colls.ran[parity];
-        if let Some(node) = self.shm.node() {
-            if node.coll_count_me(CollCounter::Departed, parity) == all
-                && node.coll_take_departure_waiters(parity)
-            {
-                node.wake_all();
+    /// Numbers the next collective, for a rank that posts to it: returns it once every
+    /// member is done with the last collective that used the same buffer.
+    fn node_begin(&mut self, m: &NodeMembers, what: &str) -> Result<(u64, usize), Error> {
+        let (seq, phase) = self.node_next();
+        if let Some(before) = seq.checked_sub(COLL_PHASES as u64) {
+            if self.shm.colls.all_done < before {
+                // Looking once tells how far everyone is: usually far enough for the
+                // next few collectives too.
+                self.shm.colls.all_done = self.node_least_done(m);
+            }
+            if self.shm.colls.all_done < before {
+                // A rank this far ahead (a root broadcasting over and over) waits until
+                // the others are half the buffers behind, not just one: then it runs
+                // that many collectives without looking again. Looking at every post
+                // pulled each reader's "done" line away from it once per collective.
+                let target = before.max(seq - COLL_PHASES as u64 / 2);
+                self.node_wait(m, what, Await::Done(target))?;
+                self.shm.colls.all_done = target;
             }
         }
+        Ok((seq, phase))
+    }
+
+    /// This rank is done with collective `seq`.
+    fn node_done(&mut self, seq: u64) {
+        if let Some(node) = self.shm.node() {
+            if node.coll_done(seq) {
+                node.wake_sleepers();
+            }
+        }
+    }
+
+    /// The last collective every member is done with.
+    fn node_least_done(&self, m: &NodeMembers) -> u64 {
+        let Some(node) = self.shm.node() else {
+            return 0;
+        };
+        m.slots.iter().map(|&i| node.coll_done_of(i)).min().unwrap_or(0)
     }
 
     /// Whether `what` holds in the area.
@@ -202,29 +227,39 @@ impl Runtime {
             return true; // the caller finds the node gone
         };
         let c = &self.shm.colls;
-        let n = m.len() as u64;
         match what {
-            Await::Departures(p) => node.coll_count(CollCounter::Departed, p) >= n * c.ran[p],
-            Await::Arrivals(p) => node.coll_count(CollCounter::Arrived, p) >= n * c.synced[p],
-            Await::Stamp { slot, parity } => node.coll_stamp(slot, parity) >= c.seq,
+            Await::Done(seq) => self.node_least_done(m) >= seq,
+            Await::Arrivals(phase) if m.counted() => {
+                node.coll_arrivals(phase) >= m.len() as u64 * c.synced[phase]
+            }
+            Await::Arrivals(phase) => m.slots.iter().all(|&i| node.coll_stamp(i, phase) >= c.seq),
+            Await::Stamp { slot, phase } => node.coll_stamp(slot, phase) >= c.seq,
         }
     }
 
     /// Progresses, then sleeps, until `what` holds; fails once a member's process ended
     /// without finalizing.
     fn node_wait(&mut self, m: &NodeMembers, op: &str, what: Await) -> Result<(), Error> {
-        let mut idle = Idle::default();
+        // Looking is a load or a few; a progress pass costs many: look several times
+        // between passes, so a post is seen soon after it lands.
+        const LOOKS_PER_PASS: u32 = 16;
+        // Posters ring sleepers without a fence (`shm_coll.rs`): a post that was still
+        // on its way when this rank said it sleeps is seen on the first wake-up.
+        let mut idle = Idle::first_sleep_within(Duration::from_millis(1));
         loop {
-            if self.node_ready(m, what) {
-                return self.shm.node().map(|_| ()).ok_or_else(|| lost(op));
+            for _ in 0..LOOKS_PER_PASS {
+                if self.node_ready(m, what) {
+                    return self.shm.node().map(|_| ()).ok_or_else(|| lost(op));
+                }
+                std::hint::spin_loop();
             }
             self.node_check_members(m, op)?;
             if self.progress() {
                 continue;
             }
             let say_so = |rt: &Runtime| {
-                if let (Await::Departures(p), Some(node)) = (what, rt.shm.node()) {
-                    node.coll_want_departures(p);
+                if let (Await::Done(_), Some(node)) = (what, rt.shm.node()) {
+                    node.coll_want_departures();
                 }
             };
             self.idle(&mut idle, say_so, &mut |rt| rt.node_ready(m, what));
@@ -250,6 +285,10 @@ impl Runtime {
             None => Ok(()),
         }
     }
+}
+
+fn broken(what: &str, e: std::io::Error) -> Error {
+    Error::Setup(format!("{what} on the node's shared memory: {e}"))
 }
 
 fn lost(what: &str) -> Error {

@@ -22,9 +22,19 @@ use crate::wireup::Incoming;
 pub(super) struct Idle {
     passes: u32,
     spin_until: Option<Instant>,
+    /// The first sleep's limit, when shorter than [`super::IDLE_SLEEP`].
+    first_sleep: Option<Duration>,
 }
 
 impl Idle {
+    /// A wait whose first sleep ends after `max` at the latest.
+    pub(super) fn first_sleep_within(max: Duration) -> Idle {
+        Idle {
+            first_sleep: Some(max),
+            ..Idle::default()
+        }
+    }
+
     /// The clock is read only every this many idle passes: it costs as much as a third
     /// of an idle pass, and every nanosecond of the pass delays noticing a message that
     /// has just arrived.
@@ -48,7 +58,8 @@ impl Runtime {
         };
         if spun_out {
             before_sleep(self);
-            self.sleep_unless(super::IDLE_SLEEP, ready);
+            let max = idle.first_sleep.take().unwrap_or(super::IDLE_SLEEP);
+            self.sleep_unless(max, ready);
         } else if self.yield_when_idle {
             std::thread::yield_now();
         }
