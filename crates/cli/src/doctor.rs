@@ -90,7 +90,8 @@ struct RankReport {
 #[derive(Serialize)]
 struct Report {
     size: u32,
-    /// How MPI_COMM_WORLD's collectives run: `site-aware` across its sites, or `flat`.
+    /// How MPI_COMM_WORLD's collectives run: `site-aware` across its sites, `on the node's
+    /// collective area` when its ranks are one node's, or `flat`.
     collectives: String,
     ranks: Vec<serde_json::Value>,
 }
@@ -99,6 +100,10 @@ struct Report {
 fn collectives(world: &pontoon::Comm) -> String {
     match world.site_count() {
         Some(n) => format!("site-aware across {n} sites (PONTOON_COLL_HIER=0 for the flat algorithms)"),
+        None if world.on_node_area() => "on the node's collective area: every rank is on this node and \
+                                         joined its shared memory (small collectives meet there, larger \
+                                         ones go by messages)"
+            .into(),
         None => {
             "flat (one site: none declared to every rank and none inferred; or PONTOON_COLL_HIER=0)".into()
         }

@@ -38,6 +38,12 @@ impl Comm<'_> {
             .clone()
     }
 
+    /// Whether this communicator's small collectives meet on the node's collective area
+    /// (its members are exactly this node's ranks, and all joined its shared memory).
+    pub fn on_node_area(&self) -> bool {
+        self.on_node().is_some()
+    }
+
     /// MPI_Barrier on the node's collective area.
     pub(super) fn node_barrier(&self) -> Option<Result<()>> {
         let m = self.on_node()?;
