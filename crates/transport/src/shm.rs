@@ -14,10 +14,10 @@
 //!
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
 //! "asleep" flag, pid and rank, a bitmap of the peers that opened a lane to it and one of
-//! the peers that wrote to it since it last looked); a
-//! box per ordered pair, the boxes to a rank side by side; the collective area
-//! (`shm_coll.rs`: counters, and buffers and a "done" line per rank); then an area per pair of ranks:
-//! the rings' heads and the two rings.
+//! the peers that wrote to it since it last looked); a box per ordered pair, the boxes
+//! to a rank side by side; the collective area (`shm_coll.rs`: counters, and a "done"
+//! line, slots and buffers per rank); then an area per pair of ranks: the rings' heads
+//! and the two rings.
 //!
 //! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the box of its direction when
 //! that is empty, otherwise into the ring. The box is one line that also carries the

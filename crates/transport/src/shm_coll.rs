@@ -30,8 +30,9 @@
 //! held a broadcasting root until the readers' copies of the line were gone, where a
 //! plain store lets it go on (8 B broadcasts on 2 ranks: 1.5× Open MPI's time with it).
 //! Without the fence, a post still on its way when a member said it sleeps may miss
-//! it; a member's first sleep in a collective therefore ends after a millisecond, when
-//! any such post is long visible (later sleeps wait for the bell). The area is used only when every
+//! it; a member's first sleep in a collective, and each after it was woken early,
+//! therefore ends after a millisecond, when any such post is long visible (the others
+//! wait for the bell, or the runtime's longest sleep). The area is used only when every
 //! rank of the node joined the segment: the verdict is one word in the header, set once
 //! by whoever settles it first (the rank that completes the node, or the leader when it
 //! stops waiting for joins), so every member decides alike.

@@ -244,8 +244,9 @@ impl Runtime {
         // between passes, so a post is seen soon after it lands.
         const LOOKS_PER_PASS: u32 = 16;
         // Posters ring sleepers without a fence (`shm_coll.rs`): a post that was still
-        // on its way when this rank said it sleeps is seen on the first wake-up.
-        let mut idle = Idle::first_sleep_within(Duration::from_millis(1));
+        // on its way when this rank said it sleeps is seen on the next wake-up, which a
+        // short sleep brings soon.
+        let mut idle = Idle::short_sleeps_within(Duration::from_millis(1));
         loop {
             for _ in 0..LOOKS_PER_PASS {
                 if self.node_ready(m, what) {

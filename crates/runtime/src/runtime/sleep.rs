@@ -22,23 +22,27 @@ use crate::wireup::Incoming;
 pub(super) struct Idle {
     passes: u32,
     spin_until: Option<Instant>,
-    /// The first sleep's limit, when shorter than [`super::IDLE_SLEEP`].
-    first_sleep: Option<Duration>,
+    /// For waits on something that peers publish without a fence (the collective
+    /// area): the limit of the sleeps that may follow such a publication closely, the
+    /// first one and each after a wake-up before its time (see `shm_coll.rs`).
+    short_sleep: Option<Duration>,
+    long_since_short: bool,
 }
 
 impl Idle {
-    /// A wait whose first sleep ends after `max` at the latest.
-    pub(super) fn first_sleep_within(max: Duration) -> Idle {
-        Idle {
-            first_sleep: Some(max),
-            ..Idle::default()
-        }
-    }
-
     /// The clock is read only every this many idle passes: it costs as much as a third
     /// of an idle pass, and every nanosecond of the pass delays noticing a message that
     /// has just arrived.
     const CLOCK_EVERY: u32 = 64;
+
+    /// A wait whose first sleep, and each sleep after an early wake-up, ends after
+    /// `max` at the latest.
+    pub(super) fn short_sleeps_within(max: Duration) -> Idle {
+        Idle {
+            short_sleep: Some(max),
+            ..Idle::default()
+        }
+    }
 }
 
 impl Runtime {
@@ -58,8 +62,13 @@ impl Runtime {
         };
         if spun_out {
             before_sleep(self);
-            let max = idle.first_sleep.take().unwrap_or(super::IDLE_SLEEP);
+            let short = idle.short_sleep.filter(|_| !idle.long_since_short);
+            let max = short.unwrap_or(super::IDLE_SLEEP);
+            let slept = Instant::now();
             self.sleep_unless(max, ready);
+            // Woken before its time by something else: the next sleep starts as the
+            // first did, perhaps as a peer publishes.
+            idle.long_since_short = short.is_some() || slept.elapsed() >= max;
         } else if self.yield_when_idle {
             std::thread::yield_now();
         }
