@@ -1,6 +1,7 @@
 //! Test program for the collectives of a communicator whose members are exactly one
 //! node's ranks (run it on one host): prints how many lanes the first collectives of
-//! COMM_WORLD opened (none when they went through the node's collective area), then
+//! COMM_WORLD opened (alltoall, barrier, bcast, allgather, allreduce, reduce, gather,
+//! scatter: none when they went through the node's collective area), then
 //! checks against the reference many rounds of mixed collectives and sizes (on both
 //! sides of the area's limits, on COMM_WORLD and a dup, between point-to-point), and
 //! broadcasts back to back from a root that runs ahead of members that come late (it
@@ -14,7 +15,7 @@ use common::ensure;
 fn check_round(c: &Comm, round: usize, len: usize) -> Result<(), Error> {
     let (me, p) = (c.rank() as usize, c.size() as usize);
     let val = |r: usize, i: usize| ((r * 131 + i * 7 + round * 3) % 251) as u8;
-    match round % 5 {
+    match round % 8 {
         0 => {
             let root = round % p;
             let mut buf: Vec<u8> = if me == root {
@@ -76,6 +77,43 @@ fn check_round(c: &Comm, round: usize, len: usize) -> Result<(), Error> {
                 format!("round {round}: ordered allreduce {got:?} != {want:?}")
             })
         }
+        4 => {
+            let root = (round / 8) % p;
+            let n = len.div_ceil(8).max(1);
+            let mine: Vec<i64> = (0..n).map(|i| val(me, i) as i64).collect();
+            let mut got = vec![0i64; if me == root { n } else { 0 }];
+            c.reduce(&mine, &mut got, &Op::Max, root as u32)?;
+            let want: Vec<i64> = (0..n)
+                .map(|i| (0..p).map(|r| val(r, i) as i64).max().unwrap())
+                .collect();
+            ensure(me != root || got == want, || {
+                format!("round {round}: reduce of {n} longs to {root} differs")
+            })
+        }
+        5 => {
+            let root = (round / 8 + 1) % p;
+            let mine: Vec<u8> = (0..len).map(|i| val(me, i)).collect();
+            let mut all = vec![0u8; if me == root { len * p } else { 0 }];
+            c.gather(&mine, &mut all, root as u32)?;
+            ensure(
+                me != root || (0..p).all(|r| (0..len).all(|i| all[r * len + i] == val(r, i))),
+                || format!("round {round}: gather of {len} bytes to {root} differs"),
+            )
+        }
+        6 => {
+            let root = (round / 8 + 2) % p;
+            let block = len.div_ceil(p).max(1);
+            let send: Vec<u8> = if me == root {
+                (0..block * p).map(|i| val(root, i)).collect()
+            } else {
+                Vec::new()
+            };
+            let mut recv = vec![0u8; block];
+            c.scatter(&send, Some(&mut recv), root as u32)?;
+            ensure((0..block).all(|i| recv[i] == val(root, me * block + i)), || {
+                format!("round {round}: scatter of {block}-byte blocks from {root} differs")
+            })
+        }
         _ => {
             c.barrier()?;
             // Point-to-point between collectives: a ring shift.
@@ -101,6 +139,10 @@ fn main() -> Result<(), Error> {
         format!("first alltoall: {recv:?}")
     })?;
     world.barrier()?;
+    // One of each other kind the area runs, before the lanes are counted.
+    for kind in [0, 1, 3, 4, 5, 6] {
+        check_round(&world, kind, 8)?;
+    }
     let lanes: usize = (0..p).filter(|&r| r != me).map(|r| universe.lanes(r).len()).sum();
     println!("rank {me}: {lanes} lanes after the first collectives");
 
@@ -117,7 +159,7 @@ fn main() -> Result<(), Error> {
 
     let dup = world.dup()?;
     let sizes = [1usize, 8, 24, 25, 1000, 4096, 4097, 20000];
-    for round in 0..160 {
+    for round in 0..256 {
         let c = if round % 2 == 0 { &world } else { &dup };
         check_round(c, round, sizes[(round / 2) % sizes.len()])?;
     }

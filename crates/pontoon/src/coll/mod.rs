@@ -310,6 +310,9 @@ impl<'u> Comm<'u> {
             None if self.rank() == root => (OUTPUT, out.len()),
             None => return Err(Error::Arg("reduce: IN_PLACE is only for the root".into())),
         };
+        if let Some(done) = self.node_reduce(input, out, n, (dt, op), root) {
+            return done;
+        }
         let commutative = op.is_commutative();
         let key = SchedKey::new("reduce", [root as usize, src as usize, n, commutative as usize]);
         let s = self.schedule(key, || self.reduce_schedule(root, src, OUTPUT, n, commutative));
@@ -376,6 +379,9 @@ impl<'u> Comm<'u> {
             Input::Buf(s) => (bytes(s), Some(INPUT), std::mem::size_of_val(s)),
             Input::InPlace => (&[][..], None, std::mem::size_of_val(recv) / p),
         };
+        if let Some(done) = self.node_gather(src.map(|_| input), bytes_mut(recv), n, root) {
+            return done;
+        }
         let s = self.gather_schedule(root, src, n);
         self.run_blocking(s, input, bytes_mut(recv), None)
     }
@@ -389,6 +395,10 @@ impl<'u> Comm<'u> {
             Some(r) => (std::mem::size_of_val(r), Some(OUTPUT), bytes_mut(r)),
             None => (std::mem::size_of_val(send) / p, None, &mut [][..]),
         };
+        let recv = dst.map(|_| &mut *out);
+        if let Some(done) = self.node_scatter(bytes(send), recv, n, root) {
+            return done;
+        }
         let s = self.scatter_schedule(root, dst, n);
         self.run_blocking(s, bytes(send), out, None)
     }

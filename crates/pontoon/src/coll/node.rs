@@ -56,15 +56,142 @@ impl Comm<'_> {
 
     /// MPI_Bcast of `buf` (`n` bytes at every member) on the node's collective area.
     pub(super) fn node_bcast(&self, buf: &mut [u8], root: u32) -> Option<Result<()>> {
-        if buf.len() > NODE_COLL_DATA {
+        let n = buf.len();
+        if n > NODE_COLL_DATA {
             return None;
         }
         let m = self.on_node()?;
+        let (me, root) = (self.rank() as usize, root as usize);
+        let mut rt = self.u.rt.borrow_mut();
+        let r = if me == root {
+            rt.node_from_root(&m, "a broadcast", me, root, (buf, n), 0, &mut [])
+        } else {
+            rt.node_from_root(&m, "a broadcast", me, root, (&[], n), 0, buf)
+        };
+        Some(r.map_err(Into::into))
+    }
+
+    /// MPI_Scatter of blocks of `n` bytes from `send` at the root; `recv` None: in place
+    /// at the root (its block stays in `send`).
+    pub(super) fn node_scatter(
+        &self,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+        n: usize,
+        root: u32,
+    ) -> Option<Result<()>> {
+        let p = self.size() as usize;
+        let (me, root) = (self.rank() as usize, root as usize);
+        if n * p > NODE_COLL_DATA {
+            return None;
+        }
+        let m = self.on_node()?;
+        if me == root && send.len() < n * p {
+            return Some(Err(short("scatter", "send", n * p)));
+        }
+        let mut rt = self.u.rt.borrow_mut();
+        let r = match recv {
+            Some(r) if me == root => {
+                r[..n].copy_from_slice(&send[me * n..(me + 1) * n]);
+                rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
+            }
+            None if me == root => {
+                rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
+            }
+            Some(r) => rt.node_from_root(&m, "a scatter", me, root, (&[], n * p), me * n, &mut r[..n]),
+            None => {
+                return Some(Err(crate::Error::Arg(
+                    "scatter: IN_PLACE is only for the root".into(),
+                )))
+            }
+        };
+        Some(r.map_err(Into::into))
+    }
+
+    /// MPI_Gather of blocks of `n` bytes to `out` at the root; `input` None: in place
+    /// at the root (its block is in `out`).
+    pub(super) fn node_gather(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        n: usize,
+        root: u32,
+    ) -> Option<Result<()>> {
+        let p = self.size() as usize;
+        let (me, root) = (self.rank() as usize, root as usize);
+        if n > NODE_COLL_DATA || n * p > MAX_READ {
+            return None;
+        }
+        let m = self.on_node()?;
+        if me == root && out.len() < n * p {
+            return Some(Err(short("gather", "receive", n * p)));
+        }
+        let own;
+        let mine = match input {
+            Some(i) => &i[..n.min(i.len())],
+            None if me == root => {
+                own = out[me * n..(me + 1) * n].to_vec();
+                &own
+            }
+            None => {
+                return Some(Err(crate::Error::Arg(
+                    "gather: IN_PLACE is only for the root".into(),
+                )))
+            }
+        };
+        let dest = if me == root {
+            &mut out[..n * p]
+        } else {
+            &mut [][..]
+        };
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_bcast(&m, self.rank() as usize, root as usize, buf)
+            rt.node_to_root(&m, "a gather", me, root, mine, (0, n), dest)
                 .map_err(Into::into),
         )
+    }
+
+    /// MPI_Reduce of `n` bytes of packed `dt` elements to `out` at the root; `input`
+    /// None: in place at the root. The root reduces in rank order, as allreduce does.
+    pub(super) fn node_reduce(
+        &self,
+        input: Option<&[u8]>,
+        out: &mut [u8],
+        n: usize,
+        (dt, op): (&Datatype, &Op),
+        root: u32,
+    ) -> Option<Result<()>> {
+        let p = self.size() as usize;
+        let (me, root) = (self.rank() as usize, root as usize);
+        if n > NODE_COLL_DATA || n * p > MAX_READ || dt.size() == 0 {
+            return None;
+        }
+        let m = self.on_node()?;
+        if me == root && out.len() < n {
+            return Some(Err(short("reduce", "receive", n)));
+        }
+        let mine = match input {
+            Some(i) => &i[..n.min(i.len())],
+            None if me == root => &out[..n],
+            None => {
+                return Some(Err(crate::Error::Arg(
+                    "reduce: IN_PLACE is only for the root".into(),
+                )))
+            }
+        };
+        let mut parts = Parts::new(if me == root { n * p } else { 0 });
+        let r = self
+            .u
+            .rt
+            .borrow_mut()
+            .node_to_root(&m, "a reduce", me, root, mine, (0, n), parts.bytes());
+        if let Err(e) = r {
+            return Some(Err(e.into()));
+        }
+        if me != root {
+            return Some(Ok(()));
+        }
+        Some(reduce_in_rank_order(parts.bytes(), p, &mut out[..n], dt, op))
     }
 
     /// MPI_Allgather of blocks of `n` bytes; `input` None: in place (this rank's block
@@ -76,10 +203,13 @@ impl Comm<'_> {
         n: usize,
     ) -> Option<Result<()>> {
         let p = self.size() as usize;
-        if n > NODE_COLL_DATA || n * p > MAX_READ || out.len() < n * p {
+        if n > NODE_COLL_DATA || n * p > MAX_READ {
             return None;
         }
         let m = self.on_node()?;
+        if out.len() < n * p {
+            return Some(Err(short("allgather", "receive", n * p)));
+        }
         let me = self.rank() as usize;
         // In place, this rank's block is copied first: the reads write all of `out`.
         let own;
@@ -101,10 +231,13 @@ impl Comm<'_> {
     /// are in `out`).
     pub(super) fn node_alltoall(&self, input: Option<&[u8]>, out: &mut [u8], n: usize) -> Option<Result<()>> {
         let p = self.size() as usize;
-        if n * p > NODE_COLL_DATA || out.len() < n * p || input.is_some_and(|i| i.len() < n * p) {
+        if n * p > NODE_COLL_DATA {
             return None;
         }
         let m = self.on_node()?;
+        if out.len() < n * p || input.is_some_and(|i| i.len() < n * p) {
+            return Some(Err(short("alltoall", "send or receive", n * p)));
+        }
         let me = self.rank() as usize;
         let own;
         let blocks = match input {
@@ -136,31 +269,61 @@ impl Comm<'_> {
             return None;
         }
         let m = self.on_node()?;
-        // Small vectors of all members (the usual 8 B allreduce) on the stack.
-        let mut small = [0u8; 128];
-        let mut large = Vec::new();
-        let parts = if n * p <= small.len() {
-            &mut small[..n * p]
-        } else {
-            large.resize(n * p, 0);
-            &mut large[..]
-        };
-        let r = self
-            .u
-            .rt
-            .borrow_mut()
-            .node_all(&m, "an allreduce", input.unwrap_or(out), (0, n), parts);
+        let mut parts = Parts::new(n * p);
+        let r =
+            self.u
+                .rt
+                .borrow_mut()
+                .node_all(&m, "an allreduce", input.unwrap_or(out), (0, n), parts.bytes());
         if let Err(e) = r {
             return Some(Err(e.into()));
         }
-        // Outside the runtime's borrow: a user's operation may call MPI.
-        let count = n as u64 / dt.size();
-        out.copy_from_slice(&parts[(p - 1) * n..]);
-        for i in (0..p - 1).rev() {
-            if let Err(e) = op.apply(dt, count, &parts[i * n..(i + 1) * n], out) {
-                return Some(Err(e));
-            }
-        }
-        Some(Ok(()))
+        Some(reduce_in_rank_order(parts.bytes(), p, out, dt, op))
     }
+}
+
+/// A buffer shorter than the collective's arguments say (checked after the way is
+/// chosen, which must not depend on one member's buffers).
+fn short(what: &str, which: &str, need: usize) -> crate::Error {
+    crate::Error::Arg(format!(
+        "{what}: the {which} buffer holds fewer than the {need} bytes the counts describe"
+    ))
+}
+
+/// The members' parts of a reduction: small ones (the usual 8 B allreduce) on the stack.
+enum Parts {
+    Small([u8; 128], usize),
+    Large(Vec<u8>),
+}
+
+impl Parts {
+    fn new(len: usize) -> Parts {
+        if len <= 128 {
+            Parts::Small([0; 128], len)
+        } else {
+            Parts::Large(vec![0; len])
+        }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Parts::Small(b, len) => &mut b[..*len],
+            Parts::Large(v) => v,
+        }
+    }
+}
+
+/// `out` = parts₀ ∘ parts₁ ∘ … ∘ partsₚ₋₁, each of the `p` parts `out.len()` bytes
+/// (outside the runtime's borrow: a user's operation may call MPI).
+fn reduce_in_rank_order(parts: &[u8], p: usize, out: &mut [u8], dt: &Datatype, op: &Op) -> Result<()> {
+    let n = out.len();
+    if n == 0 || p == 0 {
+        return Ok(());
+    }
+    let count = n as u64 / dt.size();
+    out.copy_from_slice(&parts[(p - 1) * n..p * n]);
+    for i in (0..p - 1).rev() {
+        op.apply(dt, count, &parts[i * n..(i + 1) * n], out)?;
+    }
+    Ok(())
 }

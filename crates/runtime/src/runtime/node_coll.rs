@@ -97,23 +97,92 @@ impl Runtime {
     }
 
     /// A collective that waits for every member: each posts `post` (at most
-    /// [`NODE_COLL_DATA`] bytes), and once all have, bytes `offset..offset + len` of
-    /// communicator rank i's post land in `dest[i·len..(i + 1)·len]`. `what` names the
-    /// collective in errors.
+    /// [`NODE_COLL_DATA`] bytes, the same length at every member), and once all have,
+    /// bytes `offset..offset + len` of communicator rank i's post land in
+    /// `dest[i·len..(i + 1)·len]`. `what` names the collective in errors.
     pub fn node_all(
         &mut self,
         m: &NodeMembers,
         what: &str,
         post: &[u8],
-        (offset, len): (usize, usize),
+        part: (usize, usize),
         dest: &mut [u8],
     ) -> Result<(), Error> {
-        if dest.len() < len * m.len() {
+        let (seq, phase) = self.node_post_arrive(m, what, post)?;
+        self.node_wait(m, what, Await::Arrivals(phase))?;
+        self.node_read_all(m, what, phase, post.len(), part, dest)?;
+        self.node_done(seq);
+        Ok(())
+    }
+
+    /// A collective to communicator rank `root` (gather, reduce): every member posts
+    /// `post` (the same length at every member); the root, once all have, gets bytes
+    /// `offset..offset + len` of rank i's post in `dest[i·len..(i + 1)·len]`. The
+    /// others leave once they posted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn node_to_root(
+        &mut self,
+        m: &NodeMembers,
+        what: &str,
+        me: usize,
+        root: usize,
+        post: &[u8],
+        part: (usize, usize),
+        dest: &mut [u8],
+    ) -> Result<(), Error> {
+        let (seq, phase) = self.node_post_arrive(m, what, post)?;
+        if me == root {
+            self.node_wait(m, what, Await::Arrivals(phase))?;
+            self.node_read_all(m, what, phase, post.len(), part, dest)?;
+        }
+        self.node_done(seq);
+        Ok(())
+    }
+
+    /// A collective from communicator rank `root` (bcast, scatter): the root posts
+    /// `post`, `posted` bytes (every member passes that length); every other member
+    /// copies bytes `offset..offset + dest.len()` of it into `dest`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn node_from_root(
+        &mut self,
+        m: &NodeMembers,
+        what: &str,
+        me: usize,
+        root: usize,
+        (post, posted): (&[u8], usize),
+        offset: usize,
+        dest: &mut [u8],
+    ) -> Result<(), Error> {
+        let Some(&root_slot) = m.slots.get(root) else {
             return Err(Error::Setup(format!(
-                "{what}: no room for {} parts of {len} bytes",
+                "{what}: no root {root} among {} members",
                 m.len()
             )));
+        };
+        if me == root {
+            let (seq, phase) = self.node_begin(m, what)?;
+            let node = self.shm.node().ok_or_else(|| lost(what))?;
+            node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
+            node.wake_sleepers();
+            self.node_done(seq);
+            return Ok(());
         }
+        let (seq, phase) = self.node_next();
+        let stamp = Await::Stamp {
+            slot: root_slot,
+            phase,
+        };
+        self.node_wait(m, what, stamp)?;
+        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        node.coll_read(root_slot, phase, posted, offset, dest)
+            .map_err(|e| broken(what, e))?;
+        self.node_done(seq);
+        Ok(())
+    }
+
+    /// Numbers the next collective, posts this rank's part and counts it among the
+    /// arrivals (ringing whoever waits for them); returns its number and phase.
+    fn node_post_arrive(&mut self, m: &NodeMembers, what: &str, post: &[u8]) -> Result<(u64, usize), Error> {
         let (seq, phase) = self.node_begin(m, what)?;
         let node = self.shm.node().ok_or_else(|| lost(what))?;
         node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
@@ -127,50 +196,31 @@ impl Runtime {
         } else {
             node.wake_sleepers();
         }
-        self.node_wait(m, what, Await::Arrivals(phase))?;
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
-        for (part, &slot) in dest.chunks_exact_mut(len.max(1)).zip(&m.slots) {
-            node.coll_read(slot, phase, post.len(), offset, &mut part[..len])
-                .map_err(|e| broken(what, e))?;
-        }
-        self.node_done(seq);
-        Ok(())
+        Ok((seq, phase))
     }
 
-    /// The root's `data` (communicator rank `root`) lands in every member's `data` (at
-    /// most [`NODE_COLL_DATA`] bytes).
-    pub fn node_bcast(
-        &mut self,
+    /// Copies bytes `offset..offset + len` of each member's post of `posted` bytes into
+    /// `dest`, member by member.
+    fn node_read_all(
+        &self,
         m: &NodeMembers,
-        me: usize,
-        root: usize,
-        data: &mut [u8],
+        what: &str,
+        phase: usize,
+        posted: usize,
+        (offset, len): (usize, usize),
+        dest: &mut [u8],
     ) -> Result<(), Error> {
-        let what = "a broadcast";
-        let Some(&root_slot) = m.slots.get(root) else {
+        if dest.len() < len * m.len() {
             return Err(Error::Setup(format!(
-                "{what}: no root {root} among {} members",
+                "{what}: no room for {} parts of {len} bytes",
                 m.len()
             )));
-        };
-        if me == root {
-            let (seq, phase) = self.node_begin(m, what)?;
-            let node = self.shm.node().ok_or_else(|| lost(what))?;
-            node.coll_post(phase, seq, data).map_err(|e| broken(what, e))?;
-            node.wake_sleepers();
-            self.node_done(seq);
-            return Ok(());
         }
-        let (seq, phase) = self.node_next();
-        let stamp = Await::Stamp {
-            slot: root_slot,
-            phase,
-        };
-        self.node_wait(m, what, stamp)?;
         let node = self.shm.node().ok_or_else(|| lost(what))?;
-        node.coll_read(root_slot, phase, data.len(), 0, data)
-            .map_err(|e| broken(what, e))?;
-        self.node_done(seq);
+        for (part, &slot) in dest.chunks_exact_mut(len.max(1)).zip(&m.slots) {
+            node.coll_read(slot, phase, posted, offset, &mut part[..len])
+                .map_err(|e| broken(what, e))?;
+        }
         Ok(())
     }
 
