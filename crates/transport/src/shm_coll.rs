@@ -10,15 +10,17 @@
 //! collectives are ordered alike too. Collective `s` uses buffer `s % COLL_PHASES` of
 //! each member (its phase):
 //!
-//! - **Post**: a member writes its bytes into its buffer, then the buffer's stamp (`s`,
-//!   release; on the bytes' first line): a reader that sees the stamp sees the bytes.
+//! - **Post**: a member writes its bytes (up to 24 into its slot of the phase, beside the
+//!   stamp; more into its buffer of the phase), then the slot's stamp (`s`, release): a
+//!   reader that sees the stamp sees the bytes. Every member posts the same length, so a
+//!   reader knows where to look.
 //! - **Arrived**: a collective that waits for every member (barrier, allreduce,
-//!   allgather, alltoall) waits until every member's stamp says `s`; on a node of
-//!   [`COLL_COUNT_FROM`] ranks or more each member counts its post in its phase's
-//!   counter instead (one line to watch, not one per member), and all posted once it
-//!   reaches members × such collectives of that phase up to `s`.
+//!   allgather, alltoall; the root of a gather or reduce) waits until every member's
+//!   stamp says `s`; on a node of [`COLL_COUNT_FROM`] ranks or more each member counts
+//!   its post in its phase's counter instead (one line to watch, not one per member),
+//!   and all posted once it reaches members × such collectives of that phase up to `s`.
 //! - **Done**: each member stamps its own "done" line with `s` once it read what it
-//!   needed (a root once it posted). A buffer is written again, for `s + COLL_PHASES`,
+//!   needed (a member that only posts, once it posted). A buffer is written again, for `s + COLL_PHASES`,
 //!   only once every member is done with `s`: a member may run that many collectives
 //!   ahead (a root broadcasting over and over waits for nobody), and nobody can post to
 //!   `s + COLL_PHASES` before all are done with `s`, which keeps the counters exact.
