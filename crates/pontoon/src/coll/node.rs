@@ -90,20 +90,18 @@ impl Comm<'_> {
             return Some(Err(short("scatter", "send", n * p)));
         }
         let mut rt = self.u.rt.borrow_mut();
-        let r = match recv {
-            Some(r) if me == root => {
+        let r = if me == root {
+            if let Some(r) = recv {
                 r[..n].copy_from_slice(&send[me * n..(me + 1) * n]);
-                rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
             }
-            None if me == root => {
-                rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
-            }
-            Some(r) => rt.node_from_root(&m, "a scatter", me, root, (&[], n * p), me * n, &mut r[..n]),
-            None => {
+            rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
+        } else {
+            let Some(r) = recv else {
                 return Some(Err(crate::Error::Arg(
                     "scatter: IN_PLACE is only for the root".into(),
-                )))
-            }
+                )));
+            };
+            rt.node_from_root(&m, "a scatter", me, root, (&[], n * p), me * n, &mut r[..n])
         };
         Some(r.map_err(Into::into))
     }

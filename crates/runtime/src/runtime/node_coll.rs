@@ -160,10 +160,10 @@ impl Runtime {
             )));
         };
         if me == root {
-            let (seq, phase) = self.node_begin(m, what)?;
-            let node = self.shm.node().ok_or_else(|| lost(what))?;
-            node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
-            node.wake_sleepers();
+            let (seq, _) = self.node_post(m, what, post)?;
+            if let Some(node) = self.shm.node() {
+                node.wake_sleepers();
+            }
             self.node_done(seq);
             return Ok(());
         }
@@ -180,21 +180,29 @@ impl Runtime {
         Ok(())
     }
 
-    /// Numbers the next collective, posts this rank's part and counts it among the
-    /// arrivals (ringing whoever waits for them); returns its number and phase.
-    fn node_post_arrive(&mut self, m: &NodeMembers, what: &str, post: &[u8]) -> Result<(u64, usize), Error> {
+    /// Numbers the next collective and posts this rank's part (once every member is
+    /// done with the buffer's last use); returns its number and phase.
+    fn node_post(&mut self, m: &NodeMembers, what: &str, post: &[u8]) -> Result<(u64, usize), Error> {
         let (seq, phase) = self.node_begin(m, what)?;
         let node = self.shm.node().ok_or_else(|| lost(what))?;
         node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
-        if m.counted() {
+        Ok((seq, phase))
+    }
+
+    /// Numbers the next collective, posts this rank's part and counts it among the
+    /// arrivals (ringing whoever waits for them); returns its number and phase.
+    fn node_post_arrive(&mut self, m: &NodeMembers, what: &str, post: &[u8]) -> Result<(u64, usize), Error> {
+        let (seq, phase) = self.node_post(m, what, post)?;
+        // On a node that counts arrivals: the count once everybody posted.
+        let everybody = m.counted().then(|| {
             self.shm.colls.synced[phase] += 1;
-            let all = m.len() as u64 * self.shm.colls.synced[phase];
-            let node = self.shm.node().ok_or_else(|| lost(what))?;
-            if node.coll_arrive(phase) == all {
-                node.wake_all();
-            }
-        } else {
-            node.wake_sleepers();
+            m.len() as u64 * self.shm.colls.synced[phase]
+        });
+        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        match everybody {
+            Some(all) if node.coll_arrive(phase) == all => node.wake_all(),
+            Some(_) => {}
+            None => node.wake_sleepers(),
         }
         Ok((seq, phase))
     }
