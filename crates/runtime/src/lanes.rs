@@ -65,6 +65,18 @@ pub struct Via {
     pub next: Option<SocketAddr>,
 }
 
+/// How a lane was set up, as its handshake or wire-up left it.
+pub(crate) struct LaneSetup {
+    pub route: Route,
+    /// This rank set the lane up (rather than accepted it).
+    pub initiated: bool,
+    pub via: Via,
+    /// The lane's name at both ends ([`Lane::tag`]).
+    pub tag: u64,
+    /// Set up as the pair's first lane ([`Lane::first`]).
+    pub first: bool,
+}
+
 pub(crate) struct Lane {
     pub peer: Rank,
     pub link: AnyLink<PayloadToken>,
@@ -76,6 +88,9 @@ pub(crate) struct Lane {
     pub acked: u64,
     /// Passes to go before this lane is read again (see `Runtime::progress`).
     pub rest: u8,
+    /// Set up as the pair's first lane, not as a further one on top of it (another NIC
+    /// pair, a WAN stream, raw Ethernet): a second first connection is a duplicate.
+    pub first: bool,
 }
 
 /// Every open lane, by identity, with an index by peer.
@@ -153,6 +168,16 @@ impl Lanes {
         !self.of_peer(peer).is_empty()
     }
 
+    /// Whether `peer` has a lane set up as the pair's first. A further lane the peer
+    /// opened on top of its first may come up here before that first lane does (its
+    /// handshake overtook the first's last frame, which TCP is sending again): that
+    /// first lane is then no duplicate, and the peer counts on it.
+    pub fn has_first_lane(&self, peer: Rank) -> bool {
+        self.of_peer(peer)
+            .iter()
+            .any(|&id| self.get(id).is_some_and(|l| l.first))
+    }
+
     /// Peers with at least one lane.
     pub fn peers_connected(&self) -> usize {
         self.by_peer.iter().filter(|l| !l.is_empty()).count()
@@ -181,5 +206,63 @@ impl Lanes {
         self.by_peer.iter_mut().for_each(Vec::clear);
         self.polled.clear();
         self.sockets.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use transport::tcp::{tcp_caps, tcp_link};
+
+    /// A lane to `peer` over a loopback connection, set up as the pair's first or not.
+    fn lane(id: u32, peer: Rank, first: bool) -> (Lane, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (other, remote) = listener.accept().unwrap();
+        let local = sock.local_addr().unwrap();
+        let link = tcp_link(sock, tcp_caps(65536)).unwrap();
+        let info = PathInfo {
+            lane: LaneId(id),
+            transport: Transport::Tcp,
+            route: Route::Ip {
+                local,
+                remote,
+                class: net::classify(remote.ip()),
+            },
+            initiated: true,
+            via: Via::default(),
+            sealed: false,
+        };
+        let lane = Lane {
+            peer,
+            link: AnyLink::Tcp(link),
+            info,
+            tag: u64::from(id),
+            acked: 0,
+            rest: 0,
+            first,
+        };
+        (lane, other)
+    }
+
+    #[test]
+    fn a_further_lane_that_came_up_first_leaves_room_for_the_first_lane() {
+        let mut lanes = Lanes::new(2);
+        // A WAN stream the peer opened on top of its first lane overtook that lane's last
+        // handshake frame (which TCP was sending again after a loss).
+        let (stream, _a) = lane(0, 1, false);
+        lanes.insert(stream);
+        assert!(lanes.connected(1));
+        assert!(
+            !lanes.has_first_lane(1),
+            "the first lane would be dropped as a duplicate"
+        );
+        let (first, _b) = lane(1, 1, true);
+        lanes.insert(first);
+        assert!(lanes.has_first_lane(1));
+        assert!(!lanes.has_first_lane(0));
+        lanes.remove(LaneId(1));
+        assert!(!lanes.has_first_lane(1));
     }
 }

@@ -17,7 +17,7 @@ use transport::{AnyLink, Link, Transport};
 use super::{nonce, Runtime};
 use crate::clock;
 use crate::config::Encrypt;
-use crate::lanes::{Lane, Lanes, PathInfo, Route, Via};
+use crate::lanes::{Lane, LaneSetup, Lanes, PathInfo, Route, Via};
 use crate::waiter::Waiter;
 use crate::wireup::{Incoming, Outgoing, Progress, Seal};
 use net::{EndpointCard, PathKind};
@@ -161,16 +161,8 @@ impl Runtime {
         tag: u64,
         sealed: Option<LaneKeys>,
     ) {
-        // A second first lane (both ends dialled at once) goes. A raw-Ethernet lane the
-        // peer opened on top of this one may have come up first here (its handshake
-        // overtook our last handshake frame): that is no first lane, and the peer counts
-        // on this one.
-        let first_lane_up = self.lanes.of_peer(peer).iter().any(|&l| {
-            self.lanes
-                .get(l)
-                .is_some_and(|l| l.info.transport != Transport::Eth)
-        });
-        if !extra_lane && first_lane_up {
+        // A second first lane (both ends dialled at once) goes.
+        if !extra_lane && self.lanes.has_first_lane(peer) {
             tracing::debug!(peer, "dropping a second connection to a peer already connected");
             return;
         }
@@ -212,7 +204,14 @@ impl Runtime {
             remote,
             class: net::classify(remote.ip()),
         };
-        if !self.add_lane(peer, link, route, initiated, via, tag) {
+        let setup = LaneSetup {
+            route,
+            initiated,
+            via,
+            tag,
+            first: !extra_lane,
+        };
+        if !self.add_lane(peer, link, setup) {
             return;
         }
         if via.kind == PathKind::Punched {
@@ -235,15 +234,7 @@ impl Runtime {
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether
     /// the lane was taken.
-    pub(super) fn add_lane(
-        &mut self,
-        peer: Rank,
-        link: AnyLink<PayloadToken>,
-        route: Route,
-        initiated: bool,
-        via: Via,
-        tag: u64,
-    ) -> bool {
+    pub(super) fn add_lane(&mut self, peer: Rank, link: AnyLink<PayloadToken>, setup: LaneSetup) -> bool {
         let first = !self.lanes.connected(peer);
         let Some(lane) = self.ep.handle_lane_up(peer, link.caps()) else {
             return false; // the peer failed meanwhile
@@ -272,18 +263,19 @@ impl Runtime {
         let info = PathInfo {
             lane,
             transport: link.transport(),
-            route,
-            initiated,
-            via,
+            route: setup.route,
+            initiated: setup.initiated,
+            via: setup.via,
             sealed: link.sealed(),
         };
         self.lanes.insert(Lane {
             peer,
             link,
             info,
-            tag,
+            tag: setup.tag,
             acked: 0,
             rest: 0,
+            first: setup.first,
         });
         self.keep_for_replay(peer);
         if first {

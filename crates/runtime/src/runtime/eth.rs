@@ -9,7 +9,7 @@ use transport::{AnyLink, Transport};
 
 use super::Runtime;
 use crate::eth_wireup::{EthProgress, EthWireup};
-use crate::lanes::{Route, Via};
+use crate::lanes::{LaneSetup, Route, Via};
 use net::PathKind;
 
 impl Runtime {
@@ -105,7 +105,16 @@ impl Runtime {
                     };
                     let caps = eth_caps(self.cfg.eager_limit, pipe.one_datagram());
                     let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, caps));
-                    self.add_lane(peer, link, route, initiated, Via::default(), lane_tag);
+                    let setup = LaneSetup {
+                        route,
+                        initiated,
+                        via: Via::default(),
+                        tag: lane_tag,
+                        // Not counted as a first lane even when it is one: a TCP first
+                        // lane that comes up beside it is kept.
+                        first: false,
+                    };
+                    self.add_lane(peer, link, setup);
                 }
                 EthProgress::Failed {
                     peer,

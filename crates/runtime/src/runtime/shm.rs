@@ -18,7 +18,7 @@ use transport::{AnyLink, Link, LinkError, Transport};
 use super::node_coll::NodeColls;
 use super::{nonce, Runtime};
 use crate::config::Config;
-use crate::lanes::{Route, Via};
+use crate::lanes::{LaneSetup, Route, Via};
 use crate::shm_wireup::{AdmitProgress, JoinProgress, ShmAdmit, ShmJoin};
 use crate::waiter::Waiter;
 
@@ -356,7 +356,14 @@ impl Runtime {
                 let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
                 let signalled = link.signalled();
                 // A node-local lane breaks only with its process: it needs no name for a replay.
-                let added = self.add_lane(peer, AnyLink::Shm(link), Route::Node, announce, Via::default(), 0);
+                let setup = LaneSetup {
+                    route: Route::Node,
+                    initiated: announce,
+                    via: Via::default(),
+                    tag: 0,
+                    first: true,
+                };
+                let added = self.add_lane(peer, AnyLink::Shm(link), setup);
                 if let (true, true, Some(&lane)) = (added, signalled, self.lanes.of_peer(peer).last()) {
                     if self.shm.lane_at.len() <= index {
                         self.shm.lane_at.resize(index + 1, None);
