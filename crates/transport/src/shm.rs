@@ -19,17 +19,21 @@
 //! line, slots and buffers per rank); then an area per pair of ranks: the rings' heads
 //! and the two rings.
 //!
-//! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the box of its direction when
-//! that is empty, otherwise into the ring. The box is one line that also carries the
-//! ring's tail, so a receiver polls one line per peer, all of them on a few pages of its
-//! own. Each rank allocates the pages of the boxes to it when it maps the segment: with
+//! Boxes: a write of up to [`BOX_PAYLOAD`] bytes goes into the next box of its direction
+//! when that is free, otherwise into the ring. A direction has a few boxes used in turn,
+//! each a line; the producer fills one and stamps it with its number, the consumer
+//! expects the next number and counts the boxes it emptied on a line of its own, which
+//! the producer reads only when it has filled them all. So a small message moves one
+//! line, once: a single box that the consumer emptied by a write had the producer fetch
+//! the line back before filling it, twice the traffic. A receiver polls the next box and
+//! the control line (the ring's tail) per peer, all on a few pages of its own. Each rank allocates the pages of the boxes to it when it maps the segment: with
 //! 256 ranks, each opening a lane to every other, the rings' sparse pages cost four page
 //! faults and two fresh pages per pair, most of the time of a first alltoall; boxes on
 //! pages already there are mapped sixteen at a time. (The leader allocated all of them
 //! once, a serial n² that held up every join: 3.5 ms at 256 ranks.) A full box says
 //! where it sits in the stream (the ring's tail when it was filled): the consumer reads
-//! the ring up to there, then the box. It reads the tail before it looks at the box, so a
-//! box it does not see yet lies beyond the tail it read.
+//! the ring up to there, then the box. It reads the tail before it looks at the next box,
+//! so a box it does not see yet lies beyond the tail it read.
 //!
 //! Written bits: on a node of [`SIGNAL_FROM`] ranks or more, a producer also sets its bit
 //! in the consumer's bitmap of writers after each write, and the consumer reads only the
@@ -80,7 +84,7 @@ use crate::stream::StreamLink;
 use crate::Caps;
 
 /// Identifies a pontoon node segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM6");
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM7");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
@@ -88,17 +92,23 @@ const PAGE: usize = 4096;
 /// A pair's ring counters: each ring's head (the consumer's) on a line of its own; the
 /// tails are in the boxes.
 const PAIR_COUNTERS: usize = 2 * LINE;
-/// A box: its fill (u32, 0: empty; the producer fills it, the consumer empties it),
-/// "the producer waits for room" (u32), the ring's tail (u64), the ring position the
-/// box's bytes come before (u64), then the bytes of one small frame (a MATCH header and
-/// up to 72 bytes of message).
-const BOX: usize = LINE;
-const BOX_FILL: usize = 0;
-const BOX_WAITS: usize = 4;
-const BOX_TAIL: usize = 8;
-const BOX_AT: usize = 16;
-const BOX_DATA: usize = 24;
-pub const BOX_PAYLOAD: usize = BOX - BOX_DATA;
+/// Boxes of one direction: a control line, then [`BOX_SLOTS`] boxes of a line each.
+/// The control line holds the ring's tail (u64, the producer's), how many boxes the
+/// consumer has emptied (u32) and "the producer waits for room" (u32). A box holds its
+/// number in the direction's sequence plus one (u32; the consumer expects the next
+/// number, so it never writes a box), its fill (u32), the ring position its bytes come
+/// before (u64), then the bytes of one small frame (a MATCH header and up to 80 bytes of
+/// message).
+const BOX_SLOTS: usize = 4;
+const BOX: usize = (1 + BOX_SLOTS) * LINE;
+const CTL_TAIL: usize = 0;
+const CTL_EMPTIED: usize = 8;
+const CTL_WAITS: usize = 12;
+const BOX_SEQ: usize = 0;
+const BOX_FILL: usize = 4;
+const BOX_AT: usize = 8;
+const BOX_DATA: usize = 16;
+pub const BOX_PAYLOAD: usize = LINE - BOX_DATA;
 /// Smallest and largest ring the runtime may ask for (bytes, each a power of two).
 pub const MIN_RING: usize = 16 << 10;
 pub const MAX_RING: usize = 64 << 20;
@@ -346,8 +356,8 @@ impl Layout {
         (self.ranks * self.ranks * BOX).next_multiple_of(PAGE)
     }
 
-    /// The box carrying `from`'s small frames to `to`: the boxes to one rank lie side
-    /// by side, so a receiver polls a few pages of its own.
+    /// The boxes (and their control line) carrying `from`'s small frames to `to`: the
+    /// boxes to one rank lie side by side, so a receiver polls a few pages of its own.
     fn box_at(&self, from: usize, to: usize) -> usize {
         self.boxes_at() + (to * self.ranks + from) * BOX
     }
@@ -652,6 +662,8 @@ impl ShmNode {
             at,
             pos: 0,
             seen: 0,
+            boxes: 0,
+            boxes_seen: 0,
             boxed: 0,
             waiting: None,
         };
@@ -726,9 +738,12 @@ impl ShmNode {
     /// slot then; the caller keeps what it has handled). One load when none are.
     pub fn take_gone(&self) -> Vec<usize> {
         let count = self.seg.u64_at(HEADER_GONE).load(Ordering::Acquire);
-        if self.gone_seen.swap(count, Ordering::Relaxed) == count {
+        // A load, not a swap: this runs on every progress pass, and a swap is a locked
+        // instruction (a full fence on x86).
+        if self.gone_seen.load(Ordering::Relaxed) == count {
             return Vec::new();
         }
+        self.gone_seen.store(count, Ordering::Relaxed);
         (0..self.layout.ranks)
             .filter(|&i| i != self.me && self.gone(i))
             .collect()

@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use rustix::net::SocketAddrUnix;
 
-use super::{wake, Segment, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_TAIL, BOX_WAITS};
+use super::{
+    wake, Segment, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_SEQ, BOX_SLOTS, CTL_EMPTIED, CTL_TAIL,
+    CTL_WAITS, LINE,
+};
 use crate::stream::Pipe;
 use crate::LinkError;
 
-/// Offsets of one direction: its box (holding the ring's tail), the ring's head (the
-/// consumer's) and the ring's data.
+/// Offsets of one direction: its boxes (after their control line, which holds the
+/// ring's tail), the ring's head (the consumer's) and the ring's data.
 #[derive(Clone, Copy)]
 pub(super) struct WayAt {
     pub(super) boxed: usize,
@@ -29,6 +32,10 @@ pub(super) struct Side {
     pub(super) pos: u64,
     /// The last value seen of the other side's counter.
     pub(super) seen: u64,
+    /// Boxes filled (producer) or emptied (consumer) so far.
+    pub(super) boxes: u32,
+    /// Producer: the consumer's count of emptied boxes, as last read.
+    pub(super) boxes_seen: u32,
     /// Consumer: bytes of the full box already read.
     pub(super) boxed: usize,
     /// Producer: blocked on a full box and ring with a write of this many bytes, it
@@ -88,9 +95,10 @@ impl ShmPipe {
         }
     }
 
-    /// Copies the slices of `iov` (at most [`BOX_PAYLOAD`] bytes in all) into our box.
-    fn put_boxed(&self, iov: &[IoSlice<'_>]) {
-        let mut at = self.tx.at.boxed + BOX_DATA;
+    /// Copies the slices of `iov` (at most [`BOX_PAYLOAD`] bytes in all) into our box
+    /// at `slot`.
+    fn put_boxed(&self, slot: usize, iov: &[IoSlice<'_>]) {
+        let mut at = slot + BOX_DATA;
         for s in iov {
             // SAFETY: inside our box's data (the caller checked the total length); the
             // consumer does not read the box before its fill is published, nor do we
@@ -103,12 +111,13 @@ impl ShmPipe {
         }
     }
 
-    /// Copies `dst.len()` bytes out of the peer's box, from byte `from` of its data.
-    fn get_boxed(&self, from: usize, dst: &mut [u8]) {
+    /// Copies `dst.len()` bytes out of the peer's box at `slot`, from byte `from` of its
+    /// data.
+    fn get_boxed(&self, slot: usize, from: usize, dst: &mut [u8]) {
         // SAFETY: `from + dst.len()` is at most the box's fill, checked to be at most
         // BOX_PAYLOAD; the producer does not write the box again before we empty it.
         unsafe {
-            let src = self.seg.base.as_ptr().add(self.rx.at.boxed + BOX_DATA + from);
+            let src = self.seg.base.as_ptr().add(slot + BOX_DATA + from);
             std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
         }
     }
@@ -130,18 +139,35 @@ impl ShmPipe {
         Ok(fill)
     }
 
-    /// Writes what fits: a small write whole into the box if it is empty, otherwise as
-    /// much as the ring takes.
+    /// Whether a box is free for the producer, the consumer's count read again only
+    /// when every box was filled since it was last read.
+    fn box_free(&mut self) -> bool {
+        if self.tx.boxes.wrapping_sub(self.tx.boxes_seen) as usize >= BOX_SLOTS {
+            self.tx.boxes_seen = self
+                .seg
+                .u32_at(self.tx.at.boxed + CTL_EMPTIED)
+                .load(Ordering::Acquire);
+        }
+        // A count ahead of ours (a corrupted one) makes a large difference: no box.
+        (self.tx.boxes.wrapping_sub(self.tx.boxes_seen) as usize) < BOX_SLOTS
+    }
+
+    /// Writes what fits: a small write whole into the next box if it is free, otherwise
+    /// as much as the ring takes.
     fn try_write(&mut self, iov: &[IoSlice<'_>], want: usize) -> Result<usize, LinkError> {
-        let boxed = self.tx.at.boxed;
-        if want <= BOX_PAYLOAD && self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) == 0 {
+        if want <= BOX_PAYLOAD && self.box_free() {
+            let slot = box_slot(self.tx.at.boxed, self.tx.boxes);
             self.seg
-                .u64_at(boxed + BOX_AT)
+                .u64_at(slot + BOX_AT)
                 .store(self.tx.pos, Ordering::Relaxed);
-            self.put_boxed(iov);
             self.seg
-                .u32_at(boxed + BOX_FILL)
-                .store(want as u32, Ordering::Release);
+                .u32_at(slot + BOX_FILL)
+                .store(want as u32, Ordering::Relaxed);
+            self.put_boxed(slot, iov);
+            self.tx.boxes = self.tx.boxes.wrapping_add(1);
+            self.seg
+                .u32_at(slot + BOX_SEQ)
+                .store(self.tx.boxes, Ordering::Release);
             return Ok(want);
         }
         let cap = self.ring as u64;
@@ -162,7 +188,7 @@ impl ShmPipe {
         if written > 0 {
             self.tx.pos += written;
             self.seg
-                .u64_at(boxed + BOX_TAIL)
+                .u64_at(self.tx.at.boxed + CTL_TAIL)
                 .store(self.tx.pos, Ordering::Release);
         }
         Ok(written as usize)
@@ -174,19 +200,14 @@ impl ShmPipe {
 
     /// Whether the write we wait with (`want` bytes) would take something now.
     fn room(&mut self, want: usize) -> bool {
-        let box_empty = self
-            .seg
-            .u32_at(self.tx.at.boxed + BOX_FILL)
-            .load(Ordering::SeqCst)
-            == 0;
-        (box_empty && want <= BOX_PAYLOAD) || self.tx_fill().is_ok_and(|f| f < self.ring as u64)
+        (want <= BOX_PAYLOAD && self.box_free()) || self.tx_fill().is_ok_and(|f| f < self.ring as u64)
     }
 
-    /// After emptying the box or moving the head: rings the producer if it waits for
+    /// After emptying a box or moving the head: rings the producer if it waits for
     /// room. (It says so, then looks again; we make room, then look: with sequentially
     /// consistent accesses on both sides, one of us sees the other.)
     fn room_made(&self) {
-        let waits = self.seg.u32_at(self.rx.at.boxed + BOX_WAITS);
+        let waits = self.seg.u32_at(self.rx.at.boxed + CTL_WAITS);
         if waits.load(Ordering::SeqCst) != 0 && waits.swap(0, Ordering::SeqCst) != 0 {
             // On a signalled node the producer reads the lane when its bit says so.
             if let Some((word, bit)) = self.written {
@@ -196,39 +217,53 @@ impl ShmPipe {
         }
     }
 
-    /// The peer's box, if full: its length and the ring position it comes before.
-    fn peek_box(&self) -> Result<Option<(usize, u64)>, LinkError> {
-        let boxed = self.rx.at.boxed;
-        let len = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::Acquire) as usize;
-        if len == 0 {
+    /// The peer's next box, if it filled it: where it lies, its length and the ring
+    /// position it comes before.
+    fn peek_box(&self) -> Result<Option<(usize, usize, u64)>, LinkError> {
+        let slot = box_slot(self.rx.at.boxed, self.rx.boxes);
+        let next = self.rx.boxes.wrapping_add(1);
+        if self.seg.u32_at(slot + BOX_SEQ).load(Ordering::Acquire) != next {
             return Ok(None);
         }
-        let at = self.seg.u64_at(boxed + BOX_AT).load(Ordering::Relaxed);
-        if len > BOX_PAYLOAD || self.rx.boxed >= len || at.wrapping_sub(self.rx.pos) > self.ring as u64 {
+        let len = self.seg.u32_at(slot + BOX_FILL).load(Ordering::Relaxed) as usize;
+        let at = self.seg.u64_at(slot + BOX_AT).load(Ordering::Relaxed);
+        if len == 0
+            || len > BOX_PAYLOAD
+            || self.rx.boxed >= len
+            || at.wrapping_sub(self.rx.pos) > self.ring as u64
+        {
             return Err(LinkError::Protocol(format!(
-                "shared-memory box of {len} bytes at ring position {at} (at most \
-                 {BOX_PAYLOAD} bytes, from position {}; the peer corrupted the segment)",
+                "shared-memory box of {len} bytes at ring position {at} (1 to {BOX_PAYLOAD} \
+                 bytes, from position {}; the peer corrupted the segment)",
                 self.rx.pos
             )));
         }
-        Ok(Some((len, at)))
+        Ok(Some((slot, len, at)))
     }
 
-    /// Copies out of the peer's full box of `len` bytes into `dst`; empties it once
-    /// all is read (then returns `true` as well).
-    fn read_box(&mut self, len: usize, dst: &mut [u8]) -> (usize, bool) {
+    /// Copies out of the peer's full box at `slot` of `len` bytes into `dst`; empties
+    /// it once all is read (then returns `true` as well).
+    fn read_box(&mut self, slot: usize, len: usize, dst: &mut [u8]) -> (usize, bool) {
         let n = (len - self.rx.boxed).min(dst.len());
-        self.get_boxed(self.rx.boxed, &mut dst[..n]);
+        self.get_boxed(slot, self.rx.boxed, &mut dst[..n]);
         self.rx.boxed += n;
         if self.rx.boxed < len {
             return (n, false);
         }
         self.rx.boxed = 0;
+        self.rx.boxes = self.rx.boxes.wrapping_add(1);
+        // Sequentially consistent: `room_made` reads "the producer waits" next.
         self.seg
-            .u32_at(self.rx.at.boxed + BOX_FILL)
-            .store(0, Ordering::SeqCst);
+            .u32_at(self.rx.at.boxed + CTL_EMPTIED)
+            .store(self.rx.boxes, Ordering::SeqCst);
         (n, true)
     }
+}
+
+/// Where box number `n` (counted from 0) of the direction whose boxes start at `boxes`
+/// lies.
+pub(super) fn box_slot(boxes: usize, n: u32) -> usize {
+    boxes + LINE * (1 + n as usize % BOX_SLOTS)
 }
 
 impl Pipe for ShmPipe {
@@ -241,7 +276,7 @@ impl Pipe for ShmPipe {
         if written == 0 {
             // Ask the consumer to ring when it makes room, then look once more.
             self.seg
-                .u32_at(self.tx.at.boxed + BOX_WAITS)
+                .u32_at(self.tx.at.boxed + CTL_WAITS)
                 .store(1, Ordering::SeqCst);
             self.tx.waiting = Some(want);
             written = self.try_write(iov, want)?;
@@ -270,7 +305,7 @@ impl Pipe for ShmPipe {
         if self.rx.seen == self.rx.pos {
             self.rx.seen = self
                 .seg
-                .u64_at(self.rx.at.boxed + BOX_TAIL)
+                .u64_at(self.rx.at.boxed + CTL_TAIL)
                 .load(Ordering::Acquire);
             let fill = self.rx.seen.wrapping_sub(self.rx.pos);
             if fill > cap {
@@ -278,7 +313,7 @@ impl Pipe for ShmPipe {
             }
         }
         let boxed = self.peek_box()?;
-        let before_box = boxed.map_or(u64::MAX, |(_, at)| at - self.rx.pos);
+        let before_box = boxed.map_or(u64::MAX, |(_, _, at)| at - self.rx.pos);
         let n = (self.rx.seen - self.rx.pos).min(before_box).min(dst.len() as u64) as usize;
         if n > 0 {
             self.get(self.rx.at.data, self.rx.pos, &mut dst[..n]);
@@ -288,9 +323,9 @@ impl Pipe for ShmPipe {
                 .store(self.rx.pos, Ordering::SeqCst);
         }
         let (mut taken, mut emptied) = (n, n > 0);
-        if let Some((len, at)) = boxed {
+        if let Some((slot, len, at)) = boxed {
             if at == self.rx.pos && taken < dst.len() {
-                let (m, box_emptied) = self.read_box(len, &mut dst[taken..]);
+                let (m, box_emptied) = self.read_box(slot, len, &mut dst[taken..]);
                 taken += m;
                 emptied |= box_emptied;
             }
@@ -318,8 +353,13 @@ impl Pipe for ShmPipe {
     /// already wait in its box or ring, or room it waits for is there.
     fn arm_wakeup(&mut self) -> bool {
         let boxed = self.rx.at.boxed;
-        let waiting_bytes = self.seg.u32_at(boxed + BOX_FILL).load(Ordering::SeqCst) != 0
-            || self.seg.u64_at(boxed + BOX_TAIL).load(Ordering::SeqCst) != self.rx.pos;
+        let next = self.rx.boxes.wrapping_add(1);
+        let waiting_bytes = self
+            .seg
+            .u32_at(box_slot(boxed, self.rx.boxes) + BOX_SEQ)
+            .load(Ordering::SeqCst)
+            == next
+            || self.seg.u64_at(boxed + CTL_TAIL).load(Ordering::SeqCst) != self.rx.pos;
         !waiting_bytes && !self.tx.waiting.is_some_and(|want| self.room(want))
     }
 }

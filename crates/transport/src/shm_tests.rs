@@ -1,5 +1,6 @@
 //! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and gone ranks.
 
+use super::pipe::box_slot;
 use super::*;
 use crate::stream::Pipe;
 use crate::{Buffer, Link, LinkError, Placement, Sink};
@@ -136,6 +137,41 @@ fn bytes_wrap_around_the_ring_in_order() {
 }
 
 #[test]
+fn small_writes_fill_the_boxes_in_turn_and_the_consumer_never_writes_one() {
+    let (mut a, mut b) = pair(MIN_RING);
+    let frame = |i: u8| [i; 8];
+    for i in 0..BOX_SLOTS as u8 {
+        assert_eq!(a.write(&[IoSlice::new(&frame(i))]).unwrap(), 8);
+    }
+    assert_eq!(a.tx.pos, 0, "every box taken before the ring");
+    assert_eq!(a.write(&[IoSlice::new(&frame(9))]).unwrap(), 8);
+    assert_eq!(a.tx.pos, 8, "boxes full: the ring");
+    let mut out = [0u8; 8];
+    for i in 0..BOX_SLOTS as u8 {
+        assert_eq!(b.read(&mut out).unwrap(), Some(8));
+        assert_eq!(out, frame(i));
+    }
+    assert_eq!(b.read(&mut out).unwrap(), Some(8));
+    assert_eq!(out, frame(9));
+    assert_eq!(b.read(&mut out).unwrap(), None);
+    // The consumer counted its boxes on its line; the boxes themselves are as the
+    // producer left them (stamped 1..=BOX_SLOTS), so the producer's lines stay its own.
+    for n in 0..BOX_SLOTS as u32 {
+        let slot = box_slot(a.tx.at.boxed, n);
+        assert_eq!(a.seg.u32_at(slot + BOX_SEQ).load(Ordering::Relaxed), n + 1);
+    }
+    // The producer reads that count only once it has filled every box since its last look.
+    for i in 0..BOX_SLOTS as u8 - 1 {
+        assert_eq!(a.write(&[IoSlice::new(&frame(i))]).unwrap(), 8);
+        assert_eq!(
+            a.tx.boxes_seen, BOX_SLOTS as u32,
+            "read once, when the boxes were full"
+        );
+    }
+    assert_eq!(a.tx.pos, 8, "in boxes again");
+}
+
+#[test]
 fn box_and_ring_keep_the_stream_in_order_whatever_the_sizes() {
     let (mut a, mut b) = pair(MIN_RING);
     // A fixed pseudo-random mix: writes small enough for the box and too big for it,
@@ -225,17 +261,20 @@ fn a_producer_and_a_consumer_running_at_once_keep_the_stream_in_order() {
 fn a_producer_blocked_on_a_full_box_and_ring_is_rung_when_room_is_made() {
     let (na, nb) = node_of_two(MIN_RING);
     let (mut a, mut b) = (na.pipe(1).unwrap(), nb.pipe(0).unwrap());
-    assert_eq!(a.write(&[IoSlice::new(b"small")]).unwrap(), 5, "into the box");
+    assert_eq!(a.write(&[IoSlice::new(b"small")]).unwrap(), 5, "into a box");
+    for _ in 1..BOX_SLOTS {
+        assert_eq!(a.write(&[IoSlice::new(b"-")]).unwrap(), 1, "into the next box");
+    }
     let big = vec![1u8; MIN_RING];
     assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), MIN_RING, "into the ring");
     assert_eq!(
         a.write(&[IoSlice::new(b"x")]).unwrap(),
         0,
-        "box and ring are full"
+        "boxes and ring are full"
     );
     assert!(na.arm() && a.arm_wakeup(), "no room yet: the producer may sleep");
     let mut out = [0u8; 3];
-    assert_eq!(b.read(&mut out).unwrap(), Some(3), "the box first, in part");
+    assert_eq!(b.read(&mut out).unwrap(), Some(3), "the first box first, in part");
     assert_eq!(&out, b"sma");
     assert!(!readable(na.bell().fd(), 0), "the box is not empty yet");
     assert_eq!(b.read(&mut out[..2]).unwrap(), Some(2));
@@ -244,7 +283,13 @@ fn a_producer_blocked_on_a_full_box_and_ring_is_rung_when_room_is_made() {
         "emptying the box rang the producer"
     );
     na.bell().drain();
-    assert_eq!(a.write(&[IoSlice::new(b"x")]).unwrap(), 1, "into the box again");
+    for _ in 1..BOX_SLOTS {
+        assert_eq!(b.read(&mut out).unwrap(), Some(1));
+        assert_eq!(out[0], b'-');
+    }
+    for _ in 0..BOX_SLOTS {
+        assert_eq!(a.write(&[IoSlice::new(b"x")]).unwrap(), 1, "into the boxes again");
+    }
     assert_eq!(a.write(&[IoSlice::new(b"y")]).unwrap(), 0);
     assert!(na.arm() && a.arm_wakeup());
     let mut out = [0u8; 100];
@@ -437,17 +482,17 @@ fn a_corrupted_counter_is_a_protocol_error_not_a_wild_read() {
     let (a, mut b) = pair(MIN_RING);
     // The peer claims more bytes than the ring holds.
     a.seg
-        .u64_at(a.tx.at.boxed + BOX_TAIL)
+        .u64_at(a.tx.at.boxed + CTL_TAIL)
         .store(u64::MAX / 2, Ordering::Release);
     let mut out = [0u8; 64];
     assert!(matches!(b.read(&mut out), Err(LinkError::Protocol(_))));
-    // Or a box fuller than a box, or placed before what was read.
-    for (fill, at) in [(BOX_PAYLOAD as u32 + 1, 0), (1, u64::MAX)] {
+    // Or a box fuller than a box, or empty, or placed before what was read.
+    for (fill, at) in [(BOX_PAYLOAD as u32 + 1, 0), (0, 0), (1, u64::MAX)] {
         let (a, mut b) = pair(MIN_RING);
-        a.seg.u64_at(a.tx.at.boxed + BOX_AT).store(at, Ordering::Relaxed);
-        a.seg
-            .u32_at(a.tx.at.boxed + BOX_FILL)
-            .store(fill, Ordering::Release);
+        let slot = box_slot(a.tx.at.boxed, 0);
+        a.seg.u64_at(slot + BOX_AT).store(at, Ordering::Relaxed);
+        a.seg.u32_at(slot + BOX_FILL).store(fill, Ordering::Relaxed);
+        a.seg.u32_at(slot + BOX_SEQ).store(1, Ordering::Release);
         assert!(matches!(b.read(&mut out), Err(LinkError::Protocol(_))));
     }
 }
