@@ -249,9 +249,10 @@ impl Resend {
 }
 
 /// The time limit of one handshake this rank answers or joins, as data: an accepted
-/// connection's, or a join to the node's shared memory (either end). Until it passes, the
+/// connection's, a join to the node's shared memory (either end), the wait for the node's
+/// members to join, or an exchange with the launcher's coordinator. Until it passes, the
 /// handshake's socket wakes the rank; [`Deadline::at`] is when the rank must wake up
-/// without it.
+/// without it, [`Deadline::remaining`] how long a blocking call may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
     at: Nanos,
@@ -275,6 +276,12 @@ impl Deadline {
     /// When it passes (just after this).
     pub fn at(&self) -> Nanos {
         self.at
+    }
+
+    /// How long is left at `now`; `None` once nothing is (a blocking call given no
+    /// time would wait for ever).
+    pub fn remaining(&self, now: Nanos) -> Option<Nanos> {
+        Some(self.at.saturating_sub(now)).filter(|&left| left > 0)
     }
 
     /// The limit it was given, in milliseconds (for the report of a failure).
@@ -414,6 +421,10 @@ mod tests {
         assert!(!d.passed(1005 * MS), "a handshake ending at its limit is in time");
         assert!(d.passed(1005 * MS + 1));
         assert_eq!(d.limit_ms(), 1000);
+        assert_eq!(d.remaining(5 * MS), Some(1000 * MS));
+        assert_eq!(d.remaining(1004 * MS), Some(MS));
+        assert_eq!(d.remaining(1005 * MS), None, "no zero timeout: it would block");
+        assert_eq!(d.remaining(2000 * MS), None);
         assert_eq!(
             Deadline::after(Nanos::MAX - 1, MS).at(),
             Nanos::MAX,

@@ -7,15 +7,17 @@
 //! ([`ControlClient::fence`], [`ControlClient::finalize`]) queue every other event
 //! that arrives meanwhile, so `poll_event` later returns it in order.
 
+use crate::clock;
 use crate::jobenv::JobEnv;
 use net::{AddrClass, ConnEntry};
 use proto::control::{self as ctl, Decoder, FromCoordinator, ToCoordinator};
+use proto::dial::Deadline;
 use rustix::event::{PollFd, PollFlags};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long [`ControlClient::abort`] waits for the coordinator to take note.
 const ABORT_WAIT: Duration = Duration::from_secs(2);
@@ -102,7 +104,7 @@ type Authenticated = (TcpStream, Decoder, SocketAddr);
 
 /// Connects to `addr` and authenticates.
 fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<Authenticated, String> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Deadline::after(clock::now(), clock::nanos(timeout));
     let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| describe(&e, timeout))?;
     authenticate(env, s, deadline, timeout)
 }
@@ -111,7 +113,7 @@ fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<Authenti
 /// [`transport::relay::COORDINATOR`]) and authenticates: for ranks with no way out but
 /// their site's relay.
 fn attempt_via_relay(env: &JobEnv, relay: SocketAddr, timeout: Duration) -> Result<Authenticated, String> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Deadline::after(clock::now(), clock::nanos(timeout));
     let s = transport::relay::dial(relay, None, &env.secret, transport::relay::COORDINATOR, timeout)
         .map_err(|e| format!("through this relay: {e}"))?;
     authenticate(env, s, deadline, timeout)
@@ -121,13 +123,13 @@ fn attempt_via_relay(env: &JobEnv, relay: SocketAddr, timeout: Duration) -> Resu
 fn authenticate(
     env: &JobEnv,
     mut s: TcpStream,
-    deadline: Instant,
+    deadline: Deadline,
     timeout: Duration,
 ) -> Result<Authenticated, String> {
     let remaining = || {
         deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
+            .remaining(clock::now())
+            .map(clock::duration)
             .ok_or_else(|| format!("no answer within {timeout:?}"))
     };
     let _ = s.set_nodelay(true);
@@ -403,12 +405,12 @@ impl ControlClient {
             message: message.to_string(),
         })?;
         let _ = self.stream.shutdown(Shutdown::Write);
-        let deadline = Instant::now() + ABORT_WAIT;
+        let deadline = Deadline::after(clock::now(), clock::nanos(ABORT_WAIT));
         while !self.eof {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            let Some(left) = deadline.remaining(clock::now()) else {
                 break;
             };
-            self.wait(PollFlags::IN, Some(left))?;
+            self.wait(PollFlags::IN, Some(clock::duration(left)))?;
             self.read_available()
                 .map_err(|e| io::Error::other(e.to_string()))?;
             // Drain what arrived so the coordinator's Shutdown is not waited for again.
@@ -520,6 +522,7 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
     use std::thread;
+    use std::time::Instant;
 
     fn env(ports: &[u16], secret: [u8; 32]) -> JobEnv {
         JobEnv {

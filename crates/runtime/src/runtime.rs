@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use proto::dial::Deadline;
 use proto::handshake::Identity;
 use proto::wire::data::DataRepr;
 use proto::{
@@ -457,8 +458,8 @@ impl Runtime {
     /// Progresses until this rank's connection attempts and hole punches are over, or
     /// `limit` passes (further lanes are set up in the background meanwhile).
     pub fn settle_wireup(&mut self, limit: Duration) {
-        let end = Instant::now() + limit;
-        while (self.setting_up_lanes() || self.punching.busy()) && Instant::now() < end {
+        let deadline = Deadline::after(clock::now(), clock::nanos(limit));
+        while (self.setting_up_lanes() || self.punching.busy()) && !deadline.passed(clock::now()) {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }

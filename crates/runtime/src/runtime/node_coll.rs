@@ -4,14 +4,16 @@
 //! (a member may need this rank's point-to-point before it gets to the collective) and
 //! sleeps like any blocking call; a member whose process ended fails the collective.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::sleep::Idle;
 
+use proto::dial::Deadline;
 use proto::{Failure, Rank};
 use transport::shm::{COLL_COUNT_FROM, COLL_PHASES};
 
 use super::{Error, Runtime};
+use crate::clock;
 
 pub use transport::shm::COLL_DATA as NODE_COLL_DATA;
 
@@ -75,14 +77,14 @@ impl Runtime {
             .map(|&r| self.shm.index(r))
             .collect::<Option<Vec<usize>>>()?;
         // A rank still joining waits for its join (which has its own deadline).
-        let give_up = Instant::now() + 2 * self.cfg.connect_timeout;
+        let give_up = Deadline::after(clock::now(), clock::nanos(2 * self.cfg.connect_timeout));
         loop {
             if !self.shm.joining() {
                 let verdict = self.shm.node()?.collectives_verdict();
                 if let Some(serves) = verdict {
                     return serves.then_some(NodeMembers { slots });
                 }
-                if Instant::now() >= give_up {
+                if give_up.passed(clock::now()) {
                     // The leader may be gone: settle it here rather than wait on.
                     let node = self.shm.node()?;
                     let serves = node.decide_collectives(false);

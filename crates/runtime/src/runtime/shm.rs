@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proto::dial::Deadline;
 use proto::{LaneId, Nanos, Rank};
@@ -274,7 +274,7 @@ impl Runtime {
     /// their first collective (at 256 ranks, 5 % sooner to its end). The leader sleeps
     /// until a join's socket or the last to enter rings it (`ShmNode::enter`).
     pub(super) fn settle_shm(&mut self, limit: Duration) {
-        let end = Instant::now() + limit;
+        let deadline = Deadline::after(crate::clock::now(), crate::clock::nanos(limit));
         let leader = matches!(self.shm.state, NodeState::Member { segment: Some(_), .. });
         let done = |shm: &Shm| {
             if leader {
@@ -283,7 +283,7 @@ impl Runtime {
                 !matches!(shm.state, NodeState::Joining(_))
             }
         };
-        while !done(&self.shm) && Instant::now() < end {
+        while !done(&self.shm) && !deadline.passed(crate::clock::now()) {
             if !self.progress() {
                 self.sleep(super::IDLE_SLEEP);
             }
