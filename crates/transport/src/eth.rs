@@ -21,6 +21,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -28,6 +29,7 @@ use proto::reliable::{Channel, ChannelConfig, ChannelError, Received};
 use proto::wire::eth::{seal, EthFrame, EthKind, EthRepr, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN};
 
 use crate::packet::{PacketSocket, RxMeta, MAX_BATCH};
+use crate::packet_ring::frame_ready;
 use crate::stream::{Pipe, StreamLink};
 use crate::{Caps, LinkError, PathFigures};
 
@@ -80,11 +82,43 @@ struct Port {
     waiting: usize,
     /// Datagrams dropped: for an unknown lane, malformed, or over a full inbox.
     dropped: u64,
+    /// What a look may see without this lock: published whenever the ring moves on or
+    /// the inboxes change.
+    idle: Arc<IdleHint>,
+}
+
+/// What a lane may look at without its port's lock ([`EthPipe::service`]): the receive
+/// ring's next status word and the datagrams waiting in the inboxes, as the last holder
+/// of the lock left them. A lock and an unlock on every look of a busy-polling rank
+/// were three quarters of an idle look (16 % of a rank's time in an 8 B ping-pong).
+#[derive(Default)]
+struct IdleHint {
+    next_status: AtomicPtr<AtomicU32>,
+    waiting: AtomicUsize,
+}
+
+impl IdleHint {
+    /// Nothing for any lane of the port: no datagram in an inbox, none in the ring. A
+    /// socket without a ring is looked at with recv(): never quiet.
+    fn quiet(&self) -> bool {
+        if self.waiting.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        let status = self.next_status.load(Ordering::Relaxed);
+        // SAFETY: a non-null pointer was published by the port holding the ring
+        // (`Port::publish_idle`), and every holder of this hint holds that port too
+        // (`EthPort`), so the ring's mapping lives.
+        !status.is_null() && !unsafe { frame_ready(status) }
+    }
 }
 
 /// One interface's raw socket, shared by the rank's eth lanes on it (clones share it).
 #[derive(Clone)]
-pub struct EthPort(Arc<Mutex<Port>>);
+pub struct EthPort {
+    port: Arc<Mutex<Port>>,
+    /// The port's own hint (`Port::idle`), read without the lock.
+    idle: Arc<IdleHint>,
+}
 
 /// Slots of a port's receive ring: two peers' windows (`ChannelConfig::window`) of
 /// full datagrams; 0.8 MiB at MTU 1500, 4.6 MiB at 9000.
@@ -138,7 +172,8 @@ impl EthPort {
         let _ = sock.set_buffer_sizes(4 << 20, 4 << 20);
         // Receive buffers only for a socket without a ring.
         let batch = if sock.has_ring() { 0 } else { MAX_BATCH };
-        Ok(EthPort(Arc::new(Mutex::new(Port {
+        let idle = Arc::new(IdleHint::default());
+        let port = Port {
             sock,
             mac,
             mtu,
@@ -151,12 +186,18 @@ impl EthPort {
             streaming: false,
             waiting: 0,
             dropped: 0,
-        }))))
+            idle: idle.clone(),
+        };
+        port.publish_idle();
+        Ok(EthPort {
+            port: Arc::new(Mutex::new(port)),
+            idle,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Port> {
         // A panic elsewhere while holding the lock leaves plain data behind: go on.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.port.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn mac(&self) -> Mac {
@@ -197,6 +238,7 @@ impl EthPort {
         let mut p = self.lock();
         let dropped = p.inboxes.remove(&tag).map_or(0, |q| q.len());
         p.waiting -= dropped;
+        p.publish_idle();
     }
 
     /// Whether a datagram waits for lane `tag` from `from` that `key` verifies (the
@@ -255,6 +297,20 @@ impl Port {
     /// MAC, and the datagram without its Ethernet header), handshakes and other lanes'
     /// to their queues (copied). Returns whether anything was read.
     fn pump(&mut self, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) -> bool {
+        let pumped = self.pump_frames(mine, handle);
+        self.publish_idle();
+        pumped
+    }
+
+    /// Tells lanes looking without the lock where the ring's next frame will be and
+    /// whether datagrams wait in the inboxes.
+    fn publish_idle(&self) {
+        let status = self.sock.ring_next_status().unwrap_or(std::ptr::null());
+        self.idle.next_status.store(status.cast_mut(), Ordering::Relaxed);
+        self.idle.waiting.store(self.waiting, Ordering::Relaxed);
+    }
+
+    fn pump_frames(&mut self, mine: u32, handle: &mut dyn FnMut(Mac, &[u8])) -> bool {
         let Port {
             sock,
             rx,
@@ -494,6 +550,13 @@ impl EthPipe {
     /// Reads and handles what arrived for this lane, fires due timers, lets go of
     /// acknowledged bytes and sends what the channel wants sent.
     fn service(&mut self) -> Result<(), LinkError> {
+        // Nothing arrived for any lane of the port and no timer pass is due: done without
+        // taking the port's lock.
+        let look = self.looks.wrapping_add(1);
+        if !look.is_multiple_of(TIMER_PASSES) && self.port.idle.quiet() {
+            self.looks = look;
+            return Ok(());
+        }
         // The clock is read when a datagram arrives (for round trips) and otherwise on
         // every TIMER_PASSES-th look: on a busy-polling rank, reading it on every look
         // was a tenth of the idle loop, and the timers (50 µs and up) do not need it.
@@ -511,6 +574,7 @@ impl EthPipe {
             let waiting = if p.waiting > 0 {
                 let q = p.inboxes.get_mut(tag).map(std::mem::take).unwrap_or_default();
                 p.waiting -= q.len();
+                p.publish_idle();
                 q
             } else {
                 VecDeque::new()
@@ -731,5 +795,25 @@ impl Pipe for EthPipe {
             min_rtt_ns: self.rx_side.channel.min_rtt().unwrap_or(0),
             delivery_rate,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_without_the_lock_is_quiet_only_with_nothing_anywhere() {
+        let hint = IdleHint::default();
+        assert!(!hint.quiet(), "no ring: always looked at");
+        let status = AtomicU32::new(0);
+        hint.next_status
+            .store(std::ptr::from_ref(&status).cast_mut(), Ordering::Relaxed);
+        assert!(hint.quiet());
+        status.store(1, Ordering::Relaxed); // TP_STATUS_USER: a frame in the ring
+        assert!(!hint.quiet());
+        status.store(0, Ordering::Relaxed);
+        hint.waiting.store(1, Ordering::Relaxed); // a datagram in some lane's inbox
+        assert!(!hint.quiet());
     }
 }

@@ -203,6 +203,12 @@ impl PacketSocket {
         Some(RingFrame { ring, lent })
     }
 
+    /// The status word of the receive ring's next slot (see
+    /// [`crate::packet_ring::frame_ready`]), if the socket has a ring.
+    pub(crate) fn ring_next_status(&self) -> Option<*const std::sync::atomic::AtomicU32> {
+        self.rx_ring.as_ref().map(RxRing::next_status)
+    }
+
     /// Kernel index of the bound interface.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
@@ -663,6 +669,13 @@ mod tests {
             let mut rx = PacketSocket::bind_protocol("v1", 0x88b5, &[], 8).expect("bind v1");
             assert!(rx.has_ring(), "the kernel gave no ring");
             assert!(rx.ring_frame().is_none(), "an empty ring lends nothing");
+            // What a look without the port's lock reads says the same.
+            let ready = |rx: &PacketSocket| {
+                let status = rx.ring_next_status().expect("a ring");
+                // SAFETY: from the ring of `rx`, which lives.
+                unsafe { crate::packet_ring::frame_ready(status) }
+            };
+            assert!(!ready(&rx));
             let slots = rx.rx_ring.as_ref().unwrap().slots();
             let frame = |i: u32, len: usize| {
                 let mut f = vec![0xffu8; 6];
@@ -688,9 +701,13 @@ mod tests {
                         "burst {burst}: {got} of {} arrived",
                         sent.len()
                     );
-                    let Some(f) = rx.ring_frame() else {
+                    if !ready(&rx) {
+                        assert!(rx.ring_frame().is_none(), "a frame the status word hides");
                         std::thread::sleep(Duration::from_millis(1));
                         continue;
+                    }
+                    let Some(f) = rx.ring_frame() else {
+                        panic!("the status word shows a frame the ring does not lend");
                     };
                     let (bytes, len) = f.bytes();
                     assert_eq!(bytes.len(), len, "not cut");

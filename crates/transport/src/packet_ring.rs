@@ -194,6 +194,13 @@ impl RxRing {
         unsafe { std::slice::from_raw_parts(lent.at, lent.snap) }
     }
 
+    /// The status word of the next frame's slot: where a look without the port's lock
+    /// sees whether the kernel put a frame there ([`frame_ready`]). Valid while the ring
+    /// lives; it moves on with every [`RxRing::release`].
+    pub(crate) fn next_status(&self) -> *const AtomicU32 {
+        self.status(self.next)
+    }
+
     /// Hands the slot [`RxRing::peek`] returned back to the kernel.
     pub(crate) fn release(&mut self) {
         self.status(self.next).store(TP_STATUS_KERNEL, Ordering::Release);
@@ -209,4 +216,15 @@ impl Drop for RxRing {
             libc::munmap(self.map.cast(), self.map_len);
         }
     }
+}
+
+/// Whether the kernel has put a frame in the slot whose status word is at `status` (from
+/// [`RxRing::next_status`]).
+///
+/// # Safety
+/// `status` must come from [`RxRing::next_status`] of a ring that still lives.
+pub(crate) unsafe fn frame_ready(status: *const AtomicU32) -> bool {
+    // SAFETY: the caller guarantees the word lies in a live ring's mapping; it is
+    // 4-byte aligned and accessed atomically by the kernel and by us (see `status`).
+    unsafe { (*status).load(Ordering::Acquire) & TP_STATUS_USER != 0 }
 }
