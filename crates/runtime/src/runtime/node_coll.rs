@@ -110,11 +110,7 @@ impl Runtime {
         part: (usize, usize),
         dest: &mut [u8],
     ) -> Result<(), Error> {
-        let (seq, phase) = self.node_post_arrive(m, what, post)?;
-        self.node_wait(m, what, Await::Arrivals(phase))?;
-        self.node_read_all(m, what, phase, post.len(), part, dest)?;
-        self.node_done(seq);
-        Ok(())
+        self.node_gather(m, what, post, part, dest, true)
     }
 
     /// A collective to communicator rank `root` (gather, reduce): every member posts
@@ -132,8 +128,22 @@ impl Runtime {
         part: (usize, usize),
         dest: &mut [u8],
     ) -> Result<(), Error> {
+        self.node_gather(m, what, post, part, dest, me == root)
+    }
+
+    /// Every member posts `post`; if `reads`, this one waits for all and reads their
+    /// posts' parts into `dest` (`node_all` for every member, `node_to_root` for its root).
+    fn node_gather(
+        &mut self,
+        m: &NodeMembers,
+        what: &str,
+        post: &[u8],
+        part: (usize, usize),
+        dest: &mut [u8],
+        reads: bool,
+    ) -> Result<(), Error> {
         let (seq, phase) = self.node_post_arrive(m, what, post)?;
-        if me == root {
+        if reads {
             self.node_wait(m, what, Await::Arrivals(phase))?;
             self.node_read_all(m, what, phase, post.len(), part, dest)?;
         }
