@@ -191,6 +191,18 @@ fn main() -> Result<(), pontoon::Error> {
             st?;
             let mut ok = [0u8];
             world.recv(&mut ok, Some(1), 6)?;
+            // A blocked raw lane is found dead by its retransmission timer, which may
+            // outlast a fast transfer: wait for it (bounded) before counting the lanes.
+            let until = Instant::now() + Duration::from_secs(10);
+            let raw_left = |u: &pontoon::Universe| {
+                u.lanes(1)
+                    .iter()
+                    .any(|l| matches!(l.route, runtime::Route::Eth { .. }))
+            };
+            while block_raw && raw_left(&universe) && Instant::now() < until {
+                universe.progress();
+                std::thread::sleep(Duration::from_millis(1));
+            }
             println!(
                 "rank 0: sent {len} bytes; receiver says {}; {} lane(s) left to rank 1",
                 if ok[0] == 1 { "intact" } else { "CORRUPT" },
