@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use proto::reliable::{Channel, ChannelConfig};
-use proto::wire::eth::{EthFrame, EthRepr};
+use proto::wire::eth::{EthFrame, EthRepr, FrameKey};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(f) = EthFrame::new_checked(data) else {
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(&out[..24], &data[..24]);
     assert_eq!(&out[32..], &data[32..repr.header_len()]);
     assert!(f.len() <= data.len());
-    let _ = f.verify(&[0; 32]);
+    let _ = f.verify(&FrameKey::new(&[0; 32]));
     let mut channel = Channel::new(ChannelConfig::default(), 1, 0);
     channel.queue(1 << 20);
     for now in 0..3 {

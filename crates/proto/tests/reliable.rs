@@ -11,11 +11,13 @@ use std::collections::BinaryHeap;
 use pontoon_proto::reliable::{Channel, ChannelConfig, ChannelError, Received};
 use pontoon_proto::sim::Rng;
 use pontoon_proto::wire::data::{DataHeader, DataRepr, Envelope};
-use pontoon_proto::wire::eth::{seal, EthFrame, EthRepr, MAX_HEADER_LEN};
+use pontoon_proto::wire::eth::{seal, EthFrame, EthRepr, FrameKey, MAX_HEADER_LEN};
 use pontoon_proto::Nanos;
 use proptest::prelude::*;
 
-const KEY: [u8; 32] = [42; 32];
+fn key() -> FrameKey {
+    FrameKey::new(&[42; 32])
+}
 
 #[derive(Debug, Clone)]
 struct Wire {
@@ -153,7 +155,7 @@ fn run(cfg: ChannelConfig, wire: &Wire, seed: u64, frames: [Vec<(u32, Vec<u8>)>;
                 let at = t.header.emit(&mut bytes);
                 let from = t.offset as usize;
                 bytes[at..].copy_from_slice(&side.stream[from..from + usize::from(t.header.payload_len)]);
-                seal(&mut bytes, &KEY);
+                seal(&mut bytes, &key());
                 side.wire_free_at = side.wire_free_at.max(now) + bytes.len() as u64 * wire.ns_per_kib / 1024;
                 let copies = if rng.range(0, 999) < wire.dup { 2 } else { 1 };
                 for _ in 0..copies {
@@ -211,7 +213,7 @@ fn deliver(sides: &mut [Side; 2], d: Datagram, now: Nanos) {
     let Ok(frame) = EthFrame::new_checked(&d.bytes[..]) else {
         return;
     };
-    if !frame.verify(&KEY) {
+    if !frame.verify(&key()) {
         return; // corrupted: as good as lost
     }
     let repr = EthRepr::parse(&frame);

@@ -18,7 +18,7 @@ use net::EndpointCard;
 use proto::dial::{Resend, ResendStep};
 use proto::handshake::{accept_hello, Acceptor, Contention, HandshakeError, Identity, Initiator};
 use proto::reliable::ChannelConfig;
-use proto::wire::eth::{EthFrame, EthKind, EthRepr, SackBlock, MAX_SACKS};
+use proto::wire::eth::{EthFrame, EthKind, EthRepr, FrameKey, SackBlock, MAX_SACKS};
 use proto::wire::handshake::FRAME_LEN;
 use proto::wire::HandshakeStatus;
 use proto::wire::{HandshakeFrame, HandshakeRepr};
@@ -266,7 +266,7 @@ impl EthWireup {
             let c = &self.accepts[i];
             if self.ports[c.port]
                 .0
-                .inbox_verifies(c.tag, c.from, &c.acc.lane_key())
+                .inbox_verifies(c.tag, c.from, &FrameKey::new(&c.acc.lane_key()))
             {
                 let c = self.accepts.swap_remove(i);
                 out.push(self.accepted(c));
@@ -392,7 +392,7 @@ impl EthWireup {
         let peer = EthPeer {
             mac: d.to,
             tag: their_tag,
-            key,
+            key: FrameKey::new(&key),
         };
         match EthPipe::new(port, d.tag, peer, ChannelConfig::default()) {
             Ok(pipe) => Some(EthProgress::Established {
@@ -417,7 +417,7 @@ impl EthWireup {
         let eth_peer = EthPeer {
             mac: c.from,
             tag: c.their_tag,
-            key: c.acc.lane_key(),
+            key: FrameKey::new(&c.acc.lane_key()),
         };
         match EthPipe::new(port.clone(), c.tag, eth_peer, ChannelConfig::default()) {
             Ok(pipe) => EthProgress::Established {

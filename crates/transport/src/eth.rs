@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use proto::reliable::{Channel, ChannelConfig, ChannelError, Received};
-use proto::wire::eth::{seal, EthFrame, EthKind, EthRepr, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN};
+use proto::wire::eth::{
+    seal, EthFrame, EthKind, EthRepr, FrameKey, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN,
+};
 
 use crate::packet::{PacketSocket, RxMeta, MAX_BATCH};
 use crate::packet_ring::frame_ready;
@@ -243,7 +245,7 @@ impl EthPort {
 
     /// Whether a datagram waits for lane `tag` from `from` that `key` verifies (the
     /// socket is read first).
-    pub fn inbox_verifies(&self, tag: u32, from: Mac, key: &[u8; 32]) -> bool {
+    pub fn inbox_verifies(&self, tag: u32, from: Mac, key: &FrameKey) -> bool {
         let mut p = self.lock();
         p.drain_socket();
         p.inboxes.get(&tag).is_some_and(|q| {
@@ -266,7 +268,7 @@ impl EthPort {
         to: Mac,
         header: &EthRepr,
         payload: &[u8],
-        key: Option<&[u8; 32]>,
+        key: Option<&FrameKey>,
     ) -> io::Result<()> {
         let p = self.lock();
         let mut frame = vec![0u8; ETH_HEADER_LEN + header.header_len() + payload.len()];
@@ -421,8 +423,9 @@ pub struct EthPeer {
     pub mac: Mac,
     /// The peer's tag of the lane (written into every datagram we send).
     pub tag: u32,
-    /// The lane's key (from the job secret and both handshake nonces).
-    pub key: [u8; 32],
+    /// The key of the lane's datagram tags (from the lane's key: the job secret and both
+    /// handshake nonces).
+    pub key: FrameKey,
 }
 
 /// An eth lane's byte stream: see the module documentation.

@@ -57,7 +57,7 @@ impl Sink for Collect {
 
 fn lanes() -> (EthLink<DataRepr>, EthLink<DataRepr>, EthPort) {
     let (pa, pb) = (EthPort::open("pa", 0).unwrap(), EthPort::open("pb", 1).unwrap());
-    let key = [9u8; 32];
+    let key = proto::wire::eth::FrameKey::new(&[9u8; 32]);
     let (ta, tb) = (pa.new_tag().unwrap(), pb.new_tag().unwrap());
     let a = EthPipe::new(
         pa.clone(),
@@ -168,7 +168,13 @@ fn a_datagram_without_the_lanes_key_is_dropped() {
         bytes.extend_from_slice(&p);
         bytes.resize(48, 0);
         let pb_mac = EthPort::open("pb", 1).unwrap().mac();
-        pa.send_one(pb_mac, &forged, &bytes, Some(&[1; 32])).unwrap();
+        pa.send_one(
+            pb_mac,
+            &forged,
+            &bytes,
+            Some(&proto::wire::eth::FrameKey::new(&[1; 32])),
+        )
+        .unwrap();
         let got = exchange(&mut a, &mut b, 3);
         (got, b.recv(&mut Collect::default()).unwrap())
     }) else {
@@ -185,7 +191,7 @@ fn each_rank_of_a_host_reads_only_its_own_datagrams_and_every_opening_handshake(
         let pa = EthPort::open("pa", 0).unwrap();
         let (p1, p2) = (EthPort::open("pb", 1).unwrap(), EthPort::open("pb", 2).unwrap());
         let t2 = p2.new_tag().unwrap();
-        let key = [3u8; 32];
+        let key = proto::wire::eth::FrameKey::new(&[3u8; 32]);
         let repr = |kind, lane, len| proto::wire::eth::EthRepr {
             kind,
             lane,

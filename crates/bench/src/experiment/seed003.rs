@@ -150,8 +150,8 @@ fn report(lab: &mut Lab, mtus: &[u32], losses: &[f64]) -> Result<(), String> {
         "## Raw Ethernet against TCP on one segment\n\n\
          Two hosts of a `lan` testbed (veth pairs on a bridge, no rate limit). *eth*: pontoon's \
          raw-Ethernet lane alone (`PONTOON_TRANSPORTS=eth`; AF_PACKET, EtherType 0x88B5, \
-         pontoon's reliability layer, every datagram tagged with keyed BLAKE3); *tcp*: pontoon \
-         over TCP alone; *eth+tcp*: both lanes, pontoon's scoring choosing per message \
+         pontoon's reliability layer, every datagram tagged with SipHash-2-4 keyed from the \
+         lane's key); *tcp*: pontoon over TCP alone; *eth+tcp*: both lanes, pontoon's scoring choosing per message \
          (`PONTOON_TRANSPORTS=tcp,eth`); *mpich*, *openmpi*: at their defaults, TCP between \
          the hosts; *ethpp*: `bench/sock/ethpp.c`, a busy-polling AF_PACKET ping-pong with no \
          MPI and no reliability, the floor of this path. MPBench's set: roundtrip \
