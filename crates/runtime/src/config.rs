@@ -132,7 +132,8 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "PONTOON_CONNECT_TIMEOUT_MS",
         default: "5000",
-        meaning: "how long an operation waits for a connection to a peer before it fails with the list of \
+        meaning: "how long an operation waits for a connection to a peer, and a starting rank for one to \
+                  the launcher (a silent address is tried again meanwhile), before it fails with the list of \
                   addresses tried; this and the two timeouts below are multiplied by the ranks per CPU on \
                   a node that runs more ranks than it has CPUs (a starved peer is slow, not gone)",
     },

@@ -87,11 +87,41 @@ pub struct ControlClient {
     rx: Vec<u8>,
 }
 
-fn describe(e: &io::Error, timeout: Duration) -> String {
+/// Why one attempt at an address failed, and whether another may succeed: an address
+/// that never answered is tried again while the wait allows (on a lossy path one lost
+/// SYN or Hello is enough for silence), one that refused or answered wrongly is not.
+#[derive(Debug)]
+struct Miss {
+    why: String,
+    silent: bool,
+}
+
+impl Miss {
+    fn silence(timeout: Duration) -> Miss {
+        Miss {
+            why: format!("no answer within {timeout:?}"),
+            silent: true,
+        }
+    }
+}
+
+impl From<String> for Miss {
+    fn from(why: String) -> Miss {
+        Miss { why, silent: false }
+    }
+}
+
+impl From<&str> for Miss {
+    fn from(why: &str) -> Miss {
+        why.to_string().into()
+    }
+}
+
+fn describe(e: &io::Error, timeout: Duration) -> Miss {
     match e.kind() {
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!("no answer within {timeout:?}"),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Miss::silence(timeout),
         io::ErrorKind::ConnectionRefused => "connection refused (nothing listens there)".into(),
-        _ => e.to_string(),
+        _ => e.to_string().into(),
     }
 }
 
@@ -103,7 +133,7 @@ const REFUSED: &str = "closed the connection without a Welcome: it refused this 
 type Authenticated = (TcpStream, Decoder, SocketAddr);
 
 /// Connects to `addr` and authenticates.
-fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<Authenticated, String> {
+fn attempt(env: &JobEnv, addr: SocketAddr, timeout: Duration) -> Result<Authenticated, Miss> {
     let deadline = Deadline::after(clock::now(), clock::nanos(timeout));
     let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| describe(&e, timeout))?;
     authenticate(env, s, deadline, timeout)
@@ -116,7 +146,7 @@ fn attempt_via_relay(env: &JobEnv, relay: SocketAddr, timeout: Duration) -> Resu
     let deadline = Deadline::after(clock::now(), clock::nanos(timeout));
     let s = transport::relay::dial(relay, None, &env.secret, transport::relay::COORDINATOR, timeout)
         .map_err(|e| format!("through this relay: {e}"))?;
-    authenticate(env, s, deadline, timeout)
+    authenticate(env, s, deadline, timeout).map_err(|m| m.why)
 }
 
 /// Says Hello on `s` and waits for the coordinator's Welcome until `deadline`.
@@ -125,12 +155,12 @@ fn authenticate(
     mut s: TcpStream,
     deadline: Deadline,
     timeout: Duration,
-) -> Result<Authenticated, String> {
+) -> Result<Authenticated, Miss> {
     let remaining = || {
         deadline
             .remaining(clock::now())
             .map(clock::duration)
-            .ok_or_else(|| format!("no answer within {timeout:?}"))
+            .ok_or_else(|| Miss::silence(timeout))
     };
     let _ = s.set_nodelay(true);
     let mut nonce = [0u8; 16];
@@ -150,7 +180,7 @@ fn authenticate(
     let mut buf = [0u8; 4096];
     loop {
         match decoder.next::<FromCoordinator>() {
-            Err(e) => return Err(format!("answered with garbage ({e}): not a pontoon coordinator")),
+            Err(e) => return Err(format!("answered with garbage ({e}): not a pontoon coordinator").into()),
             Ok(Some(FromCoordinator::Welcome { mac, seen_from })) => {
                 let want = ctl::welcome_mac(&env.secret, &env.job_id, env.rank, &nonce, &seen_from);
                 if !ctl::mac_eq(&mac, &want) {
@@ -159,9 +189,9 @@ fn authenticate(
                 return Ok((s, decoder, seen_from));
             }
             Ok(Some(FromCoordinator::Shutdown { reason, .. })) => {
-                return Err(format!("refused this rank: {reason}"))
+                return Err(format!("refused this rank: {reason}").into())
             }
-            Ok(Some(other)) => return Err(format!("answered {other:?} instead of Welcome")),
+            Ok(Some(other)) => return Err(format!("answered {other:?} instead of Welcome").into()),
             Ok(None) => {}
         }
         s.set_read_timeout(Some(remaining()?))
@@ -179,21 +209,30 @@ fn authenticate(
 
 impl ControlClient {
     /// Connects to the coordinator named in `env`, trying its addresses worth trying from
-    /// this host (`net::paths::worth_trying`), best first, each for at most `attempt_timeout` (TCP connect plus
-    /// authentication). The error lists every address tried and why it failed.
+    /// this host (`net::paths::worth_trying`), best first, each for at most
+    /// `attempt_timeout` (TCP connect plus authentication), once. The error lists every
+    /// address tried and why it failed.
     pub fn connect(env: &JobEnv, attempt_timeout: Duration) -> Result<ControlClient, ControlError> {
-        Self::connect_from(env, &net::local_addresses(), &[], attempt_timeout)
+        Self::connect_from(
+            env,
+            &net::local_addresses(),
+            &[],
+            attempt_timeout,
+            attempt_timeout,
+        )
     }
 
     /// As [`ControlClient::connect`], with this host's addresses already discovered
     /// (a rank discovers them once and uses them for its listeners too).
-    /// When no address of the coordinator answers, it is tried through each of `relays`
-    /// (`PONTOON_RELAYS`), where the launcher registered it.
+    /// Addresses that stay silent are tried again until `patience` is over
+    /// ([`ControlClient::connect_to`]). When no address of the coordinator answers, it is
+    /// tried through each of `relays` (`PONTOON_RELAYS`), where the launcher registered it.
     pub fn connect_from(
         env: &JobEnv,
         local: &[(std::net::IpAddr, AddrClass, String)],
         relays: &[Vec<SocketAddr>],
         attempt_timeout: Duration,
+        patience: Duration,
     ) -> Result<ControlClient, ControlError> {
         let mut order = net::client_order(&env.coord, local);
         if order.is_empty() {
@@ -207,7 +246,7 @@ impl ControlClient {
             // Interface discovery found nothing (a restricted sandbox?): try everything.
             order = env.coord.clone();
         }
-        match Self::connect_to(env, &order, attempt_timeout) {
+        match Self::connect_to(env, &order, attempt_timeout, patience) {
             Err(ControlError::Unreachable(mut failed)) if !relays.is_empty() => {
                 Self::connect_through_relays(env, relays, attempt_timeout, &mut failed)
                     .unwrap_or(Err(ControlError::Unreachable(failed)))
@@ -264,29 +303,53 @@ impl ControlClient {
         })
     }
 
-    /// Like [`ControlClient::connect`], but tries exactly `order`.
+    /// Like [`ControlClient::connect`], but tries exactly `order`, in rounds: an
+    /// address that stayed silent is tried again until `patience` is over, one that
+    /// refused or answered wrongly is not. The error gives each address's last failure.
     pub fn connect_to(
         env: &JobEnv,
         order: &[ConnEntry],
         attempt_timeout: Duration,
+        patience: Duration,
     ) -> Result<ControlClient, ControlError> {
-        let mut failed = Vec::new();
-        for e in order {
-            match attempt(env, e.addr, attempt_timeout) {
-                Ok(auth) => {
-                    tracing::debug!(rank = env.rank, coordinator = %e.addr, "control connection up");
-                    return Ok(Self::established(env, e.addr, auth)?);
-                }
-                Err(error) => {
-                    tracing::debug!(rank = env.rank, addr = %e.addr, %error, "coordinator attempt failed");
-                    failed.push(Attempt {
-                        addr: e.addr,
-                        class: e.class,
-                        error,
-                    });
+        let deadline = Deadline::after(clock::now(), clock::nanos(patience));
+        let mut last: Vec<Option<(Miss, u32)>> = order.iter().map(|_| None).collect();
+        let mut round: Vec<usize> = (0..order.len()).collect();
+        while !round.is_empty() {
+            for &i in &round {
+                let e = &order[i];
+                match attempt(env, e.addr, attempt_timeout) {
+                    Ok(auth) => {
+                        tracing::debug!(rank = env.rank, coordinator = %e.addr, "control connection up");
+                        return Ok(Self::established(env, e.addr, auth)?);
+                    }
+                    Err(miss) => {
+                        tracing::debug!(rank = env.rank, addr = %e.addr, error = %miss.why, "coordinator attempt failed");
+                        let tries = last[i].as_ref().map_or(0, |l| l.1) + 1;
+                        last[i] = Some((miss, tries));
+                    }
                 }
             }
+            if deadline.remaining(clock::now()).is_none() {
+                break;
+            }
+            round.retain(|&i| last[i].as_ref().is_some_and(|(m, _)| m.silent));
         }
+        let failed = order
+            .iter()
+            .zip(last)
+            .filter_map(|(e, l)| {
+                let (miss, tries) = l?;
+                Some(Attempt {
+                    addr: e.addr,
+                    class: e.class,
+                    error: match tries {
+                        1 => miss.why,
+                        n => format!("{} ({n} tries)", miss.why),
+                    },
+                })
+            })
+            .collect();
         Err(ControlError::Unreachable(failed))
     }
 
@@ -710,6 +773,44 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("refused this rank"), "{msg}");
         assert!(msg.contains("no answer within 300ms"), "{msg}");
+    }
+
+    #[test]
+    fn a_coordinator_that_stayed_silent_is_tried_again_until_it_answers() {
+        // The first connection's Hello goes unanswered (as if the Welcome were lost on a
+        // lossy path); the second one is welcomed.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = thread::spawn(move || {
+            let (first, _) = l.accept().unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            drop(first);
+            let mut d = Decoder::default();
+            let Some(ToCoordinator::Hello {
+                job_id, rank, nonce, ..
+            }) = recv(&mut s, &mut d)
+            else {
+                panic!("no hello")
+            };
+            let seen_from = s.peer_addr().unwrap();
+            let mac = ctl::welcome_mac(&[9; 32], &job_id, rank, &nonce, &seen_from);
+            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac, seen_from }))
+                .unwrap();
+        });
+        let e = env(&[port], [9; 32]);
+        let attempt = Duration::from_millis(200);
+        let c = ControlClient::connect_to(&e, &e.coord, attempt, 20 * attempt);
+        h.join().unwrap();
+        assert!(c.is_ok(), "{:?}", c.err());
+        // A coordinator that never answers: the error says how often it was tried.
+        let quiet = TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = env(&[quiet.local_addr().unwrap().port()], [9; 32]);
+        let msg = ControlClient::connect_to(&e, &e.coord, attempt, 3 * attempt)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(msg.contains("no answer within 200ms ("), "{msg}");
+        assert!(msg.contains(" tries)"), "{msg}");
     }
 
     #[test]

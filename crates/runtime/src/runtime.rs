@@ -303,13 +303,19 @@ impl Runtime {
                 (Rendezvous::Pmi(pmi), None, None)
             }
             None => {
-                let client = ControlClient::connect_from(&env, &local, &cfg.relays, cfg.attempt_timeout)
-                    .map_err(|e| {
-                        Error::Setup(format!(
-                            "rank {}: cannot reach the launcher's coordinator: {e}",
-                            env.rank
-                        ))
-                    })?;
+                let client = ControlClient::connect_from(
+                    &env,
+                    &local,
+                    &cfg.relays,
+                    cfg.attempt_timeout,
+                    cfg.connect_timeout,
+                )
+                .map_err(|e| {
+                    Error::Setup(format!(
+                        "rank {}: cannot reach the launcher's coordinator: {e}",
+                        env.rank
+                    ))
+                })?;
                 let seen_from = client.seen_from().ip();
                 let rtt_us = client
                     .round_trip()
