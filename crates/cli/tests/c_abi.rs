@@ -116,6 +116,52 @@ fn c_programs_pass_under_pontoon_run() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// An MPI call outside MPI_Init..MPI_Finalize goes to the initial error handler,
+/// MPI_ERRORS_ARE_FATAL: the process ends, as under MPICH and Open MPI. (It printed the
+/// error and went on: a rank whose MPI_Init failed then looped over failing sends.)
+#[test]
+fn an_mpi_call_outside_init_and_finalize_ends_the_process() {
+    let cc = pontoon_cc();
+    let dir = scratch("outside");
+    let src = dir.join("outside.c");
+    std::fs::write(
+        &src,
+        r#"#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    int rank = -1;
+    if (argc > 1 && strcmp(argv[1], "after") == 0) {
+        MPI_Init(&argc, &argv);
+        MPI_Finalize();
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    printf("went on\n");
+    return 0;
+}
+"#,
+    )
+    .expect("write the program");
+    let exe = dir.join("outside");
+    compile(&cc, &src, &exe, &[]);
+    for when in ["before", "after"] {
+        let out = Command::new(pontoon())
+            .args(["run", "-n", "1", "--timeout", "60"])
+            .arg(&exe)
+            .arg(when)
+            .output()
+            .expect("pontoon runs");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(
+            !out.status.success(),
+            "{when}: the job succeeded\n{stdout}{stderr}"
+        );
+        assert!(!stdout.contains("went on"), "{when}: {stdout}");
+        assert!(stderr.contains("MPI_Comm_rank: MPI "), "{when}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Two ranks on each of two testbed hosts behind NAT: each pair of one host talks over
 /// shared memory, pairs across hosts over TCP, and the C programs pass on that mix.
 #[test]

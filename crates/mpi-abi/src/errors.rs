@@ -132,8 +132,14 @@ pub fn raise(name: &str, comm: Handle, f: Fail) -> c_int {
 /// Runs `comm`'s error handler on `code` (of `class`, described by `text`).
 fn raise_code(comm: Handle, class: c_int, code: c_int, text: String) -> c_int {
     let Some(m) = try_mpi() else {
-        // Before MPI_Init or after MPI_Finalize there is no handler to ask.
         eprintln!("pontoon: {text}");
+        // Before MPI_Init (or after it failed) and after MPI_Finalize, errors go to the
+        // initial error handler (MPI-4), MPI_ERRORS_ARE_FATAL as in MPICH and Open MPI:
+        // a program that goes on without checking, as most do, would run on without MPI
+        // (a rank whose MPI_Init failed looped over failing sends until killed).
+        if matches!(crate::state::phase(), crate::state::BEFORE | crate::state::AFTER) {
+            std::process::exit(class.clamp(1, 255));
+        }
         return code;
     };
     let handler = m
