@@ -613,19 +613,24 @@ mod tests {
         let h = thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
             let mut d = Decoder::default();
-            let Some(ToCoordinator::Hello {
-                job_id, rank, nonce, ..
-            }) = recv(&mut s, &mut d)
-            else {
-                panic!("no hello")
-            };
-            let seen_from = s.peer_addr().unwrap();
-            let mac = ctl::welcome_mac(&secret, &job_id, rank, &nonce, &seen_from);
-            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac, seen_from }))
-                .unwrap();
+            welcome(&mut s, &mut d, secret);
             script(&mut s, &mut d);
         });
         (port, h)
+    }
+
+    /// Reads the Hello on `s` and answers it with a Welcome authenticated with `secret`.
+    fn welcome(s: &mut TcpStream, d: &mut Decoder, secret: [u8; 32]) {
+        let Some(ToCoordinator::Hello {
+            job_id, rank, nonce, ..
+        }) = recv(s, d)
+        else {
+            panic!("no hello")
+        };
+        let seen_from = s.peer_addr().unwrap();
+        let mac = ctl::welcome_mac(&secret, &job_id, rank, &nonce, &seen_from);
+        s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac, seen_from }))
+            .unwrap();
     }
 
     fn recv(s: &mut TcpStream, d: &mut Decoder) -> Option<ToCoordinator> {
@@ -785,17 +790,7 @@ mod tests {
             let (first, _) = l.accept().unwrap();
             let (mut s, _) = l.accept().unwrap();
             drop(first);
-            let mut d = Decoder::default();
-            let Some(ToCoordinator::Hello {
-                job_id, rank, nonce, ..
-            }) = recv(&mut s, &mut d)
-            else {
-                panic!("no hello")
-            };
-            let seen_from = s.peer_addr().unwrap();
-            let mac = ctl::welcome_mac(&[9; 32], &job_id, rank, &nonce, &seen_from);
-            s.write_all(&ctl::encode(&FromCoordinator::Welcome { mac, seen_from }))
-                .unwrap();
+            welcome(&mut s, &mut Decoder::default(), [9; 32]);
         });
         let e = env(&[port], [9; 32]);
         let attempt = Duration::from_millis(200);

@@ -151,11 +151,12 @@ fn report(lab: &mut Lab, mtus: &[u32], losses: &[f64]) -> Result<(), String> {
          Two hosts of a `lan` testbed (veth pairs on a bridge, no rate limit). *eth*: pontoon's \
          raw-Ethernet lane alone (`PONTOON_TRANSPORTS=eth`; AF_PACKET, EtherType 0x88B5, \
          pontoon's reliability layer, every datagram tagged with SipHash-2-4 keyed from the \
-         lane's key); *tcp*: pontoon over TCP alone; *eth+tcp*: both lanes, pontoon's scoring choosing per message \
-         (`PONTOON_TRANSPORTS=tcp,eth`); *mpich*, *openmpi*: at their defaults, TCP between \
-         the hosts; *ethpp*: `bench/sock/ethpp.c`, a busy-polling AF_PACKET ping-pong with no \
-         MPI and no reliability, the floor of this path. MPBench's set: roundtrip \
-         (transactions/s), application latency (µs in a blocking MPI_Send) and bandwidth.\n",
+         lane's key); *tcp*: pontoon over TCP alone; *eth+tcp*: both lanes, pontoon's \
+         scoring choosing per message (`PONTOON_TRANSPORTS=tcp,eth`); *mpich*, *openmpi*: at \
+         their defaults, TCP between the hosts; *ethpp*: `bench/sock/ethpp.c`, a \
+         busy-polling AF_PACKET ping-pong with no MPI and no reliability, the floor of this \
+         path. MPBench's set: roundtrip (transactions/s), application latency (µs in a \
+         blocking MPI_Send) and bandwidth.\n",
     );
     for &mtu in mtus {
         lab.show(
