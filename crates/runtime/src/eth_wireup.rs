@@ -70,6 +70,9 @@ struct Accept {
     their_tag: u32,
     tag: u32,
     acc: Acceptor,
+    /// The lane's datagram key, derived once: the lane's first datagram proves a lost
+    /// CONFIRM, checked on every wire-up pass until it comes.
+    key: FrameKey,
     ack: [u8; FRAME_LEN],
     started: Nanos,
 }
@@ -264,10 +267,7 @@ impl EthWireup {
         let mut i = 0;
         while i < self.accepts.len() {
             let c = &self.accepts[i];
-            if self.ports[c.port]
-                .0
-                .inbox_verifies(c.tag, c.from, &FrameKey::new(&c.acc.lane_key()))
-            {
+            if self.ports[c.port].0.inbox_verifies(c.tag, c.from, &c.key) {
                 let c = self.accepts.swap_remove(i);
                 out.push(self.accepted(c));
             } else if now.saturating_sub(c.started) > limit {
@@ -348,6 +348,7 @@ impl EthWireup {
                     from,
                     their_tag,
                     tag,
+                    key: FrameKey::new(&acc.lane_key()),
                     acc,
                     ack: verdict.ack,
                     started: clock::now(),
@@ -417,7 +418,7 @@ impl EthWireup {
         let eth_peer = EthPeer {
             mac: c.from,
             tag: c.their_tag,
-            key: FrameKey::new(&c.acc.lane_key()),
+            key: c.key,
         };
         match EthPipe::new(port.clone(), c.tag, eth_peer, ChannelConfig::default()) {
             Ok(pipe) => EthProgress::Established {
