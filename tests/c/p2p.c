@@ -311,6 +311,41 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Request_free(&pr[1]));
     CHECK(pr[0] == MPI_REQUEST_NULL);
 
+    /* Blocking receives of small messages (the immediate path, which takes a message
+     * straight off its lane) in an order other than the sends': each must give way to
+     * the general path and still get its own message, and wildcards the earliest. */
+    {
+        int v[6] = {81, 82, 83, 84, 85, 86}, x = -1;
+        for (int i = 0; i < 6; i++) CHECK_OK(MPI_Send(&v[i], 1, MPI_INT, next, 81 + i, MPI_COMM_WORLD));
+        CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, 82, MPI_COMM_WORLD, &st));
+        CHECK(x == 82 && st.MPI_TAG == 82 && st.MPI_SOURCE == prev);
+        CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, 81, MPI_COMM_WORLD, &st));
+        CHECK(x == 81 && st.MPI_TAG == 81);
+        CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+        CHECK(x == 83 && st.MPI_TAG == 83);
+        /* An earlier non-blocking receive of the same envelope is matched first. */
+        int early = -1;
+        MPI_Request er;
+        CHECK_OK(MPI_Irecv(&early, 1, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &er));
+        CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+        CHECK_OK(MPI_Wait(&er, MPI_STATUS_IGNORE));
+        CHECK(early == 84 && x == 85 && st.MPI_TAG == 85);
+        /* Zero bytes, then one into a buffer too small (MPI_ERR_TRUNCATE). */
+        CHECK_OK(MPI_Send(NULL, 0, MPI_INT, next, 87, MPI_COMM_WORLD));
+        CHECK_OK(MPI_Recv(NULL, 0, MPI_INT, prev, 87, MPI_COMM_WORLD, &st));
+        CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
+        CHECK(n == 0 && st.MPI_TAG == 87);
+        MPI_Errhandler was;
+        CHECK_OK(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was));
+        CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        char small[2];
+        int tcls = -1, trc = MPI_Recv(small, 2, MPI_CHAR, prev, 86, MPI_COMM_WORLD, &st);
+        CHECK_OK(MPI_Error_class(trc, &tcls));
+        CHECK(tcls == MPI_ERR_TRUNCATE);
+        CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, was));
+        CHECK_OK(MPI_Errhandler_free(&was));
+    }
+
     CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
     free(a);
     free(b);

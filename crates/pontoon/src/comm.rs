@@ -236,6 +236,12 @@ impl<'u> Comm<'u> {
     pub fn recv<T: bytemuck::Pod>(&self, buf: &mut [T], source: Option<Rank>, tag: i32) -> Result<Status> {
         let from = self.world_src(source)?;
         let mut rt = self.u.rt.borrow_mut();
+        if let Ok(peer) = Rank::try_from(from) {
+            let bytes = bytemuck::cast_slice_mut(buf);
+            if let Some(done) = rt.recv_small_now(bytes, peer, self.p2p_ctx(), tag) {
+                return status(done).map(|s| self.local_status(s));
+            }
+        }
         runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
             let id = rt.irecv(b.clone(), from, self.p2p_ctx(), tag);
             let (c, _) = rt.wait(id)?;

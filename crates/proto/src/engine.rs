@@ -19,6 +19,7 @@ mod failover;
 mod lanes;
 mod peer_table;
 mod peers;
+mod recv_now;
 mod send;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};

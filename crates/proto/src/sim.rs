@@ -156,6 +156,20 @@ struct Node {
     recv_order: Vec<(ReqId, Rank)>,
     connecting: Vec<bool>,
     dead: bool,
+    /// A blocking receive waiting on one lane ([`Sim::recv_now`]).
+    waiting_now: Option<RecvNow>,
+}
+
+/// A blocking receive on the runtime's latency-critical path: it takes its message
+/// straight off the lane the peer's eager frames use, if the engine lets it.
+#[derive(Clone, Copy)]
+struct RecvNow {
+    req: ReqId,
+    src: Rank,
+    ctx: u32,
+    tag: i32,
+    capacity: u64,
+    lane: LaneId,
 }
 
 pub struct Sim {
@@ -243,6 +257,7 @@ impl Sim {
     }
 
     pub fn isend(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>, sync: bool) -> ReqId {
+        self.post_recv_now(rank);
         let req = self.req();
         if !sync && self.endpoints[rank as usize].coalesce(dest, ctx, tag, &data, self.now) {
             self.sent_at_once(rank, req);
@@ -260,6 +275,7 @@ impl Sim {
     /// ([`Endpoint::send_eager_now`]): the frame leaves at once, without a request. Falls
     /// back to [`Sim::isend`] when the engine says no. Returns the (completed) request.
     pub fn send_now(&mut self, rank: Rank, dest: Rank, ctx: u32, tag: i32, data: Vec<u8>) -> ReqId {
+        self.post_recv_now(rank);
         let len = data.len() as u64;
         if self.endpoints[rank as usize].coalesce(dest, ctx, tag, &data, self.now) {
             let req = self.req();
@@ -311,7 +327,70 @@ impl Sim {
         self.now = self.now.max(t);
     }
 
+    /// A blocking receive the way the runtime's fast path makes it
+    /// ([`Endpoint::recv_now_lane`], [`Endpoint::recv_eager_now`]): while the engine has
+    /// no posted receive and no unmatched message, the rank waits on the lane the
+    /// peer's eager frames use and offers each frame arriving there to the engine first.
+    /// It falls back to a posted receive (the general path) when the engine says no,
+    /// when a frame takes the general path, or when the rank does anything else (a
+    /// blocked rank does nothing else; the runtime may fall back at any time).
+    pub fn recv_now(&mut self, rank: Rank, src: Rank, ctx: u32, tag: i32, capacity: usize) -> ReqId {
+        self.post_recv_now(rank);
+        let req = self.req();
+        self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);
+        let now = self.endpoints[rank as usize]
+            .recv_now_lane(src)
+            .map(|lane| RecvNow {
+                req,
+                src,
+                ctx,
+                tag,
+                capacity: capacity as u64,
+                lane,
+            });
+        match now {
+            Some(now) => self.nodes[rank as usize].waiting_now = Some(now),
+            None => {
+                self.endpoints[rank as usize].post_recv(req, src as i32, ctx, tag, capacity as u64);
+                self.drain(rank);
+            }
+        }
+        req
+    }
+
+    /// The general path for a receive waiting on the fast path, if there is one.
+    fn post_recv_now(&mut self, rank: Rank) {
+        if let Some(w) = self.nodes[rank as usize].waiting_now.take() {
+            self.endpoints[rank as usize].post_recv(w.req, w.src as i32, w.ctx, w.tag, w.capacity);
+            self.drain(rank);
+        }
+    }
+
+    /// A frame arriving on the lane a receive waits on: taken by it if the engine says
+    /// so (true).
+    fn take_for_recv_now(&mut self, f: &Frame, repr: &DataRepr) -> bool {
+        let to = f.to as usize;
+        let Some(w) = self.nodes[to].waiting_now else {
+            return false;
+        };
+        if f.from != w.src || self.lane_ids.get(&(f.to, w.lane)) != Some(&(f.from, f.lane)) {
+            return false;
+        }
+        let Some(st) = self.endpoints[to].recv_eager_now(w.src, repr, w.ctx, w.tag, w.capacity) else {
+            return false;
+        };
+        let node = &mut self.nodes[to];
+        node.waiting_now = None;
+        node.recv_bufs.get_mut(&w.req).expect("posted")[..f.payload.len()].copy_from_slice(&f.payload);
+        node.recv_order.push((w.req, st.source));
+        node.done.insert(w.req, Completion::Received(Ok(st)));
+        node.done_at.insert(w.req, self.now);
+        self.drain(f.to);
+        true
+    }
+
     pub fn irecv(&mut self, rank: Rank, src: i32, ctx: u32, tag: i32, capacity: usize) -> ReqId {
+        self.post_recv_now(rank);
         let req = self.req();
         self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);
         self.endpoints[rank as usize].post_recv(req, src, ctx, tag, capacity as u64);
@@ -688,6 +767,9 @@ impl Sim {
             f.payload.len(),
             "payload length on the wire"
         );
+        if self.take_for_recv_now(&f, &repr) {
+            return;
+        }
         let (dest, token) = self.endpoints[to]
             .handle_header(f.from, &repr)
             .expect("no protocol violation");
@@ -713,6 +795,13 @@ impl Sim {
             .payload_done(f.from, token, buf)
             .expect("no protocol violation");
         self.drain(f.to);
+        // A frame on the general path may have left a message unmatched (or taken the
+        // lane): the waiting receive cannot stay on the fast path then.
+        if let Some(w) = self.nodes[to].waiting_now {
+            if self.endpoints[to].recv_now_lane(w.src) != Some(w.lane) {
+                self.post_recv_now(f.to);
+            }
+        }
     }
 
     /// Runs until no event is left; returns the number of events processed.

@@ -579,11 +579,150 @@ fn arb_op(ranks: u32) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Runs `ops` in a simulator of `cfg` (every pair's lanes up first if `connected`) and
+/// checks every receive against a sequential reference model of MPI matching. Every
+/// other standard send takes the runtime's immediate path (`send_eager_now`) and every
+/// other receive is a blocking one on its immediate path (`recv_eager_now`), so both
+/// kinds interleave on the same pairs.
+fn run_against_reference(ops: &[Op], cfg: SimConfig, connected: bool) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new(cfg);
+    if connected {
+        connect_every_pair(&mut sim);
+    }
+    // Reference: per (dst, src) the messages in send order, and per rank the
+    // receives in post order; each receive takes the earliest fitting message.
+    let mut sent: Vec<(u32, u32, i32, Vec<u8>, u64)> = Vec::new();
+    let mut posted: Vec<(u32, u32, Option<i32>, usize, u64)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Send {
+                src,
+                dst,
+                tag,
+                len,
+                sync,
+            } => {
+                let data = bytes(i as u64, len);
+                // Every other standard send tries the runtime's immediate path, so
+                // the two kinds interleave on the same pairs.
+                let req = if !sync && i % 2 == 0 {
+                    sim.send_now(src, dst, 0, tag, data.clone())
+                } else {
+                    sim.isend(src, dst, 0, tag, data.clone(), sync)
+                };
+                sent.push((src, dst, tag, data, req));
+            }
+            Op::Recv { rank, src, tag, cap } => {
+                // Every other receive is a blocking one on the runtime's immediate
+                // path, which falls back to a posted receive whenever it must.
+                let any = tag.unwrap_or(ANY_TAG);
+                let req = if i % 2 == 1 {
+                    sim.recv_now(rank, src, 0, any, cap)
+                } else {
+                    sim.irecv(rank, src as i32, 0, any, cap)
+                };
+                posted.push((rank, src, tag, cap, req));
+            }
+            Op::Run { events } => {
+                for _ in 0..events {
+                    sim.step();
+                }
+            }
+        }
+    }
+    sim.run();
+    let mut taken = vec![false; sent.len()];
+    for (rank, src, tag, cap, req) in &posted {
+        let hit = sent.iter().enumerate().position(|(i, (s, d, t, _, _))| {
+            !taken[i] && s == src && d == rank && tag.is_none_or(|tag| tag == *t)
+        });
+        match hit {
+            Some(i) => {
+                taken[i] = true;
+                let (_, _, t, data, _) = &sent[i];
+                let st = received(&sim, *rank, *req);
+                let n = data.len().min(*cap);
+                prop_assert_eq!(st.tag, *t);
+                prop_assert_eq!(st.count as usize, n);
+                prop_assert_eq!(st.truncated, data.len() > *cap);
+                prop_assert_eq!(&sim.recv_buf(*rank, *req)[..n], &data[..n]);
+            }
+            None => prop_assert!(
+                sim.completion(*rank, *req).is_none(),
+                "receive {} should wait",
+                req
+            ),
+        }
+    }
+    // Every matched or eager send completed; unmatched rendezvous sends wait.
+    for (i, (_, _, _, _, req)) in sent.iter().enumerate() {
+        let c = sim.completion(sent[i].0, *req);
+        if taken[i] {
+            prop_assert_eq!(c, Some(&Completion::Sent(Ok(()))));
+        }
+    }
+    Ok(())
+}
+
+/// Brings every pair's lanes up with one message each way on context 1 (the programs
+/// use context 0), received: nothing is left posted or unmatched.
+fn connect_every_pair(sim: &mut Sim) {
+    let ranks = sim.cfg.ranks;
+    for a in 0..ranks {
+        for b in (0..ranks).filter(|&b| b != a) {
+            sim.irecv(b, a as i32, 1, 0, 0);
+            sim.isend(a, b, 1, 0, Vec::new(), false);
+        }
+    }
+    sim.run();
+}
+
+/// A program of messages each received once, by a receive posted before or after its
+/// send, with the right tag or a wildcard, into a buffer that may be too small.
+fn arb_matched_program(ranks: u32) -> impl Strategy<Value = Vec<Op>> {
+    let len = prop_oneof![Just(0usize), 1usize..64, 60usize..70, 64usize..3000];
+    let message = (
+        0..ranks,
+        0..ranks,
+        0..3i32,
+        len,
+        prop::option::weighted(0.7, Just(())),
+        prop_oneof![Just(3000usize), 0usize..100],
+        any::<bool>(),
+        0usize..4,
+    );
+    proptest::collection::vec(message, 1..60).prop_map(|messages| {
+        let mut ops = Vec::new();
+        for (src, dst, tag, len, exact, cap, recv_first, events) in messages {
+            let send = Op::Send {
+                src,
+                dst,
+                tag,
+                len,
+                sync: false,
+            };
+            let recv = Op::Recv {
+                rank: dst,
+                src,
+                tag: exact.map(|_| tag),
+                cap,
+            };
+            if recv_first {
+                ops.extend([recv, Op::Run { events }, send]);
+            } else {
+                ops.extend([send, Op::Run { events }, recv]);
+            }
+        }
+        ops
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// Random mixes of sizes (zero, eager, boundary, rendezvous), tags, wildcards,
-    /// synchronous sends, immediate sends (`send_eager_now`) and truncation, with posts interleaved at random with the
+    /// synchronous sends, immediate sends (`send_eager_now`) and receives
+    /// (`recv_eager_now`), and truncation, with posts interleaved at random with the
     /// network, checked against a sequential reference model of MPI matching.
     #[test]
     fn random_programs_match_the_reference_model(
@@ -598,57 +737,20 @@ proptest! {
         // A tight cap sends most messages as rendezvous once a few eager ones are out.
         let unexpected_cap = if capped { 600 } else { 1 << 40 };
         let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, unexpected_cap, seed, ..Default::default() };
-        let mut sim = Sim::new(cfg);
-        // Reference: per (dst, src) the messages in send order, and per rank the
-        // receives in post order; each receive takes the earliest fitting message.
-        let mut sent: Vec<(u32, u32, i32, Vec<u8>, u64)> = Vec::new();
-        let mut posted: Vec<(u32, u32, Option<i32>, usize, u64)> = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                Op::Send { src, dst, tag, len, sync } => {
-                    let data = bytes(i as u64, len);
-                    // Every other standard send tries the runtime's immediate path, so
-                    // the two kinds interleave on the same pairs.
-                    let req = if !sync && i % 2 == 0 {
-                        sim.send_now(src, dst, 0, tag, data.clone())
-                    } else {
-                        sim.isend(src, dst, 0, tag, data.clone(), sync)
-                    };
-                    sent.push((src, dst, tag, data, req));
-                }
-                Op::Recv { rank, src, tag, cap } => {
-                    let req = sim.irecv(rank, src as i32, 0, tag.unwrap_or(ANY_TAG), cap);
-                    posted.push((rank, src, tag, cap, req));
-                }
-                Op::Run { events } => for _ in 0..events { sim.step(); },
-            }
-        }
-        sim.run();
-        let mut taken = vec![false; sent.len()];
-        for (rank, src, tag, cap, req) in &posted {
-            let hit = sent.iter().enumerate().position(|(i, (s, d, t, _, _))| {
-                !taken[i] && s == src && d == rank && tag.is_none_or(|tag| tag == *t)
-            });
-            match hit {
-                Some(i) => {
-                    taken[i] = true;
-                    let (_, _, t, data, _) = &sent[i];
-                    let st = received(&sim, *rank, *req);
-                    let n = data.len().min(*cap);
-                    prop_assert_eq!(st.tag, *t);
-                    prop_assert_eq!(st.count as usize, n);
-                    prop_assert_eq!(st.truncated, data.len() > *cap);
-                    prop_assert_eq!(&sim.recv_buf(*rank, *req)[..n], &data[..n]);
-                }
-                None => prop_assert!(sim.completion(*rank, *req).is_none(), "receive {} should wait", req),
-            }
-        }
-        // Every matched or eager send completed; unmatched rendezvous sends wait.
-        for (i, (_, _, _, _, req)) in sent.iter().enumerate() {
-            let c = sim.completion(sent[i].0, *req);
-            if taken[i] {
-                prop_assert_eq!(c, Some(&Completion::Sent(Ok(()))));
-            }
-        }
+        run_against_reference(&ops, cfg, false)?;
+    }
+
+    /// Programs where most receives meet no unmatched message and no other posted
+    /// receive, on lanes that are up: the blocking receives' immediate path takes most
+    /// messages, and falls back where another envelope, a wildcard's order, a message
+    /// out of order or a short buffer says so.
+    #[test]
+    fn blocking_receives_on_the_immediate_path_match_the_reference_model(
+        ops in arb_matched_program(3),
+        seed in any::<u64>(),
+        lanes in 1usize..4,
+    ) {
+        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, seed, ..Default::default() };
+        run_against_reference(&ops, cfg, true)?;
     }
 }

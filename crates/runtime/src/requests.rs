@@ -35,6 +35,11 @@ impl Requests {
         (u64::from(slot.0) << 32) | u64::from(idx)
     }
 
+    /// No request is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.free.len() == self.slots.len()
+    }
+
     pub fn get(&self, id: ReqId) -> Option<&Req> {
         let (idx, gen) = split(id);
         match self.slots.get(idx as usize) {

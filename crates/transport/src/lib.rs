@@ -45,6 +45,21 @@ pub trait Sink {
     fn on_payload(&mut self, token: Self::Token, engine_buf: Option<Vec<u8>>) -> Result<(), String>;
 }
 
+/// What [`Link::peek_small`] found at the head of a lane.
+pub enum Peeked<'a> {
+    /// No whole frame yet.
+    Nothing,
+    /// A small frame, whole: its header, its payload, and header and payload's length
+    /// (for [`Link::take_peeked`]).
+    Frame {
+        repr: DataRepr,
+        payload: &'a [u8],
+        total: usize,
+    },
+    /// A large frame, or one partly read already: for [`Link::recv`].
+    Other,
+}
+
 /// Why a link stopped working.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -88,6 +103,13 @@ pub trait Link {
     /// Reads what has arrived and hands complete headers and payloads to `sink`.
     /// Returns whether anything was read.
     fn recv<S: Sink<Token = Self::Token>>(&mut self, sink: &mut S) -> Result<bool, LinkError>;
+    /// The frame at the head of the lane, without taking it (read from the transport
+    /// if need be): a blocking receive's latency-critical path looks before it decides.
+    /// A frame looked at and left is handed out by the next [`Link::recv`], which the
+    /// caller must run before the rank sleeps.
+    fn peek_small(&mut self) -> Result<Peeked<'_>, LinkError>;
+    /// Takes the frame of `total` bytes that [`Link::peek_small`] returned.
+    fn take_peeked(&mut self, total: usize);
     /// What to wait on in epoll: readable when something arrived (or, for a
     /// [`Link::polled`] link, after [`Link::arm_wakeup`]), or when the link closed.
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
@@ -260,6 +282,14 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
         each!(self, l => l.recv(sink))
+    }
+    #[inline]
+    fn peek_small(&mut self) -> Result<Peeked<'_>, LinkError> {
+        each!(self, l => l.peek_small())
+    }
+    #[inline]
+    fn take_peeked(&mut self, total: usize) {
+        each!(self, l => l.take_peeked(total))
     }
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         each!(self, l => l.fd())

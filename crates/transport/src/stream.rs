@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 
 use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
 
-use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Placement, Sink};
+use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placement, Sink};
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
@@ -343,6 +343,23 @@ impl<P: Pipe, T> StreamLink<P, T> {
     }
 }
 
+impl<P: Pipe, T> StreamLink<P, T> {
+    /// The frame at the head of the staging buffer, if it is whole there: its header
+    /// and the length of header and payload.
+    fn staged_frame(&self) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
+        let avail = &self.rx_buf[self.rx_start..self.rx_end];
+        let Some(&kind) = avail.first() else {
+            return Ok(None);
+        };
+        let need = Kind::from_u8(kind).map_err(LinkError::Wire)?.header_len();
+        if avail.len() < need {
+            return Ok(None);
+        }
+        let repr = DataRepr::parse(&DataHeader::new_checked(&avail[..need])?);
+        Ok(Some((repr, need, need + repr.payload_len() as usize)))
+    }
+}
+
 fn place(placement: &mut Placement, at: u64, src: &[u8]) {
     match placement {
         Placement::None => {}
@@ -457,6 +474,38 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
             }
             progressed = true;
         }
+    }
+
+    fn peek_small(&mut self) -> Result<Peeked<'_>, LinkError> {
+        if !matches!(self.rx, RxState::Header) {
+            return Ok(Peeked::Other);
+        }
+        let mut staged = self.staged_frame()?;
+        if staged.is_none_or(|(_, _, total)| self.rx_end - self.rx_start < total) {
+            self.drained = false;
+            if self.stage()? {
+                staged = self.staged_frame()?;
+            }
+        }
+        Ok(match staged {
+            None => Peeked::Nothing,
+            Some((_, _, total)) if total > SMALL_FRAME => Peeked::Other,
+            Some((_, _, total)) if self.rx_end - self.rx_start < total => Peeked::Nothing,
+            Some((repr, header, total)) => Peeked::Frame {
+                repr,
+                payload: &self.rx_buf[self.rx_start + header..self.rx_start + total],
+                total,
+            },
+        })
+    }
+
+    fn take_peeked(&mut self, total: usize) {
+        debug_assert!(
+            self.rx_end - self.rx_start >= total,
+            "a frame peek_small returned"
+        );
+        self.rx_start += total;
+        self.ledger.on_received();
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
