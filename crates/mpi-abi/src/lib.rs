@@ -25,6 +25,7 @@ mod errors;
 mod external32;
 mod grequest;
 mod handles;
+mod immediate;
 mod info;
 mod intercolls;
 mod mprobe;

@@ -8,6 +8,7 @@ use pontoon::{Comm, Data, DataMut, Datatype, Rank, Status};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, out, Fail, Res};
+use crate::immediate;
 use crate::requests::{start, ReqEntry, Unpack};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
@@ -279,6 +280,9 @@ unsafe fn blocking_send(
 mpi_fn_c! {
     fn MPI_Send | MPI_Send_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
+        if let Some(sent) = immediate::send(buf, n, datatype, dest, tag, comm) {
+            return sent;
+        }
         blocking_send(buf, n, datatype, dest, tag, comm, false)
     }
 }
@@ -301,6 +305,9 @@ mpi_fn_c! {
 mpi_fn_c! {
     fn MPI_Recv | MPI_Recv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
         let n = n.wide();
+        if let Some(got) = immediate::recv(buf, n, datatype, source, tag, comm, status) {
+            return got;
+        }
         let RecvArgs { comm: c, dt, n, tag, source } = recv_args(n, datatype, source, tag, comm)?;
         let Some(from) = source else {
             put_status(status, proc_null_status());
@@ -313,7 +320,7 @@ mpi_fn_c! {
 }
 
 /// Fills the status of a finished receive; a truncation still reports what arrived.
-unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> Res {
+pub(crate) unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> Res {
     match st {
         Ok(st) => {
             // SAFETY: the caller's optional status.

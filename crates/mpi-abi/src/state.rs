@@ -79,6 +79,10 @@ pub struct Mpi {
     pub groups: RefCell<Slab<Group>>,
     /// Predefined datatypes by `handle - DATATYPE_FIRST` (`None`: not supported here).
     pub predefined_types: Vec<Option<Datatype>>,
+    /// The size of each predefined datatype whose elements lie back to back (`None`:
+    /// one with gaps, like MPI_DOUBLE_INT, or none): what the immediate paths
+    /// (`immediate.rs`) take without looking at the type itself.
+    pub dense_sizes: Vec<Option<u64>>,
     pub types: RefCell<Slab<TypeEntry>>,
     /// Datatype handle by the datatype's identity (to name it to C user functions).
     pub type_by_identity: RefCell<HashMap<usize, Handle>>,
@@ -116,6 +120,10 @@ impl Mpi {
         let predefined_types: Vec<Option<Datatype>> = (0..DATATYPE_SPAN)
             .map(|i| crate::types::predefined(DATATYPE_FIRST + i))
             .collect();
+        let dense_sizes = predefined_types
+            .iter()
+            .map(|t| t.as_ref().filter(|t| t.is_dense()).map(Datatype::size))
+            .collect();
         let type_by_identity = predefined_types
             .iter()
             .enumerate()
@@ -127,6 +135,7 @@ impl Mpi {
             comm_by_context: RefCell::new(comm_by_context),
             groups: RefCell::new(Slab::new(Kind::Group)),
             predefined_types,
+            dense_sizes,
             types: RefCell::new(Slab::new(Kind::Datatype)),
             type_by_identity: RefCell::new(type_by_identity),
             ops: RefCell::new(Slab::new(Kind::Op)),
@@ -144,7 +153,7 @@ impl Mpi {
 
     /// The table key of a communicator handle. The raw keys of COMM_WORLD and
     /// COMM_SELF are not handles (so a forged one cannot free them).
-    fn comm_key(h: Handle) -> Handle {
+    pub(crate) fn comm_key(h: Handle) -> Handle {
         match h {
             MPI_COMM_WORLD => created_comm(WORLD_SLOT),
             MPI_COMM_SELF => created_comm(SELF_SLOT),

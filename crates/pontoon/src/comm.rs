@@ -206,14 +206,40 @@ impl<'u> Comm<'u> {
 
     // ---- point to point ------------------------------------------------------
 
+    /// A standard send of a small message on the runtime's immediate path (written to
+    /// the lane at once, no request); `None` when it must take the general path
+    /// ([`Comm::send`] does both).
+    pub fn send_now(&self, data: &[u8], dest: Rank, tag: i32) -> Option<Result<()>> {
+        let dest = self.world_rank(dest).ok()?;
+        let done = self
+            .u
+            .rt
+            .borrow_mut()
+            .send_small_now(data, dest, self.p2p_ctx(), tag)?;
+        Some(done.map_err(Error::from))
+    }
+
+    /// A blocking receive of a small message from `source` on the runtime's immediate
+    /// path (taken straight off its lane); `None` when it must take the general path
+    /// ([`Comm::recv`] does both).
+    pub fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Result<Status>> {
+        let from = self.world_rank(source).ok()?;
+        let done = self
+            .u
+            .rt
+            .borrow_mut()
+            .recv_small_now(buf, from, self.p2p_ctx(), tag)?;
+        Some(status(done).map(|s| self.local_status(s)))
+    }
+
     fn blocking_send(&self, data: &[u8], dest: Rank, tag: i32, sync: bool) -> Result<()> {
-        let dest = self.world_rank(dest)?;
-        let mut rt = self.u.rt.borrow_mut();
         if !sync {
-            if let Some(done) = rt.send_small_now(data, dest, self.p2p_ctx(), tag) {
-                return done.map_err(Error::from);
+            if let Some(done) = self.send_now(data, dest, tag) {
+                return done;
             }
         }
+        let dest = self.world_rank(dest)?;
+        let mut rt = self.u.rt.borrow_mut();
         runtime::mem::lend(data, |buf| {
             let id = rt.isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
             rt.wait(id)
@@ -234,14 +260,13 @@ impl<'u> Comm<'u> {
 
     /// Receives into `buf` from `source` (`None`: any source) with `tag` (or `ANY_TAG`).
     pub fn recv<T: bytemuck::Pod>(&self, buf: &mut [T], source: Option<Rank>, tag: i32) -> Result<Status> {
-        let from = self.world_src(source)?;
-        let mut rt = self.u.rt.borrow_mut();
-        if let Ok(peer) = Rank::try_from(from) {
-            let bytes = bytemuck::cast_slice_mut(buf);
-            if let Some(done) = rt.recv_small_now(bytes, peer, self.p2p_ctx(), tag) {
-                return status(done).map(|s| self.local_status(s));
+        if let Some(source) = source {
+            if let Some(got) = self.recv_now(bytemuck::cast_slice_mut(buf), source, tag) {
+                return got;
             }
         }
+        let from = self.world_src(source)?;
+        let mut rt = self.u.rt.borrow_mut();
         runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
             let id = rt.irecv(b.clone(), from, self.p2p_ctx(), tag);
             let (c, _) = rt.wait(id)?;

@@ -1,6 +1,8 @@
 //! Point-to-point calls of the runtime: posting sends and receives, completing them
 //! (test, wait, block_until) and probes. The event loop they drive is in `runtime.rs`.
 
+use std::time::Instant;
+
 use proto::{Failure, LaneId, Rank, ReqId};
 use transport::{Buffer, Link, LinkError, Peeked};
 
@@ -13,8 +15,8 @@ use crate::requests::Req;
 /// (other lanes, timers, wire-up): a look is a load or two, a pass about a hundred
 /// nanoseconds on a small node.
 const RECV_NOW_PASS_EVERY: u32 = 64;
-/// Looks before a receive that sees nothing gives way to the general path, which sleeps.
-const RECV_NOW_LOOKS: u32 = 64 * 1024;
+/// Looks between two readings of the clock by [`Runtime::recv_small_now`].
+const RECV_NOW_CLOCK_EVERY: u32 = 16 * RECV_NOW_PASS_EVERY;
 
 impl Runtime {
     /// Largest message of [`Runtime::send_small_now`]: a copy this small costs less than
@@ -78,15 +80,23 @@ impl Runtime {
     /// A blocking receive of a small message from `src`, taken straight off the lane
     /// its eager frames come on into `dst`, without a request, a posted receive or the
     /// engine's buffers: the receiving half of the latency-critical path. It waits on
-    /// that lane alone, with a full progress pass every [`RECV_NOW_PASS_EVERY`] looks.
+    /// that lane alone, with a full progress pass every [`RECV_NOW_PASS_EVERY`] looks, for
+    /// `PONTOON_SPIN_US` at most.
     /// `None` when the receive must take the general path ([`Runtime::irecv`]); nothing
     /// was taken then, and whatever was looked at is handed to the engine.
     pub fn recv_small_now(&mut self, dst: &mut [u8], src: Rank, ctx: u32, tag: i32) -> Option<Completion> {
-        // Requests in flight (and non-blocking collectives) want every pass.
-        if dst.len() > Self::SMALL_SEND || !self.reqs.is_empty() || self.background_armed {
+        // Requests in flight (and non-blocking collectives) want every pass; ranks that
+        // share CPUs must yield between passes, or sleep at once (PONTOON_SPIN_US=0),
+        // which the general path does.
+        if dst.len() > Self::SMALL_SEND
+            || !self.reqs.is_empty()
+            || self.background_armed
+            || self.yield_when_idle
+            || self.cfg.spin.is_zero()
+        {
             return None;
         }
-        let mut looks = 0u32;
+        let (mut looks, mut spin_until) = (0u32, None);
         let mut lane = self.ep.recv_now_lane(src)?;
         loop {
             let link = &mut self.lanes.get_mut(lane)?.link;
@@ -111,8 +121,13 @@ impl Runtime {
             }
             looks += 1;
             if looks.is_multiple_of(RECV_NOW_PASS_EVERY) {
-                if looks >= RECV_NOW_LOOKS {
-                    return None; // the general path sleeps when nothing comes
+                // Busy for PONTOON_SPIN_US (the clock first read after a few passes, as
+                // a message usually comes sooner), then the general path, which sleeps.
+                if looks.is_multiple_of(RECV_NOW_CLOCK_EVERY) {
+                    let now = Instant::now();
+                    if now >= *spin_until.get_or_insert(now + self.cfg.spin) {
+                        return None;
+                    }
                 }
                 self.progress();
                 lane = self.ep.recv_now_lane(src)?;
