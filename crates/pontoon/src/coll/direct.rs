@@ -37,12 +37,16 @@ pub(crate) fn fits(s: &Schedule) -> bool {
     s.temps.len() <= MAX_TEMPS
         && s.temps.iter().sum::<usize>() <= MAX_TEMP_BYTES
         && s.steps.iter().all(|step| {
-            step.xfers.iter().all(|x| match x {
-                Xfer::Send { from: r, .. } | Xfer::Recv { into: r, .. } => small(r),
-            }) && step.local.iter().all(|l| match l {
-                Local::Copy { from, to } | Local::Blocks(Blocks { from, to, .. }) => small(from) && small(to),
-                Local::Reduce { input, inout } => small(input) && small(inout),
-            })
+            step.ahead.is_empty()
+                && step.xfers.iter().all(|x| match x {
+                    Xfer::Send { from: r, .. } | Xfer::Recv { into: r, .. } => small(r),
+                })
+                && step.local.iter().all(|l| match l {
+                    Local::Copy { from, to } | Local::Blocks(Blocks { from, to, .. }) => {
+                        small(from) && small(to)
+                    }
+                    Local::Reduce { input, inout } => small(input) && small(inout),
+                })
         })
 }
 

@@ -191,21 +191,19 @@ pub(super) fn embed(s: &mut Schedule, part: Schedule, group: &[u32], bufs: [BufI
                 }),
             })
             .collect();
-        let xfers = step
-            .xfers
-            .into_iter()
-            .map(|x| match x {
-                Xfer::Send { peer: p, from } => Xfer::Send {
-                    peer: peer(p),
-                    from: reg(from),
-                },
-                Xfer::Recv { peer: p, into } => Xfer::Recv {
-                    peer: peer(p),
-                    into: reg(into),
-                },
-            })
-            .collect();
-        s.steps.push(Step { local, xfers });
+        let xfer = |x: Xfer| match x {
+            Xfer::Send { peer: p, from } => Xfer::Send {
+                peer: peer(p),
+                from: reg(from),
+            },
+            Xfer::Recv { peer: p, into } => Xfer::Recv {
+                peer: peer(p),
+                into: reg(into),
+            },
+        };
+        let xfers = step.xfers.into_iter().map(xfer).collect();
+        let ahead = step.ahead.into_iter().map(|(n, x)| (n, xfer(x))).collect();
+        s.steps.push(Step { local, xfers, ahead });
     }
 }
 
@@ -351,8 +349,12 @@ fn allreduce_striped(
 }
 
 /// Block r of `dst` (`n` bytes each) gets rank r's `src` everywhere (`src` None: in
-/// place, rank r's block already at r in `dst`).
+/// place, rank r's block already at r in `dst`). Long ones are pipelined
+/// ([`allgather_pipelined`]).
 pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: usize, t: &Tuning) -> Schedule {
+    if sites.of.len() * n >= t.allgather_long {
+        return allgather_pipelined(sh, sites, src, dst, n, t);
+    }
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
     let p = sites.of.len();
@@ -370,6 +372,114 @@ pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: us
     }
     let out = algos::bcast(lv.site_shape(), lv.leader_in_site, OUTPUT, p * n, t);
     embed(&mut s, out, &lv.site, [INPUT, dst]);
+    s
+}
+
+/// Most pieces a site's blocks cross the WAN in ([`allgather_pipelined`]).
+const MAX_PIECES: usize = 8;
+/// The least a piece carries, in `allgather_long`s (0.94 MiB by default): on the `wan`
+/// testbed (8 ranks, two sites, 20 ms), 2 MiB per site in 1, 2, 4, 8 and 16 pieces
+/// took 42, 41, 42–51, 48 and 59 ms; each piece costs every rank of the chain a step.
+const PIECE_MIN: usize = 12;
+
+/// A long allgather whose levels overlap: each site's blocks gather at its leader;
+/// the leaders swap them in pieces of at least [`PIECE_MIN`] `allgather_long`s (at
+/// most [`MAX_PIECES`]); and down a chain through the site (leader, then the others in
+/// rank order) go the site's own pieces at once and each remote piece as soon as it
+/// arrived, every rank passing on the last step's pieces while it takes the next. The
+/// WAN carries each site's blocks to each other site once, as before, but the site's
+/// broadcast of the other sites' blocks runs beside their transfer instead of after it.
+fn allgather_pipelined(
+    sh: Shape,
+    sites: &Sites,
+    src: Option<BufId>,
+    dst: BufId,
+    n: usize,
+    t: &Tuning,
+) -> Schedule {
+    let lv = Levels::new(sh, sites, 0);
+    let mut s = Schedule::default();
+    let blocks = sites.blocks(n);
+    let here = sites.of[sh.rank as usize] as usize;
+    // Every rank's copy of all blocks in site order (each site's blocks back to back).
+    let by_site = s.temp(sites.of.len() * n);
+    let site_blocks = gather_at_leader(&mut s, sh, &lv, src, dst, n, t);
+    let leader = lv.in_leaders.is_some();
+    if leader {
+        s.copy(
+            region(site_blocks, 0, blocks[here].1),
+            region(by_site, blocks[here].0, blocks[here].1),
+        );
+    }
+    // Site x's blocks in pieces: piece i is `pieces[x][i]`, a region of `by_site`.
+    let pieces: Vec<Vec<Region>> = blocks
+        .iter()
+        .map(|&(off, len)| {
+            let k = (len / (PIECE_MIN * t.allgather_long).max(1)).clamp(1, MAX_PIECES);
+            (0..k)
+                .map(|i| region(by_site, off + len * i / k, len * (i + 1) / k - len * i / k))
+                .collect()
+        })
+        .collect();
+    let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    // What goes down the chain in round i: the site's own piece i, and the other
+    // sites' pieces i - 1 (the leader has them from the round before).
+    let down = |i: usize| -> Vec<Region> {
+        let own = pieces[here].get(i).copied();
+        let remote = (0..pieces.len())
+            .filter(|&x| x != here && i >= 1)
+            .filter_map(|x| pieces[x].get(i - 1).copied());
+        own.into_iter().chain(remote).filter(|r| r.len > 0).collect()
+    };
+    let head = lv.site[lv.leader_in_site as usize];
+    let chain: Vec<u32> = std::iter::once(head)
+        .chain(lv.site.iter().copied().filter(|&r| r != head))
+        .collect();
+    let at = chain
+        .iter()
+        .position(|&r| r == sh.rank)
+        .expect("a rank is in its site's chain");
+    let next = chain.get(at + 1).copied();
+    if leader {
+        // Round i is one step: remote piece i arrives by its end, and goes on down the
+        // chain in round i + 1. All pieces are posted in round 0.
+        for i in 0..=rounds {
+            s.new_step();
+            if i == 0 {
+                for (x, &other) in lv.leaders.iter().enumerate().filter(|&(x, _)| x != here) {
+                    for &mine in pieces[here].iter().filter(|r| r.len > 0) {
+                        s.send_ahead(other, mine, rounds);
+                    }
+                    for (j, &theirs) in pieces[x].iter().enumerate().filter(|(_, r)| r.len > 0) {
+                        s.recv_ahead(other, theirs, j);
+                    }
+                }
+            }
+            if let Some(next) = next {
+                for piece in down(i) {
+                    s.send(next, piece);
+                }
+            }
+        }
+    } else {
+        let prev = chain[at - 1];
+        for i in 0..=rounds + 1 {
+            s.new_step();
+            if i <= rounds {
+                for piece in down(i) {
+                    s.recv(prev, piece);
+                }
+            }
+            if let Some(next) = next.filter(|_| i >= 1) {
+                for piece in down(i - 1) {
+                    s.send(next, piece);
+                }
+            }
+        }
+    }
+    for (i, r) in sites.in_site_order().into_iter().enumerate() {
+        s.copy(region(by_site, i * n, n), region(dst, r as usize * n, n));
+    }
     s
 }
 

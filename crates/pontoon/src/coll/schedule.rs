@@ -82,6 +82,17 @@ pub enum Xfer {
 pub struct Step {
     pub local: Vec<Local>,
     pub xfers: Vec<Xfer>,
+    /// Transfers posted with this step's but waited for `n` steps later (the step
+    /// after which a later one reads what they bring): a pipeline keeps the wire busy
+    /// while it passes on what came before.
+    pub ahead: Vec<(usize, Xfer)>,
+}
+
+impl Step {
+    /// Every transfer the step posts.
+    pub fn all_xfers(&self) -> impl Iterator<Item = &Xfer> {
+        self.xfers.iter().chain(self.ahead.iter().map(|(_, x)| x))
+    }
 }
 
 /// Block `j` of [`Blocks`] whose first block is `first`.
@@ -131,6 +142,21 @@ impl Schedule {
         self.open_step().local.push(l);
     }
 
+    /// Starts a new step, even if the last one has no transfers (a pipeline's rounds
+    /// are counted in steps).
+    pub fn new_step(&mut self) {
+        self.steps.push(Step::default());
+    }
+    /// Posts a send with the current step's transfers; the step `later` steps on
+    /// completes only once it did.
+    pub fn send_ahead(&mut self, peer: u32, from: Region, later: usize) {
+        self.open_step().ahead.push((later, Xfer::Send { peer, from }));
+    }
+    /// Posts a receive with the current step's transfers; the step `later` steps on
+    /// completes only once it did, and the steps after it may read it.
+    pub fn recv_ahead(&mut self, peer: u32, into: Region, later: usize) {
+        self.open_step().ahead.push((later, Xfer::Recv { peer, into }));
+    }
     pub fn send(&mut self, peer: u32, from: Region) {
         self.open_step().xfers.push(Xfer::Send { peer, from });
     }
@@ -185,6 +211,8 @@ pub struct Running<R> {
     bufs: Vec<Buffer>,
     step: usize,
     pending: Vec<R>,
+    /// Transfers posted ahead, with the step whose completion waits for them.
+    ahead: Vec<(usize, R)>,
     op: Option<(Op, Datatype)>,
 }
 
@@ -204,6 +232,7 @@ impl<R> Running<R> {
             bufs,
             step: 0,
             pending: Vec::new(),
+            ahead: Vec::new(),
             op,
         }
     }
@@ -285,33 +314,53 @@ impl<R> Running<R> {
                     return Ok(false);
                 }
             }
-            let Some(step) = self.sched.steps.get(self.step) else {
-                return Ok(true);
+            let sched = Rc::clone(&self.sched);
+            let Some(step) = sched.steps.get(self.step) else {
+                if self.ahead.is_empty() {
+                    return Ok(true);
+                }
+                // Waited for by no step (past the last): the end waits for them.
+                self.pending.extend(self.ahead.drain(..).map(|(_, r)| r));
+                continue;
             };
             for l in &step.local {
                 self.run_local(l)?;
             }
-            for x in &step.xfers {
+            let now = self.step;
+            let xfers = step.xfers.iter().map(|x| (0, x));
+            for (later, x) in xfers.chain(step.ahead.iter().map(|(n, x)| (*n, x))) {
                 let req = match x {
-                    Xfer::Send { peer, from } => p.isend(*peer, self.view(*from)?),
-                    Xfer::Recv { peer, into } => p.irecv(*peer, self.view(*into)?),
+                    Xfer::Send { peer, from } => self.view(*from).and_then(|b| p.isend(*peer, b)),
+                    Xfer::Recv { peer, into } => self.view(*into).and_then(|b| p.irecv(*peer, b)),
                 };
                 match req {
-                    Ok(r) => self.pending.push(r),
+                    Ok(r) if later == 0 => self.pending.push(r),
+                    Ok(r) => self.ahead.push((now + later, r)),
                     Err(e) => {
-                        let _ = p.wait_all(&mut self.pending);
+                        self.wait_out(p);
                         return Err(e);
                     }
                 }
             }
+            // Posted by earlier steps for this one: it completes once they did.
+            let (due, later): (Vec<_>, Vec<_>) = self.ahead.drain(..).partition(|(at, _)| *at == now);
+            self.ahead = later;
+            self.pending.extend(due.into_iter().map(|(_, r)| r));
             self.step += 1;
         }
+    }
+
+    /// Waits for every transfer in flight, those posted ahead too (so that no buffer
+    /// stays lent).
+    fn wait_out<P: P2p<Req = R>>(&mut self, p: &mut P) {
+        self.pending.extend(self.ahead.drain(..).map(|(_, r)| r));
+        let _ = p.wait_all(&mut self.pending);
     }
 
     /// Waits out whatever is still in flight (after a failure) and gives the
     /// output buffer back.
     pub fn finish<P: P2p<Req = R>>(mut self, p: &mut P) -> Buffer {
-        let _ = p.wait_all(&mut self.pending);
+        self.wait_out(p);
         for temp in self.bufs.drain(OUTPUT as usize + 1..) {
             if let Some(v) = temp.into_vec() {
                 scratch::give_back(v);

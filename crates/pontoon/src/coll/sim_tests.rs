@@ -594,7 +594,7 @@ fn crossings(p: u32, sites: &[u32], build: impl Fn(Shape) -> Schedule) -> (usize
             let s = build(Shape { rank: r, size: p });
             s.steps
                 .into_iter()
-                .flat_map(|st| st.xfers)
+                .flat_map(|st| st.all_xfers().cloned().collect::<Vec<_>>())
                 .filter_map(|x| match x {
                     Xfer::Send { peer, from } if sites[peer as usize] != sites[r as usize] => Some(from.len),
                     _ => None,
@@ -670,7 +670,7 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
                 let far = |x: &Xfer| match x {
                     Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => of[*peer as usize] != of[r as usize],
                 };
-                s.steps.iter().filter(|st| st.xfers.iter().any(far)).count()
+                s.steps.iter().filter(|st| st.all_xfers().any(far)).count()
             })
             .max()
             .unwrap_or(0)
@@ -688,7 +688,7 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
     let sends = within
         .steps
         .iter()
-        .flat_map(|st| &st.xfers)
+        .flat_map(|st| st.all_xfers())
         .filter(|x| matches!(x, Xfer::Send { .. }));
     assert_eq!(sends.count(), p.ilog2() as usize, "Bruck within a site");
     // Its local work is a few strided copies per round, not one copy per block: at 256
@@ -708,7 +708,7 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
         let far = |x: &Xfer| match x {
             Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => peer / half != r / half,
         };
-        s.steps.iter().filter(|st| st.xfers.iter().any(far)).count()
+        s.steps.iter().filter(|st| st.all_xfers().any(far)).count()
     };
     assert_eq!((0..p).map(across).max(), Some(1), "short alltoall across sites");
     // Allgatherv: each site's blocks cross once, where the ring carries them across at
