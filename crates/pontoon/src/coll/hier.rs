@@ -242,6 +242,9 @@ pub fn barrier(sh: Shape, sites: &Sites, t: &Tuning) -> Schedule {
 
 /// `buf` holds `n` bytes at `root`, and everywhere at the end.
 pub fn bcast(sh: Shape, sites: &Sites, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
+    if n >= t.bcast_long {
+        return bcast_pipelined(sh, sites, root, buf, n, t);
+    }
     let lv = Levels::new(sh, sites, root);
     let mut s = Schedule::default();
     if let Some(lsh) = lv.leader_shape() {
@@ -375,20 +378,124 @@ pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: us
     s
 }
 
-/// Most pieces a site's blocks cross the WAN in ([`allgather_pipelined`]).
+/// Most pieces a long site-aware collective sends across the WAN in.
 const MAX_PIECES: usize = 8;
-/// The least a piece carries, in `allgather_long`s (0.94 MiB by default): on the `wan`
-/// testbed (8 ranks, two sites, 20 ms), 2 MiB per site in 1, 2, 4, 8 and 16 pieces
-/// took 42, 41, 42–51, 48 and 59 ms; each piece costs every rank of the chain a step.
+/// The least a piece carries, in the collective's long-message switch point
+/// (`PONTOON_COLL_*_LONG`): on the `wan` testbed (8 ranks, two sites, 20 ms), an
+/// allgather's 2 MiB per site in 1, 2, 4, 8 and 16 pieces took 42, 41, 42–51, 48 and
+/// 59 ms; each piece costs every rank of a chain a step.
 const PIECE_MIN: usize = 12;
 
+/// `len` bytes of `buf` from `off` in pieces of at least `PIECE_MIN * long` bytes (at
+/// most [`MAX_PIECES`]), the same at every rank.
+fn pieces(buf: BufId, off: usize, len: usize, long: usize) -> Vec<Region> {
+    let k = (len / (PIECE_MIN * long).max(1)).clamp(1, MAX_PIECES);
+    (0..k)
+        .map(|i| region(buf, off + len * i / k, len * (i + 1) / k - len * i / k))
+        .collect()
+}
+
+/// A pipeline down a chain through this rank's site (its leader, then the others in
+/// rank order): in round i the leader sends the regions `down(i)` names (after
+/// `first`, its transfers of round 0: what it posts ahead across the WAN); every other
+/// rank receives them from the one before it in round i and passes them on in round
+/// i + 1. One step per round, so that a region that arrives by round i's end (posted
+/// ahead, waited for `i` steps on) may be named by `down(i + 1)`.
+fn chain_rounds(
+    s: &mut Schedule,
+    sh: Shape,
+    lv: &Levels,
+    rounds: usize,
+    down: impl Fn(usize) -> Vec<Region>,
+    first: impl FnOnce(&mut Schedule),
+) {
+    let head = lv.site[lv.leader_in_site as usize];
+    let chain: Vec<u32> = std::iter::once(head)
+        .chain(lv.site.iter().copied().filter(|&r| r != head))
+        .collect();
+    let at = chain
+        .iter()
+        .position(|&r| r == sh.rank)
+        .expect("a rank is in its site's chain");
+    let next = chain.get(at + 1).copied();
+    let mut first = Some(first);
+    if at == 0 {
+        for i in 0..=rounds {
+            s.new_step();
+            if let Some(first) = first.take() {
+                first(s);
+            }
+            if let Some(next) = next {
+                for piece in down(i) {
+                    s.send(next, piece);
+                }
+            }
+        }
+        return;
+    }
+    let prev = chain[at - 1];
+    for i in 0..=rounds + 1 {
+        s.new_step();
+        if i <= rounds {
+            for piece in down(i) {
+                s.recv(prev, piece);
+            }
+        }
+        if let Some(next) = next.filter(|_| i >= 1) {
+            for piece in down(i - 1) {
+                s.send(next, piece);
+            }
+        }
+    }
+}
+
+/// A long bcast whose levels overlap: the root sends the message to every other
+/// site's leader in pieces ([`pieces`]) posted at once, and down a chain through each
+/// site go the pieces (the root's site: all at once; the others: each as soon as it
+/// arrived), every rank passing on one round's piece while it takes the next. The
+/// message crosses to each site once, as before, but each site's broadcast runs
+/// beside the transfer instead of after it.
+fn bcast_pipelined(sh: Shape, sites: &Sites, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
+    let lv = Levels::new(sh, sites, root);
+    let mut s = Schedule::default();
+    let parts = pieces(buf, 0, n, t.bcast_long);
+    let rounds = parts.len();
+    let at_root_site = sites.of[sh.rank as usize] == sites.of[root as usize];
+    // The root's site has every piece from the start; another site has piece i - 1 by
+    // round i.
+    let down = |i: usize| -> Vec<Region> {
+        let piece = if at_root_site { Some(i) } else { i.checked_sub(1) };
+        piece
+            .and_then(|p| parts.get(p).copied())
+            .into_iter()
+            .filter(|r| r.len > 0)
+            .collect()
+    };
+    let first = |s: &mut Schedule| {
+        let nonempty = || parts.iter().enumerate().filter(|(_, r)| r.len > 0);
+        if sh.rank == root {
+            for &other in lv.leaders.iter().filter(|&&l| l != root) {
+                for (_, &piece) in nonempty() {
+                    s.send_ahead(other, piece, rounds);
+                }
+            }
+        } else if lv.in_leaders.is_some() {
+            for (j, &piece) in nonempty() {
+                s.recv_ahead(root, piece, j);
+            }
+        }
+    };
+    chain_rounds(&mut s, sh, &lv, rounds, down, first);
+    s
+}
+
 /// A long allgather whose levels overlap: each site's blocks gather at its leader;
-/// the leaders swap them in pieces of at least [`PIECE_MIN`] `allgather_long`s (at
-/// most [`MAX_PIECES`]); and down a chain through the site (leader, then the others in
-/// rank order) go the site's own pieces at once and each remote piece as soon as it
-/// arrived, every rank passing on the last step's pieces while it takes the next. The
-/// WAN carries each site's blocks to each other site once, as before, but the site's
-/// broadcast of the other sites' blocks runs beside their transfer instead of after it.
+/// the leaders swap them in pieces ([`pieces`]) posted at once; and down a chain
+/// through each site go the site's own pieces at once and each remote piece as soon
+/// as it arrived, every rank passing on one round's pieces while it takes the next.
+/// The WAN carries each site's blocks to each other site once, as before, but the
+/// site's broadcast of the other sites' blocks runs beside their transfer instead of
+/// after it.
 fn allgather_pipelined(
     sh: Shape,
     sites: &Sites,
@@ -404,79 +511,41 @@ fn allgather_pipelined(
     // Every rank's copy of all blocks in site order (each site's blocks back to back).
     let by_site = s.temp(sites.of.len() * n);
     let site_blocks = gather_at_leader(&mut s, sh, &lv, src, dst, n, t);
-    let leader = lv.in_leaders.is_some();
-    if leader {
+    if lv.in_leaders.is_some() {
         s.copy(
             region(site_blocks, 0, blocks[here].1),
             region(by_site, blocks[here].0, blocks[here].1),
         );
     }
-    // Site x's blocks in pieces: piece i is `pieces[x][i]`, a region of `by_site`.
-    let pieces: Vec<Vec<Region>> = blocks
+    // Site x's blocks in pieces: piece i is `parts[x][i]`, a region of `by_site`.
+    let parts: Vec<Vec<Region>> = blocks
         .iter()
-        .map(|&(off, len)| {
-            let k = (len / (PIECE_MIN * t.allgather_long).max(1)).clamp(1, MAX_PIECES);
-            (0..k)
-                .map(|i| region(by_site, off + len * i / k, len * (i + 1) / k - len * i / k))
-                .collect()
-        })
+        .map(|&(off, len)| pieces(by_site, off, len, t.allgather_long))
         .collect();
-    let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    let rounds = parts.iter().map(Vec::len).max().unwrap_or(0);
     // What goes down the chain in round i: the site's own piece i, and the other
     // sites' pieces i - 1 (the leader has them from the round before).
     let down = |i: usize| -> Vec<Region> {
-        let own = pieces[here].get(i).copied();
-        let remote = (0..pieces.len())
+        let own = parts[here].get(i).copied();
+        let remote = (0..parts.len())
             .filter(|&x| x != here && i >= 1)
-            .filter_map(|x| pieces[x].get(i - 1).copied());
+            .filter_map(|x| parts[x].get(i - 1).copied());
         own.into_iter().chain(remote).filter(|r| r.len > 0).collect()
     };
-    let head = lv.site[lv.leader_in_site as usize];
-    let chain: Vec<u32> = std::iter::once(head)
-        .chain(lv.site.iter().copied().filter(|&r| r != head))
-        .collect();
-    let at = chain
-        .iter()
-        .position(|&r| r == sh.rank)
-        .expect("a rank is in its site's chain");
-    let next = chain.get(at + 1).copied();
-    if leader {
-        // Round i is one step: remote piece i arrives by its end, and goes on down the
-        // chain in round i + 1. All pieces are posted in round 0.
-        for i in 0..=rounds {
-            s.new_step();
-            if i == 0 {
-                for (x, &other) in lv.leaders.iter().enumerate().filter(|&(x, _)| x != here) {
-                    for &mine in pieces[here].iter().filter(|r| r.len > 0) {
-                        s.send_ahead(other, mine, rounds);
-                    }
-                    for (j, &theirs) in pieces[x].iter().enumerate().filter(|(_, r)| r.len > 0) {
-                        s.recv_ahead(other, theirs, j);
-                    }
-                }
+    let first = |s: &mut Schedule| {
+        if lv.in_leaders.is_none() {
+            return;
+        }
+        for (x, &other) in lv.leaders.iter().enumerate().filter(|&(x, _)| x != here) {
+            for &mine in parts[here].iter().filter(|r| r.len > 0) {
+                s.send_ahead(other, mine, rounds);
             }
-            if let Some(next) = next {
-                for piece in down(i) {
-                    s.send(next, piece);
-                }
+            for (j, &theirs) in parts[x].iter().enumerate().filter(|(_, r)| r.len > 0) {
+                s.recv_ahead(other, theirs, j);
             }
         }
-    } else {
-        let prev = chain[at - 1];
-        for i in 0..=rounds + 1 {
-            s.new_step();
-            if i <= rounds {
-                for piece in down(i) {
-                    s.recv(prev, piece);
-                }
-            }
-            if let Some(next) = next.filter(|_| i >= 1) {
-                for piece in down(i - 1) {
-                    s.send(next, piece);
-                }
-            }
-        }
-    }
+    };
+    chain_rounds(&mut s, sh, &lv, rounds, down, first);
     for (i, r) in sites.in_site_order().into_iter().enumerate() {
         s.copy(region(by_site, i * n, n), region(dst, r as usize * n, n));
     }
