@@ -235,6 +235,12 @@ pub const PARAMS: &[Param] = &[
                   below, down a binomial tree",
     },
     Param {
+        name: "PONTOON_COLL_SITE_PIECE",
+        default: "1048576",
+        meaning: "a long site-aware allgather crosses between sites in pieces of at least this many bytes (8 \
+                  at most), each passed on within the site as soon as it arrived",
+    },
+    Param {
         name: "PONTOON_COLL_HIER",
         default: "1",
         meaning: "site-aware collectives (1): a communicator whose ranks sit at two or more sites (every rank's \
@@ -327,6 +333,7 @@ pub struct Config {
     pub coll_alltoall_short: usize,
     pub coll_alltoall_long: usize,
     pub coll_gather_long: usize,
+    pub coll_site_piece: usize,
     pub coll_hier: bool,
 }
 
@@ -597,6 +604,7 @@ impl Config {
             coll_alltoall_short: num(env, "PONTOON_COLL_ALLTOALL_SHORT")?,
             coll_alltoall_long: num(env, "PONTOON_COLL_ALLTOALL_LONG")?,
             coll_gather_long: num(env, "PONTOON_COLL_GATHER_LONG")?,
+            coll_site_piece: num(env, "PONTOON_COLL_SITE_PIECE")?,
             coll_hier: num::<u8>(env, "PONTOON_COLL_HIER")? != 0,
             stagger: Duration::from_millis(num(env, "PONTOON_STAGGER_MS")?),
             policy: net::IfPolicy::parse(&get(env, "PONTOON_IF_INCLUDE"), &get(env, "PONTOON_IF_EXCLUDE"))

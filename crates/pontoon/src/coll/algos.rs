@@ -26,6 +26,8 @@ pub struct Tuning {
     pub alltoall_long: usize,
     /// gather/scatter: binomial tree below this per-rank size, direct from here.
     pub gather_long: usize,
+    /// Long site-aware allgather: the least bytes a piece crosses in.
+    pub site_piece: usize,
     /// Across sites, the site-aware algorithms of [`super::hier`] (`PONTOON_COLL_HIER`).
     pub site_aware: bool,
 }
@@ -40,6 +42,7 @@ impl Tuning {
             alltoall_short: c.coll_alltoall_short,
             alltoall_long: c.coll_alltoall_long,
             gather_long: c.coll_gather_long,
+            site_piece: c.coll_site_piece,
             site_aware: c.coll_hier,
         }
     }

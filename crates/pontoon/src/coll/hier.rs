@@ -242,9 +242,6 @@ pub fn barrier(sh: Shape, sites: &Sites, t: &Tuning) -> Schedule {
 
 /// `buf` holds `n` bytes at `root`, and everywhere at the end.
 pub fn bcast(sh: Shape, sites: &Sites, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
-    if n >= t.bcast_long {
-        return bcast_pipelined(sh, sites, root, buf, n, t);
-    }
     let lv = Levels::new(sh, sites, root);
     let mut s = Schedule::default();
     if let Some(lsh) = lv.leader_shape() {
@@ -378,18 +375,16 @@ pub fn allgather(sh: Shape, sites: &Sites, src: Option<BufId>, dst: BufId, n: us
     s
 }
 
-/// Most pieces a long site-aware collective sends across the WAN in.
+/// Most pieces a long site-aware allgather sends across the WAN in.
 const MAX_PIECES: usize = 8;
-/// The least a piece carries, in the collective's long-message switch point
-/// (`PONTOON_COLL_*_LONG`): on the `wan` testbed (8 ranks, two sites, 20 ms), an
-/// allgather's 2 MiB per site in 1, 2, 4, 8 and 16 pieces took 42, 41, 42–51, 48 and
-/// 59 ms; each piece costs every rank of a chain a step.
-const PIECE_MIN: usize = 12;
 
-/// `len` bytes of `buf` from `off` in pieces of at least `PIECE_MIN * long` bytes (at
-/// most [`MAX_PIECES`]), the same at every rank.
-fn pieces(buf: BufId, off: usize, len: usize, long: usize) -> Vec<Region> {
-    let k = (len / (PIECE_MIN * long).max(1)).clamp(1, MAX_PIECES);
+/// `len` bytes of `buf` from `off` in pieces of at least `PONTOON_COLL_SITE_PIECE`
+/// bytes (at most [`MAX_PIECES`]), the same at every rank. Fewer, larger pieces won on
+/// the `wan` testbed (8 ranks, two sites, 20 ms): an allgather's 2 MiB per site in 1,
+/// 2, 4, 8 and 16 pieces took 42, 41, 42–51, 48 and 59 ms; each piece costs every rank
+/// of a chain a step.
+fn pieces(buf: BufId, off: usize, len: usize, t: &Tuning) -> Vec<Region> {
+    let k = (len / t.site_piece.max(1)).clamp(1, MAX_PIECES);
     (0..k)
         .map(|i| region(buf, off + len * i / k, len * (i + 1) / k - len * i / k))
         .collect()
@@ -449,46 +444,6 @@ fn chain_rounds(
     }
 }
 
-/// A long bcast whose levels overlap: the root sends the message to every other
-/// site's leader in pieces ([`pieces`]) posted at once, and down a chain through each
-/// site go the pieces (the root's site: all at once; the others: each as soon as it
-/// arrived), every rank passing on one round's piece while it takes the next. The
-/// message crosses to each site once, as before, but each site's broadcast runs
-/// beside the transfer instead of after it.
-fn bcast_pipelined(sh: Shape, sites: &Sites, root: u32, buf: BufId, n: usize, t: &Tuning) -> Schedule {
-    let lv = Levels::new(sh, sites, root);
-    let mut s = Schedule::default();
-    let parts = pieces(buf, 0, n, t.bcast_long);
-    let rounds = parts.len();
-    let at_root_site = sites.of[sh.rank as usize] == sites.of[root as usize];
-    // The root's site has every piece from the start; another site has piece i - 1 by
-    // round i.
-    let down = |i: usize| -> Vec<Region> {
-        let piece = if at_root_site { Some(i) } else { i.checked_sub(1) };
-        piece
-            .and_then(|p| parts.get(p).copied())
-            .into_iter()
-            .filter(|r| r.len > 0)
-            .collect()
-    };
-    let first = |s: &mut Schedule| {
-        let nonempty = || parts.iter().enumerate().filter(|(_, r)| r.len > 0);
-        if sh.rank == root {
-            for &other in lv.leaders.iter().filter(|&&l| l != root) {
-                for (_, &piece) in nonempty() {
-                    s.send_ahead(other, piece, rounds);
-                }
-            }
-        } else if lv.in_leaders.is_some() {
-            for (j, &piece) in nonempty() {
-                s.recv_ahead(root, piece, j);
-            }
-        }
-    };
-    chain_rounds(&mut s, sh, &lv, rounds, down, first);
-    s
-}
-
 /// A long allgather whose levels overlap: each site's blocks gather at its leader;
 /// the leaders swap them in pieces ([`pieces`]) posted at once; and down a chain
 /// through each site go the site's own pieces at once and each remote piece as soon
@@ -520,7 +475,7 @@ fn allgather_pipelined(
     // Site x's blocks in pieces: piece i is `parts[x][i]`, a region of `by_site`.
     let parts: Vec<Vec<Region>> = blocks
         .iter()
-        .map(|&(off, len)| pieces(by_site, off, len, t.allgather_long))
+        .map(|&(off, len)| pieces(by_site, off, len, t))
         .collect();
     let rounds = parts.iter().map(Vec::len).max().unwrap_or(0);
     // What goes down the chain in round i: the site's own piece i, and the other

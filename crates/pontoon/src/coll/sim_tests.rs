@@ -216,6 +216,7 @@ pub(super) fn tuning(long: bool) -> Tuning {
             alltoall_short: 0,
             alltoall_long: 1,
             gather_long: 1,
+            site_piece: 1,
             site_aware: true,
         }
     } else {
