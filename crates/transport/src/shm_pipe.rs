@@ -336,6 +336,10 @@ impl Pipe for ShmPipe {
         Ok((taken > 0).then_some(taken))
     }
 
+    fn gathers(&self) -> bool {
+        true
+    }
+
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }

@@ -66,6 +66,11 @@ enum RxState<T> {
 pub trait Pipe {
     /// Writes as much of `iov` as the pipe takes now; `Ok(0)` when it is full.
     fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError>;
+    /// A write of several slices costs it no more than one of their total (memory, not
+    /// a system call): a small frame's header and payload are not copied together first.
+    fn gathers(&self) -> bool {
+        false
+    }
     /// Reads up to `dst.len()` bytes: `Some(n)` (never 0), `None` when nothing is there
     /// now, `Err(LinkError::Closed)` once the other end is gone.
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError>;
@@ -193,12 +198,19 @@ impl<P: Pipe, T> StreamLink<P, T> {
 
     /// A small frame with nothing queued before it (the latency-critical case) goes out
     /// as one contiguous copy: for a socket one send(), cheaper in the kernel than a
-    /// two-segment sendmsg(); nothing is queued or reference-counted. Returns the bytes
+    /// two-segment sendmsg() (a pipe that [`Pipe::gathers`] takes both slices);
+    /// nothing is queued or reference-counted. Returns the bytes
     /// written (0 when the pipe is full), or `None` when the frame is too large for this path.
     fn send_small_now(&mut self, header: &[u8], payload: &[u8]) -> Result<Option<usize>, LinkError> {
         let total = header.len() + payload.len();
         if total > SMALL_FRAME {
             return Ok(None);
+        }
+        if self.pipe.gathers() {
+            return self
+                .pipe
+                .write(&[IoSlice::new(header), IoSlice::new(payload)])
+                .map(Some);
         }
         let mut buf = [0u8; SMALL_FRAME];
         buf[..header.len()].copy_from_slice(header);
