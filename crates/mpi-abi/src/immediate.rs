@@ -17,7 +17,7 @@ use crate::p2p::{finish_recv, recv_tag};
 use crate::state::{try_mpi, Mpi};
 
 /// Largest message (bytes) worth trying here: the runtime's own limit.
-const SMALL: u64 = 192;
+const SMALL: u64 = pontoon::Comm::NOW_MAX as u64;
 
 /// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
 /// predefined and gapless and the message small.

@@ -206,6 +206,9 @@ impl<'u> Comm<'u> {
 
     // ---- point to point ------------------------------------------------------
 
+    /// Largest message of [`Comm::send_now`] and [`Comm::recv_now`].
+    pub const NOW_MAX: usize = runtime::Runtime::SMALL_SEND;
+
     /// A standard send of a small message on the runtime's immediate path (written to
     /// the lane at once, no request); `None` when it must take the general path
     /// ([`Comm::send`] does both).

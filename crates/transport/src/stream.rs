@@ -14,8 +14,9 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placemen
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
-/// Frames up to this size are copied into one buffer and sent with one send().
-const SMALL_FRAME: usize = 256;
+/// Frames up to this size are copied into one buffer and sent with one send(), and
+/// shown whole by `peek_small`: a 1 KiB message and its header.
+const SMALL_FRAME: usize = 1024 + MAX_HEADER_LEN;
 /// Staging a lane starts with.
 const FIRST_STAGING: usize = 1 << 10;
 /// Frames gathered into one sendmsg() call.
@@ -501,7 +502,8 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         }
         Ok(match staged {
             None => Peeked::Nothing,
-            Some((_, _, total)) if total > SMALL_FRAME => Peeked::Other,
+            // Staging may not grow to hold it: the general path reads it in place.
+            Some((_, _, total)) if total > SMALL_FRAME || total > self.rx_max => Peeked::Other,
             Some((_, _, total)) if self.rx_end - self.rx_start < total => Peeked::Nothing,
             Some((repr, header, total)) => Peeked::Frame {
                 repr,

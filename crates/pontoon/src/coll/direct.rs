@@ -1,5 +1,5 @@
-//! Small blocking collectives, run straight from their schedule: every transfer small
-//! enough for [`Runtime::SMALL_SEND`] goes out at once without a request, receives land
+//! Small blocking collectives, run straight from their schedule: every transfer goes
+//! out at once without a request ([`Runtime::send_small_now`]), receives land
 //! in the caller's memory, temporaries live in one reused scratch vector. The general
 //! executor ([`Running`](super::schedule::Running)) lends every region as a reference-
 //! counted buffer and keeps a request per transfer; for an 8 B allreduce that machinery
@@ -20,8 +20,9 @@ use crate::datatype::Datatype;
 use crate::op::Op;
 use crate::{Error, Result};
 
-/// Largest region (and so message) of a schedule run here.
-const MAX_REGION: usize = Runtime::SMALL_SEND;
+/// Largest region (and so message) of a schedule run here (within
+/// [`Runtime::SMALL_SEND`]).
+const MAX_REGION: usize = 192;
 /// Most temporary bytes and buffers of a schedule run here.
 const MAX_TEMP_BYTES: usize = 16 << 10;
 const MAX_TEMPS: usize = 8;

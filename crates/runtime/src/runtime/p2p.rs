@@ -19,9 +19,10 @@ const RECV_NOW_PASS_EVERY: u32 = 64;
 const RECV_NOW_CLOCK_EVERY: u32 = 16 * RECV_NOW_PASS_EVERY;
 
 impl Runtime {
-    /// Largest message of [`Runtime::send_small_now`]: a copy this small costs less than
-    /// the request it saves, should the lane not take it at once.
-    pub const SMALL_SEND: usize = 192;
+    /// Largest message of the immediate paths ([`Runtime::send_small_now`],
+    /// [`Runtime::recv_small_now`]): a copy this small costs less than the request it
+    /// saves, should the lane not take it at once.
+    pub const SMALL_SEND: usize = 1024;
 
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
