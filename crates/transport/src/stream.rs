@@ -15,8 +15,8 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placemen
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
 /// Frames up to this size are copied into one buffer and sent with one send(), and
-/// shown whole by `peek_small`: a 1 KiB message and its header.
-const SMALL_FRAME: usize = 1024 + MAX_HEADER_LEN;
+/// shown whole by `peek_small`: a 4 KiB message and its header.
+const SMALL_FRAME: usize = 4096 + MAX_HEADER_LEN;
 /// Staging a lane starts with.
 const FIRST_STAGING: usize = 1 << 10;
 /// Frames gathered into one sendmsg() call.
@@ -131,6 +131,9 @@ pub struct StreamLink<P, T> {
     /// The last read of this receive pass came back short.
     drained: bool,
     ledger: Ledger,
+    /// Where a small frame is put together for one write (made once: zeroing a frame's
+    /// worth on every send cost more than the copy).
+    tx_small: Vec<u8>,
 }
 
 impl<P: Pipe, T> StreamLink<P, T> {
@@ -150,6 +153,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             rx: RxState::Header,
             drained: false,
             ledger: Ledger::default(),
+            tx_small: Vec::new(),
         }
     }
 
@@ -213,10 +217,13 @@ impl<P: Pipe, T> StreamLink<P, T> {
                 .write(&[IoSlice::new(header), IoSlice::new(payload)])
                 .map(Some);
         }
-        let mut buf = [0u8; SMALL_FRAME];
+        if self.tx_small.is_empty() {
+            self.tx_small = vec![0; SMALL_FRAME];
+        }
+        let buf = &mut self.tx_small[..total];
         buf[..header.len()].copy_from_slice(header);
-        buf[header.len()..total].copy_from_slice(payload);
-        self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some)
+        buf[header.len()..].copy_from_slice(payload);
+        self.pipe.write(&[IoSlice::new(buf)]).map(Some)
     }
 
     /// Writes a small frame at once when nothing is queued before it; otherwise, or for

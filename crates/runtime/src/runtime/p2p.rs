@@ -22,7 +22,7 @@ impl Runtime {
     /// Largest message of the immediate paths ([`Runtime::send_small_now`],
     /// [`Runtime::recv_small_now`]): a copy this small costs less than the request it
     /// saves, should the lane not take it at once.
-    pub const SMALL_SEND: usize = 1024;
+    pub const SMALL_SEND: usize = 4096;
 
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
