@@ -330,6 +330,17 @@ int main(int argc, char **argv) {
         CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
         CHECK_OK(MPI_Wait(&er, MPI_STATUS_IGNORE));
         CHECK(early == 84 && x == 85 && st.MPI_TAG == 85);
+        /* Two messages read from the lane at once: the second must reach a later
+         * non-blocking receive (left in the lane's staging it waited for a socket
+         * readiness that never came). */
+        int two[2] = {91, 92}, got2 = -1;
+        CHECK_OK(MPI_Send(&two[0], 1, MPI_INT, next, 91, MPI_COMM_WORLD));
+        CHECK_OK(MPI_Send(&two[1], 1, MPI_INT, next, 92, MPI_COMM_WORLD));
+        CHECK_OK(MPI_Recv(&x, 1, MPI_INT, prev, 91, MPI_COMM_WORLD, &st));
+        MPI_Request later;
+        CHECK_OK(MPI_Irecv(&got2, 1, MPI_INT, prev, 92, MPI_COMM_WORLD, &later));
+        CHECK_OK(MPI_Wait(&later, &st));
+        CHECK(x == 91 && got2 == 92 && st.MPI_TAG == 92);
         /* Zero bytes, then one into a buffer too small (MPI_ERR_TRUNCATE). */
         CHECK_OK(MPI_Send(NULL, 0, MPI_INT, next, 87, MPI_COMM_WORLD));
         CHECK_OK(MPI_Recv(NULL, 0, MPI_INT, prev, 87, MPI_COMM_WORLD, &st));

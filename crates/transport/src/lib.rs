@@ -108,8 +108,10 @@ pub trait Link {
     /// A frame looked at and left is handed out by the next [`Link::recv`], which the
     /// caller must run before the rank sleeps.
     fn peek_small(&mut self) -> Result<Peeked<'_>, LinkError>;
-    /// Takes the frame of `total` bytes that [`Link::peek_small`] returned.
-    fn take_peeked(&mut self, total: usize);
+    /// Takes the frame of `total` bytes that [`Link::peek_small`] returned. `true` when
+    /// bytes read with it remain: [`Link::recv`] must hand them out before the rank
+    /// sleeps (a socket does not signal them again).
+    fn take_peeked(&mut self, total: usize) -> bool;
     /// What to wait on in epoll: readable when something arrived (or, for a
     /// [`Link::polled`] link, after [`Link::arm_wakeup`]), or when the link closed.
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
@@ -288,7 +290,7 @@ impl<T> Link for AnyLink<T> {
         each!(self, l => l.peek_small())
     }
     #[inline]
-    fn take_peeked(&mut self, total: usize) {
+    fn take_peeked(&mut self, total: usize) -> bool {
         each!(self, l => l.take_peeked(total))
     }
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {

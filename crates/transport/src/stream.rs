@@ -15,8 +15,8 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placemen
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
 /// Frames up to this size are copied into one buffer and sent with one send(), and
-/// shown whole by `peek_small`: a 4 KiB message and its header.
-const SMALL_FRAME: usize = 4096 + MAX_HEADER_LEN;
+/// shown whole by `peek_small`.
+const SMALL_FRAME: usize = 256;
 /// Staging a lane starts with.
 const FIRST_STAGING: usize = 1 << 10;
 /// Frames gathered into one sendmsg() call.
@@ -131,8 +131,8 @@ pub struct StreamLink<P, T> {
     /// The last read of this receive pass came back short.
     drained: bool,
     ledger: Ledger,
-    /// Where a small frame is put together for one write (made once: zeroing a frame's
-    /// worth on every send cost more than the copy).
+    /// Where a small frame is put together for one write (made once, not zeroed on
+    /// every send).
     tx_small: Vec<u8>,
 }
 
@@ -520,13 +520,14 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         })
     }
 
-    fn take_peeked(&mut self, total: usize) {
+    fn take_peeked(&mut self, total: usize) -> bool {
         debug_assert!(
             self.rx_end - self.rx_start >= total,
             "a frame peek_small returned"
         );
         self.rx_start += total;
         self.ledger.on_received();
+        self.rx_start < self.rx_end
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {

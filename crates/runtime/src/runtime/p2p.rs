@@ -21,8 +21,10 @@ const RECV_NOW_CLOCK_EVERY: u32 = 16 * RECV_NOW_PASS_EVERY;
 impl Runtime {
     /// Largest message of the immediate paths ([`Runtime::send_small_now`],
     /// [`Runtime::recv_small_now`]): a copy this small costs less than the request it
-    /// saves, should the lane not take it at once.
-    pub const SMALL_SEND: usize = 4096;
+    /// saves, should the lane not take it at once. (1 KiB and 4 KiB were faster on
+    /// shared memory, but a TCP lane reset during a burst of 1 KiB sends then hung one
+    /// run in two: `docs/perf.md`.)
+    pub const SMALL_SEND: usize = 192;
 
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
@@ -101,22 +103,27 @@ impl Runtime {
         let mut lane = self.ep.recv_now_lane(src)?;
         loop {
             let link = &mut self.lanes.get_mut(lane)?.link;
-            let status = match link.peek_small() {
+            let taken = match link.peek_small() {
                 Ok(Peeked::Nothing) => None,
                 Ok(Peeked::Frame { repr, payload, total }) => {
                     match self.ep.recv_eager_now(src, &repr, ctx, tag, dst.len() as u64) {
                         Some(status) => {
                             dst[..payload.len()].copy_from_slice(payload);
-                            link.take_peeked(total);
-                            Some(status)
+                            Some((status, link.take_peeked(total)))
                         }
                         None => return self.leave_to_general_path(lane),
                     }
                 }
                 Ok(Peeked::Other) | Err(_) => return self.leave_to_general_path(lane),
             };
-            if let Some(status) = status {
-                self.acknowledge(lane);
+            if let Some((status, more)) = taken {
+                if more {
+                    // Frames read with this one: handed to the engine now, or they would
+                    // wait in the lane's staging for a readiness its socket never signals.
+                    self.service_link(lane, true);
+                } else {
+                    self.acknowledge(lane);
+                }
                 self.drive_outputs();
                 return Some(Ok(status));
             }
