@@ -131,9 +131,6 @@ pub struct StreamLink<P, T> {
     /// The last read of this receive pass came back short.
     drained: bool,
     ledger: Ledger,
-    /// Where a small frame is put together for one write (made once, not zeroed on
-    /// every send).
-    tx_small: Vec<u8>,
 }
 
 impl<P: Pipe, T> StreamLink<P, T> {
@@ -153,7 +150,6 @@ impl<P: Pipe, T> StreamLink<P, T> {
             rx: RxState::Header,
             drained: false,
             ledger: Ledger::default(),
-            tx_small: Vec::new(),
         }
     }
 
@@ -217,13 +213,10 @@ impl<P: Pipe, T> StreamLink<P, T> {
                 .write(&[IoSlice::new(header), IoSlice::new(payload)])
                 .map(Some);
         }
-        if self.tx_small.is_empty() {
-            self.tx_small = vec![0; SMALL_FRAME];
-        }
-        let buf = &mut self.tx_small[..total];
+        let mut buf = [0u8; SMALL_FRAME];
         buf[..header.len()].copy_from_slice(header);
-        buf[header.len()..].copy_from_slice(payload);
-        self.pipe.write(&[IoSlice::new(buf)]).map(Some)
+        buf[header.len()..total].copy_from_slice(payload);
+        self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some)
     }
 
     /// Writes a small frame at once when nothing is queued before it; otherwise, or for
