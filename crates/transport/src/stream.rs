@@ -314,6 +314,21 @@ impl<P: Pipe, T> StreamLink<P, T> {
         Ok(true)
     }
 
+    /// The frame at the head of the staging buffer, if it is whole there: its header
+    /// and the length of header and payload.
+    fn staged_frame(&self) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
+        let avail = &self.rx_buf[self.rx_start..self.rx_end];
+        let Some(&kind) = avail.first() else {
+            return Ok(None);
+        };
+        let need = Kind::from_u8(kind).map_err(LinkError::Wire)?.header_len();
+        if avail.len() < need {
+            return Ok(None);
+        }
+        let repr = DataRepr::parse(&DataHeader::new_checked(&avail[..need])?);
+        Ok(Some((repr, need, need + repr.payload_len() as usize)))
+    }
+
     /// Refills the staging buffer from the pipe. `Ok(false)`: nothing available.
     /// Sets `self.drained` when the read came back short: the socket is empty for now,
     /// so the next refill in this pass would only cost a system call returning EAGAIN.
@@ -353,23 +368,6 @@ impl<P: Pipe, T> StreamLink<P, T> {
             }
             None => Ok(false),
         }
-    }
-}
-
-impl<P: Pipe, T> StreamLink<P, T> {
-    /// The frame at the head of the staging buffer, if it is whole there: its header
-    /// and the length of header and payload.
-    fn staged_frame(&self) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
-        let avail = &self.rx_buf[self.rx_start..self.rx_end];
-        let Some(&kind) = avail.first() else {
-            return Ok(None);
-        };
-        let need = Kind::from_u8(kind).map_err(LinkError::Wire)?.header_len();
-        if avail.len() < need {
-            return Ok(None);
-        }
-        let repr = DataRepr::parse(&DataHeader::new_checked(&avail[..need])?);
-        Ok(Some((repr, need, need + repr.payload_len() as usize)))
     }
 }
 
