@@ -217,6 +217,10 @@ pub struct Runtime {
     background_armed: bool,
     /// Raw-Ethernet ports and handshakes.
     eth: crate::eth_wireup::EthWireup,
+    /// This rank told the coordinator it finalized. A peer closes its lanes only once
+    /// every rank did, so a lane it closes cleanly from then on is a peer that finished
+    /// (its goodbye may still be in flight on another lane), not one that died.
+    finalizing: bool,
     /// The coordinator said that every rank has finalized.
     finalize_done: bool,
 }
@@ -451,6 +455,7 @@ impl Runtime {
             broken: HashMap::new(),
             aborting: false,
             eth: Default::default(),
+            finalizing: false,
             finalize_done: false,
         })
     }
@@ -908,7 +913,7 @@ impl Runtime {
         }
         if let Some(rendezvous) = self.rendezvous.as_mut() {
             match rendezvous.start_finalize() {
-                Ok(()) => {}
+                Ok(()) => self.finalizing = true,
                 Err(NoFinalize::Shutdown(ended)) => job_ended_by_launcher(self.id.rank, &ended),
                 Err(NoFinalize::Lost(e)) => return Err(Error::Setup(format!("finalize: {e}"))),
             }

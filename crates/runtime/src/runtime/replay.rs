@@ -65,6 +65,9 @@ impl Runtime {
         if let Some(token) = cut_off {
             self.ep.payload_abandoned(peer, token);
         }
+        if self.finalizing && matches!(e, LinkError::Closed) {
+            self.ep.handle_peer_finalized(peer);
+        }
         let cause = match e {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
