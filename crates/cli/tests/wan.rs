@@ -135,6 +135,18 @@ fn c_programs_pass_over_wan_streams_with_loss() {
 }
 
 #[test]
+fn a_small_message_coalesced_at_a_blocking_send_leaves_before_the_sender_computes() {
+    if !is_root() {
+        eprintln!("skipped: WAN paths need a testbed, which needs root");
+        return;
+    }
+    let bed = sites(10.0, 0.0);
+    let exe = c_program("send_then_compute");
+    let out = run(&bed, &[], &[exe.as_os_str()]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+}
+
+#[test]
 fn a_job_across_sites_ends_without_a_lane_reported_failing() {
     if !is_root() {
         eprintln!("skipped: WAN paths need a testbed, which needs root");

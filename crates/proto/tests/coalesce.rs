@@ -1,8 +1,9 @@
 //! Coalescing of small messages towards WAN peers (`engine/coalesce.rs`), in the
 //! simulator: MPI's order holds whatever mix of coalesced, eager, rendezvous and
 //! synchronous messages goes out; no message waits longer than the delay bound; a lone
-//! message and every message over a LAN lane leave at once; a batch that breaks the
-//! protocol is refused.
+//! message and every message over a LAN lane leave at once; a rank that never waits
+//! (and so runs no timers) still sends a batch once its time passed, and one that is
+//! about to block sends it at once; a batch that breaks the protocol is refused.
 
 mod common;
 
@@ -270,4 +271,73 @@ fn a_batch_that_breaks_the_protocol_is_refused() {
         len: pontoon_proto::wire::data::MAX_BATCH + 1,
     };
     assert!(common::engine(1, 3, 1 << 20).handle_header(0, &big).is_err());
+}
+
+/// The frames an engine hands out: (messages in it, 1 for a lone MATCH).
+fn sent(ep: &mut pontoon_proto::Endpoint) -> Vec<u32> {
+    let mut out = Vec::new();
+    while let Some(o) = ep.poll() {
+        match o {
+            pontoon_proto::Output::TransmitOwned { header, .. } => {
+                let view = pontoon_proto::wire::data::DataHeader::new_checked(header.as_slice()).unwrap();
+                match DataRepr::parse(&view) {
+                    DataRepr::Batch { messages, .. } => out.push(messages),
+                    other => panic!("{other:?}"),
+                }
+            }
+            pontoon_proto::Output::Transmit { .. } => out.push(1),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_batch_leaves_by_its_time_though_no_timer_runs_and_at_once_before_the_rank_blocks() {
+    // Rank 0 towards rank 1 over a 20 ms round trip: the bound is 20 ms / 16.
+    let mut ep = pontoon_proto::Endpoint::new(
+        0,
+        2,
+        pontoon_proto::EngineConfig {
+            eager_limit: 4096,
+            wan_eager_limit: 16 << 10,
+            frag_size: 1 << 16,
+            lane_queue: 1 << 17,
+            unexpected_cap: 1 << 20,
+            coalesce_delay_ns: 5 * MS,
+            coalesce_bytes: 16 << 10,
+        },
+    );
+    let wan = pontoon_proto::Caps {
+        latency_ns: 10 * MS,
+        ..common::KERNEL_LANE
+    };
+    ep.handle_lane_up(1, wan);
+    let bound = 20 * MS / 16;
+    let t0 = 100 * MS;
+    // The first of a burst leaves at once; the next ones are packed.
+    assert!(!ep.coalesce(1, 0, 0, b"a", t0));
+    ep.post_send(1, 1, 0, 0, 1, false); // the ordinary way
+    assert_eq!(sent(&mut ep), [1]);
+    let msg = |ep: &mut pontoon_proto::Endpoint, at: Nanos| ep.coalesce(1, 0, 0, b"b", at);
+    assert!(msg(&mut ep, t0), "a message right after another is packed");
+    assert!(msg(&mut ep, t0 + bound / 2));
+    assert_eq!(
+        sent(&mut ep),
+        Vec::<u32>::new(),
+        "within its time the batch waits"
+    );
+    // No timer ran (a rank sending on and on): the next message finds the batch past
+    // its time and sends it first, then starts another.
+    assert!(msg(&mut ep, t0 + bound + 1));
+    assert_eq!(
+        sent(&mut ep),
+        [2],
+        "the batch past its time leaves before the next"
+    );
+    assert!(ep.is_coalescing(), "the next one starts a batch of its own");
+    // About to block: whatever waits goes at once.
+    ep.flush_batches();
+    assert_eq!(sent(&mut ep), [1]);
+    assert!(!ep.is_coalescing());
 }

@@ -6,7 +6,9 @@
 //! once. A batch leaves when it is full (`coalesce_bytes`), when its first message has
 //! waited the delay bound (a sixteenth of the lane's round trip, at most
 //! `coalesce_delay_ns`), or before any other message to the peer, so that the wire
-//! keeps the messages' order. Never on LAN lanes: there a system call costs more than
+//! keeps the messages' order. The runtime sends every batch when the rank blocks or a
+//! blocking send returns ([`Endpoint::flush_batches`]): outside its MPI calls a rank
+//! runs no timers, and what it computes next may take seconds. Never on LAN lanes: there a system call costs more than
 //! the wait would save.
 
 use super::{Endpoint, Output, PayloadDest, PeerState, ProtocolError};
@@ -56,6 +58,11 @@ impl Endpoint {
         let Some(delay) = self.peers.get(dest as usize).and_then(|p| p.coalesce_delay) else {
             return false;
         };
+        if self.peers[dest as usize].batch.messages > 0 && now >= self.peers[dest as usize].batch.due {
+            // Past its time: a rank that sends on and on, never waiting, would keep
+            // it from `handle_timeout` for good.
+            self.flush_batch(dest);
+        }
         let p = &mut self.peers[dest as usize];
         let len = data.len() as u64;
         if dest == me || data.len() > COALESCE_MESSAGE_MAX || p.state != PeerState::Up {
@@ -112,6 +119,14 @@ impl Endpoint {
             header: HeaderBytes::new(&repr),
             payload: frames,
         });
+    }
+
+    /// Sends every batch now: the rank is about to block, or to return to an
+    /// application that may compute for long without calling in again.
+    pub fn flush_batches(&mut self) {
+        while let Some(&peer) = self.batching.first() {
+            self.flush_batch(peer);
+        }
     }
 
     /// Whether batches wait for their time ([`Endpoint::poll_timeout`]).

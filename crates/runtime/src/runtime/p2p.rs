@@ -39,6 +39,14 @@ impl Runtime {
         id
     }
 
+    /// Sends the small messages waiting for coalescing (`proto`'s `coalesce.rs`).
+    fn flush_batches(&mut self) {
+        if self.ep.is_coalescing() {
+            self.ep.flush_batches();
+            self.drive_outputs();
+        }
+    }
+
     /// Offers a small message to a WAN peer for coalescing (`proto`'s `coalesce.rs`):
     /// true when it was packed, and its send is complete. Reads the clock only for a
     /// peer that coalesces.
@@ -62,7 +70,9 @@ impl Runtime {
             return None;
         }
         if self.coalesce(dest, ctx, tag, data) {
-            self.drive_outputs();
+            // A blocking send: the application may compute next, and nothing would
+            // send the batch until it calls in again.
+            self.flush_batches();
             return Some(Ok(()));
         }
         let (lane, header) = self.ep.send_eager_now(dest, ctx, tag, data.len() as u64)?;
@@ -99,6 +109,7 @@ impl Runtime {
         {
             return None;
         }
+        self.flush_batches();
         let (mut looks, mut spin_until) = (0u32, None);
         let mut lane = self.ep.recv_now_lane(src)?;
         loop {
@@ -269,6 +280,8 @@ impl Runtime {
 
     /// Busy-polls, then sleeps, until `done` says so.
     fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
+        // Nothing more comes from this rank until the wait ends: its batches go now.
+        self.flush_batches();
         if let Some(v) = done(self) {
             return v;
         }
