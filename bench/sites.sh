@@ -6,11 +6,17 @@
 # MPICH and Open MPI once each, interleaved (slow across the WAN). Prints a markdown table of
 # medians (min-max) in ms at 8 B, 64 KiB and 4 MiB (allgather and alltoall: 512 KiB per
 # block, so 4 MiB per rank, as the issue's 8 × 512 KiB). Needs root.
+# Then 8 B latency from a common start (bench/c/arrival.c: every call starts on every rank
+# at one instant of the clock the testbed's hosts share, and lasts until the last rank
+# returns), site-aware against flat: at 8 B the OSU averages above carry the skew the
+# barrier between calls leaves across the WAN, which says more about the barrier.
 #
 #   RUNS=3 bench/sites.sh            (raw JSON kept in $OUT, default a temporary directory;
 #                                     ANCHORS=0 leaves MPICH and Open MPI out)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 RUNS=${RUNS:-3}
 OUT=${OUT:-$(mktemp -d)}
 P=target/release/pontoon
@@ -29,6 +35,20 @@ for run in $(seq "$RUNS"); do
             echo "round $run: $t $place done" >&2
         done
     done
+done
+make -s -C bench build/arrival-pontoon
+for run in $(seq "$RUNS"); do
+    for t in bcast allreduce allgather alltoall; do
+        for place in inter site; do
+            for kind in all flat; do
+                flat=()
+                [[ $kind == flat ]] && flat=(-x PONTOON_COLL_HIER=0)
+                "$P" run -n 8 --testbed "$bed" --host "${hosts[$place]}" --sites "${flat[@]}" \
+                    bench/build/arrival-pontoon "$t" 8 20 100 | awk '{ print $3 }' >>"$OUT/arrival-$t-$place-$kind"
+            done
+        done
+    done
+    echo "round $run: 8 B from a common start done" >&2
 done
 # MPICH and Open MPI (where installed), at their defaults: once, interleaved; a run that
 # takes longer than ANCHOR_TIMEOUT seconds is left out (`pontoon bench` says so on stderr).
@@ -71,3 +91,14 @@ for t in ["bcast", "allreduce", "allgather", "alltoall"]:
                   " | ".join(cell(l) for l in ["site-aware", "flat", "mpich", "openmpi"]) +
                   f" | {ratio(med.get('site-aware'), med.get('flat'))} | {ratio(med.get('site-aware'), min(mpis) if mpis else None)} |")
 PY
+echo
+echo "8 B from a common start to the last rank's return (bench/c/arrival.c), medians of $RUNS runs of 20 calls' medians, ms:"
+echo
+echo "| collective | placement | flat ms | site-aware ms | site-aware / flat |"
+echo "|---|---|---|---|---|"
+for t in bcast allreduce allgather alltoall; do
+    for place in inter site; do
+        label="$t | $([[ $place == inter ]] && echo interleaved || echo by site)"
+        compare_row "$label" "$OUT/arrival-$t-$place-flat" "$OUT/arrival-$t-$place-all"
+    done
+done

@@ -1,6 +1,8 @@
-/* MPI_Allreduce latency in plain standard MPI (any mpicc), the method of osu_allreduce:
- * for each size (MPI_DOUBLE, MPI_SUM), warm-up calls, then timed back-to-back calls; each
- * rank's average time per call, averaged over the ranks (OSU's "Avg Latency"). Prints one
+/* MPI_Allreduce latency in plain standard MPI (any mpicc), after osu_allreduce: for each
+ * size (MPI_DOUBLE, MPI_SUM), warm-up calls, then timed back-to-back calls (osu_allreduce
+ * puts an untimed barrier between calls; an allreduce holds the ranks together by itself,
+ * so it changes little here); each rank's average time per call, averaged over the ranks
+ * (OSU's "Avg Latency"). Prints one
  * line per size, and checks every result (a wrong sum aborts the job):
  *     SIZE_BYTES AVG_LATENCY_US
  * The first line names the MPI library.

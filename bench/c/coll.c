@@ -1,6 +1,8 @@
 /* Collective latency in plain standard MPI (any mpicc): MPI_Allreduce (MPI_DOUBLE, MPI_SUM)
- * and MPI_Bcast (MPI_BYTE, root 0) at 8 B, 64 KiB and 4 MiB. The OSU method: warm-up, then
- * timed iterations separated by nothing; each rank's average per call, and the slowest rank's
+ * and MPI_Bcast (MPI_BYTE, root 0) at 8 B, 64 KiB and 4 MiB. OSU's iteration counts, but
+ * timed back to back (no barrier between calls, unlike osu_bcast and osu_allreduce: the
+ * bcast's figure is how fast calls follow each other, which on one host is within a few
+ * microseconds of one call); each rank's average per call, and the slowest rank's
  * average is printed (rank 0), one line per operation and size:
  *     allreduce 8 12.34
  * Usage: coll [ITERS]  (iterations at 8 B, 1000 by default; a tenth of them, at least 10, for

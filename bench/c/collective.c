@@ -1,6 +1,8 @@
 /* Collective latency in plain standard MPI (any mpicc), the method of osu_bcast,
- * osu_reduce, osu_allgather and osu_alltoall: for each size, warm-up calls, then timed back-to-back calls;
- * each rank's average time per call, averaged over the ranks (OSU's "Avg Latency"). Every
+ * osu_reduce, osu_allgather and osu_alltoall: for each size, warm-up calls, then timed calls,
+ * each timed alone and followed by an untimed barrier (back to back, a bcast or reduce would
+ * time how fast the root can start them, not how long one takes); each rank's average time
+ * per call, averaged over the ranks (OSU's "Avg Latency"). Every
  * result is checked once per size (a wrong one aborts the job). Prints one line per size:
  *     SIZE_BYTES AVG_LATENCY_US
  * SIZE_BYTES: the broadcast buffer (bcast), the reduced doubles (reduce, MPI_SUM to rank
@@ -57,10 +59,10 @@ int main(int argc, char **argv) {
         if (op == ALLGATHER) memset(a, pattern(rank, 0), bytes);
         int iters = bytes > 8192 ? iters_small / 10 + 1 : iters_small;
         int warmup = iters / 10 + 1;
-        double t0 = 0;
+        double timed = 0;
         MPI_Barrier(MPI_COMM_WORLD);
         for (int i = 0; i < warmup + iters; i++) {
-            if (i == warmup) t0 = MPI_Wtime();
+            double t0 = MPI_Wtime();
             if (op == BCAST)
                 MPI_Bcast(a, count, MPI_BYTE, 0, MPI_COMM_WORLD);
             else if (op == REDUCE)
@@ -69,8 +71,10 @@ int main(int argc, char **argv) {
                 MPI_Allgather(a, count, MPI_BYTE, b, count, MPI_BYTE, MPI_COMM_WORLD);
             else
                 MPI_Alltoall(a, count, MPI_BYTE, b, count, MPI_BYTE, MPI_COMM_WORLD);
+            if (i >= warmup) timed += MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
         }
-        double mine = (MPI_Wtime() - t0) * 1e6 / iters, sum = 0;
+        double mine = timed * 1e6 / iters, sum = 0;
         if (op == BCAST)
             for (size_t i = 0; i < bytes; i++)
                 if (a[i] != pattern((long)i, 0)) fail(rank, name, bytes);
