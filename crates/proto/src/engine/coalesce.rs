@@ -124,7 +124,7 @@ impl Endpoint {
     /// Sends every batch now: the rank is about to block, or to return to an
     /// application that may compute for long without calling in again.
     pub fn flush_batches(&mut self) {
-        while let Some(&peer) = self.batching.first() {
+        for peer in std::mem::take(&mut self.batching) {
             self.flush_batch(peer);
         }
     }
