@@ -8,8 +8,8 @@
 //! `coalesce_delay_ns`), or before any other message to the peer, so that the wire
 //! keeps the messages' order. The runtime sends every batch when the rank blocks or a
 //! blocking send returns ([`Endpoint::flush_batches`]): outside its MPI calls a rank
-//! runs no timers, and what it computes next may take seconds. Never on LAN lanes: there a system call costs more than
-//! the wait would save.
+//! runs no timers, and what it computes next may take seconds. Never on LAN lanes:
+//! there a system call costs more than the wait would save.
 
 use super::{Endpoint, Output, PayloadDest, PeerState, ProtocolError};
 use crate::caps::Caps;
@@ -58,7 +58,8 @@ impl Endpoint {
         let Some(delay) = self.peers.get(dest as usize).and_then(|p| p.coalesce_delay) else {
             return false;
         };
-        if self.peers[dest as usize].batch.messages > 0 && now >= self.peers[dest as usize].batch.due {
+        let batch = &self.peers[dest as usize].batch;
+        if batch.messages > 0 && now >= batch.due {
             // Past its time: a rank that sends on and on, never waiting, would keep
             // it from `handle_timeout` for good.
             self.flush_batch(dest);
