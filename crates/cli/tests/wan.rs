@@ -34,8 +34,14 @@ fn sites(delay_ms: f64, loss_pct: f64) -> Bed {
 
 /// `pontoon run` of 2 ranks on the sites' hosts, with `env` for the ranks.
 fn run(bed: &Bed, env: &[&str], prog: &[&std::ffi::OsStr]) -> std::process::Output {
+    run_on(bed, "a-h1,b-h1", env, prog)
+}
+
+/// `pontoon run` of one rank on each of `hosts`, with `env` for the ranks.
+fn run_on(bed: &Bed, hosts: &str, env: &[&str], prog: &[&std::ffi::OsStr]) -> std::process::Output {
+    let n = hosts.split(',').count().to_string();
     let mut cmd = bed.pontoon();
-    cmd.args(["run", "--testbed", &bed.name, "--host", "a-h1,b-h1", "-n", "2"])
+    cmd.args(["run", "--testbed", &bed.name, "--host", hosts, "-n", &n])
         .args(["--timeout", "120"])
         // A SYN lost on a lossy link costs TCP a second.
         .args(["-x", "PONTOON_ATTEMPT_TIMEOUT_MS=5000"]);
@@ -168,15 +174,9 @@ fn a_job_across_sites_ends_without_a_lane_reported_failing() {
         },
     ));
     let exe = c_program("rounds");
+    let hosts = "a-h1,a-h2,a-h3,a-h4,b-h1,b-h2,b-h3,b-h4";
     for round in 0..4 {
-        let out = bed
-            .pontoon()
-            .args(["run", "--testbed", &bed.name, "-n", "8", "--timeout", "60"])
-            .args(["--host", "a-h1,a-h2,a-h3,a-h4,b-h1,b-h2,b-h3,b-h4"])
-            .args(["-x", "PONTOON_COLL_HIER=0"])
-            .arg(&exe)
-            .output()
-            .expect("pontoon runs");
+        let out = run_on(&bed, hosts, &["PONTOON_COLL_HIER=0"], &[exe.as_os_str()]);
         let stderr = text(&out.stderr);
         assert!(out.status.success(), "job {round}: {}{stderr}", text(&out.stdout));
         assert!(!stderr.contains("failed:"), "job {round}: {stderr}");
