@@ -298,12 +298,17 @@ pub fn allreduce(
     s
 }
 
-/// A long allreduce in `stripes` parts (at most the smallest site's size): within each
-/// site a reduce-scatter leaves part q at the site's q-th rank; the q-th ranks of all
-/// sites allreduce their part across the WAN, all parts at once on as many
-/// connections; an allgather within each site puts the parts together. Each site's
-/// vector still crosses once each way, but over `stripes` connections whose windows
-/// add up, where one leader's connection would carry it alone.
+/// A long allreduce in `stripes` parts (at most the smallest site's size), pipelined in
+/// chunks (at most [`MAX_PIECES`], each part of a chunk at least
+/// `PONTOON_COLL_SITE_PIECE` bytes). For each chunk in turn a reduce-scatter within each
+/// site leaves part q at the site's q-th rank, which at once posts it to the q-th rank
+/// of every other site and goes on with the next chunk; then, chunk by chunk as the
+/// parts arrive, each q-th rank combines them in site order and an allgather within
+/// each site puts the chunk together. Each site's vector crosses once each way, in one
+/// WAN latency, over `stripes` connections whose windows add up (one leader's
+/// connection would carry it alone), and the work within the sites runs beside the WAN
+/// transfers instead of before and after them. Fewer, larger chunks won on the `wan`
+/// testbed (docs/wan.md): each costs every rank of a site two rings of steps.
 #[allow(clippy::too_many_arguments)]
 fn allreduce_striped(
     sh: Shape,
@@ -318,33 +323,84 @@ fn allreduce_striped(
     let lv = Levels::new(sh, sites, 0);
     let mut s = Schedule::default();
     let count = n / elem;
-    // Part q: its elements' byte offset and length; ranks past the stripes own none.
-    let part = |q: usize| -> (usize, usize) {
+    let chunks = (n / (stripes * t.site_piece.max(1)))
+        .clamp(1, MAX_PIECES)
+        .min(count / stripes);
+    // Part q of chunk c: its byte offset and length; ranks past the stripes own none.
+    let part = |c: usize, q: usize| -> (usize, usize) {
         if q >= stripes {
             return (n, 0);
         }
-        let at = |q: usize| (count * q / stripes) * elem;
+        let (from, to) = (count * c / chunks, count * (c + 1) / chunks);
+        let at = |q: usize| (from + (to - from) * q / stripes) * elem;
         (at(q), at(q + 1) - at(q))
     };
-    let parts: Vec<(usize, usize)> = (0..lv.site.len()).map(part).collect();
-    let q = lv.in_site as usize;
-    let mine = parts[q].1;
-    let (piece, reduced) = (s.temp(mine), s.temp(mine));
-    let lens: Vec<usize> = parts.iter().map(|p| p.1).collect();
-    let scatter = algos::reduce_scatter(lv.site_shape(), INPUT, OUTPUT, &lens, true);
-    embed(&mut s, scatter, &lv.site, [src, piece]);
-    if q < stripes {
-        let across: Vec<u32> = (0..sites.count()).map(|x| sites.members(x)[q]).collect();
-        let ash = Shape {
-            rank: sites.of[sh.rank as usize],
-            size: across.len() as u32,
-        };
-        let part = algos::allreduce(ash, INPUT, OUTPUT, mine, elem, true, t);
-        embed(&mut s, part, &across, [piece, reduced]);
+    let (p, q) = (lv.site.len(), lv.in_site as usize);
+    let here = sites.of[sh.rank as usize];
+    // This rank's part of each chunk, back to back in `acc` (its site's sum), in
+    // `reduced` (all sites' sum) and in one block of `remote` per other site.
+    let mut mine = Vec::with_capacity(chunks);
+    let mut total = 0;
+    for c in 0..chunks {
+        let len = part(c, q).1;
+        mine.push((total, len));
+        total += len;
     }
-    let own = (q < stripes).then(|| region(INPUT, 0, mine));
-    let gather = algos::allgatherv(lv.site_shape(), own, OUTPUT, &parts);
-    embed(&mut s, gather, &lv.site, [reduced, dst]);
+    let largest = mine.iter().map(|m| m.1).max().unwrap_or(0);
+    let (acc, reduced, tmp) = (s.temp(total), s.temp(total), s.temp(largest));
+    let others: Vec<u32> = (0..sites.count()).filter(|&x| x != here).collect();
+    let remote = s.temp(total * others.len());
+    let from_site = |x: u32, (off, len): (usize, usize)| match others.iter().position(|&o| o == x) {
+        Some(i) => region(remote, i * total + off, len),
+        None => region(acc, off, len),
+    };
+    let owner = q < stripes;
+    // The step that posts each chunk's exchange across the WAN.
+    let mut posted = Vec::with_capacity(chunks);
+    for (c, &m) in mine.iter().enumerate() {
+        let block = |j: usize| {
+            let (off, len) = part(c, j);
+            region(src, off, len)
+        };
+        let sum = from_site(here, m);
+        let into = region(tmp, 0, m.1);
+        s.copy(block(q), sum);
+        for i in 1..p {
+            s.send(lv.site[(q + i) % p], block((q + i) % p));
+            s.recv(lv.site[(q + p - i) % p], into);
+            s.reduce(into, sum);
+        }
+        if owner {
+            s.sync();
+            posted.push(s.steps.len() - 1);
+            for &x in &others {
+                let peer = sites.members(x)[q];
+                // Waited for by the step before the one that combines the chunk (set below).
+                s.send_ahead(peer, sum, 0);
+                s.recv_ahead(peer, from_site(x, m), 0);
+            }
+        }
+    }
+    for (c, &m) in mine.iter().enumerate() {
+        if let Some(&at) = posted.get(c) {
+            s.new_step();
+            let combine = s.steps.len() - 1;
+            for posted_ahead in &mut s.steps[at].ahead {
+                posted_ahead.0 = combine - 1 - at;
+            }
+            // The same order at every site: every site's q-th rank gets the same bits.
+            let out = region(reduced, m.0, m.1);
+            let last = sites.count() - 1;
+            s.copy(from_site(last, m), out);
+            for x in (0..last).rev() {
+                s.reduce(from_site(x, m), out);
+            }
+        }
+        let parts: Vec<(usize, usize)> = (0..p).map(|j| part(c, j)).collect();
+        let own = owner.then(|| region(INPUT, m.0, m.1));
+        let gather = algos::allgatherv(lv.site_shape(), own, OUTPUT, &parts);
+        embed(&mut s, gather, &lv.site, [reduced, dst]);
+    }
     s
 }
 

@@ -741,3 +741,60 @@ fn site_aware_collectives_cross_between_two_sites_as_little_as_their_algorithms_
         );
     }
 }
+
+#[test]
+fn a_long_site_aware_allreduce_crosses_in_one_wan_latency_and_pipelines_long_vectors() {
+    // 8 ranks interleaved over two sites: four stripes, each site's q-th rank swaps
+    // part q with the other site's.
+    let of: Vec<u32> = (0..8).map(|r| r % 2).collect();
+    let sites = Sites::from_indices(of.clone());
+    let t = Tuning {
+        allreduce_long: 1,
+        ..Tuning::default()
+    };
+    let far = |r: u32, x: &Xfer| match x {
+        Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => of[*peer as usize] != of[r as usize],
+    };
+    // Per rank 0's schedule: the steps that post transfers across, the steps that wait
+    // for them, and the steps with transfers within the site.
+    let shape = |n: usize| {
+        let s = hier::allreduce(Shape { rank: 0, size: 8 }, &sites, INPUT, OUTPUT, n, 8, &t);
+        assert!(
+            s.steps.iter().all(|st| !st.xfers.iter().any(|x| far(0, x))),
+            "posted ahead"
+        );
+        let mut posts = Vec::new();
+        let mut waits = Vec::new();
+        for (i, st) in s.steps.iter().enumerate() {
+            let across: Vec<usize> = st.ahead.iter().filter(|(_, x)| far(0, x)).map(|a| a.0).collect();
+            if !across.is_empty() {
+                posts.push(i);
+                waits.push(i + across[0]);
+            }
+        }
+        let near: Vec<usize> = (0..s.steps.len())
+            .filter(|&i| s.steps[i].xfers.iter().any(|x| !far(0, x)))
+            .collect();
+        (posts, waits, near)
+    };
+    // 4 MiB (1 MiB per stripe): one exchange, where the two sites' allreduce by halving
+    // and doubling crossed twice.
+    let (posts, _, _) = shape(4 << 20);
+    assert_eq!(posts.len(), 1, "one WAN latency at 4 MiB");
+    // 16 MiB: four chunks. The site reduce-scatters later chunks while the first crosses,
+    // and gathers the first while later ones cross.
+    let (posts, waits, near) = shape(16 << 20);
+    assert_eq!(posts.len(), 4, "a chunk per 1 MiB of each stripe");
+    let between = |a: usize, b: usize| near.iter().any(|&i| a < i && i < b);
+    assert!(
+        between(posts[0], posts[3]),
+        "reduce-scatter beside the WAN: {posts:?} {near:?}"
+    );
+    assert!(
+        between(waits[0], waits[3]),
+        "allgather beside the WAN: {waits:?} {near:?}"
+    );
+    let n = 16 << 20;
+    let bytes = crossings(8, &of, |sh| hier::allreduce(sh, &sites, INPUT, OUTPUT, n, 8, &t)).1;
+    assert_eq!(bytes, 2 * n, "each site's vector across once each way");
+}
