@@ -475,7 +475,7 @@ mod tests {
         let (e, m) = match exp {
             0 if frac == 0 => (0, 0),
             0x7ff => (0x7fff, (1u64 << 63) | (frac << 11)),
-            _ => (exp - 1023 + 16383, (1u64 << 63) | (frac << 11)),
+            _ => (exp + (16383 - 1023), (1u64 << 63) | (frac << 11)),
         };
         let mut out = [0u8; 16];
         out[..8].copy_from_slice(&m.to_le_bytes());
