@@ -153,6 +153,33 @@ fn a_small_message_coalesced_at_a_blocking_send_leaves_before_the_sender_compute
 }
 
 #[test]
+fn the_streams_of_a_rank_that_computes_after_wireup_come_up_all_the_same() {
+    if !is_root() {
+        eprintln!("skipped: WAN paths need a testbed, which needs root");
+        return;
+    }
+    // As in the first test: 4 lanes to the far rank, the first and 3 streams. Rank 0
+    // dials the streams, then computes 2.5 s; at the default attempt timeout (1 s) rank 1
+    // dropped each silent connection, and the streams never came (rank 1 warned that
+    // their handshakes "did not finish within 1000 ms").
+    let bed = sites(5.0, 0.0);
+    let exe = c_program("compute_after_wireup");
+    let env = [
+        "PONTOON_ATTEMPT_TIMEOUT_MS=1000",
+        "PONTOON_LOG=warn,pontoon_runtime::runtime::connect=debug",
+    ];
+    let out = run(&bed, &env, &[exe.as_os_str()]);
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{}{log}", text(&out.stdout));
+    let lanes_up = log
+        .lines()
+        .filter(|l| l.contains("lane up") && l.contains("rank=0") && l.contains("peer=1"))
+        .count();
+    assert_eq!(lanes_up, 4, "rank 0's lanes to rank 1:\n{log}");
+    assert!(!log.contains("WARN"), "{log}");
+}
+
+#[test]
 fn a_job_across_sites_ends_without_a_lane_reported_failing() {
     if !is_root() {
         eprintln!("skipped: WAN paths need a testbed, which needs root");

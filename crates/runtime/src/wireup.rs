@@ -194,7 +194,15 @@ pub struct Outgoing {
     lane_device: Option<String>,
     /// Whether the lane's bytes are to travel sealed.
     pub seal: Seal,
+    /// How many more times an additional lane is dialled if its handshake fails.
+    pub redials: u8,
 }
+
+/// How many times an additional lane is dialled again after its handshake failed. A
+/// rank that computes between MPI calls sends no HELLO meanwhile, and the peer drops
+/// the silent connection after `PONTOON_ATTEMPT_TIMEOUT_MS`: that says nothing about
+/// the path, and the next try, from within an MPI call, usually completes.
+pub const LANE_REDIALS: u8 = 3;
 
 /// Whether a connection's bytes travel sealed after its handshake (`PONTOON_ENCRYPT`),
 /// as the rank that opens it decides; its HELLO tells the other end.
@@ -243,6 +251,7 @@ impl Outgoing {
             extra: false,
             lane_device: None,
             seal: Seal::Never,
+            redials: 0,
         }
     }
 
@@ -257,7 +266,21 @@ impl Outgoing {
         let mut o = Outgoing::new(peer, plan.candidates, sockbuf, timing, now);
         o.lane_device = Some(plan.device);
         o.extra = true;
+        o.redials = LANE_REDIALS;
         o
+    }
+
+    /// The plan of an additional lane ([`Outgoing::lane`]) to dial again after its
+    /// handshake failed, while tries remain.
+    pub fn redial_plan(&self) -> Option<net::paths::LanePlan> {
+        let device = self
+            .lane_device
+            .clone()
+            .filter(|_| self.extra && self.redials > 0)?;
+        Some(net::paths::LanePlan {
+            device,
+            candidates: self.candidates.clone(),
+        })
     }
 
     /// An additional lane to a connected peer over `sock`, which a hole punch connected
@@ -662,10 +685,13 @@ impl Incoming {
         let peer_addr = self.sock.as_ref().and_then(|s| s.peer_addr().ok());
         let who = peer_addr.map_or_else(|| "unknown address".to_string(), |a| a.to_string());
         if self.deadline.passed(now) {
-            return Progress::Failed(format!(
-                "handshake from {who} did not finish within {} ms",
-                self.deadline.limit_ms()
-            ));
+            let limit = self.deadline.limit_ms();
+            // A rank that dialled and then computed outside MPI calls has sent nothing:
+            // no fault of anyone's, and it dials again (`LANE_REDIALS`).
+            if matches!(&self.state, InState::AwaitHello { buf } if buf.is_empty()) {
+                return Progress::Dropped(format!("connection from {who} sent no HELLO within {limit} ms"));
+            }
+            return Progress::Failed(format!("handshake from {who} did not finish within {limit} ms"));
         }
         let Some(sock) = self.sock.as_mut() else {
             return Progress::Failed("closed".into());

@@ -268,6 +268,13 @@ impl Runtime {
             via: setup.via,
             sealed: link.sealed(),
         };
+        tracing::debug!(
+            rank = self.id.rank,
+            peer,
+            lane = lane.0,
+            "lane up: {:?}",
+            info.transport
+        );
         self.lanes.insert(Lane {
             peer,
             link,
@@ -304,6 +311,11 @@ impl Runtime {
 
     /// Starts setting up a further lane to `peer`, which is connected already.
     pub(super) fn dial_lane(&mut self, peer: Rank, plan: net::paths::LanePlan) {
+        self.dial_lane_tries(peer, plan, crate::wireup::LANE_REDIALS);
+    }
+
+    /// [`Runtime::dial_lane`], dialled again at most `redials` times if it fails.
+    fn dial_lane_tries(&mut self, peer: Rank, plan: net::paths::LanePlan, redials: u8) {
         let mut o = Outgoing::lane(
             peer,
             plan,
@@ -312,6 +324,7 @@ impl Runtime {
             clock::now(),
         );
         o.seal = self.seal_for(peer);
+        o.redials = redials;
         self.outgoing.push(o);
     }
 
@@ -367,10 +380,18 @@ impl Runtime {
                 Progress::Failed(report) if o.punched_lane() => {
                     self.punch_handshake_done(o.peer, Err(report))
                 }
-                // A further lane that cannot be made leaves the peer on the lanes it has.
-                Progress::Failed(report) if !o.first_lane() => {
-                    tracing::debug!(peer = o.peer, "no additional lane: {report}");
-                }
+                // A further lane that cannot be made leaves the peer on the lanes it has;
+                // one whose handshake failed is dialled again a few times (`LANE_REDIALS`).
+                Progress::Failed(report) if !o.first_lane() => match o.redial_plan() {
+                    Some(plan) if self.lanes.connected(o.peer) => {
+                        tracing::debug!(
+                            peer = o.peer,
+                            "additional lane failed ({report}): dialling it again"
+                        );
+                        self.dial_lane_tries(o.peer, plan, o.redials - 1);
+                    }
+                    _ => tracing::debug!(peer = o.peer, "no additional lane: {report}"),
+                },
                 Progress::Yielded => {
                     self.yielded += 1;
                     self.setups.yielded(o.peer, clock::now());
