@@ -149,7 +149,7 @@ fn non_blocking_collectives_overlap_and_advance_in_the_background() {
 fn on_testbed(
     bed: &common::Bed,
     hosts: &str,
-    sites: bool,
+    run_args: &[&str],
     prog: &str,
     args: &[&str],
 ) -> std::process::Output {
@@ -166,10 +166,8 @@ fn on_testbed(
         "--timeout",
         "240",
     ]);
-    if sites {
-        cmd.arg("--sites");
-    }
-    cmd.args(["-x", "PONTOON_SPIN_US=0"])
+    cmd.args(run_args)
+        .args(["-x", "PONTOON_SPIN_US=0"])
         .arg(prog)
         .args(args)
         .output()
@@ -191,18 +189,18 @@ fn across_two_sites_the_site_aware_collectives_are_chosen_and_agree_with_the_ref
     ));
     // Five ranks, three at site a and two at b, interleaved.
     let hosts = "a-h1,b-h1,a-h2,a-gw,b-h2";
-    let doctor = |sites: bool| -> serde_json::Value {
+    let doctor = |run_args: &[&str]| -> serde_json::Value {
         let out = on_testbed(
             &bed,
             hosts,
-            sites,
+            run_args,
             &pontoon().to_string_lossy(),
             &["doctor", "--json"],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         serde_json::from_str(&text(&out.stdout)).expect("JSON")
     };
-    let with = doctor(true);
+    let with = doctor(&["--sites"]);
     let sites: Vec<&str> = with["ranks"]
         .as_array()
         .unwrap()
@@ -217,14 +215,17 @@ fn across_two_sites_the_site_aware_collectives_are_chosen_and_agree_with_the_ref
             .starts_with("site-aware across 2 sites"),
         "{with:#}"
     );
-    let without = doctor(false);
+    // Without them, whether the sites are inferred depends on the round trips through the
+    // emulator (no delay here), which a loaded host stretches past a WAN lane's 2 ms:
+    // `PONTOON_COLL_HIER=0` is the flat switch (`wan.rs` tests the inference, on a delay).
+    let without = doctor(&["--sites", "-x", "PONTOON_COLL_HIER=0"]);
     assert!(
         without["collectives"].as_str().unwrap().starts_with("flat"),
         "{without:#}"
     );
     // Every collective on the world (two sites), a split, a dup and COMM_SELF.
     for prog in ["coll_check", "nbc_check"] {
-        let out = on_testbed(&bed, hosts, true, &example(prog).to_string_lossy(), &[]);
+        let out = on_testbed(&bed, hosts, &["--sites"], &example(prog).to_string_lossy(), &[]);
         let stdout = text(&out.stdout);
         assert!(out.status.success(), "{prog}: {stdout}\n{}", text(&out.stderr));
         let agreed = stdout.lines().filter(|l| l.contains("agree")).count();
