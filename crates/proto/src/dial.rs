@@ -284,6 +284,11 @@ impl Deadline {
         Some(self.at.saturating_sub(now)).filter(|&left| left > 0)
     }
 
+    /// The limit it was given.
+    pub fn limit(&self) -> Nanos {
+        self.limit
+    }
+
     /// The limit it was given, in milliseconds (for the report of a failure).
     pub fn limit_ms(&self) -> u64 {
         self.limit / 1_000_000

@@ -655,6 +655,8 @@ pub struct Incoming {
     sock: Option<TcpStream>,
     state: InState,
     deadline: Deadline,
+    /// How long a peer whose HELLO passed has to confirm ([`Incoming::confirm_within`]).
+    confirm_limit: Nanos,
     /// Its socket's key in the rank's waiter (see `Waiter::watch_as`).
     pub key: u64,
 }
@@ -664,9 +666,20 @@ impl Incoming {
         Incoming {
             sock: Some(sock),
             state: InState::AwaitHello { buf: Vec::new() },
+            confirm_limit: deadline.limit(),
             deadline,
             key: 0,
         }
+    }
+
+    /// Gives a peer whose HELLO passed `limit` from then to confirm. The dialler counts
+    /// the lane up once it sent its CONFIRM: dropped here meanwhile (it computed between
+    /// MPI calls, reading our answer late), the lane would break at its end at once, a
+    /// lane "failed" that this end never had. Its HELLO proved it holds the job's
+    /// secret, and a dialler that gives up closes the connection, which ends this one.
+    pub fn confirm_within(mut self, limit: Nanos) -> Incoming {
+        self.confirm_limit = limit;
+        self
     }
 
     /// Its time limit: once passed, a poll reports the failure even with nothing to read.
@@ -711,7 +724,10 @@ impl Incoming {
                         let verdict = accept_hello(id, &buf, nonce, &contention);
                         let _ = write_frame(sock, &verdict.ack);
                         match verdict.result {
-                            Ok(acc) => self.state = InState::AwaitConfirm { acc, buf: Vec::new() },
+                            Ok(acc) => {
+                                self.state = InState::AwaitConfirm { acc, buf: Vec::new() };
+                                self.deadline = Deadline::after(now, self.confirm_limit);
+                            }
                             // The peer's duplicate of a connection we keep: routine, not worth a warning.
                             Err(HandshakeError::Refused(proto::wire::HandshakeStatus::Simultaneous)) => {
                                 return Progress::Yielded

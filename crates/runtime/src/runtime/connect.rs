@@ -111,7 +111,8 @@ impl Runtime {
     /// An accepted TCP connection (or a punched one this rank answers) starts its handshake.
     pub(super) fn take_incoming(&mut self, sock: TcpStream) {
         let limit = clock::nanos(self.cfg.attempt_timeout);
-        let mut c = Incoming::new(sock, Deadline::after(clock::now(), limit));
+        let mut c = Incoming::new(sock, Deadline::after(clock::now(), limit))
+            .confirm_within(clock::nanos(self.cfg.connect_timeout));
         c.key = self.handshake_key();
         if let Some(fd) = c.fd() {
             self.waiter.watch_as(fd, c.key);
