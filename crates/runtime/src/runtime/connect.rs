@@ -384,7 +384,7 @@ impl Runtime {
                 // A further lane that cannot be made leaves the peer on the lanes it has;
                 // one whose handshake failed is dialled again a few times (`LANE_REDIALS`).
                 Progress::Failed(report) if !o.first_lane() => match o.redial_plan() {
-                    Some(plan) if self.lanes.connected(o.peer) => {
+                    Some(plan) if self.lanes.connected(o.peer) && !self.finalizing => {
                         tracing::debug!(
                             peer = o.peer,
                             "additional lane failed ({report}): dialling it again"
