@@ -152,6 +152,32 @@ fn a_small_message_coalesced_at_a_blocking_send_leaves_before_the_sender_compute
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
 }
 
+/// `compute_after_wireup` with `args`, at the default attempt timeout and with the
+/// lanes logged (`env` added): asserts it passed without a warning; returns the log.
+fn compute_after_wireup(bed: &Bed, env: &[&str], args: &[&str]) -> String {
+    let exe = c_program("compute_after_wireup");
+    let mut all = vec![
+        "PONTOON_ATTEMPT_TIMEOUT_MS=1000",
+        "PONTOON_LOG=warn,pontoon_runtime::runtime::connect=debug",
+    ];
+    all.extend(env);
+    let mut prog = vec![exe.as_os_str()];
+    prog.extend(args.iter().map(std::ffi::OsStr::new));
+    let out = run(bed, &all, &prog);
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{}{log}", text(&out.stdout));
+    assert!(!log.contains("WARN"), "{log}");
+    log
+}
+
+/// How many lanes `rank` brought up to `peer`, by the log.
+fn lanes_up(log: &str, rank: u32, peer: u32) -> usize {
+    let this = format!("rank={rank} peer={peer} ");
+    log.lines()
+        .filter(|l| l.contains("lane up") && l.contains(&this))
+        .count()
+}
+
 #[test]
 fn the_streams_of_a_rank_that_computes_after_wireup_come_up_all_the_same() {
     if !is_root() {
@@ -163,20 +189,8 @@ fn the_streams_of_a_rank_that_computes_after_wireup_come_up_all_the_same() {
     // dropped each silent connection, and the streams never came (rank 1 warned that
     // their handshakes "did not finish within 1000 ms").
     let bed = sites(5.0, 0.0);
-    let exe = c_program("compute_after_wireup");
-    let env = [
-        "PONTOON_ATTEMPT_TIMEOUT_MS=1000",
-        "PONTOON_LOG=warn,pontoon_runtime::runtime::connect=debug",
-    ];
-    let out = run(&bed, &env, &[exe.as_os_str()]);
-    let log = text(&out.stderr);
-    assert!(out.status.success(), "{}{log}", text(&out.stdout));
-    let lanes_up = log
-        .lines()
-        .filter(|l| l.contains("lane up") && l.contains("rank=0 peer=1 "))
-        .count();
-    assert_eq!(lanes_up, 4, "rank 0's lanes to rank 1:\n{log}");
-    assert!(!log.contains("WARN"), "{log}");
+    let log = compute_after_wireup(&bed, &[], &[]);
+    assert_eq!(lanes_up(&log, 0, 1), 4, "rank 0's lanes to rank 1:\n{log}");
 }
 
 #[test]
@@ -191,27 +205,10 @@ fn a_lane_whose_dialler_reads_the_answer_late_comes_up_at_both_ends() {
     // the CONFIRM came: rank 0 had a lane rank 1 never had, which "failed" at once (both
     // warned, 3 runs of 3); now the lane is up at both ends.
     let bed = sites(200.0, 0.0);
-    let exe = c_program("compute_after_wireup");
-    let env = [
-        "PONTOON_ATTEMPT_TIMEOUT_MS=1000",
-        "PONTOON_WAN_STREAMS=2",
-        "PONTOON_LOG=warn,pontoon_runtime::runtime::connect=debug",
-    ];
-    let out = run(
-        &bed,
-        &env,
-        &[exe.as_os_str(), "700".as_ref(), "850".as_ref(), "2".as_ref()],
-    );
-    let log = text(&out.stderr);
-    assert!(out.status.success(), "{}{log}", text(&out.stdout));
+    let log = compute_after_wireup(&bed, &["PONTOON_WAN_STREAMS=2"], &["700", "850", "2"]);
     for (rank, peer) in [(0, 1), (1, 0)] {
-        let up = log
-            .lines()
-            .filter(|l| l.contains("lane up") && l.contains(&format!("rank={rank} peer={peer} ")))
-            .count();
-        assert_eq!(up, 2, "rank {rank}'s lanes:\n{log}");
+        assert_eq!(lanes_up(&log, rank, peer), 2, "rank {rank}'s lanes:\n{log}");
     }
-    assert!(!log.contains("WARN"), "{log}");
 }
 
 #[test]
