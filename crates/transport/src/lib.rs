@@ -83,7 +83,8 @@ pub trait Link {
     fn caps(&self) -> Caps;
     /// Writes a frame, or as much of it as the socket takes, queueing the rest. Returns
     /// `true` if the frame was completely handed over now; otherwise `token` is reported
-    /// by a later [`Link::flush`], and the link keeps its own reference to `payload`.
+    /// by a later [`Link::flush`], and the link keeps its own reference to `payload`. On
+    /// an error the frame stays queued: [`Link::take_queued_tokens`] reports its token.
     fn send(
         &mut self,
         header: &HeaderBytes,

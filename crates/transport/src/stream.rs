@@ -231,11 +231,25 @@ impl<P: Pipe, T> StreamLink<P, T> {
     ) -> Result<bool, LinkError> {
         let mut written = 0;
         if self.tx.is_empty() {
-            if let Some(n) = self.send_small_now(header.as_slice(), bytes)? {
-                if n == header.as_slice().len() + bytes.len() {
-                    return Ok(true);
+            match self.send_small_now(header.as_slice(), bytes) {
+                Ok(Some(n)) if n == header.as_slice().len() + bytes.len() => return Ok(true),
+                Ok(Some(n)) => written = n,
+                Ok(None) => {}
+                Err(e) => {
+                    // Queued all the same, as a frame the queue failed to write is: the
+                    // lane's failover completes its send (`Link::take_queued_tokens`)
+                    // when its copy goes again on another lane. Lost here, the send
+                    // never completed though its message arrived.
+                    let frame = TxFrame {
+                        header: *header,
+                        payload: keep(),
+                        written: 0,
+                        token,
+                    };
+                    self.tx_bytes += frame.total() as u64;
+                    self.tx.push_back(frame);
+                    return Err(e);
                 }
-                written = n;
             }
         }
         self.queue(TxFrame {
