@@ -2,14 +2,20 @@
 //!
 //! `DataHeader::new_checked` never panics; a header it accepts parses, is accepted
 //! from its own bytes alone, and emitting the parsed repr gives back exactly those
-//! bytes (the format has one encoding per repr), which parse to the same repr.
+//! bytes (the format has one encoding per repr), which parse to the same repr. The
+//! small-message receive's MATCH parser (`DataRepr::parse_match`) agrees with it on
+//! every MATCH header: the same repr, or a refusal of both.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, MAX_HEADER_LEN, PREFIX_LEN};
+use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MATCH_HEADER_LEN, MAX_HEADER_LEN, PREFIX_LEN};
 use proto::wire::WireError;
 
 fuzz_target!(|data: &[u8]| {
+    if let Some(h) = data.first_chunk::<MATCH_HEADER_LEN>().filter(|h| h[0] == Kind::Match as u8) {
+        let general = DataHeader::new_checked(data).map(|h| DataRepr::parse(&h));
+        assert_eq!(DataRepr::parse_match(h).ok(), general.ok());
+    }
     match DataHeader::new_checked(data) {
         Ok(h) => {
             let n = h.header_len();

@@ -119,6 +119,12 @@ pub trait Link {
     /// Frames arrive without making [`Link::fd`] readable (shared memory): the runtime
     /// looks at the link on every progress pass, and its fd only wakes a sleeping rank.
     fn polled(&self) -> bool;
+    /// Certainly nothing arrived since the last look, by a check far cheaper than
+    /// [`Link::peek_small`] (a load or two of shared memory): a receiver spinning on one
+    /// lane looks here first. `false` when unsure (a socket must be read to know).
+    fn quiet(&self) -> bool {
+        false
+    }
     /// A polled link whose frames say so in the node's bitmap of writers (shared memory
     /// on a node of many ranks, `shm::SIGNAL_FROM`): the runtime reads it when its bit
     /// is taken, not on every pass.
@@ -300,6 +306,10 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn polled(&self) -> bool {
         each!(self, l => l.polled())
+    }
+    #[inline]
+    fn quiet(&self) -> bool {
+        each!(self, l => l.quiet())
     }
     fn signalled(&self) -> bool {
         each!(self, l => l.signalled())

@@ -441,6 +441,7 @@ impl Segment {
         Ok(Segment { base, len })
     }
 
+    #[inline]
     fn u64_at(&self, offset: usize) -> &AtomicU64 {
         assert!(offset + 8 <= self.len && offset.is_multiple_of(8));
         // SAFETY: in bounds and aligned (checked above; the mapping is page-aligned),
@@ -448,6 +449,7 @@ impl Segment {
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 
+    #[inline]
     fn u32_at(&self, offset: usize) -> &AtomicU32 {
         assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
         // SAFETY: as in `u64_at`.

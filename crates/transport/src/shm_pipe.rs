@@ -348,6 +348,50 @@ impl Pipe for ShmPipe {
         true
     }
 
+    /// The next box, when it is filled and nothing of the ring comes before it.
+    fn peek_in_place(&self) -> Option<&[u8]> {
+        if self.rx.boxed != 0 {
+            return None;
+        }
+        // A damaged box is left to `read`, which says what is wrong.
+        let (slot, len, at) = self.peek_box().ok()??;
+        if at != self.rx.pos {
+            return None;
+        }
+        // SAFETY: `len` bytes of the box's data (checked by `peek_box`: at most
+        // BOX_PAYLOAD), inside the mapping; the producer does not write this box again
+        // before `take_in_place` counts it emptied, and the borrow of `self` ends first.
+        Some(unsafe { std::slice::from_raw_parts(self.seg.base.as_ptr().add(slot + BOX_DATA), len) })
+    }
+
+    fn take_in_place(&mut self) {
+        self.rx.boxes = self.rx.boxes.wrapping_add(1);
+        // Sequentially consistent: `room_made` reads "the producer waits" next.
+        self.seg
+            .u32_at(self.rx.at.boxed + CTL_EMPTIED)
+            .store(self.rx.boxes, Ordering::SeqCst);
+        self.room_made();
+    }
+
+    /// No bytes known and unread, the next box not stamped and the ring's tail where
+    /// this end read up to: two loads of lines the producer writes only to send.
+    #[inline]
+    fn quiet(&self) -> bool {
+        let next = self.rx.boxes.wrapping_add(1);
+        self.rx.seen == self.rx.pos
+            && self.rx.boxed == 0
+            && self
+                .seg
+                .u32_at(box_slot(self.rx.at.boxed, self.rx.boxes) + BOX_SEQ)
+                .load(Ordering::Acquire)
+                != next
+            && self
+                .seg
+                .u64_at(self.rx.at.boxed + CTL_TAIL)
+                .load(Ordering::Acquire)
+                == self.rx.pos
+    }
+
     fn signalled(&self) -> bool {
         self.written.is_some()
     }

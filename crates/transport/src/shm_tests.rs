@@ -172,6 +172,74 @@ fn small_writes_fill_the_boxes_in_turn_and_the_consumer_never_writes_one() {
 }
 
 #[test]
+fn a_box_is_read_in_place_only_when_no_ring_bytes_come_before_it() {
+    let (mut a, mut b) = pair(MIN_RING);
+    assert!(b.quiet() && b.peek_in_place().is_none(), "nothing sent");
+    a.write(&[IoSlice::new(b"head"), IoSlice::new(b"er+8")]).unwrap();
+    assert!(!b.quiet());
+    assert_eq!(
+        b.peek_in_place(),
+        Some(&b"header+8"[..]),
+        "the box's bytes, where they lie"
+    );
+    b.take_in_place();
+    assert_eq!(
+        b.seg.u32_at(b.rx.at.boxed + CTL_EMPTIED).load(Ordering::Relaxed),
+        1
+    );
+    assert!(b.quiet() && b.peek_in_place().is_none(), "taken");
+    // Bytes in the ring, then a box: the box waits for them.
+    let long = [7u8; BOX_PAYLOAD + 1];
+    a.write(&[IoSlice::new(&long)]).unwrap();
+    a.write(&[IoSlice::new(b"after")]).unwrap();
+    assert!(!b.quiet());
+    assert_eq!(b.peek_in_place(), None, "ring bytes come first");
+    let mut out = [0u8; BOX_PAYLOAD + 1];
+    assert_eq!(b.read(&mut out).unwrap(), Some(long.len()));
+    assert_eq!(b.peek_in_place(), Some(&b"after"[..]));
+    b.take_in_place();
+    assert!(b.quiet());
+}
+
+#[test]
+fn a_small_frame_is_taken_from_its_box_and_the_stream_stays_in_order() {
+    let (a, b) = pair(MIN_RING);
+    let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps(1024));
+    let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps(1024));
+    let matching = |seq, len| {
+        HeaderBytes::new(&DataRepr::Match {
+            env: proto::wire::data::Envelope {
+                ctx: 1,
+                src: 0,
+                tag: 5,
+                seq,
+                msg_len: len,
+            },
+        })
+    };
+    let big = vec![3u8; 2 * BOX_PAYLOAD];
+    tx.send_copy(&matching(0, 8), b"12345678").unwrap();
+    tx.send_copy(&matching(1, big.len() as u64), &big).unwrap();
+    tx.send_copy(&matching(2, 3), b"xyz").unwrap();
+    let Ok(crate::Peeked::Frame { repr, payload, total }) = rx.peek_small() else {
+        panic!("the first frame, whole");
+    };
+    assert_eq!((payload, total), (&b"12345678"[..], 40));
+    assert!(matches!(repr, DataRepr::Match { env } if env.seq == 0));
+    assert!(!rx.take_peeked(total), "nothing staged with it");
+    let Ok(crate::Peeked::Frame { payload, total, .. }) = rx.peek_small() else {
+        panic!("the second frame, from the ring");
+    };
+    assert_eq!(payload, &big[..]);
+    assert!(rx.take_peeked(total), "the third frame was read with it");
+    let mut sink = Collect::default();
+    rx.recv(&mut sink).unwrap();
+    assert_eq!(sink.0.len(), 1);
+    assert_eq!(sink.0[0].1, b"xyz");
+    assert!(rx.quiet());
+}
+
+#[test]
 fn box_and_ring_keep_the_stream_in_order_whatever_the_sizes() {
     let (mut a, mut b) = pair(MIN_RING);
     // A fixed pseudo-random mix: writes small enough for the box and too big for it,

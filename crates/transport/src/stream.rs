@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::os::fd::BorrowedFd;
 
-use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MAX_HEADER_LEN, PREFIX_LEN};
+use proto::wire::data::{
+    DataHeader, DataRepr, HeaderBytes, Kind, MATCH_HEADER_LEN, MAX_HEADER_LEN, PREFIX_LEN,
+};
 
 use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placement, Sink};
 
@@ -94,6 +96,17 @@ pub trait Pipe {
     fn fd(&self) -> Option<BorrowedFd<'_>>;
     /// See [`Link::polled`].
     fn polled(&self) -> bool;
+    /// See [`Link::quiet`].
+    fn quiet(&self) -> bool {
+        false
+    }
+    /// A whole write waiting where the pipe keeps it (a shared-memory box), with nothing
+    /// before it: a blocking receive reads its frame there, without staging it first.
+    fn peek_in_place(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Takes what [`Pipe::peek_in_place`] showed.
+    fn take_in_place(&mut self) {}
     /// See [`Link::signalled`].
     fn signalled(&self) -> bool {
         false
@@ -137,6 +150,8 @@ pub struct StreamLink<P, T> {
     ledger: Ledger,
     /// Where a small frame above [`STACK_FRAME`] is put together for one send().
     small_tx: Vec<u8>,
+    /// The frame [`Link::peek_small`] returned lies in the pipe, not in staging.
+    peeked_in_place: bool,
 }
 
 impl<P: Pipe, T> StreamLink<P, T> {
@@ -157,6 +172,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
             drained: false,
             ledger: Ledger::default(),
             small_tx: Vec::new(),
+            peeked_in_place: false,
         }
     }
 
@@ -344,16 +360,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
     /// The frame at the head of the staging buffer, if it is whole there: its header
     /// and the length of header and payload.
     fn staged_frame(&self) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
-        let avail = &self.rx_buf[self.rx_start..self.rx_end];
-        let Some(&kind) = avail.first() else {
-            return Ok(None);
-        };
-        let need = Kind::from_u8(kind).map_err(LinkError::Wire)?.header_len();
-        if avail.len() < need {
-            return Ok(None);
-        }
-        let repr = DataRepr::parse(&DataHeader::new_checked(&avail[..need])?);
-        Ok(Some((repr, need, need + repr.payload_len() as usize)))
+        frame_at(&self.rx_buf[self.rx_start..self.rx_end])
     }
 
     /// Refills the staging buffer from the pipe. `Ok(false)`: nothing available.
@@ -396,6 +403,31 @@ impl<P: Pipe, T> StreamLink<P, T> {
             None => Ok(false),
         }
     }
+}
+
+/// The header at the start of `avail` (parsed), its length, and its frame's length;
+/// `None` until the whole header is there.
+#[inline]
+fn frame_at(avail: &[u8]) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
+    if let Some(h) = avail.first_chunk::<MATCH_HEADER_LEN>() {
+        if h[0] == Kind::Match as u8 {
+            let repr = DataRepr::parse_match(h)?;
+            return Ok(Some((
+                repr,
+                MATCH_HEADER_LEN,
+                MATCH_HEADER_LEN + repr.payload_len() as usize,
+            )));
+        }
+    }
+    let Some(&kind) = avail.first() else {
+        return Ok(None);
+    };
+    let need = Kind::from_u8(kind).map_err(LinkError::Wire)?.header_len();
+    if avail.len() < need {
+        return Ok(None);
+    }
+    let repr = DataRepr::parse(&DataHeader::new_checked(&avail[..need])?);
+    Ok(Some((repr, need, need + repr.payload_len() as usize)))
 }
 
 fn place(placement: &mut Placement, at: u64, src: &[u8]) {
@@ -456,6 +488,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
     fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {
         let mut progressed = false;
         self.drained = false;
+        self.peeked_in_place = false;
         loop {
             if let RxState::Payload { placed, .. } = self.rx {
                 let more = self.fill_payload(sink)?;
@@ -518,6 +551,25 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         if !matches!(self.rx, RxState::Header) {
             return Ok(Peeked::Other);
         }
+        self.peeked_in_place = false;
+        if self.rx_start == self.rx_end {
+            // One whole frame in the pipe's own memory: parsed there, copied out once.
+            let whole = self.pipe.peek_in_place().and_then(|bytes| match frame_at(bytes) {
+                Ok(Some((repr, header, total))) if total == bytes.len() => Some((repr, header)),
+                _ => None,
+            });
+            // Looked at twice: a frame returned from the first look would keep `self`
+            // borrowed on the way that stages instead.
+            if let Some((repr, header)) = whole {
+                self.peeked_in_place = true;
+                let bytes = self.pipe.peek_in_place().unwrap_or_default();
+                return Ok(Peeked::Frame {
+                    repr,
+                    payload: bytes.get(header..).unwrap_or_default(),
+                    total: bytes.len(),
+                });
+            }
+        }
         let mut staged = self.staged_frame()?;
         if staged.is_none_or(|(_, _, total)| self.rx_end - self.rx_start < total) {
             self.drained = false;
@@ -539,6 +591,11 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
     }
 
     fn take_peeked(&mut self, total: usize) -> bool {
+        if std::mem::take(&mut self.peeked_in_place) {
+            self.pipe.take_in_place();
+            self.ledger.on_received();
+            return false;
+        }
         debug_assert!(
             self.rx_end - self.rx_start >= total,
             "a frame peek_small returned"
@@ -560,6 +617,11 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
 
     fn polled(&self) -> bool {
         self.pipe.polled()
+    }
+
+    #[inline]
+    fn quiet(&self) -> bool {
+        self.rx_start == self.rx_end && matches!(self.rx, RxState::Header) && self.pipe.quiet()
     }
 
     fn signalled(&self) -> bool {

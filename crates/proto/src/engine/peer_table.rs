@@ -71,10 +71,19 @@ impl Peers {
         Some(slot.as_deref().unwrap_or(&self.idle))
     }
 
+    /// Inlined: every message looks its peer up; making one is the rare case.
+    #[inline]
     pub(super) fn get_mut(&mut self, peer: usize) -> Option<&mut Peer> {
-        let start = self.start;
-        let slot = self.slots.get_mut(peer)?;
-        Some(slot.get_or_insert_with(|| Box::new(start.peer())))
+        if matches!(self.slots.get(peer), Some(None)) {
+            self.make(peer);
+        }
+        self.slots.get_mut(peer)?.as_deref_mut()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&mut self, peer: usize) {
+        self.slots[peer] = Some(Box::new(self.start.peer()));
     }
 }
 

@@ -256,7 +256,41 @@ pub struct PunchMsg {
     pub addr: Option<SocketAddr>,
 }
 
+/// Length of a MATCH header: every small eager message starts with one.
+pub const MATCH_HEADER_LEN: usize = Kind::Match.header_len();
+
 impl DataRepr {
+    /// A MATCH header, checked and parsed as [`DataHeader::new_checked`] and
+    /// [`DataRepr::parse`] do, in one pass over a fixed array: the receive of every
+    /// small message parses one.
+    #[inline]
+    pub fn parse_match(h: &[u8; MATCH_HEADER_LEN]) -> Result<DataRepr, WireError> {
+        let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        if h[0] != Kind::Match as u8 {
+            return Err(Kind::from_u8(h[0]).err().unwrap_or(WireError::Field("kind")));
+        }
+        if h[1..4] != [0; 3] {
+            return Err(WireError::Reserved);
+        }
+        let payload = u32_at(4);
+        let msg_len = u64::from(u32_at(PREFIX_LEN + 16)) | (u64::from(u32_at(PREFIX_LEN + 20)) << 32);
+        if payload > MAX_FRAME_PAYLOAD {
+            return Err(WireError::Field("payload_len"));
+        }
+        if u64::from(payload) != msg_len {
+            return Err(WireError::Field("msg_len"));
+        }
+        Ok(DataRepr::Match {
+            env: Envelope {
+                ctx: u32_at(PREFIX_LEN),
+                src: u32_at(PREFIX_LEN + 4),
+                tag: u32_at(PREFIX_LEN + 8) as i32,
+                seq: u32_at(PREFIX_LEN + 12),
+                msg_len,
+            },
+        })
+    }
+
     pub fn parse<T: AsRef<[u8]>>(h: &DataHeader<T>) -> DataRepr {
         let env = || Envelope {
             ctx: h.body_u32(0),
@@ -516,6 +550,31 @@ mod tests {
             prop_assert_eq!(view.header_len(), repr.header_len());
             prop_assert_eq!(view.payload_len(), repr.payload_len());
             prop_assert_eq!(DataRepr::parse(&view), repr);
+        }
+
+        #[test]
+        fn the_match_parser_agrees_with_the_general_one(
+            mut bytes in proptest::array::uniform32(any::<u8>()),
+            kind in prop_oneof![Just(Kind::Match as u8), any::<u8>()],
+            reserved_clear in any::<bool>(),
+            consistent_len in any::<bool>(),
+        ) {
+            bytes[0] = kind;
+            if reserved_clear {
+                bytes[1..4].fill(0);
+            }
+            if consistent_len {
+                let len = bytes[8] & 0x7f;
+                bytes[4..8].copy_from_slice(&u32::from(len).to_le_bytes());
+                bytes[24..32].copy_from_slice(&u64::from(len).to_le_bytes());
+            }
+            let general = DataHeader::new_checked(&bytes[..]).map(|h| DataRepr::parse(&h));
+            match DataRepr::parse_match(&bytes) {
+                Ok(repr) => prop_assert_eq!(general, Ok(repr)),
+                // Another kind is the general parser's to take; a MATCH both refuse.
+                Err(_) if kind != Kind::Match as u8 => {}
+                Err(e) => prop_assert_eq!(general.map(|_| ()), Err(e)),
+            }
         }
 
         #[test]
