@@ -165,6 +165,7 @@ pub fn send_tag(tag: c_int) -> Result<i32, Fail> {
 }
 
 /// A receive tag, MPI_ANY_TAG becoming pontoon's own wildcard.
+#[inline]
 pub fn recv_tag(tag: c_int) -> Result<i32, Fail> {
     match tag {
         MPI_ANY_TAG => Ok(pontoon::ANY_TAG),

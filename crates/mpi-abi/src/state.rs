@@ -153,6 +153,7 @@ impl Mpi {
 
     /// The table key of a communicator handle. The raw keys of COMM_WORLD and
     /// COMM_SELF are not handles (so a forged one cannot free them).
+    #[inline]
     pub(crate) fn comm_key(h: Handle) -> Handle {
         match h {
             MPI_COMM_WORLD => created_comm(WORLD_SLOT),
@@ -337,6 +338,7 @@ pub fn mpi() -> Result<&'static Mpi, Fail> {
 }
 
 /// The state if MPI is running on this thread (error reporting must not fail).
+#[inline]
 pub fn try_mpi() -> Option<&'static Mpi> {
     MPI.with(|m| m.get()).filter(|_| phase() == RUNNING)
 }

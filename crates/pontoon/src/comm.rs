@@ -159,6 +159,7 @@ impl<'u> Comm<'u> {
     pub fn group(&self) -> Group {
         self.d.group.clone()
     }
+    #[inline]
     pub(crate) fn p2p_ctx(&self) -> u32 {
         self.d.id * 2
     }
@@ -173,6 +174,7 @@ impl<'u> Comm<'u> {
     }
     /// The job rank of `r`, a rank that point-to-point calls name: of the remote group
     /// on an intercommunicator.
+    #[inline]
     pub(crate) fn world_rank(&self, r: Rank) -> Result<Rank> {
         let (peers, which) = match &self.d.remote {
             Some(remote) => (&remote.group, "the remote group of this intercommunicator"),
@@ -192,6 +194,7 @@ impl<'u> Comm<'u> {
         let by_world = self.d.remote.as_ref().map_or(&self.d.by_world, |r| &r.by_world);
         by_world.get(world as usize).copied().unwrap_or(u32::MAX)
     }
+    #[inline]
     pub(crate) fn local_status(&self, mut st: Status) -> Status {
         st.source = self.comm_rank_of(st.source);
         st
@@ -212,6 +215,7 @@ impl<'u> Comm<'u> {
     /// A standard send of a small message on the runtime's immediate path (written to
     /// the lane at once, no request); `None` when it must take the general path
     /// ([`Comm::send`] does both).
+    #[inline]
     pub fn send_now(&self, data: &[u8], dest: Rank, tag: i32) -> Option<Result<()>> {
         let dest = self.world_rank(dest).ok()?;
         let done = self
@@ -225,6 +229,7 @@ impl<'u> Comm<'u> {
     /// A blocking receive of a small message from `source` on the runtime's immediate
     /// path (taken straight off its lane); `None` when it must take the general path
     /// ([`Comm::recv`] does both).
+    #[inline]
     pub fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Result<Status>> {
         let from = self.world_rank(source).ok()?;
         let done = self

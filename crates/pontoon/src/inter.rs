@@ -54,6 +54,7 @@ impl<'u> Comm<'u> {
 
     /// How many ranks point-to-point calls may name: the remote group's size on an
     /// intercommunicator, the communicator's size otherwise.
+    #[inline]
     pub fn peer_size(&self) -> u32 {
         self.d.remote.as_ref().map_or(self.size(), |r| r.group.size())
     }

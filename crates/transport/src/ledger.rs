@@ -53,6 +53,7 @@ impl Ledger {
         (self.kept.len(), self.kept_bytes)
     }
 
+    #[inline]
     pub(crate) fn on_send(&mut self, header: &HeaderBytes, payload: &[u8]) {
         let index = self.sent;
         self.sent += 1;
@@ -70,6 +71,7 @@ impl Ledger {
         self.kept.push_back((index, *header, payload.to_vec()));
     }
 
+    #[inline]
     pub(crate) fn on_received(&mut self) {
         self.received += 1;
     }

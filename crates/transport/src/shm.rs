@@ -449,6 +449,16 @@ impl Segment {
         unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 
+    /// `len` bytes at `offset`, read in place: only where the one process that writes
+    /// them does not until the reader is done (a box the producer filled).
+    #[inline]
+    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
+        // SAFETY: in bounds (checked above); the protocol keeps writers away from these
+        // bytes while the returned borrow lives (see the caller).
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), len) }
+    }
+
     #[inline]
     fn u32_at(&self, offset: usize) -> &AtomicU32 {
         assert!(offset + 4 <= self.len && offset.is_multiple_of(4));

@@ -219,6 +219,7 @@ impl ShmPipe {
 
     /// The peer's next box, if it filled it: where it lies, its length and the ring
     /// position it comes before.
+    #[inline]
     fn peek_box(&self) -> Result<Option<(usize, usize, u64)>, LinkError> {
         let slot = box_slot(self.rx.at.boxed, self.rx.boxes);
         let next = self.rx.boxes.wrapping_add(1);
@@ -232,13 +233,19 @@ impl ShmPipe {
             || self.rx.boxed >= len
             || at.wrapping_sub(self.rx.pos) > self.ring as u64
         {
-            return Err(LinkError::Protocol(format!(
-                "shared-memory box of {len} bytes at ring position {at} (1 to {BOX_PAYLOAD} \
-                 bytes, from position {}; the peer corrupted the segment)",
-                self.rx.pos
-            )));
+            return Err(self.bad_box(len, at));
         }
         Ok(Some((slot, len, at)))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_box(&self, len: usize, at: u64) -> LinkError {
+        LinkError::Protocol(format!(
+            "shared-memory box of {len} bytes at ring position {at} (1 to {BOX_PAYLOAD} \
+             bytes, from position {}; the peer corrupted the segment)",
+            self.rx.pos
+        ))
     }
 
     /// Copies out of the peer's full box at `slot` of `len` bytes into `dst`; empties
@@ -348,20 +355,22 @@ impl Pipe for ShmPipe {
         true
     }
 
-    /// The next box, when it is filled and nothing of the ring comes before it.
-    fn peek_in_place(&self) -> Option<&[u8]> {
+    /// The next box's data, when it is filled and nothing of the ring comes before it.
+    #[inline]
+    fn peek_in_place(&self) -> Option<(usize, usize)> {
         if self.rx.boxed != 0 {
             return None;
         }
         // A damaged box is left to `read`, which says what is wrong.
         let (slot, len, at) = self.peek_box().ok()??;
-        if at != self.rx.pos {
-            return None;
-        }
-        // SAFETY: `len` bytes of the box's data (checked by `peek_box`: at most
-        // BOX_PAYLOAD), inside the mapping; the producer does not write this box again
-        // before `take_in_place` counts it emptied, and the borrow of `self` ends first.
-        Some(unsafe { std::slice::from_raw_parts(self.seg.base.as_ptr().add(slot + BOX_DATA), len) })
+        (at == self.rx.pos).then_some((slot + BOX_DATA, len))
+    }
+
+    /// The producer does not write a box again before `take_in_place` counts it
+    /// emptied, and the caller's borrow of this pipe ends before that.
+    #[inline]
+    fn in_place(&self, at: usize, len: usize) -> &[u8] {
+        self.seg.bytes(at, len)
     }
 
     fn take_in_place(&mut self) {

@@ -101,9 +101,14 @@ pub trait Pipe {
         false
     }
     /// A whole write waiting where the pipe keeps it (a shared-memory box), with nothing
-    /// before it: a blocking receive reads its frame there, without staging it first.
-    fn peek_in_place(&self) -> Option<&[u8]> {
+    /// before it: where it lies and its length, for [`Pipe::in_place`]. A blocking
+    /// receive reads its frame there, without staging it first.
+    fn peek_in_place(&self) -> Option<(usize, usize)> {
         None
+    }
+    /// The bytes [`Pipe::peek_in_place`] found (empty for anything else).
+    fn in_place(&self, _at: usize, _len: usize) -> &[u8] {
+        &[]
     }
     /// Takes what [`Pipe::peek_in_place`] showed.
     fn take_in_place(&mut self) {}
@@ -554,20 +559,19 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         self.peeked_in_place = false;
         if self.rx_start == self.rx_end {
             // One whole frame in the pipe's own memory: parsed there, copied out once.
-            let whole = self.pipe.peek_in_place().and_then(|bytes| match frame_at(bytes) {
-                Ok(Some((repr, header, total))) if total == bytes.len() => Some((repr, header)),
-                _ => None,
-            });
-            // Looked at twice: a frame returned from the first look would keep `self`
-            // borrowed on the way that stages instead.
-            if let Some((repr, header)) = whole {
-                self.peeked_in_place = true;
-                let bytes = self.pipe.peek_in_place().unwrap_or_default();
-                return Ok(Peeked::Frame {
-                    repr,
-                    payload: bytes.get(header..).unwrap_or_default(),
-                    total: bytes.len(),
-                });
+            // Where, not the bytes: a frame borrowed from the first look would keep
+            // `self` borrowed on the way that stages instead.
+            if let Some((at, len)) = self.pipe.peek_in_place() {
+                if let Ok(Some((repr, header, total))) = frame_at(self.pipe.in_place(at, len)) {
+                    if total == len {
+                        self.peeked_in_place = true;
+                        return Ok(Peeked::Frame {
+                            repr,
+                            payload: self.pipe.in_place(at, len).get(header..).unwrap_or_default(),
+                            total,
+                        });
+                    }
+                }
             }
         }
         let mut staged = self.staged_frame()?;

@@ -80,17 +80,24 @@ impl Credit {
     }
 
     /// Receiver: an eager message of `len` bytes arrived from the peer.
+    #[inline]
     pub(super) fn charge(&mut self, len: u64, grant: u64) -> Result<(), String> {
         let charged = self.charged.saturating_add(cost(len));
         if charged > grant {
-            return Err(format!(
-                "sent an eager message of {len} bytes beyond its credit ({} of {grant} bytes already \
-                 held; PONTOON_UNEXPECTED_CAP must be the same on every rank)",
-                self.charged
-            ));
+            return Err(self.beyond_credit(len, grant));
         }
         self.charged = charged;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn beyond_credit(&self, len: u64, grant: u64) -> String {
+        format!(
+            "sent an eager message of {len} bytes beyond its credit ({} of {grant} bytes already \
+             held; PONTOON_UNEXPECTED_CAP must be the same on every rank)",
+            self.charged
+        )
     }
 
     /// Receiver: an eager message of `len` bytes charged by [`Credit::charge`] never
@@ -101,6 +108,7 @@ impl Credit {
 
     /// Receiver: an eager message of `len` bytes left this rank's buffers. Returns the
     /// running total to send in a CREDIT frame when a batch is due.
+    #[inline]
     pub(super) fn consumed(&mut self, len: u64, grant: u64) -> Option<u64> {
         self.to_return += cost(len);
         if self.to_return < (grant / 4).max(1) {

@@ -13,6 +13,7 @@ impl Endpoint {
     /// Whether a blocking receive may wait on one lane for its message: no receive is
     /// posted (one posted earlier could match first) and no message waits unmatched
     /// (it could be the one). The lane is the one `peer`'s eager frames use.
+    #[inline]
     pub fn recv_now_lane(&self, peer: Rank) -> Option<LaneId> {
         if self.matcher.posted_len() != 0 || self.matcher.unexpected_len() != 0 || peer == self.me {
             return None;
