@@ -21,6 +21,7 @@ mod peer_table;
 mod peers;
 mod recv_now;
 mod send;
+mod spare;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};
 use crate::{Nanos, Rank, ANY_SOURCE};
@@ -339,6 +340,8 @@ pub struct Endpoint {
     buffered_peak: u64,
     /// Peers with a batch of coalesced messages waiting.
     batching: Vec<Rank>,
+    /// Payload buffers of delivered eager messages, for the next ones.
+    spare: spare::SpareBuffers,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -370,7 +373,14 @@ impl Endpoint {
             buffered: 0,
             buffered_peak: 0,
             batching: Vec::new(),
+            spare: spare::SpareBuffers::default(),
         }
+    }
+
+    /// The runtime copied a delivered payload (`Output::Deliver`) out of `buf`: it may
+    /// carry the next unexpected message.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.spare.give(buf);
     }
 
     pub fn rank(&self) -> Rank {
@@ -653,7 +663,7 @@ impl Endpoint {
                 self.buffered += len;
                 self.buffered_peak = self.buffered_peak.max(self.buffered);
                 Ok((
-                    PayloadDest::Engine(vec![0; len as usize]),
+                    PayloadDest::Engine(self.spare.take(len as usize)),
                     PayloadToken(TokenKind::EagerBuffered { env }),
                 ))
             }
@@ -703,7 +713,7 @@ impl Endpoint {
                     // Sent again after a lane broke, but the first copy made it: dropped
                     // (no larger than a fragment, so a peer cannot make this allocate much).
                     return Ok((
-                        PayloadDest::Engine(vec![0; len as usize]),
+                        PayloadDest::Engine(self.spare.take(len as usize)),
                         PayloadToken(TokenKind::None),
                     ));
                 }
@@ -775,7 +785,7 @@ impl Endpoint {
                 Err(violation(format!("a batch of {len} bytes")))
             }
             DataRepr::Batch { messages, len } => Ok((
-                PayloadDest::Engine(vec![0; len as usize]),
+                PayloadDest::Engine(self.spare.take(len as usize)),
                 PayloadToken(TokenKind::Batch { messages }),
             )),
         }
@@ -828,7 +838,12 @@ impl Endpoint {
                     });
                 }
             }
-            TokenKind::Batch { messages } => return self.unbatch(peer, messages, &buf.unwrap_or_default()),
+            TokenKind::Batch { messages } => {
+                let frames = buf.unwrap_or_default();
+                let unpacked = self.unbatch(peer, messages, &frames);
+                self.spare.give(frames);
+                return unpacked;
+            }
         }
         Ok(())
     }

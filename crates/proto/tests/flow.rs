@@ -114,3 +114,45 @@ fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
         .unwrap_err();
     assert!(err.what.contains("never given"), "{err}");
 }
+
+/// An unexpected eager message's buffer, once its payload is delivered and given back,
+/// carries the next one: no allocation (and no fresh pages) per message.
+#[test]
+fn a_delivered_unexpected_message_lends_its_buffer_to_the_next() {
+    use pontoon_proto::{Output, PayloadDest};
+    let mut ep = common::engine(1, 2, 1 << 20);
+    let env = |seq| Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 0,
+        seq,
+        msg_len: 4096,
+    };
+    // The capacity of the buffer each message lands in.
+    let arrive = |ep: &mut pontoon_proto::Endpoint, seq| {
+        let (dest, token) = ep.handle_header(0, &DataRepr::Match { env: env(seq) }).unwrap();
+        let PayloadDest::Engine(buf) = dest else {
+            panic!("nothing posted: buffered");
+        };
+        let capacity = buf.capacity();
+        ep.payload_done(0, token, Some(buf)).unwrap();
+        capacity
+    };
+    assert_eq!(arrive(&mut ep, 0), 4096);
+    ep.post_recv(7, 0, 0, 0, 4096);
+    let mut delivered = std::iter::from_fn(|| ep.poll())
+        .find_map(|o| match o {
+            Output::Deliver { data, .. } => Some(data),
+            _ => None,
+        })
+        .expect("the buffered message delivered");
+    // Marked by its size: a fresh allocation would have 4096 bytes.
+    delivered.reserve_exact(3 * 4096);
+    let marked = delivered.capacity();
+    ep.recycle(delivered);
+    assert_eq!(
+        arrive(&mut ep, 1),
+        marked,
+        "the buffer given back carries the next message"
+    );
+}

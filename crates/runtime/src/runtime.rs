@@ -849,6 +849,7 @@ impl Runtime {
                     if let Some(r) = self.reqs.get(req) {
                         r.buf.write_at(0, &data);
                     }
+                    self.ep.recycle(data);
                 }
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
