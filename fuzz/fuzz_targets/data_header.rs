@@ -8,11 +8,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use proto::wire::data::{DataHeader, DataRepr, HeaderBytes, Kind, MATCH_HEADER_LEN, MAX_HEADER_LEN, PREFIX_LEN};
+use proto::wire::data::{
+    DataHeader, DataRepr, HeaderBytes, Kind, MATCH_HEADER_LEN, MAX_HEADER_LEN, PREFIX_LEN,
+};
 use proto::wire::WireError;
 
 fuzz_target!(|data: &[u8]| {
-    if let Some(h) = data.first_chunk::<MATCH_HEADER_LEN>().filter(|h| h[0] == Kind::Match as u8) {
+    if let Some(h) = data
+        .first_chunk::<MATCH_HEADER_LEN>()
+        .filter(|h| h[0] == Kind::Match as u8)
+    {
         let general = DataHeader::new_checked(data).map(|h| DataRepr::parse(&h));
         assert_eq!(DataRepr::parse_match(h).ok(), general.ok());
     }
