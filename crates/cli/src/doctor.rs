@@ -51,6 +51,9 @@ struct PathReport {
     wide_area: bool,
     /// Its bytes travel encrypted (`PONTOON_ENCRYPT`).
     sealed: bool,
+    /// Rendezvous messages are read out of the peer's memory in one copy
+    /// (`PONTOON_SINGLE_COPY`, shared memory where a read at start-up worked).
+    single_copy: bool,
 }
 
 #[derive(Serialize)]
@@ -168,6 +171,7 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         initiated: p.initiated,
         latency_ns: caps.map(|c| c.latency_ns),
         bandwidth: caps.map(|c| c.bandwidth),
+        single_copy: caps.is_some_and(|c| c.single_copy),
         wide_area: caps.is_some_and(|c| c.is_wan()),
         sealed: p.sealed,
     }

@@ -453,3 +453,44 @@ fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
         run(&[exe.as_os_str()]);
     }
 }
+
+/// With `PONTOON_SINGLE_COPY=on` ranks of one node read each other's rendezvous messages
+/// in one copy where the kernel lets them (as root it does): doctor says so for each
+/// shared-memory lane, and not by default (`off`). The C point-to-point programs, with
+/// their 8 MiB message, pass both ways.
+#[test]
+fn shared_memory_lanes_read_large_messages_in_one_copy_and_the_programs_pass() {
+    let exe = c_program("p2p");
+    let root = rustix::process::geteuid().is_root();
+    for single_copy in ["on", "off"] {
+        let run = |program: &[&std::ffi::OsStr]| {
+            let setting = format!("PONTOON_SINGLE_COPY={single_copy}");
+            let out = Command::new(pontoon())
+                .args(["run", "-n", "3", "--timeout", "60", "-x", &setting])
+                .args(program)
+                .output()
+                .expect("pontoon runs");
+            succeeded(&out)
+        };
+        let pontoon = pontoon();
+        let doctor = run(&[pontoon.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
+        let report: serde_json::Value = serde_json::from_str(&doctor).expect("doctor --json");
+        for r in report["ranks"].as_array().unwrap() {
+            for p in r["peers"].as_array().unwrap() {
+                let lane = &p["lanes"][0];
+                assert_eq!(lane["transport"], "shm", "{lane}");
+                if single_copy == "off" {
+                    assert_eq!(lane["single_copy"], false, "{lane}");
+                } else if root {
+                    assert_eq!(lane["single_copy"], true, "{lane}");
+                } else {
+                    eprintln!(
+                        "not root: one copy is as ptrace allows here ({})",
+                        lane["single_copy"]
+                    );
+                }
+            }
+        }
+        run(&[exe.as_os_str()]);
+    }
+}

@@ -49,6 +49,10 @@ pub struct Caps {
     /// only (seed 003's "below 1488 bytes"); alone, it carries up to `max_eager`, cut
     /// into datagrams by its reliability layer.
     pub datagram: u32,
+    /// The peer's memory can be read from this end in one copy (`process_vm_readv`
+    /// worked between the two at start-up): a rendezvous message on this lane is read
+    /// by its receiver, not sent in fragments.
+    pub single_copy: bool,
 }
 
 impl Caps {
@@ -207,6 +211,7 @@ mod tests {
             relayed: false,
             raw: false,
             datagram: 0,
+            single_copy: false,
         }
     }
 

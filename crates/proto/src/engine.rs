@@ -118,6 +118,15 @@ pub enum Output {
     LocalCopy { from: SendId, to: RecvId, len: u64 },
     /// Copy buffered bytes into the receive buffer of `req` (an unexpected message matched).
     Deliver { req: RecvId, data: Vec<u8> },
+    /// Read `len` bytes at `at` in `peer`'s memory into the receive buffer of `req` (a
+    /// rendezvous message offered in one copy, [`DataRepr::Origin`]), then report
+    /// whether it worked with [`Endpoint::pulled`].
+    Pull {
+        peer: Rank,
+        req: RecvId,
+        at: u64,
+        len: u64,
+    },
     /// A receive finished.
     RecvDone {
         req: RecvId,
@@ -192,6 +201,8 @@ enum Incoming {
         peer: Rank,
         send_id: u64,
         msg_len: u64,
+        /// Where the message lies in the sender's memory, when it offered one copy.
+        origin: Option<u64>,
     },
     /// A large or synchronous message to self, waiting for its receive.
     SelfRdv {
@@ -202,8 +213,15 @@ enum Incoming {
 
 /// A MATCH or RTS held back until the messages before it (sequence numbers) arrived.
 enum Held {
-    Match { env: Envelope, data: Vec<u8> },
-    Rts { env: Envelope, send_id: u64 },
+    Match {
+        env: Envelope,
+        data: Vec<u8>,
+    },
+    Rts {
+        env: Envelope,
+        send_id: u64,
+        origin: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,6 +267,8 @@ struct Peer {
     /// lane is not a WAN lane, they never wait), and those waiting.
     coalesce_delay: Option<Nanos>,
     batch: coalesce::Batch,
+    /// The ORIGIN frame just received (send id, address): for the RTS that follows it.
+    origin: Option<(u64, u64)>,
 }
 
 impl Peer {
@@ -294,6 +314,9 @@ struct RdvSend {
     peer: Rank,
     len: u64,
     cts_seen: bool,
+    /// An ORIGIN went before the RTS: the receiver may read the message and send FIN
+    /// without a CTS.
+    offered: bool,
     /// The receive named by the CTS.
     recv_id: RecvId,
     /// Fragments handed to lanes (lane, offset, length): those of a lane that breaks go again.
@@ -374,6 +397,31 @@ impl Endpoint {
             buffered_peak: 0,
             batching: Vec::new(),
             spare: spare::SpareBuffers::default(),
+        }
+    }
+
+    /// The runtime read (`ok`) the message of the rendezvous receive `req` from the
+    /// sender's memory ([`Output::Pull`]): the sender hears FIN and the receive is done.
+    /// If it could not, the sender is asked for fragments (CTS), as without an origin.
+    pub fn pulled(&mut self, req: RecvId, ok: bool) {
+        let Some(r) = self.rdv_recvs.get(&req) else {
+            return;
+        };
+        let (peer, send_id, expected, status) = (r.peer, r.send_id, r.expected, r.status);
+        if ok {
+            self.rdv_recvs.remove(&req);
+            self.emit(peer, DataRepr::Fin { send_id }, None, None);
+            self.outputs.push_back(Output::RecvDone {
+                req,
+                result: Ok(status),
+            });
+        } else {
+            let cts = DataRepr::Cts {
+                send_id,
+                recv_id: req,
+                accept_len: expected,
+            };
+            self.emit(peer, cts, None, None);
         }
     }
 
@@ -526,7 +574,12 @@ impl Endpoint {
                     result: Ok(status),
                 });
             }
-            Incoming::Rts { peer, send_id, .. } => {
+            Incoming::Rts {
+                peer,
+                send_id,
+                origin,
+                ..
+            } => {
                 if let Some(cause) = self.peer_failure(peer) {
                     let result = Err(Failure::PeerFailed {
                         rank: peer,
@@ -551,6 +604,15 @@ impl Endpoint {
                             status,
                         },
                     );
+                    if let Some(at) = origin {
+                        self.outputs.push_back(Output::Pull {
+                            peer,
+                            req,
+                            at,
+                            len: count,
+                        });
+                        return;
+                    }
                 }
                 self.emit(
                     peer,
@@ -669,6 +731,7 @@ impl Endpoint {
             }
             DataRepr::Rts { env, send_id } => {
                 let p = &mut self.peers[peer as usize];
+                let origin = p.origin.take().filter(|(id, _)| *id == send_id).map(|(_, at)| at);
                 if seq_before(env.seq, p.next_recv_seq) {
                     return Err(violation(format!("sequence {} already received", env.seq)));
                 }
@@ -680,11 +743,12 @@ impl Endpoint {
                             peer,
                             send_id,
                             msg_len: env.msg_len,
+                            origin,
                         },
                     );
                     self.drain_held(peer);
                 } else {
-                    p.held.insert(env.seq, Held::Rts { env, send_id });
+                    p.held.insert(env.seq, Held::Rts { env, send_id, origin });
                     self.held_max = self.held_max.max(p.held.len());
                 }
                 Ok(none)
@@ -738,9 +802,13 @@ impl Endpoint {
                     }),
                 ))
             }
+            DataRepr::Origin { send_id, at } => {
+                self.peers[peer as usize].origin = Some((send_id, at));
+                Ok(none)
+            }
             DataRepr::Fin { send_id } => {
                 match self.rdv_sends.get(&send_id) {
-                    Some(s) if s.peer == peer && s.cts_seen => {}
+                    Some(s) if s.peer == peer && (s.cts_seen || s.offered) => {}
                     _ => return Err(violation(format!("FIN for unknown send {send_id}"))),
                 }
                 self.rdv_sends.remove(&send_id);
@@ -866,12 +934,13 @@ impl Endpoint {
             p.next_recv_seq = next.wrapping_add(1);
             match held {
                 Held::Match { env, data } => self.arrive(env, Incoming::Eager { data }),
-                Held::Rts { env, send_id } => self.arrive(
+                Held::Rts { env, send_id, origin } => self.arrive(
                     env,
                     Incoming::Rts {
                         peer,
                         send_id,
                         msg_len: env.msg_len,
+                        origin,
                     },
                 ),
             }

@@ -73,6 +73,11 @@ pub struct SimConfig {
     /// the batch size (`EngineConfig`). Standard-mode sends offer themselves to it.
     pub coalesce_delay_ns: u64,
     pub coalesce_bytes: u32,
+    /// Node-local lanes let each end read the other's memory: rendezvous messages go
+    /// in one copy ([`Output::Pull`]).
+    pub single_copy: bool,
+    /// Every such read fails: the receiver asks for fragments instead.
+    pub pull_fails: bool,
     pub seed: u64,
 }
 
@@ -96,6 +101,8 @@ impl Default for SimConfig {
             unexpected_cap: 1 << 40,
             coalesce_delay_ns: 0,
             coalesce_bytes: 16 << 10,
+            single_copy: false,
+            pull_fails: false,
             seed: 1,
         }
     }
@@ -194,6 +201,8 @@ pub struct Sim {
     pairs_up: std::collections::HashSet<(Rank, Rank)>,
     /// Frames delivered, for statistics.
     pub frames: u64,
+    /// Rendezvous messages read in one copy.
+    pub pulls: u64,
     punchers: Vec<Puncher>,
     /// Dials of each punching round: (low rank, high rank, round) -> dials so far, latest time.
     punch_dials: HashMap<(Rank, Rank, u8), (u8, Nanos)>,
@@ -238,6 +247,7 @@ impl Sim {
             next_req: 1,
             pairs_up: Default::default(),
             frames: 0,
+            pulls: 0,
             punchers: (0..cfg_ranks).map(Puncher::new).collect(),
             punch_dials: HashMap::new(),
             punch_gave_up: Vec::new(),
@@ -266,7 +276,8 @@ impl Sim {
         }
         let len = data.len() as u64;
         self.nodes[rank as usize].send_bufs.insert(req, data);
-        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync);
+        // The request id stands for the buffer's address: `Output::Pull` finds it by that.
+        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(req));
         self.drain(rank);
         req
     }
@@ -584,6 +595,20 @@ impl Sim {
                 Output::Deliver { req, data } => {
                     node.recv_bufs.get_mut(&req).expect("posted")[..data.len()].copy_from_slice(&data);
                 }
+                Output::Pull { peer, req, at, len } => {
+                    let data = self.nodes[peer as usize]
+                        .send_bufs
+                        .get(&at)
+                        .filter(|_| !self.cfg.pull_fails)
+                        .and_then(|b| b.get(..len as usize))
+                        .map(<[u8]>::to_vec);
+                    if let Some(data) = &data {
+                        self.nodes[rank as usize].recv_bufs.get_mut(&req).expect("posted")[..data.len()]
+                            .copy_from_slice(data);
+                        self.pulls += 1;
+                    }
+                    self.endpoints[rank as usize].pulled(req, data.is_some());
+                }
                 Output::RecvDone { req, result } => {
                     if let Ok(st) = &result {
                         node.recv_order.push((req, st.source));
@@ -633,6 +658,7 @@ impl Sim {
             relayed: false,
             raw: false,
             datagram: 0,
+            single_copy: false,
         }
     }
 
@@ -665,9 +691,11 @@ impl Sim {
 
     /// Lane `lane` of the pair is up at both ends.
     fn lane_up(&mut self, a: Rank, b: Rank, lane: usize) {
+        let node_local = self.cfg.lane_node_local.get(lane).copied().unwrap_or(false);
         let caps = Caps {
             latency_ns: self.base_latency(a, b, lane),
-            node_local: self.cfg.lane_node_local.get(lane).copied().unwrap_or(false),
+            node_local,
+            single_copy: node_local && self.cfg.single_copy,
             relayed: self.cfg.lane_relayed.get(lane).copied().unwrap_or(false),
             ..self.caps()
         };

@@ -317,7 +317,7 @@ fn a_batch_leaves_by_its_time_though_no_timer_runs_and_at_once_before_the_rank_b
     let t0 = 100 * MS;
     // The first of a burst leaves at once; the next ones are packed.
     assert!(!ep.coalesce(1, 0, 0, b"a", t0));
-    ep.post_send(1, 1, 0, 0, 1, false); // the ordinary way
+    ep.post_send(1, 1, 0, 0, 1, false, None); // the ordinary way
     assert_eq!(sent(&mut ep), [1]);
     let msg = |ep: &mut pontoon_proto::Endpoint, at: Nanos| ep.coalesce(1, 0, 0, b"b", at);
     assert!(msg(&mut ep, t0), "a message right after another is packed");

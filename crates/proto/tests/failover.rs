@@ -215,6 +215,7 @@ mod replay {
             bandwidth: 1 << 28,
             raw: true,
             datagram: 1400,
+            single_copy: false,
             ..KERNEL_LANE
         };
         for (replayable, loss) in [(false, LaneLoss::PeerFailed), (true, LaneLoss::FailedOver)] {

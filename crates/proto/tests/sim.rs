@@ -731,12 +731,19 @@ proptest! {
         lanes in 1usize..4,
         rated in any::<bool>(),
         capped in any::<bool>(),
+        one_copy in 0u8..3,
     ) {
         // Rated lanes queue frames behind each other, so fragments are pulled by speed.
         let lane_rate = if rated { vec![50, 400, 3] } else { Vec::new() };
         // A tight cap sends most messages as rendezvous once a few eager ones are out.
         let unexpected_cap = if capped { 600 } else { 1 << 40 };
-        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, unexpected_cap, seed, ..Default::default() };
+        // Node-local lanes whose rendezvous messages are read in one copy (1), or whose
+        // reads all fail and fall back to fragments (2).
+        let (lane_node_local, single_copy, pull_fails) = match one_copy {
+            0 => (Vec::new(), false, false),
+            n => (vec![true; lanes], true, n == 2),
+        };
+        let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, unexpected_cap, lane_node_local, single_copy, pull_fails, seed, ..Default::default() };
         run_against_reference(&ops, cfg, false)?;
     }
 
@@ -753,4 +760,75 @@ proptest! {
         let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, seed, ..Default::default() };
         run_against_reference(&ops, cfg, true)?;
     }
+}
+
+/// Between ranks that can read each other's memory, a rendezvous message is read by its
+/// receiver in one copy: an ORIGIN and the RTS, then a FIN, and no fragment; matched
+/// before or after it arrives, truncated or not. A read that fails asks for fragments.
+#[test]
+fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_sender() {
+    for pull_fails in [false, true] {
+        let cfg = SimConfig {
+            lane_node_local: vec![true],
+            single_copy: true,
+            pull_fails,
+            mtu: 1000,
+            eager_limit: 512,
+            ..Default::default()
+        };
+        let mut sim = Sim::new(cfg);
+        // The lane is up first: an RTS written before the peer was connected (its lane
+        // unknown yet) goes without an origin.
+        sim.isend(0, 1, 0, 0, vec![1], false);
+        sim.irecv(1, 0, 0, 0, 1);
+        sim.run();
+        let data = bytes(5, 100_000);
+        // Posted first, then a message that comes before its receive, then a short one.
+        let first = sim.irecv(1, 0, 0, 1, 100_000);
+        let before = sim.frames;
+        sim.isend(0, 1, 0, 1, data.clone(), false);
+        sim.run();
+        let frames_one = sim.frames - before;
+        sim.isend(0, 1, 0, 2, data.clone(), true);
+        sim.run();
+        let second = sim.irecv(1, 0, 0, 2, 100_000);
+        sim.isend(0, 1, 0, 3, data.clone(), false);
+        let short = sim.irecv(1, 0, 0, 3, 600);
+        sim.run();
+        for (req, len) in [(first, 100_000), (second, 100_000), (short, 600)] {
+            let st = received(&sim, 1, req);
+            assert_eq!(st.count, len as u64);
+            assert_eq!(
+                &sim.recv_buf(1, req)[..len],
+                &data[..len],
+                "pull_fails {pull_fails}"
+            );
+        }
+        assert!(received(&sim, 1, short).truncated);
+        if pull_fails {
+            assert_eq!(sim.pulls, 0);
+            assert!(frames_one > 100, "fragments of 1000 bytes: {frames_one} frames");
+        } else {
+            assert_eq!(sim.pulls, 3);
+            assert_eq!(frames_one, 3, "ORIGIN, RTS and FIN");
+        }
+    }
+}
+
+/// A lane that is not node-local, or a sim whose lanes cannot read each other, sends
+/// no ORIGIN: fragments as always.
+#[test]
+fn a_network_lane_moves_rendezvous_messages_in_fragments() {
+    let cfg = SimConfig {
+        single_copy: true,
+        mtu: 1000,
+        eager_limit: 512,
+        ..Default::default()
+    };
+    let mut sim = Sim::new(cfg);
+    let r = sim.irecv(1, 0, 0, 1, 20_000);
+    sim.isend(0, 1, 0, 1, bytes(9, 20_000), false);
+    sim.run();
+    assert_eq!(received(&sim, 1, r).count, 20_000);
+    assert_eq!(sim.pulls, 0);
 }

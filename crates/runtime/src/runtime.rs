@@ -851,6 +851,19 @@ impl Runtime {
                     }
                     self.ep.recycle(data);
                 }
+                Output::Pull { peer, req, at, len } => {
+                    let read = match (self.reqs.get(req), self.shm.pid_of(peer)) {
+                        (Some(r), Some(pid)) => transport::cma::read_into(pid, at, &r.buf, len),
+                        _ => Err(std::io::Error::other("no request or pid")),
+                    };
+                    if let Err(e) = &read {
+                        tracing::debug!(
+                            "rank {}: one-copy read from rank {peer} failed ({e}): by the ring",
+                            self.id.rank
+                        );
+                    }
+                    self.ep.pulled(req, read.is_ok());
+                }
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::Connect { peer } => self.start_connect(peer),

@@ -49,6 +49,7 @@ pub fn eth_caps(max_eager: u32, datagram: u32) -> Caps {
         latency_ns: 5_000,
         raw: true,
         datagram,
+        single_copy: false,
         ..crate::tcp::tcp_caps(max_eager)
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
+pub mod cma;
 pub mod eth;
 pub mod inherited;
 pub mod ledger;

@@ -84,7 +84,7 @@ use crate::stream::StreamLink;
 use crate::Caps;
 
 /// Identifies a pontoon node segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM7");
+const MAGIC: u64 = u64::from_le_bytes(*b"PNTNSHM8");
 /// Counters each on a line of their own: the producer's and the consumer's writes must
 /// not invalidate each other's lines (128: adjacent-line prefetch pairs 64-byte lines).
 const LINE: usize = 128;
@@ -130,6 +130,9 @@ const SLOT_RANK: usize = 16;
 const SLOT_GONE: usize = 24;
 /// In a rank's slot: it finalized (u32, set by itself): its end is no failure.
 const SLOT_FINALIZED: usize = 28;
+/// In a rank's slot: where its probe token lies in its memory (u64, set before its rank),
+/// for the others' one-copy test ([`ShmNode::reads_from`]).
+const SLOT_PROBE: usize = 32;
 /// In the header: how many ranks of the node were marked gone (u64).
 const HEADER_GONE: usize = 24;
 /// In the header: whether the node's collective area serves the node's collectives
@@ -151,6 +154,7 @@ pub fn shm_caps(max_eager: u32) -> Caps {
         relayed: false,
         raw: false,
         datagram: 0,
+        single_copy: false,
     }
 }
 
@@ -509,6 +513,22 @@ pub struct ShmNode {
     ringer: Arc<OwnedFd>,
     /// The header's count of gone ranks when this rank last looked.
     gone_seen: AtomicU64,
+    /// What a peer reading this rank's memory must find at the address in its slot.
+    probe: Box<[u8; PROBE_LEN]>,
+    /// Whether a read of a peer's memory worked (found its token), once tried.
+    reads: std::sync::OnceLock<bool>,
+}
+
+const PROBE_LEN: usize = 32;
+
+/// The probe token of the member in slot `index` of job `job_id`'s node: a read of the
+/// wrong process (another pid namespace) or of nothing finds something else.
+fn probe_token(job_id: &[u8; 16], index: usize) -> [u8; PROBE_LEN] {
+    let mut t = [0u8; PROBE_LEN];
+    t[..16].copy_from_slice(job_id);
+    t[16..20].copy_from_slice(&(index as u32).to_le_bytes());
+    t[20..].copy_from_slice(b"pontoon-cma\0");
+    t
 }
 
 impl ShmNode {
@@ -596,6 +616,8 @@ impl ShmNode {
             bell,
             ringer: Arc::new(ringer),
             gone_seen: AtomicU64::new(0),
+            probe: Box::new(probe_token(&job_id, me)),
+            reads: std::sync::OnceLock::new(),
         })
     }
 
@@ -626,6 +648,9 @@ impl ShmNode {
     pub fn enter(&self, rank: u32) -> bool {
         let slot = self.layout.slot(self.me);
         self.seg
+            .u64_at(slot + SLOT_PROBE)
+            .store(self.probe.as_ptr() as u64, Ordering::Relaxed);
+        self.seg
             .u64_at(slot + SLOT_RANK)
             .store(u64::from(rank) + 1, Ordering::Release);
         fence(Ordering::SeqCst);
@@ -651,6 +676,24 @@ impl ShmNode {
         let pid = self.seg.u64_at(slot + SLOT_PID).load(Ordering::Relaxed);
         let rank = u32::try_from(rank.checked_sub(1)?).ok()?;
         Some((rank, u32::try_from(pid).ok()?))
+    }
+
+    /// Whether this rank can read the memory of the member in slot `peer` in one copy
+    /// (`cma.rs`): its probe token, read at the address in its slot, is the token of its
+    /// rank. Tried once, with the first peer asked about; a later read that fails
+    /// falls back to the ring all the same.
+    pub fn reads_from(&self, peer: usize) -> bool {
+        *self.reads.get_or_init(|| {
+            let Some((_, pid)) = self.member(peer) else {
+                return false;
+            };
+            let at = self
+                .seg
+                .u64_at(self.layout.slot(peer) + SLOT_PROBE)
+                .load(Ordering::Relaxed);
+            let mut got = [0u8; PROBE_LEN];
+            at != 0 && crate::cma::read(pid, at, &mut got).is_ok() && got == probe_token(&self.job_id, peer)
+        })
     }
 
     /// The lane to the member in slot `peer`: its boxes, rings and bell (`Err` once the

@@ -777,3 +777,19 @@ fn arrivals_and_done_stamps_count_and_departure_waiters_are_taken_once() {
     assert_eq!(a.gone_count(), 1);
     assert!(!a.failed(1), "a finalized member's end is no failure");
 }
+
+#[test]
+fn a_member_reads_a_peer_in_one_copy_only_where_it_finds_the_peers_token() {
+    // Both members live in this process: the read works, and finds slot 1's token.
+    let (leader, _other) = node_of_two(MIN_RING);
+    assert!(leader.reads_from(1));
+    // A slot pointing at memory that does not hold its token: no one-copy reads.
+    let (leader, other) = node_of_two(MIN_RING);
+    let elsewhere = [0u8; 64];
+    let slot = other.layout.slot(1);
+    other
+        .seg
+        .u64_at(slot + SLOT_PROBE)
+        .store(elsewhere.as_ptr() as u64, Ordering::Relaxed);
+    assert!(!leader.reads_from(1));
+}

@@ -36,6 +36,7 @@ pub fn tcp_caps(max_eager: u32) -> Caps {
         relayed: false,
         raw: false,
         datagram: 0,
+        single_copy: false,
     }
 }
 

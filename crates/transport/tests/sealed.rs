@@ -90,6 +90,7 @@ fn caps() -> Caps {
         relayed: false,
         raw: false,
         datagram: 0,
+        single_copy: false,
     }
 }
 

@@ -42,6 +42,7 @@ impl Start {
             credit: Credit::new(self.grant),
             coalesce_delay: None,
             batch: Default::default(),
+            origin: None,
         }
     }
 }

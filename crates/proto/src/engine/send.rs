@@ -8,7 +8,19 @@ use crate::Rank;
 
 impl Endpoint {
     /// Posts a send of `len` bytes. `sync` (MPI_Ssend) completes only once matched.
-    pub fn post_send(&mut self, req: SendId, dest: Rank, ctx: u32, tag: i32, len: u64, sync: bool) {
+    /// `origin`: where the message lies in this process, for a peer that can read it
+    /// there (the runtime's business; the engine only passes it on in an ORIGIN frame).
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_send(
+        &mut self,
+        req: SendId,
+        dest: Rank,
+        ctx: u32,
+        tag: i32,
+        len: u64,
+        sync: bool,
+        origin: Option<u64>,
+    ) {
         if dest >= self.size {
             self.outputs.push_back(Output::SendDone {
                 req,
@@ -54,16 +66,24 @@ impl Endpoint {
             let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
             self.emit(dest, DataRepr::Match { env }, payload, Some(req));
         } else {
+            // One copy where the lane of control frames lets the receiver read ours.
+            let origin = origin.filter(|_| {
+                len > 0 && matches!(p.state, PeerState::Up) && p.lanes[p.plan.eager].caps.single_copy
+            });
             self.rdv_sends.insert(
                 req,
                 RdvSend {
                     peer: dest,
                     len,
                     cts_seen: false,
+                    offered: origin.is_some(),
                     recv_id: 0,
                     handed: Vec::new(),
                 },
             );
+            if let Some(at) = origin {
+                self.emit(dest, DataRepr::Origin { send_id: req, at }, None, None);
+            }
             self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
         }
     }

@@ -54,6 +54,7 @@ pub enum Kind {
     LaneLost = 10,
     Abort = 11,
     Batch = 12,
+    Origin = 13,
 }
 
 impl Kind {
@@ -71,6 +72,7 @@ impl Kind {
             10 => Kind::LaneLost,
             11 => Kind::Abort,
             12 => Kind::Batch,
+            13 => Kind::Origin,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -87,6 +89,7 @@ impl Kind {
             Kind::LaneAck | Kind::LaneLost => 16,
             Kind::Abort => 8,
             Kind::Batch => 8,
+            Kind::Origin => 16,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -235,6 +238,13 @@ pub enum DataRepr {
         messages: u32,
         len: u32,
     },
+    /// The message of the RTS that follows (`send_id`) lies whole at `at` in the sender's
+    /// memory, which the receiver can read (a shared-memory lane whose ends showed at
+    /// start-up that they read each other's): it is read in one copy, then the FIN.
+    Origin {
+        send_id: u64,
+        at: u64,
+    },
 }
 
 /// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
@@ -350,6 +360,10 @@ impl DataRepr {
                 messages: h.body_u32(0),
                 len: h.payload_len(),
             },
+            Kind::Origin => DataRepr::Origin {
+                send_id: h.body_u64(0),
+                at: h.body_u64(8),
+            },
         }
     }
 
@@ -367,6 +381,7 @@ impl DataRepr {
             DataRepr::LaneLost { .. } => Kind::LaneLost,
             DataRepr::Abort { .. } => Kind::Abort,
             DataRepr::Batch { .. } => Kind::Batch,
+            DataRepr::Origin { .. } => Kind::Origin,
         }
     }
 
@@ -442,6 +457,10 @@ impl DataRepr {
             DataRepr::Batch { messages, .. } => {
                 put_u32(body, 0, *messages);
                 put_u32(body, 4, 0);
+            }
+            DataRepr::Origin { send_id, at } => {
+                put_u64(body, 0, *send_id);
+                put_u64(body, 8, *at);
             }
         }
         n
@@ -539,6 +558,7 @@ mod tests {
             (any::<u64>(), any::<u64>()).prop_map(|(tag, frames)| DataRepr::LaneLost { tag, frames }),
             (any::<i32>(), any::<u32>()).prop_map(|(code, origin)| DataRepr::Abort { code, origin }),
             (1..=u32::MAX, 1..=MAX_BATCH).prop_map(|(messages, len)| DataRepr::Batch { messages, len }),
+            (any::<u64>(), any::<u64>()).prop_map(|(send_id, at)| DataRepr::Origin { send_id, at }),
         ]
     }
 

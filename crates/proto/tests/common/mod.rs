@@ -15,6 +15,7 @@ pub const KERNEL_LANE: Caps = Caps {
     relayed: false,
     raw: false,
     datagram: 0,
+    single_copy: false,
 };
 
 /// Rank `rank` of `size`, eager up to 4 KiB, holding at most `unexpected_cap` bytes of

@@ -32,7 +32,9 @@ impl Runtime {
         if packed {
             self.finish(id, Ok(self.sent_status()));
         } else {
-            self.ep.post_send(id, dest, ctx, tag, len, sync);
+            // Where the bytes lie, should the peer read them itself (`cma.rs`).
+            let origin = self.reqs.get(id).map(|r| r.buf.slice(0, len).as_ptr() as u64);
+            self.ep.post_send(id, dest, ctx, tag, len, sync, origin);
         }
         self.drive_outputs();
         id

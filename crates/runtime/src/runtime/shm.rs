@@ -149,6 +149,12 @@ impl Shm {
         self.local.binary_search(&rank).ok()
     }
 
+    /// The pid of the node's rank `rank`, as the node segment records it.
+    pub(super) fn pid_of(&self, rank: Rank) -> Option<u32> {
+        let index = self.index(rank)?;
+        self.node()?.member(index).map(|(_, pid)| pid)
+    }
+
     pub(super) fn node(&self) -> Option<&ShmNode> {
         match &self.state {
             NodeState::Member { node, .. } => Some(node),
@@ -349,11 +355,16 @@ impl Runtime {
         let opened = node
             .pipe(index)
             .and_then(|pipe| announce.then(|| node.announce(index)).transpose().map(|_| pipe));
+        let single_copy = self.cfg.single_copy && node.reads_from(index);
         match opened {
             Ok(pipe) => {
                 self.shm.laned.insert(peer);
                 self.shm.stop_waiting(peer);
-                let link = shm_link(pipe, shm_caps(self.cfg.eager_limit));
+                let caps = proto::Caps {
+                    single_copy,
+                    ..shm_caps(self.cfg.eager_limit)
+                };
+                let link = shm_link(pipe, caps);
                 let signalled = link.signalled();
                 // A node-local lane breaks only with its process: it needs no name for a replay.
                 let setup = LaneSetup {
