@@ -36,6 +36,7 @@ fuzz_target!(|data: &[u8]| {
         relayed: false,
         raw: false,
         datagram: 0,
+        single_copy: false,
     };
     ep.handle_lane_up(0, caps);
     // Some receives posted, some messages left unexpected.

@@ -46,6 +46,7 @@ fn caps() -> Caps {
         relayed: false,
         raw: false,
         datagram: 0,
+        single_copy: false,
     }
 }
 
