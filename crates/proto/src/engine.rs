@@ -803,7 +803,12 @@ impl Endpoint {
                 ))
             }
             DataRepr::Origin { send_id, at } => {
-                self.peers[peer as usize].origin = Some((send_id, at));
+                // Only where this end reads the peer's memory (its own lanes say so, by
+                // its own start-up read and settings): elsewhere the RTS gets its CTS.
+                let p = &mut self.peers[peer as usize];
+                if p.lanes.iter().any(|l| l.caps.single_copy) {
+                    p.origin = Some((send_id, at));
+                }
                 Ok(none)
             }
             DataRepr::Fin { send_id } => {

@@ -156,3 +156,29 @@ fn a_delivered_unexpected_message_lends_its_buffer_to_the_next() {
         "the buffer given back carries the next message"
     );
 }
+
+/// An ORIGIN on a lane this end cannot read the peer through is ignored: the RTS after
+/// it gets its CTS, and nothing is read out of the peer's memory.
+#[test]
+fn an_origin_where_this_end_cannot_read_the_peer_is_ignored() {
+    use pontoon_proto::wire::data::{DataHeader, Kind};
+    use pontoon_proto::Output;
+    let mut ep = common::engine(1, 2, 1 << 20);
+    ep.handle_lane_up(0, common::KERNEL_LANE);
+    while ep.poll().is_some() {}
+    ep.post_recv(7, 0, 0, 0, 1 << 20);
+    let env = Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 0,
+        seq: 0,
+        msg_len: 1 << 20,
+    };
+    ep.handle_header(0, &DataRepr::Origin { send_id: 3, at: 4096 })
+        .unwrap();
+    ep.handle_header(0, &DataRepr::Rts { env, send_id: 3 }).unwrap();
+    let outputs: Vec<Output> = std::iter::from_fn(|| ep.poll()).collect();
+    assert!(!outputs.iter().any(|o| matches!(o, Output::Pull { .. })));
+    assert!(outputs.iter().any(|o| matches!(o, Output::Transmit { header, .. }
+        if DataHeader::new_checked(header.as_slice()).is_ok_and(|h| h.kind() == Kind::Cts))));
+}
