@@ -426,31 +426,40 @@ fn doctor_reports_measured_latency_and_bandwidth_of_tcp_lanes() {
     }
 }
 
+/// Three ranks with the variables `settings` (`-x NAME=VALUE`): `pontoon doctor --json`,
+/// whose every peer of every rank goes to `check`, then the C point-to-point programs.
+fn doctor_then_p2p(settings: &[String], mut check: impl FnMut(&serde_json::Value)) {
+    let run = |program: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new(pontoon());
+        cmd.args(["run", "-n", "3", "--timeout", "60"]);
+        for s in settings {
+            cmd.args(["-x", s]);
+        }
+        succeeded(&cmd.args(program).output().expect("pontoon runs"))
+    };
+    let pontoon = pontoon();
+    let doctor = run(&[pontoon.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
+    let report: serde_json::Value = serde_json::from_str(&doctor).expect("doctor --json");
+    for r in report["ranks"].as_array().unwrap() {
+        for p in r["peers"].as_array().unwrap() {
+            check(p);
+        }
+    }
+    run(&[c_program("p2p").as_os_str()]);
+}
+
 #[test]
 fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
-    let exe = c_program("p2p");
     for (encrypt, sealed) in [("all", true), ("none", false)] {
-        let run = |program: &[&std::ffi::OsStr]| {
-            let encrypt = format!("PONTOON_ENCRYPT={encrypt}");
-            let out = Command::new(pontoon())
-                .args(["run", "-n", "3", "--timeout", "60"])
-                .args(["-x", "PONTOON_TRANSPORTS=tcp", "-x", &encrypt])
-                .args(program)
-                .output()
-                .expect("pontoon runs");
-            succeeded(&out)
-        };
-        let pontoon = pontoon();
-        let doctor = run(&[pontoon.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
-        let report: serde_json::Value = serde_json::from_str(&doctor).expect("doctor --json");
-        for r in report["ranks"].as_array().unwrap() {
-            for p in r["peers"].as_array().unwrap() {
-                for lane in p["lanes"].as_array().unwrap() {
-                    assert_eq!(lane["sealed"], sealed, "PONTOON_ENCRYPT={encrypt}: {lane}");
-                }
+        let settings = [
+            "PONTOON_TRANSPORTS=tcp".to_string(),
+            format!("PONTOON_ENCRYPT={encrypt}"),
+        ];
+        doctor_then_p2p(&settings, |p| {
+            for lane in p["lanes"].as_array().unwrap() {
+                assert_eq!(lane["sealed"], sealed, "PONTOON_ENCRYPT={encrypt}: {lane}");
             }
-        }
-        run(&[exe.as_os_str()]);
+        });
     }
 }
 
@@ -460,37 +469,21 @@ fn every_tcp_lane_is_sealed_with_encrypt_all_and_the_programs_pass() {
 /// their 8 MiB message, pass both ways.
 #[test]
 fn shared_memory_lanes_read_large_messages_in_one_copy_and_the_programs_pass() {
-    let exe = c_program("p2p");
     let root = rustix::process::geteuid().is_root();
     for single_copy in ["on", "off"] {
-        let run = |program: &[&std::ffi::OsStr]| {
-            let setting = format!("PONTOON_SINGLE_COPY={single_copy}");
-            let out = Command::new(pontoon())
-                .args(["run", "-n", "3", "--timeout", "60", "-x", &setting])
-                .args(program)
-                .output()
-                .expect("pontoon runs");
-            succeeded(&out)
-        };
-        let pontoon = pontoon();
-        let doctor = run(&[pontoon.as_os_str(), "doctor".as_ref(), "--json".as_ref()]);
-        let report: serde_json::Value = serde_json::from_str(&doctor).expect("doctor --json");
-        for r in report["ranks"].as_array().unwrap() {
-            for p in r["peers"].as_array().unwrap() {
-                let lane = &p["lanes"][0];
-                assert_eq!(lane["transport"], "shm", "{lane}");
-                if single_copy == "off" {
-                    assert_eq!(lane["single_copy"], false, "{lane}");
-                } else if root {
-                    assert_eq!(lane["single_copy"], true, "{lane}");
-                } else {
-                    eprintln!(
-                        "not root: one copy is as ptrace allows here ({})",
-                        lane["single_copy"]
-                    );
-                }
+        doctor_then_p2p(&[format!("PONTOON_SINGLE_COPY={single_copy}")], |p| {
+            let lane = &p["lanes"][0];
+            assert_eq!(lane["transport"], "shm", "{lane}");
+            if single_copy == "off" {
+                assert_eq!(lane["single_copy"], false, "{lane}");
+            } else if root {
+                assert_eq!(lane["single_copy"], true, "{lane}");
+            } else {
+                eprintln!(
+                    "not root: one copy is as ptrace allows here ({})",
+                    lane["single_copy"]
+                );
             }
-        }
-        run(&[exe.as_os_str()]);
+        });
     }
 }

@@ -7,6 +7,17 @@ use pontoon_proto::eager_cost;
 use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
 use pontoon_proto::wire::data::{DataRepr, Envelope};
 
+/// The envelope of message `seq` from rank 0, context and tag 0.
+fn match_envelope(seq: u32, msg_len: u64) -> Envelope {
+    Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 0,
+        seq,
+        msg_len,
+    }
+}
+
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng::new(seed);
     (0..len).map(|_| r.next_u64() as u8).collect()
@@ -97,13 +108,7 @@ fn credit_comes_back_while_messages_are_received() {
 #[test]
 fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
     let mut ep = common::engine(1, 2, 2 * eager_cost(4096));
-    let env = |seq| Envelope {
-        ctx: 0,
-        src: 0,
-        tag: 0,
-        seq,
-        msg_len: 4096,
-    };
+    let env = |seq| match_envelope(seq, 4096);
     assert!(ep.handle_header(0, &DataRepr::Match { env: env(0) }).is_ok());
     assert!(ep.handle_header(0, &DataRepr::Match { env: env(1) }).is_ok());
     let err = ep.handle_header(0, &DataRepr::Match { env: env(2) }).unwrap_err();
@@ -121,13 +126,7 @@ fn an_eager_message_beyond_the_credit_is_a_protocol_error() {
 fn a_delivered_unexpected_message_lends_its_buffer_to_the_next() {
     use pontoon_proto::{Output, PayloadDest};
     let mut ep = common::engine(1, 2, 1 << 20);
-    let env = |seq| Envelope {
-        ctx: 0,
-        src: 0,
-        tag: 0,
-        seq,
-        msg_len: 4096,
-    };
+    let env = |seq| match_envelope(seq, 4096);
     // The capacity of the buffer each message lands in.
     let arrive = |ep: &mut pontoon_proto::Endpoint, seq| {
         let (dest, token) = ep.handle_header(0, &DataRepr::Match { env: env(seq) }).unwrap();
@@ -167,13 +166,7 @@ fn an_origin_where_this_end_cannot_read_the_peer_is_ignored() {
     ep.handle_lane_up(0, common::KERNEL_LANE);
     while ep.poll().is_some() {}
     ep.post_recv(7, 0, 0, 0, 1 << 20);
-    let env = Envelope {
-        ctx: 0,
-        src: 0,
-        tag: 0,
-        seq: 0,
-        msg_len: 1 << 20,
-    };
+    let env = match_envelope(0, 1 << 20);
     ep.handle_header(0, &DataRepr::Origin { send_id: 3, at: 4096 })
         .unwrap();
     ep.handle_header(0, &DataRepr::Rts { env, send_id: 3 }).unwrap();

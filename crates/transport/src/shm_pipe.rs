@@ -258,12 +258,29 @@ impl ShmPipe {
             return (n, false);
         }
         self.rx.boxed = 0;
+        self.emptied_box();
+        (n, true)
+    }
+
+    /// Counts the box just read as emptied, on the control line the producer reads.
+    fn emptied_box(&mut self) {
         self.rx.boxes = self.rx.boxes.wrapping_add(1);
         // Sequentially consistent: `room_made` reads "the producer waits" next.
         self.seg
             .u32_at(self.rx.at.boxed + CTL_EMPTIED)
             .store(self.rx.boxes, Ordering::SeqCst);
-        (n, true)
+    }
+
+    /// Whether the peer filled the next box or moved the ring's tail past what this end
+    /// read.
+    #[inline]
+    fn box_or_ring_filled(&self, order: Ordering) -> bool {
+        let next = self.rx.boxes.wrapping_add(1);
+        self.seg
+            .u32_at(box_slot(self.rx.at.boxed, self.rx.boxes) + BOX_SEQ)
+            .load(order)
+            == next
+            || self.seg.u64_at(self.rx.at.boxed + CTL_TAIL).load(order) != self.rx.pos
     }
 }
 
@@ -374,11 +391,7 @@ impl Pipe for ShmPipe {
     }
 
     fn take_in_place(&mut self) {
-        self.rx.boxes = self.rx.boxes.wrapping_add(1);
-        // Sequentially consistent: `room_made` reads "the producer waits" next.
-        self.seg
-            .u32_at(self.rx.at.boxed + CTL_EMPTIED)
-            .store(self.rx.boxes, Ordering::SeqCst);
+        self.emptied_box();
         self.room_made();
     }
 
@@ -386,19 +399,7 @@ impl Pipe for ShmPipe {
     /// this end read up to: two loads of lines the producer writes only to send.
     #[inline]
     fn quiet(&self) -> bool {
-        let next = self.rx.boxes.wrapping_add(1);
-        self.rx.seen == self.rx.pos
-            && self.rx.boxed == 0
-            && self
-                .seg
-                .u32_at(box_slot(self.rx.at.boxed, self.rx.boxes) + BOX_SEQ)
-                .load(Ordering::Acquire)
-                != next
-            && self
-                .seg
-                .u64_at(self.rx.at.boxed + CTL_TAIL)
-                .load(Ordering::Acquire)
-                == self.rx.pos
+        self.rx.seen == self.rx.pos && self.rx.boxed == 0 && !self.box_or_ring_filled(Ordering::Acquire)
     }
 
     fn signalled(&self) -> bool {
@@ -409,14 +410,6 @@ impl Pipe for ShmPipe {
     /// before the lanes look (a full fence between): a lane only says whether bytes
     /// already wait in its box or ring, or room it waits for is there.
     fn arm_wakeup(&mut self) -> bool {
-        let boxed = self.rx.at.boxed;
-        let next = self.rx.boxes.wrapping_add(1);
-        let waiting_bytes = self
-            .seg
-            .u32_at(box_slot(boxed, self.rx.boxes) + BOX_SEQ)
-            .load(Ordering::SeqCst)
-            == next
-            || self.seg.u64_at(boxed + CTL_TAIL).load(Ordering::SeqCst) != self.rx.pos;
-        !waiting_bytes && !self.tx.waiting.is_some_and(|want| self.room(want))
+        !self.box_or_ring_filled(Ordering::SeqCst) && !self.tx.waiting.is_some_and(|want| self.room(want))
     }
 }
