@@ -59,26 +59,34 @@ impl From<pontoon::Error> for Fail {
 
 /// Runs the body of `MPI_<name>`: success is `MPI_SUCCESS`; a failure or a panic goes
 /// to the error handler of its communicator (`on` unless the failure names another).
+#[inline(always)]
 pub fn enter(name: &'static str, on: Handle, body: impl FnOnce() -> Res) -> c_int {
-    let failure = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => return MPI_SUCCESS,
-        Ok(Err(f)) => f,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Fail::new(
-                MPI_ERR_INTERN,
-                format!(
-                    "internal error in pontoon ({what}); please report it with the program that shows it"
-                ),
-            )
-        }
-    };
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(f)) => failed(name, on, f),
+        Err(panic) => failed(name, on, panicked(panic)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn failed(name: &'static str, on: Handle, failure: Fail) -> c_int {
     let on = failure.on.unwrap_or(on);
     errors::raise(name, on, failure)
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> Fail {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    Fail::new(
+        MPI_ERR_INTERN,
+        format!("internal error in pontoon ({what}); please report it with the program that shows it"),
+    )
 }
 
 /// `*p` for writing a result; `what` names the argument in the error.

@@ -32,6 +32,7 @@ fn small_len(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Opt
 ///
 /// # Safety
 /// As MPI_Send.
+#[inline(always)]
 pub unsafe fn send(
     buf: *const c_void,
     n: i64,
@@ -65,6 +66,7 @@ pub unsafe fn send(
 /// # Safety
 /// As MPI_Recv.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub unsafe fn recv(
     buf: *mut c_void,
     n: i64,

@@ -30,6 +30,7 @@ impl Group {
         }
     }
 
+    #[inline]
     pub fn size(&self) -> u32 {
         self.members.len() as u32
     }
@@ -38,6 +39,7 @@ impl Group {
         self.me
     }
     /// Job ranks of the members, in group order.
+    #[inline]
     pub fn members(&self) -> &[Rank] {
         &self.members
     }

@@ -59,6 +59,7 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// The largest eager message any peer may send (over a LAN lane or a WAN one).
+    #[inline]
     pub fn largest_eager(&self) -> u32 {
         self.eager_limit.max(self.wan_eager_limit)
     }
@@ -923,11 +924,17 @@ impl Endpoint {
 
     /// An eager message of `len` bytes from `peer` left this rank's buffers: its credit
     /// goes back to the sender once a batch is due.
+    #[inline]
     fn consumed(&mut self, peer: Rank, len: u64) {
         let grant = self.grant;
         if let Some(returned) = self.peers[peer as usize].credit.consumed(len, grant) {
-            self.emit(peer, DataRepr::Credit { returned }, None, None);
+            self.return_credit(peer, returned);
         }
+    }
+
+    #[inline(never)]
+    fn return_credit(&mut self, peer: Rank, returned: u64) {
+        self.emit(peer, DataRepr::Credit { returned }, None, None);
     }
 
     /// Processes held-back messages that are now next in sequence.

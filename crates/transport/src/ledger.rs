@@ -57,9 +57,13 @@ impl Ledger {
     pub(crate) fn on_send(&mut self, header: &HeaderBytes, payload: &[u8]) {
         let index = self.sent;
         self.sent += 1;
-        if !self.keeping || header.kind() == Kind::Frag {
-            return;
+        if self.keeping && header.kind() != Kind::Frag {
+            self.keep_copy(index, header, payload);
         }
+    }
+
+    #[inline(never)]
+    fn keep_copy(&mut self, index: u64, header: &HeaderBytes, payload: &[u8]) {
         let bytes = header.as_slice().len() + payload.len();
         if self.kept_bytes + bytes > MAX_KEPT_BYTES {
             self.keeping = false;

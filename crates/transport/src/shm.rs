@@ -713,7 +713,8 @@ impl ShmNode {
                 self.me
             )));
         }
-        let side = |at| Side {
+        let side = |at: WayAt| Side {
+            lines: pipe::Boxes::new(&self.seg, at.boxed),
             at,
             pos: 0,
             seen: 0,

@@ -4,15 +4,17 @@
 
 use std::io::IoSlice;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::net::SocketAddrUnix;
 
 use super::{
-    wake, Segment, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_SEQ, BOX_SLOTS, CTL_EMPTIED, CTL_TAIL,
+    wake, Segment, BOX, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_SEQ, BOX_SLOTS, CTL_EMPTIED, CTL_TAIL,
     CTL_WAITS, LINE,
 };
+use crate::mem::copy_small;
 use crate::stream::Pipe;
 use crate::LinkError;
 
@@ -25,9 +27,86 @@ pub(super) struct WayAt {
     pub(super) data: usize,
 }
 
+/// One direction's control line and boxes, addressed directly: their bounds are checked
+/// once, when the pipe is made, not on every access of a small message's way.
+#[derive(Clone, Copy)]
+pub(super) struct Boxes {
+    ctl: NonNull<u8>,
+}
+
+// SAFETY: a pointer into the node segment, which the pipe holding these boxes keeps
+// mapped (its `Arc<Segment>`); the segment itself is Send and Sync (see `Segment`).
+unsafe impl Send for Boxes {}
+
+impl Boxes {
+    /// The boxes of the direction whose control line is at `at` in `seg`.
+    ///
+    /// # Panics
+    /// When they do not lie within the segment, line-aligned.
+    pub(super) fn new(seg: &Segment, at: usize) -> Boxes {
+        assert!(at.is_multiple_of(LINE) && at.checked_add(BOX).is_some_and(|end| end <= seg.len));
+        // SAFETY: `at` lies within the mapping (checked above).
+        let ctl = unsafe { NonNull::new_unchecked(seg.base.as_ptr().add(at)) };
+        Boxes { ctl }
+    }
+
+    #[inline(always)]
+    fn u32_at(&self, offset: usize) -> &AtomicU32 {
+        debug_assert!(offset + 4 <= BOX && offset.is_multiple_of(4));
+        // SAFETY: every offset used is a constant field of the control line or a box
+        // (below BOX, aligned), within the range `new` checked; this memory is only
+        // accessed atomically, by every process.
+        unsafe { &*self.ctl.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    #[inline(always)]
+    fn u64_at(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset + 8 <= BOX && offset.is_multiple_of(8));
+        // SAFETY: as in `u32_at`.
+        unsafe { &*self.ctl.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    /// Box number `n`'s offset from the control line.
+    #[inline(always)]
+    fn slot(n: u32) -> usize {
+        LINE * (1 + n as usize % BOX_SLOTS)
+    }
+    #[inline(always)]
+    fn seq(&self, n: u32) -> &AtomicU32 {
+        self.u32_at(Self::slot(n) + BOX_SEQ)
+    }
+    #[inline(always)]
+    fn fill(&self, n: u32) -> &AtomicU32 {
+        self.u32_at(Self::slot(n) + BOX_FILL)
+    }
+    #[inline(always)]
+    fn at(&self, n: u32) -> &AtomicU64 {
+        self.u64_at(Self::slot(n) + BOX_AT)
+    }
+    /// Where box `n`'s bytes go: [`BOX_PAYLOAD`] of them.
+    #[inline(always)]
+    fn data(&self, n: u32) -> *mut u8 {
+        // SAFETY: within box `n`, inside the range `new` checked.
+        unsafe { self.ctl.as_ptr().add(Self::slot(n) + BOX_DATA) }
+    }
+    #[inline(always)]
+    fn tail(&self) -> &AtomicU64 {
+        self.u64_at(CTL_TAIL)
+    }
+    #[inline(always)]
+    fn emptied(&self) -> &AtomicU32 {
+        self.u32_at(CTL_EMPTIED)
+    }
+    #[inline(always)]
+    fn waits(&self) -> &AtomicU32 {
+        self.u32_at(CTL_WAITS)
+    }
+}
+
 /// One direction's state kept locally (never re-read from the shared segment).
 pub(super) struct Side {
     pub(super) at: WayAt,
+    pub(super) lines: Boxes,
     /// Our own counter (the producer's tail, or the consumer's head).
     pub(super) pos: u64,
     /// The last value seen of the other side's counter.
@@ -95,20 +174,26 @@ impl ShmPipe {
         }
     }
 
-    /// Copies the slices of `iov` (at most [`BOX_PAYLOAD`] bytes in all) into our box
-    /// at `slot`.
-    fn put_boxed(&self, slot: usize, iov: &[IoSlice<'_>]) {
-        let mut at = slot + BOX_DATA;
-        for s in iov {
+    /// Fills the next box (free: [`ShmPipe::box_free`]) with the `want` bytes of
+    /// `slices` (at most [`BOX_PAYLOAD`]) and stamps it.
+    #[inline]
+    fn fill_box<'a>(&mut self, want: usize, slices: impl IntoIterator<Item = &'a [u8]>) {
+        let (b, n) = (self.tx.lines, self.tx.boxes);
+        debug_assert!(want <= BOX_PAYLOAD);
+        b.at(n).store(self.tx.pos, Ordering::Relaxed);
+        b.fill(n).store(want as u32, Ordering::Relaxed);
+        let mut dst = b.data(n);
+        for s in slices {
             // SAFETY: inside our box's data (the caller checked the total length); the
-            // consumer does not read the box before its fill is published, nor do we
+            // consumer does not read the box before its stamp is published, nor do we
             // write it again before the consumer emptied it.
             unsafe {
-                let dst = self.seg.base.as_ptr().add(at);
-                std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len());
+                copy_small(s, dst);
+                dst = dst.add(s.len());
             }
-            at += s.len();
         }
+        self.tx.boxes = n.wrapping_add(1);
+        b.seq(n).store(self.tx.boxes, Ordering::Release);
     }
 
     /// Copies `dst.len()` bytes out of the peer's box at `slot`, from byte `from` of its
@@ -143,10 +228,7 @@ impl ShmPipe {
     /// when every box was filled since it was last read.
     fn box_free(&mut self) -> bool {
         if self.tx.boxes.wrapping_sub(self.tx.boxes_seen) as usize >= BOX_SLOTS {
-            self.tx.boxes_seen = self
-                .seg
-                .u32_at(self.tx.at.boxed + CTL_EMPTIED)
-                .load(Ordering::Acquire);
+            self.tx.boxes_seen = self.tx.lines.emptied().load(Ordering::Acquire);
         }
         // A count ahead of ours (a corrupted one) makes a large difference: no box.
         (self.tx.boxes.wrapping_sub(self.tx.boxes_seen) as usize) < BOX_SLOTS
@@ -156,18 +238,7 @@ impl ShmPipe {
     /// as much as the ring takes.
     fn try_write(&mut self, iov: &[IoSlice<'_>], want: usize) -> Result<usize, LinkError> {
         if want <= BOX_PAYLOAD && self.box_free() {
-            let slot = box_slot(self.tx.at.boxed, self.tx.boxes);
-            self.seg
-                .u64_at(slot + BOX_AT)
-                .store(self.tx.pos, Ordering::Relaxed);
-            self.seg
-                .u32_at(slot + BOX_FILL)
-                .store(want as u32, Ordering::Relaxed);
-            self.put_boxed(slot, iov);
-            self.tx.boxes = self.tx.boxes.wrapping_add(1);
-            self.seg
-                .u32_at(slot + BOX_SEQ)
-                .store(self.tx.boxes, Ordering::Release);
+            self.fill_box(want, iov.iter().map(|s| &s[..]));
             return Ok(want);
         }
         let cap = self.ring as u64;
@@ -187,11 +258,25 @@ impl ShmPipe {
         }
         if written > 0 {
             self.tx.pos += written;
-            self.seg
-                .u64_at(self.tx.at.boxed + CTL_TAIL)
-                .store(self.tx.pos, Ordering::Release);
+            self.tx.lines.tail().store(self.tx.pos, Ordering::Release);
         }
         Ok(written as usize)
+    }
+
+    /// After a write that took bytes: says so where the consumer looks (and, when some
+    /// were `left` queued, where this end's next pass looks), and rings it if it sleeps.
+    #[inline]
+    fn wrote(&mut self, left: bool) {
+        self.tx.waiting = None;
+        if let Some((word, bit)) = self.written {
+            self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
+        }
+        if left {
+            if let Some((word, bit)) = self.own_written {
+                self.seg.u64_at(word).fetch_or(bit, Ordering::Relaxed);
+            }
+        }
+        self.wake_peer();
     }
 
     fn wake_peer(&self) {
@@ -207,7 +292,7 @@ impl ShmPipe {
     /// room. (It says so, then looks again; we make room, then look: with sequentially
     /// consistent accesses on both sides, one of us sees the other.)
     fn room_made(&self) {
-        let waits = self.seg.u32_at(self.rx.at.boxed + CTL_WAITS);
+        let waits = self.rx.lines.waits();
         if waits.load(Ordering::SeqCst) != 0 && waits.swap(0, Ordering::SeqCst) != 0 {
             // On a signalled node the producer reads the lane when its bit says so.
             if let Some((word, bit)) = self.written {
@@ -221,13 +306,13 @@ impl ShmPipe {
     /// position it comes before.
     #[inline]
     fn peek_box(&self) -> Result<Option<(usize, usize, u64)>, LinkError> {
-        let slot = box_slot(self.rx.at.boxed, self.rx.boxes);
-        let next = self.rx.boxes.wrapping_add(1);
-        if self.seg.u32_at(slot + BOX_SEQ).load(Ordering::Acquire) != next {
+        let (b, n) = (self.rx.lines, self.rx.boxes);
+        if b.seq(n).load(Ordering::Acquire) != n.wrapping_add(1) {
             return Ok(None);
         }
-        let len = self.seg.u32_at(slot + BOX_FILL).load(Ordering::Relaxed) as usize;
-        let at = self.seg.u64_at(slot + BOX_AT).load(Ordering::Relaxed);
+        let slot = box_slot(self.rx.at.boxed, n);
+        let len = b.fill(n).load(Ordering::Relaxed) as usize;
+        let at = b.at(n).load(Ordering::Relaxed);
         if len == 0
             || len > BOX_PAYLOAD
             || self.rx.boxed >= len
@@ -266,21 +351,15 @@ impl ShmPipe {
     fn emptied_box(&mut self) {
         self.rx.boxes = self.rx.boxes.wrapping_add(1);
         // Sequentially consistent: `room_made` reads "the producer waits" next.
-        self.seg
-            .u32_at(self.rx.at.boxed + CTL_EMPTIED)
-            .store(self.rx.boxes, Ordering::SeqCst);
+        self.rx.lines.emptied().store(self.rx.boxes, Ordering::SeqCst);
     }
 
     /// Whether the peer filled the next box or moved the ring's tail past what this end
     /// read.
     #[inline]
     fn box_or_ring_filled(&self, order: Ordering) -> bool {
-        let next = self.rx.boxes.wrapping_add(1);
-        self.seg
-            .u32_at(box_slot(self.rx.at.boxed, self.rx.boxes) + BOX_SEQ)
-            .load(order)
-            == next
-            || self.seg.u64_at(self.rx.at.boxed + CTL_TAIL).load(order) != self.rx.pos
+        let (b, n) = (self.rx.lines, self.rx.boxes);
+        b.seq(n).load(order) == n.wrapping_add(1) || b.tail().load(order) != self.rx.pos
     }
 }
 
@@ -299,25 +378,27 @@ impl Pipe for ShmPipe {
         let mut written = self.try_write(iov, want)?;
         if written == 0 {
             // Ask the consumer to ring when it makes room, then look once more.
-            self.seg
-                .u32_at(self.tx.at.boxed + CTL_WAITS)
-                .store(1, Ordering::SeqCst);
+            self.tx.lines.waits().store(1, Ordering::SeqCst);
             self.tx.waiting = Some(want);
             written = self.try_write(iov, want)?;
         }
         if written > 0 {
-            self.tx.waiting = None;
-            if let Some((word, bit)) = self.written {
-                self.seg.u64_at(word).fetch_or(bit, Ordering::AcqRel);
-            }
-            if written < want {
-                if let Some((word, bit)) = self.own_written {
-                    self.seg.u64_at(word).fetch_or(bit, Ordering::Relaxed);
-                }
-            }
-            self.wake_peer();
+            self.wrote(written < want);
         }
         Ok(written)
+    }
+
+    /// A small frame whole into the next box when it is free (the latency-critical
+    /// send), with fixed-width copies; otherwise as [`Pipe::write`].
+    #[inline]
+    fn write_frame(&mut self, header: &[u8], payload: &[u8]) -> Result<usize, LinkError> {
+        let want = header.len() + payload.len();
+        if want == 0 || want > BOX_PAYLOAD || !self.box_free() {
+            return self.write(&[IoSlice::new(header), IoSlice::new(payload)]);
+        }
+        self.fill_box(want, [header, payload]);
+        self.wrote(false);
+        Ok(want)
     }
 
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
@@ -327,10 +408,7 @@ impl Pipe for ShmPipe {
         // The tail first, then the box: a box filled after we look lies beyond this tail.
         let cap = self.ring as u64;
         if self.rx.seen == self.rx.pos {
-            self.rx.seen = self
-                .seg
-                .u64_at(self.rx.at.boxed + CTL_TAIL)
-                .load(Ordering::Acquire);
+            self.rx.seen = self.rx.lines.tail().load(Ordering::Acquire);
             let fill = self.rx.seen.wrapping_sub(self.rx.pos);
             if fill > cap {
                 return Err(self.corrupt("tail", fill));

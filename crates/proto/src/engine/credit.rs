@@ -15,6 +15,7 @@
 pub const MESSAGE_CHARGE: u64 = 64;
 
 /// What an eager message of `len` bytes costs in credit.
+#[inline]
 pub fn cost(len: u64) -> u64 {
     len.saturating_add(MESSAGE_CHARGE)
 }
@@ -52,6 +53,7 @@ impl Credit {
 
     /// Sender: spends the credit for an eager message of `len` bytes; false (nothing
     /// spent) when there is not enough and the message must go as a rendezvous.
+    #[inline]
     pub(super) fn spend(&mut self, len: u64) -> bool {
         let c = cost(len);
         if c > self.available {

@@ -30,6 +30,7 @@ impl Endpoint {
     /// that receive's message (the caller copies the payload and takes the frame off the
     /// lane), `None` when it must take the general path (another envelope, out of order,
     /// too long, not an eager message, beyond its credit: `handle_header` says why).
+    #[inline]
     pub fn recv_eager_now(
         &mut self,
         peer: Rank,

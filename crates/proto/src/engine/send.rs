@@ -132,6 +132,7 @@ impl Endpoint {
     /// message must go through [`Endpoint::post_send`] instead (to self, not connected,
     /// above the eager limit, or frames still waiting in the output queue, which must
     /// go first). On `Some` the message is sent as far as the engine is concerned.
+    #[inline]
     pub fn send_eager_now(
         &mut self,
         dest: Rank,
@@ -151,7 +152,7 @@ impl Endpoint {
             return None;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
-        let repr = DataRepr::Match { env };
-        Some((p.lanes[p.eager_lane_for(&repr)].id, HeaderBytes::new(&repr)))
+        let lane = p.lanes[p.eager_lane_for(&DataRepr::Match { env })].id;
+        Some((lane, HeaderBytes::matched(&env)))
     }
 }

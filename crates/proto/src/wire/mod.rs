@@ -49,9 +49,12 @@ pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
 pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_le_bytes());
 }
+// Inlined too: every small message's send writes a header.
+#[inline]
 pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
+#[inline]
 pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }

@@ -60,6 +60,7 @@ impl Runtime {
     /// A blocking send of a small message written to the socket at once, without a
     /// request, a buffer handle or the engine's output queue: the latency-critical path.
     /// `None` when the message must take the general path ([`Runtime::isend`]).
+    #[inline]
     pub fn send_small_now(
         &mut self,
         data: &[u8],
@@ -81,14 +82,18 @@ impl Runtime {
             Some(l) => l.link.send_copy(&header, data),
             None => Err(LinkError::Closed),
         };
-        Some(result.map_err(|e| {
-            self.lane_down(lane, e);
-            let cause = self.ep.peer_failure(dest).unwrap_or("its connection failed");
-            Error::Failed(Failure::PeerFailed {
-                rank: dest,
-                cause: cause.to_string(),
-            })
-        }))
+        Some(result.map_err(|e| self.small_send_failed(lane, dest, e)))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn small_send_failed(&mut self, lane: LaneId, dest: Rank, e: LinkError) -> Error {
+        self.lane_down(lane, e);
+        let cause = self.ep.peer_failure(dest).unwrap_or("its connection failed");
+        Error::Failed(Failure::PeerFailed {
+            rank: dest,
+            cause: cause.to_string(),
+        })
     }
 
     /// A blocking receive of a small message from `src`, taken straight off the lane
@@ -130,7 +135,7 @@ impl Runtime {
                 Ok(Peeked::Frame { repr, payload, total }) => {
                     match self.ep.recv_eager_now(src, &repr, ctx, tag, dst.len() as u64) {
                         Some(status) => {
-                            dst[..payload.len()].copy_from_slice(payload);
+                            transport::mem::copy_small_into(dst, payload);
                             Some((status, link.take_peeked(total)))
                         }
                         None => return self.leave_to_general_path(lane),
