@@ -31,6 +31,7 @@ pub use credit::{cost as eager_cost, grant as eager_grant};
 pub use failover::LANE_ACK_EVERY;
 use failover::{Ranges, Recent};
 pub use lanes::LaneLoss;
+pub use recv_now::Awaited;
 
 pub type SendId = ReqId;
 pub type RecvId = ReqId;

@@ -20,8 +20,8 @@ pub mod wire;
 
 pub use caps::{Caps, LaneId};
 pub use engine::{
-    eager_cost, eager_grant, Endpoint, EngineConfig, Failure, LaneLoss, Output, PayloadDest, PayloadToken,
-    SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
+    eager_cost, eager_grant, Awaited, Endpoint, EngineConfig, Failure, LaneLoss, Output, PayloadDest,
+    PayloadToken, SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
 };
 pub use matching::ReqId;
 pub use wire::handshake::PathKind;

@@ -339,7 +339,7 @@ impl Sim {
     }
 
     /// A blocking receive the way the runtime's fast path makes it
-    /// ([`Endpoint::recv_now_lane`], [`Endpoint::recv_eager_now`]): while the engine has
+    /// ([`Endpoint::await_now`], [`Endpoint::took_now`]): while the engine has
     /// no posted receive and no unmatched message, the rank waits on the lane the
     /// peer's eager frames use and offers each frame arriving there to the engine first.
     /// It falls back to a posted receive (the general path) when the engine says no,
@@ -350,14 +350,14 @@ impl Sim {
         let req = self.req();
         self.nodes[rank as usize].recv_bufs.insert(req, vec![0; capacity]);
         let now = self.endpoints[rank as usize]
-            .recv_now_lane(src)
-            .map(|lane| RecvNow {
+            .await_now(src, ctx, tag, capacity as u64)
+            .map(|a| RecvNow {
                 req,
                 src,
                 ctx,
                 tag,
                 capacity: capacity as u64,
-                lane,
+                lane: a.lane,
             });
         match now {
             Some(now) => self.nodes[rank as usize].waiting_now = Some(now),
@@ -387,9 +387,17 @@ impl Sim {
         if f.from != w.src || self.lane_ids.get(&(f.to, w.lane)) != Some(&(f.from, f.lane)) {
             return false;
         }
-        let Some(st) = self.endpoints[to].recv_eager_now(w.src, repr, w.ctx, w.tag, w.capacity) else {
+        let DataRepr::Match { env } = *repr else {
             return false;
         };
+        let ep = &mut self.endpoints[to];
+        let Some(awaited) = ep
+            .await_now(w.src, w.ctx, w.tag, w.capacity)
+            .filter(|a| a.admits(&env))
+        else {
+            return false;
+        };
+        let st = ep.took_now(&awaited, &env);
         let node = &mut self.nodes[to];
         node.waiting_now = None;
         node.recv_bufs.get_mut(&w.req).expect("posted")[..f.payload.len()].copy_from_slice(&f.payload);
@@ -826,7 +834,8 @@ impl Sim {
         // A frame on the general path may have left a message unmatched (or taken the
         // lane): the waiting receive cannot stay on the fast path then.
         if let Some(w) = self.nodes[to].waiting_now {
-            if self.endpoints[to].recv_now_lane(w.src) != Some(w.lane) {
+            let awaited = self.endpoints[to].await_now(w.src, w.ctx, w.tag, w.capacity);
+            if awaited.map(|a| a.lane) != Some(w.lane) {
                 self.post_recv_now(f.to);
             }
         }

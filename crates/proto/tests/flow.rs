@@ -175,3 +175,60 @@ fn an_origin_where_this_end_cannot_read_the_peer_is_ignored() {
     assert!(outputs.iter().any(|o| matches!(o, Output::Transmit { header, .. }
         if DataHeader::new_checked(header.as_slice()).is_ok_and(|h| h.kind() == Kind::Cts))));
 }
+
+/// A blocking receive waiting on its lane (`await_now`) admits only the message that
+/// could be buffered anyway: the next in sequence, of its envelope, within its capacity
+/// and the credit the peer has left. Anything else goes the general way, which says what
+/// is wrong with it.
+#[test]
+fn a_receive_waiting_on_its_lane_admits_only_what_the_credit_covers() {
+    let mut ep = common::engine(1, 2, 2 * eager_cost(4096));
+    ep.handle_lane_up(0, common::KERNEL_LANE).unwrap();
+    let awaited = ep
+        .await_now(0, 0, 0, 8192)
+        .expect("nothing posted, nothing unmatched");
+    assert!(awaited.admits(&match_envelope(0, 4096)));
+    assert!(!awaited.admits(&match_envelope(1, 4096)), "out of sequence");
+    assert!(
+        !awaited.admits(&Envelope {
+            tag: 7,
+            ..match_envelope(0, 8)
+        }),
+        "another tag"
+    );
+    let small = ep.await_now(0, 0, 0, 100).unwrap();
+    assert!(
+        !small.admits(&match_envelope(0, 101)),
+        "beyond the receive's capacity"
+    );
+    // A message that came before its receive waits unmatched: it could be the one.
+    let (dest, token) = ep
+        .handle_header(
+            0,
+            &DataRepr::Match {
+                env: match_envelope(0, 4096),
+            },
+        )
+        .unwrap();
+    let pontoon_proto::PayloadDest::Engine(buf) = dest else {
+        panic!("nothing posted: buffered");
+    };
+    ep.payload_done(0, token, Some(buf)).unwrap();
+    assert_eq!(ep.await_now(0, 0, 0, 8192), None, "a message waits unmatched");
+    // The credit: a message taken is given back in batches of a quarter of the grant,
+    // so a small one stays charged for a while, and what is left of the grant bounds
+    // the next message the immediate way.
+    let grant = eager_cost(4096);
+    let mut ep = common::engine(1, 2, grant);
+    ep.handle_lane_up(0, common::KERNEL_LANE).unwrap();
+    let first = ep.await_now(0, 0, 0, 8192).unwrap();
+    let st = ep.took_now(&first, &match_envelope(0, 100));
+    assert_eq!((st.source, st.count), (0, 100));
+    let left = grant - eager_cost(100) - eager_cost(0);
+    let second = ep.await_now(0, 0, 0, 8192).unwrap();
+    assert!(second.admits(&match_envelope(1, left)), "within the credit left");
+    assert!(
+        !second.admits(&match_envelope(1, left + 1)),
+        "beyond the credit left"
+    );
+}

@@ -582,7 +582,7 @@ fn arb_op(ranks: u32) -> impl Strategy<Value = Op> {
 /// Runs `ops` in a simulator of `cfg` (every pair's lanes up first if `connected`) and
 /// checks every receive against a sequential reference model of MPI matching. Every
 /// other standard send takes the runtime's immediate path (`send_eager_now`) and every
-/// other receive is a blocking one on its immediate path (`recv_eager_now`), so both
+/// other receive is a blocking one on its immediate path (`await_now`, `took_now`), so both
 /// kinds interleave on the same pairs.
 fn run_against_reference(ops: &[Op], cfg: SimConfig, connected: bool) -> Result<(), TestCaseError> {
     let mut sim = Sim::new(cfg);
@@ -722,7 +722,7 @@ proptest! {
 
     /// Random mixes of sizes (zero, eager, boundary, rendezvous), tags, wildcards,
     /// synchronous sends, immediate sends (`send_eager_now`) and receives
-    /// (`recv_eager_now`), and truncation, with posts interleaved at random with the
+    /// (`await_now`, `took_now`), and truncation, with posts interleaved at random with the
     /// network, checked against a sequential reference model of MPI matching.
     #[test]
     fn random_programs_match_the_reference_model(

@@ -20,7 +20,7 @@ pub use ledger::Ledger;
 pub use mem::Buffer;
 pub use proto::Caps;
 
-use proto::wire::data::{DataRepr, HeaderBytes};
+use proto::wire::data::{DataRepr, Envelope, HeaderBytes};
 
 /// Where the payload of an arriving frame goes (the runtime decides, from `proto`).
 pub enum Placement {
@@ -58,6 +58,18 @@ pub enum Peeked<'a> {
         total: usize,
     },
     /// A large frame, or one partly read already: for [`Link::recv`].
+    Other,
+}
+
+/// What [`Link::take_match_now`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenNow {
+    /// No whole frame yet.
+    Nothing,
+    /// It took the awaited message, whose envelope this is. `more`: bytes read with it
+    /// remain, which [`Link::recv`] must hand out before the rank sleeps.
+    Taken { env: Envelope, more: bool },
+    /// Another frame is at the head of the lane: for [`Link::recv`].
     Other,
 }
 
@@ -114,6 +126,31 @@ pub trait Link {
     /// bytes read with it remain: [`Link::recv`] must hand them out before the rank
     /// sleeps (a socket does not signal them again).
     fn take_peeked(&mut self, total: usize) -> bool;
+    /// A blocking receive's latency-critical look: a small MATCH frame whole at the
+    /// head of the lane whose envelope `admits` accepts (the engine's
+    /// `Awaited::admits`) has its payload copied into `dst` and is taken off the lane.
+    /// Anything else stays, as after [`Link::peek_small`].
+    #[inline]
+    fn take_match_now(
+        &mut self,
+        admits: impl FnOnce(&Envelope) -> bool,
+        dst: &mut [u8],
+    ) -> Result<TakenNow, LinkError> {
+        let (env, total) = match self.peek_small()? {
+            Peeked::Nothing => return Ok(TakenNow::Nothing),
+            Peeked::Frame {
+                repr: DataRepr::Match { env },
+                payload,
+                total,
+            } if payload.len() <= dst.len() && admits(&env) => {
+                mem::copy_small_into(dst, payload);
+                (env, total)
+            }
+            Peeked::Frame { .. } | Peeked::Other => return Ok(TakenNow::Other),
+        };
+        let more = self.take_peeked(total);
+        Ok(TakenNow::Taken { env, more })
+    }
     /// What to wait on in epoll: readable when something arrived (or, for a
     /// [`Link::polled`] link, after [`Link::arm_wakeup`]), or when the link closed.
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
@@ -300,6 +337,14 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn take_peeked(&mut self, total: usize) -> bool {
         each!(self, l => l.take_peeked(total))
+    }
+    #[inline]
+    fn take_match_now(
+        &mut self,
+        admits: impl FnOnce(&Envelope) -> bool,
+        dst: &mut [u8],
+    ) -> Result<TakenNow, LinkError> {
+        each!(self, l => l.take_match_now(admits, dst))
     }
     fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         each!(self, l => l.fd())

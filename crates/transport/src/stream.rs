@@ -556,6 +556,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         }
     }
 
+    #[inline]
     fn peek_small(&mut self) -> Result<Peeked<'_>, LinkError> {
         if !matches!(self.rx, RxState::Header) {
             return Ok(Peeked::Other);
@@ -598,6 +599,7 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
         })
     }
 
+    #[inline]
     fn take_peeked(&mut self, total: usize) -> bool {
         if std::mem::take(&mut self.peeked_in_place) {
             self.pipe.take_in_place();

@@ -92,6 +92,13 @@ impl Credit {
         Ok(())
     }
 
+    /// Receiver: the longest eager message [`Credit::charge`] would take now (`None`:
+    /// not even an empty one).
+    #[inline]
+    pub(super) fn chargeable(&self, grant: u64) -> Option<u64> {
+        grant.checked_sub(self.charged)?.checked_sub(MESSAGE_CHARGE)
+    }
+
     #[cold]
     #[inline(never)]
     fn beyond_credit(&self, len: u64, grant: u64) -> String {

@@ -67,6 +67,7 @@ impl Peers {
         self.slots.iter().filter(|s| s.is_some()).count()
     }
 
+    #[inline]
     pub(super) fn get(&self, peer: usize) -> Option<&Peer> {
         let slot = self.slots.get(peer)?;
         Some(slot.as_deref().unwrap_or(&self.idle))
@@ -90,12 +91,14 @@ impl Peers {
 
 impl Index<usize> for Peers {
     type Output = Peer;
+    #[inline]
     fn index(&self, peer: usize) -> &Peer {
         self.get(peer).expect("a rank of the job")
     }
 }
 
 impl IndexMut<usize> for Peers {
+    #[inline]
     fn index_mut(&mut self, peer: usize) -> &mut Peer {
         self.get_mut(peer).expect("a rank of the job")
     }

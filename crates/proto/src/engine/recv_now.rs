@@ -3,18 +3,55 @@
 //! a posted receive, a request or a buffered copy (the runtime's `recv_small_now`).
 //! Only when nothing else could claim the message first; otherwise the frame stays on
 //! the lane and takes the general path (`handle_header`).
+//!
+//! The engine says what the message must be before the rank waits ([`Awaited`]), so
+//! that the look at a frame that has just arrived is a few compares, and accounts for
+//! it once taken ([`Endpoint::took_now`]).
 
+use super::credit::cost;
 use super::{Endpoint, Status};
 use crate::caps::LaneId;
-use crate::wire::data::DataRepr;
+use crate::wire::data::Envelope;
 use crate::{Rank, ANY_TAG};
 
-impl Endpoint {
-    /// Whether a blocking receive may wait on one lane for its message: no receive is
-    /// posted (one posted earlier could match first) and no message waits unmatched
-    /// (it could be the one). The lane is the one `peer`'s eager frames use.
+/// A blocking receive waiting on one lane for its message: the frame it takes there.
+/// Valid while the engine handles nothing else (the runtime asks again after each
+/// progress pass): a MATCH frame whose envelope it [admits](Awaited::admits) is that
+/// receive's message, and any other frame goes the general way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Awaited {
+    /// The lane `peer`'s eager frames use.
+    pub lane: LaneId,
+    peer: Rank,
+    ctx: u32,
+    tag: i32,
+    /// The peer's next sequence number.
+    seq: u32,
+    /// The longest message it takes: the receive's capacity, the eager limit and the
+    /// credit the peer has left, whichever is least.
+    max_len: u64,
+}
+
+impl Awaited {
+    /// Whether a MATCH frame with `env` is the awaited message (then the caller copies
+    /// its payload, takes it off the lane and calls [`Endpoint::took_now`]).
     #[inline]
-    pub fn recv_now_lane(&self, peer: Rank) -> Option<LaneId> {
+    pub fn admits(&self, env: &Envelope) -> bool {
+        env.src == self.peer
+            && env.ctx == self.ctx
+            && (self.tag == ANY_TAG || env.tag == self.tag)
+            && env.seq == self.seq
+            && env.msg_len <= self.max_len
+    }
+}
+
+impl Endpoint {
+    /// A blocking receive of (`ctx`, `peer`, `tag`) into `capacity` bytes may wait on
+    /// one lane for its message when no receive is posted (one posted earlier could
+    /// match first), no message waits unmatched (it could be the one) and none from
+    /// `peer` is held back: what it waits for, or `None` (the general path).
+    #[inline]
+    pub fn await_now(&self, peer: Rank, ctx: u32, tag: i32, capacity: u64) -> Option<Awaited> {
         if self.matcher.posted_len() != 0 || self.matcher.unexpected_len() != 0 || peer == self.me {
             return None;
         }
@@ -22,46 +59,38 @@ impl Endpoint {
         if !p.held.is_empty() {
             return None;
         }
-        p.control
+        let credit = p.credit.chargeable(self.grant)?;
+        Some(Awaited {
+            lane: p.control?,
+            peer,
+            ctx,
+            tag,
+            seq: p.next_recv_seq,
+            max_len: capacity.min(u64::from(self.cfg.largest_eager())).min(credit),
+        })
     }
 
-    /// A frame from `peer` at the head of its eager lane, offered to a blocking receive
-    /// of (`ctx`, `peer`, `tag`) into `capacity` bytes: `Some(Ok(status))` when it is
-    /// that receive's message (the caller copies the payload and takes the frame off the
-    /// lane), `None` when it must take the general path (another envelope, out of order,
-    /// too long, not an eager message, beyond its credit: `handle_header` says why).
+    /// The message `awaited` admitted (`env`) was taken off its lane, with nothing
+    /// handled in between: its sequence number and credit are counted, and its status
+    /// is that of the receive.
     #[inline]
-    pub fn recv_eager_now(
-        &mut self,
-        peer: Rank,
-        repr: &DataRepr,
-        ctx: u32,
-        tag: i32,
-        capacity: u64,
-    ) -> Option<Status> {
-        let DataRepr::Match { env } = *repr else {
-            return None;
-        };
-        let fits = env.src == peer
-            && env.ctx == ctx
-            && (tag == ANY_TAG || env.tag == tag)
-            && env.msg_len <= capacity
-            && env.msg_len <= u64::from(self.cfg.largest_eager())
-            && self.matcher.posted_len() == 0
-            && self.matcher.unexpected_len() == 0;
-        let grant = self.grant;
-        let p = self.peers.get_mut(peer as usize)?;
-        if !fits || env.seq != p.next_recv_seq || !p.held.is_empty() {
-            return None;
-        }
-        p.credit.charge(env.msg_len, grant).ok()?;
+    pub fn took_now(&mut self, awaited: &Awaited, env: &Envelope) -> Status {
+        debug_assert!(awaited.admits(env));
+        let (peer, grant) = (awaited.peer, self.grant);
+        let p = &mut self.peers[peer as usize];
         p.next_recv_seq = env.seq.wrapping_add(1);
-        self.consumed(peer, env.msg_len);
-        Some(Status {
+        // Within the credit: `admits` checked the length against what was left.
+        let charged = p.credit.charge(env.msg_len, grant);
+        debug_assert!(charged.is_ok(), "{charged:?} (cost {})", cost(env.msg_len));
+        // Consumed at once: copied into the receive.
+        if let Some(returned) = p.credit.consumed(env.msg_len, grant) {
+            self.return_credit(peer, returned);
+        }
+        Status {
             source: peer,
             tag: env.tag,
             count: env.msg_len,
             truncated: false,
-        })
+        }
     }
 }

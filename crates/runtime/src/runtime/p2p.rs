@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use proto::{Failure, LaneId, Rank, ReqId};
-use transport::{Buffer, Link, LinkError, Peeked};
+use transport::{Buffer, Link, LinkError, TakenNow};
 
 use super::sleep::Idle;
 use super::{Completion, Error, Runtime};
@@ -117,31 +117,22 @@ impl Runtime {
         }
         self.flush_batches();
         let (mut looks, mut spin_until) = (0u32, None);
-        let mut lane = self.ep.recv_now_lane(src)?;
+        let capacity = dst.len() as u64;
+        let mut awaited = self.ep.await_now(src, ctx, tag, capacity)?;
         loop {
+            let lane = awaited.lane;
             let link = &mut self.lanes.get_mut(lane)?.link;
             // Spinning: a look costs a load or two until something comes, so the
             // message is seen within a few nanoseconds of its arrival.
-            let quiet = link.quiet();
-            if quiet {
+            let taken = if link.quiet() {
                 std::hint::spin_loop();
-            }
-            let taken = match if quiet {
-                Ok(Peeked::Nothing)
+                None
             } else {
-                link.peek_small()
-            } {
-                Ok(Peeked::Nothing) => None,
-                Ok(Peeked::Frame { repr, payload, total }) => {
-                    match self.ep.recv_eager_now(src, &repr, ctx, tag, dst.len() as u64) {
-                        Some(status) => {
-                            transport::mem::copy_small_into(dst, payload);
-                            Some((status, link.take_peeked(total)))
-                        }
-                        None => return self.leave_to_general_path(lane),
-                    }
+                match link.take_match_now(|env| awaited.admits(env), dst) {
+                    Ok(TakenNow::Nothing) => None,
+                    Ok(TakenNow::Taken { env, more }) => Some((self.ep.took_now(&awaited, &env), more)),
+                    Ok(TakenNow::Other) | Err(_) => return self.leave_to_general_path(lane),
                 }
-                Ok(Peeked::Other) | Err(_) => return self.leave_to_general_path(lane),
             };
             if let Some((status, more)) = taken {
                 if more {
@@ -165,7 +156,7 @@ impl Runtime {
                     }
                 }
                 self.progress();
-                lane = self.ep.recv_now_lane(src)?;
+                awaited = self.ep.await_now(src, ctx, tag, capacity)?;
             }
         }
     }
