@@ -95,5 +95,5 @@ pub unsafe fn recv(
     };
     let got = c.recv_now(room, source as Rank, tag)?;
     // SAFETY: the caller's optional status.
-    Some(unsafe { finish_recv(got, status) })
+    Some(unsafe { finish_recv(Ok(got), status) })
 }

@@ -176,15 +176,31 @@ impl<'u> Comm<'u> {
     /// on an intercommunicator.
     #[inline]
     pub(crate) fn world_rank(&self, r: Rank) -> Result<Rank> {
-        let (peers, which) = match &self.d.remote {
-            Some(remote) => (&remote.group, "the remote group of this intercommunicator"),
-            None => (&self.d.group, "this communicator"),
-        };
-        peers
-            .members()
-            .get(r as usize)
-            .copied()
-            .ok_or_else(|| Error::Arg(format!("rank {r} is not in {which} of {} ranks", peers.size())))
+        self.world_rank_now(r).ok_or_else(|| {
+            let which = match &self.d.remote {
+                Some(_) => "the remote group of this intercommunicator",
+                None => "this communicator",
+            };
+            Error::Arg(format!(
+                "rank {r} is not in {which} of {} ranks",
+                self.peer_group().size()
+            ))
+        })
+    }
+    /// The group point-to-point calls name ranks of: the remote one of an
+    /// intercommunicator.
+    #[inline]
+    pub(crate) fn peer_group(&self) -> &Group {
+        self.d
+            .remote
+            .as_ref()
+            .map_or(&self.d.group, |remote| &remote.group)
+    }
+    /// [`Comm::world_rank`] without the error: the immediate paths take the general
+    /// one, which says what is wrong, when `r` is no rank of the communicator.
+    #[inline]
+    fn world_rank_now(&self, r: Rank) -> Option<Rank> {
+        self.peer_group().members().get(r as usize).copied()
     }
     pub(crate) fn world_src(&self, source: Option<Rank>) -> Result<i32> {
         source.map(|r| self.world_rank(r)).transpose().map(src)
@@ -217,7 +233,7 @@ impl<'u> Comm<'u> {
     /// ([`Comm::send`] does both).
     #[inline]
     pub fn send_now(&self, data: &[u8], dest: Rank, tag: i32) -> Option<Result<()>> {
-        let dest = self.world_rank(dest).ok()?;
+        let dest = self.world_rank_now(dest)?;
         let done = self
             .u
             .rt
@@ -230,14 +246,19 @@ impl<'u> Comm<'u> {
     /// path (taken straight off its lane); `None` when it must take the general path
     /// ([`Comm::recv`] does both).
     #[inline]
-    pub fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Result<Status>> {
-        let from = self.world_rank(source).ok()?;
-        let done = self
+    pub fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Status> {
+        let from = self.world_rank_now(source)?;
+        let st = self
             .u
             .rt
             .borrow_mut()
             .recv_small_now(buf, from, self.p2p_ctx(), tag)?;
-        Some(status(done).map(|s| self.local_status(s)))
+        // Never truncated: the immediate path takes only a message that fits.
+        Some(Status {
+            source: self.comm_rank_of(st.source),
+            tag: st.tag,
+            bytes: st.count,
+        })
     }
 
     fn blocking_send(&self, data: &[u8], dest: Rank, tag: i32, sync: bool) -> Result<()> {
@@ -270,7 +291,7 @@ impl<'u> Comm<'u> {
     pub fn recv<T: bytemuck::Pod>(&self, buf: &mut [T], source: Option<Rank>, tag: i32) -> Result<Status> {
         if let Some(source) = source {
             if let Some(got) = self.recv_now(bytemuck::cast_slice_mut(buf), source, tag) {
-                return got;
+                return Ok(got);
             }
         }
         let from = self.world_src(source)?;

@@ -56,7 +56,7 @@ impl<'u> Comm<'u> {
     /// intercommunicator, the communicator's size otherwise.
     #[inline]
     pub fn peer_size(&self) -> u32 {
-        self.d.remote.as_ref().map_or(self.size(), |r| r.group.size())
+        self.peer_group().size()
     }
 
     fn remote(&self) -> Result<&Remote> {

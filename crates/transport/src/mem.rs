@@ -56,7 +56,7 @@ pub(crate) unsafe fn copy_small(src: &[u8], dst: *mut u8) {
 ///
 /// # Panics
 /// When `dst` is shorter than `src`.
-#[inline]
+#[inline(always)]
 pub fn copy_small_into(dst: &mut [u8], src: &[u8]) {
     assert!(
         dst.len() >= src.len(),

@@ -736,6 +736,7 @@ impl ShmNode {
             ring: self.layout.ring,
             tx: side(self.layout.way_at(self.me, peer)),
             rx: side(self.layout.way_at(peer, self.me)),
+            emptied_untold: std::cell::Cell::new(false),
             peer_asleep: self.layout.slot(peer) + SLOT_ASLEEP,
             written: bit_of(peer, self.me),
             own_written: bit_of(self.me, peer),

@@ -2,6 +2,7 @@
 //! directions, read and written as a byte stream ([`Pipe`]); see `shm.rs` for the layout
 //! and why box and ring keep the bytes in order.
 
+use std::cell::Cell;
 use std::io::IoSlice;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
@@ -128,6 +129,11 @@ pub struct ShmPipe {
     pub(super) ring: usize,
     pub(super) tx: Side,
     pub(super) rx: Side,
+    /// A box taken in place (`take_in_place`) whose emptying the producer has not been
+    /// told yet: told at this end's next look at the lane, off the latency-critical
+    /// path (the store and full fence of [`ShmPipe::emptied_box`] would sit between a
+    /// message's arrival and the reply).
+    pub(super) emptied_untold: Cell<bool>,
     /// The peer's "asleep" flag (in its slot).
     pub(super) peer_asleep: usize,
     /// On a signalled node: our word in the peer's bitmap of writers, and our bit in it.
@@ -226,6 +232,7 @@ impl ShmPipe {
 
     /// Whether a box is free for the producer, the consumer's count read again only
     /// when every box was filled since it was last read.
+    #[inline]
     fn box_free(&mut self) -> bool {
         if self.tx.boxes.wrapping_sub(self.tx.boxes_seen) as usize >= BOX_SLOTS {
             self.tx.boxes_seen = self.tx.lines.emptied().load(Ordering::Acquire);
@@ -350,8 +357,26 @@ impl ShmPipe {
     /// Counts the box just read as emptied, on the control line the producer reads.
     fn emptied_box(&mut self) {
         self.rx.boxes = self.rx.boxes.wrapping_add(1);
+        self.emptied_untold.set(false);
         // Sequentially consistent: `room_made` reads "the producer waits" next.
         self.rx.lines.emptied().store(self.rx.boxes, Ordering::SeqCst);
+    }
+
+    /// Tells the producer of a box taken in place before (`take_in_place`), and rings
+    /// it if it waits for room. Every look at the lane starts here, so the producer
+    /// learns of it at the latest at this end's next progress pass or sleep.
+    #[inline]
+    fn tell_emptied(&self) {
+        if self.emptied_untold.get() {
+            self.tell_emptied_now();
+        }
+    }
+
+    #[inline(never)]
+    fn tell_emptied_now(&self) {
+        self.emptied_untold.set(false);
+        self.rx.lines.emptied().store(self.rx.boxes, Ordering::SeqCst);
+        self.room_made();
     }
 
     /// Whether the peer filled the next box or moved the ring's tail past what this end
@@ -402,6 +427,7 @@ impl Pipe for ShmPipe {
     }
 
     fn read(&mut self, dst: &mut [u8]) -> Result<Option<usize>, LinkError> {
+        self.tell_emptied();
         if dst.is_empty() {
             return Ok(None);
         }
@@ -453,6 +479,7 @@ impl Pipe for ShmPipe {
     /// The next box's data, when it is filled and nothing of the ring comes before it.
     #[inline]
     fn peek_in_place(&self) -> Option<(usize, usize)> {
+        self.tell_emptied();
         if self.rx.boxed != 0 {
             return None;
         }
@@ -468,15 +495,17 @@ impl Pipe for ShmPipe {
         self.seg.bytes(at, len)
     }
 
+    /// Counted here; the producer is told at the next look (`tell_emptied`).
     fn take_in_place(&mut self) {
-        self.emptied_box();
-        self.room_made();
+        self.rx.boxes = self.rx.boxes.wrapping_add(1);
+        self.emptied_untold.set(true);
     }
 
     /// No bytes known and unread, the next box not stamped and the ring's tail where
     /// this end read up to: two loads of lines the producer writes only to send.
     #[inline]
     fn quiet(&self) -> bool {
+        self.tell_emptied();
         self.rx.seen == self.rx.pos && self.rx.boxed == 0 && !self.box_or_ring_filled(Ordering::Acquire)
     }
 
@@ -488,6 +517,7 @@ impl Pipe for ShmPipe {
     /// before the lanes look (a full fence between): a lane only says whether bytes
     /// already wait in its box or ring, or room it waits for is there.
     fn arm_wakeup(&mut self) -> bool {
+        self.tell_emptied();
         !self.box_or_ring_filled(Ordering::SeqCst) && !self.tx.waiting.is_some_and(|want| self.room(want))
     }
 }

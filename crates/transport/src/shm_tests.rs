@@ -184,11 +184,14 @@ fn a_box_is_read_in_place_only_when_no_ring_bytes_come_before_it() {
         "the box's bytes, where they lie"
     );
     b.take_in_place();
+    let told = |b: &ShmPipe| b.seg.u32_at(b.rx.at.boxed + CTL_EMPTIED).load(Ordering::Relaxed);
     assert_eq!(
-        b.seg.u32_at(b.rx.at.boxed + CTL_EMPTIED).load(Ordering::Relaxed),
-        1
+        told(&b),
+        0,
+        "told at the next look, not between arrival and reply"
     );
     assert!(b.quiet() && b.peek_in_place().is_none(), "taken");
+    assert_eq!(told(&b), 1, "the next look told the producer");
     // Bytes in the ring, then a box: the box waits for them.
     let long = [7u8; BOX_PAYLOAD + 1];
     a.write(&[IoSlice::new(&long)]).unwrap();
@@ -377,6 +380,52 @@ fn a_producer_blocked_on_a_full_box_and_ring_is_rung_when_room_is_made() {
     assert!(na.arm());
     assert!(!a.arm_wakeup(), "room waits: no sleep");
     na.disarm();
+}
+
+/// A box taken in place is told to the producer at the consumer's next look at the
+/// lane, or before it sleeps: a producer waiting for room is rung then.
+#[test]
+fn a_producer_waiting_on_a_box_taken_in_place_is_rung_at_the_next_look_or_sleep() {
+    let (na, nb) = node_of_two(MIN_RING);
+    let (mut a, mut b) = (na.pipe(1).unwrap(), nb.pipe(0).unwrap());
+    for _ in 0..BOX_SLOTS {
+        assert_eq!(a.write(&[IoSlice::new(b"-")]).unwrap(), 1, "into a box");
+    }
+    let big = vec![1u8; MIN_RING];
+    assert_eq!(a.write(&[IoSlice::new(&big)]).unwrap(), MIN_RING, "into the ring");
+    // Each look tells the box taken before it: all but the last are told.
+    for _ in 0..BOX_SLOTS {
+        b.peek_in_place().expect("a box, before the ring's bytes");
+        b.take_in_place();
+    }
+    for _ in 1..BOX_SLOTS {
+        assert_eq!(
+            a.write(&[IoSlice::new(b"x")]).unwrap(),
+            1,
+            "into a box told empty"
+        );
+    }
+    assert_eq!(
+        a.write(&[IoSlice::new(b"x")]).unwrap(),
+        0,
+        "the last box taken is not told yet, and the ring is full"
+    );
+    assert!(na.arm() && a.arm_wakeup(), "no room yet: the producer may sleep");
+    assert!(
+        nb.arm() && !b.arm_wakeup(),
+        "the ring's bytes wait: the consumer stays up"
+    );
+    nb.disarm();
+    assert!(
+        readable(na.bell().fd(), 1000),
+        "the consumer's look told the boxes and rang the producer"
+    );
+    na.disarm();
+    assert_eq!(
+        a.write(&[IoSlice::new(b"x")]).unwrap(),
+        1,
+        "into a box told empty"
+    );
 }
 
 /// The members in slots 0, 1 and 17 of a node of [`SIGNAL_FROM`] + 2 ranks, whose

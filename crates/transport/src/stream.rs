@@ -415,7 +415,7 @@ impl<P: Pipe, T> StreamLink<P, T> {
 
 /// The header at the start of `avail` (parsed), its length, and its frame's length;
 /// `None` until the whole header is there.
-#[inline]
+#[inline(always)]
 fn frame_at(avail: &[u8]) -> Result<Option<(DataRepr, usize, usize)>, LinkError> {
     if let Some(h) = avail.first_chunk::<MATCH_HEADER_LEN>() {
         if h[0] == Kind::Match as u8 {

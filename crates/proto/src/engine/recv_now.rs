@@ -73,7 +73,7 @@ impl Endpoint {
     /// The message `awaited` admitted (`env`) was taken off its lane, with nothing
     /// handled in between: its sequence number and credit are counted, and its status
     /// is that of the receive.
-    #[inline]
+    #[inline(always)]
     pub fn took_now(&mut self, awaited: &Awaited, env: &Envelope) -> Status {
         debug_assert!(awaited.admits(env));
         let (peer, grant) = (awaited.peer, self.grant);

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use proto::{Failure, LaneId, Rank, ReqId};
+use proto::{Failure, LaneId, Rank, ReqId, Status};
 use transport::{Buffer, Link, LinkError, TakenNow};
 
 use super::sleep::Idle;
@@ -51,6 +51,7 @@ impl Runtime {
     /// Offers a small message to a WAN peer for coalescing (`proto`'s `coalesce.rs`):
     /// true when it was packed, and its send is complete. Reads the clock only for a
     /// peer that coalesces.
+    #[inline]
     fn coalesce(&mut self, dest: Rank, ctx: u32, tag: i32, data: &[u8]) -> bool {
         data.len() <= proto::COALESCE_MESSAGE_MAX
             && self.ep.coalesces_to(dest)
@@ -103,7 +104,7 @@ impl Runtime {
     /// `PONTOON_SPIN_US` at most.
     /// `None` when the receive must take the general path ([`Runtime::irecv`]); nothing
     /// was taken then, and whatever was looked at is handed to the engine.
-    pub fn recv_small_now(&mut self, dst: &mut [u8], src: Rank, ctx: u32, tag: i32) -> Option<Completion> {
+    pub fn recv_small_now(&mut self, dst: &mut [u8], src: Rank, ctx: u32, tag: i32) -> Option<Status> {
         // Requests in flight (and non-blocking collectives) want every pass; ranks that
         // share CPUs must yield between passes, or sleep at once (PONTOON_SPIN_US=0),
         // which the general path does.
@@ -143,7 +144,7 @@ impl Runtime {
                     self.acknowledge(lane);
                 }
                 self.drive_outputs();
-                return Some(Ok(status));
+                return Some(status);
             }
             looks += 1;
             if looks.is_multiple_of(RECV_NOW_PASS_EVERY) {

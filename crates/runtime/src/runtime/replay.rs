@@ -29,12 +29,19 @@ impl Runtime {
     }
 
     /// After reading `lane`: acknowledges the peer's frames on it, every so many.
+    #[inline]
     pub(super) fn acknowledge(&mut self, lane: LaneId) {
         let Some(l) = self.lanes.get_mut(lane) else { return };
         let received = l.link.ledger().received();
-        if received - l.acked < proto::LANE_ACK_EVERY {
-            return; // the common case, checked first: reads are the hot path
+        if received - l.acked >= proto::LANE_ACK_EVERY {
+            self.acknowledge_now(lane, received);
         }
+    }
+
+    /// The rare part of [`Runtime::acknowledge`], out of the hot path of reads.
+    #[inline(never)]
+    fn acknowledge_now(&mut self, lane: LaneId, received: u64) {
+        let Some(l) = self.lanes.get_mut(lane) else { return };
         l.acked = received;
         let (peer, tag) = (l.peer, l.tag);
         // Only a peer with another lane to replay on keeps copies to acknowledge.
