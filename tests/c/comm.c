@@ -1,4 +1,6 @@
 /* Communicators, groups, attributes and error handlers through the standard ABI. */
+#include <pthread.h>
+
 #include "check.h"
 
 static int copies = 0, deletes = 0;
@@ -21,6 +23,13 @@ static void on_error(MPI_Comm *c, int *code, ...) {
     CHECK(*c != MPI_COMM_NULL);
     handled++;
     handled_code = *code;
+}
+
+/* MPI_THREAD_FUNNELED: MPI's state belongs to the thread that initialized it. */
+static void *call_from_another_thread(void *rc) {
+    int r;
+    *(int *)rc = MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -219,6 +228,13 @@ int main(int argc, char **argv) {
     MPI_Query_thread(&provided);
     MPI_Is_thread_main(&main_thread);
     CHECK(init && !fin && provided == MPI_THREAD_FUNNELED && main_thread);
+    /* A call from another thread is refused with an error (the state is the main
+       thread's), and the main thread goes on. */
+    int other = MPI_SUCCESS;
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, call_from_another_thread, &other) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK(other != MPI_SUCCESS);
     int maj, min;
     MPI_Abi_get_version(&maj, &min);
     CHECK(maj == MPI_ABI_VERSION && min == MPI_ABI_SUBVERSION);

@@ -2,10 +2,10 @@
 //! the tables behind handles. Every table borrow is short (copy the entry out, let
 //! go), because user callbacks run inside MPI calls may call MPI again.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
 
@@ -27,9 +27,30 @@ pub fn set_phase(p: u8) {
     PHASE.store(p, Ordering::Release)
 }
 
-thread_local! {
-    /// Set on the thread that called MPI_Init (MPI_THREAD_FUNNELED).
-    static MPI: Cell<Option<&'static Mpi>> = const { Cell::new(None) };
+/// The state, for the thread that called MPI_Init (MPI_THREAD_FUNNELED: `OWNER`, its
+/// pthread handle). Globals rather than a thread-local: in a shared library each look
+/// at a thread-local is a call to `__tls_get_addr`, on the way of every small message.
+/// (A thread started after the owner ended could reuse its handle and pass for it: a
+/// program that lets its MPI thread end and calls MPI from another is wrong anyway.)
+static STATE: AtomicPtr<Mpi> = AtomicPtr::new(std::ptr::null_mut());
+static OWNER: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's pthread handle.
+#[inline]
+fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions and always succeeds.
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// The state if this thread made it.
+#[inline]
+fn this_threads_state() -> Option<&'static Mpi> {
+    if OWNER.load(Ordering::Relaxed) != this_thread() {
+        return None;
+    }
+    // SAFETY: null or the state `Mpi::install` leaked ('static, never freed), read only
+    // by the thread that installed it (checked above), as the thread-local it replaces.
+    unsafe { STATE.load(Ordering::Acquire).as_ref() }
 }
 
 pub struct CommEntry {
@@ -147,7 +168,8 @@ impl Mpi {
             type_attrs: RefCell::default(),
             messages: RefCell::new(Slab::new(Kind::Message)),
         }));
-        MPI.with(|m| m.set(Some(mpi)));
+        OWNER.store(this_thread(), Ordering::Relaxed);
+        STATE.store(std::ptr::from_ref(mpi).cast_mut(), Ordering::Release);
         mpi
     }
 
@@ -321,7 +343,7 @@ impl Mpi {
 
 /// The library state, for a call made on the thread that initialized MPI.
 pub fn mpi() -> Result<&'static Mpi, Fail> {
-    if let Some(m) = MPI.with(|m| m.get()) {
+    if let Some(m) = this_threads_state() {
         if phase() == RUNNING {
             return Ok(m);
         }
@@ -340,5 +362,5 @@ pub fn mpi() -> Result<&'static Mpi, Fail> {
 /// The state if MPI is running on this thread (error reporting must not fail).
 #[inline]
 pub fn try_mpi() -> Option<&'static Mpi> {
-    MPI.with(|m| m.get()).filter(|_| phase() == RUNNING)
+    this_threads_state().filter(|_| phase() == RUNNING)
 }
