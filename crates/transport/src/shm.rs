@@ -25,7 +25,10 @@
 //! expects the next number and counts the boxes it emptied on a line of its own, which
 //! the producer reads only when it has filled them all. So a small message moves one
 //! line, once: a single box that the consumer emptied by a write had the producer fetch
-//! the line back before filling it, twice the traffic. A receiver polls the next box and
+//! the line back before filling it, twice the traffic. A box read in place (a small
+//! message taken by a blocking receive) is told emptied at the consumer's next look at
+//! the lane, not at once: the store and full fence would sit between the message's
+//! arrival and the reply. A receiver polls the next box and
 //! the control line (the ring's tail) per peer, all on a few pages of its own. Each rank allocates the pages of the boxes to it when it maps the segment: with
 //! 256 ranks, each opening a lane to every other, the rings' sparse pages cost four page
 //! faults and two fresh pages per pair, most of the time of a first alltoall; boxes on
