@@ -83,9 +83,7 @@ impl Endpoint {
         let charged = p.credit.charge(env.msg_len, grant);
         debug_assert!(charged.is_ok(), "{charged:?} (cost {})", cost(env.msg_len));
         // Consumed at once: copied into the receive.
-        if let Some(returned) = p.credit.consumed(env.msg_len, grant) {
-            self.return_credit(peer, returned);
-        }
+        self.consumed(peer, env.msg_len);
         Status {
             source: peer,
             tag: env.tag,
