@@ -357,6 +357,11 @@ impl ShmPipe {
     /// Counts the box just read as emptied, on the control line the producer reads.
     fn emptied_box(&mut self) {
         self.rx.boxes = self.rx.boxes.wrapping_add(1);
+        self.publish_emptied();
+    }
+
+    /// Writes the count of boxes emptied where the producer reads it.
+    fn publish_emptied(&self) {
         self.emptied_untold.set(false);
         // Sequentially consistent: `room_made` reads "the producer waits" next.
         self.rx.lines.emptied().store(self.rx.boxes, Ordering::SeqCst);
@@ -374,8 +379,7 @@ impl ShmPipe {
 
     #[inline(never)]
     fn tell_emptied_now(&self) {
-        self.emptied_untold.set(false);
-        self.rx.lines.emptied().store(self.rx.boxes, Ordering::SeqCst);
+        self.publish_emptied();
         self.room_made();
     }
 
@@ -391,7 +395,7 @@ impl ShmPipe {
 /// Where box number `n` (counted from 0) of the direction whose boxes start at `boxes`
 /// lies.
 pub(super) fn box_slot(boxes: usize, n: u32) -> usize {
-    boxes + LINE * (1 + n as usize % BOX_SLOTS)
+    boxes + Boxes::slot(n)
 }
 
 impl Pipe for ShmPipe {
