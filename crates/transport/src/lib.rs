@@ -4,6 +4,7 @@
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
 pub mod cma;
+pub mod copy;
 pub mod eth;
 pub mod inherited;
 pub mod ledger;
@@ -143,7 +144,7 @@ pub trait Link {
                 payload,
                 total,
             } if payload.len() <= dst.len() && admits(&env) => {
-                mem::copy_small_into(dst, payload);
+                copy::copy_into(dst, payload);
                 (env, total)
             }
             Peeked::Frame { .. } | Peeked::Other => return Ok(TakenNow::Other),

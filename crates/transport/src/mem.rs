@@ -13,60 +13,6 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// Copies `src` to `dst` with a few loads and stores of fixed width (a copy of more
-/// than 64 bytes: `memcpy`): a small frame's header and payload on the
-/// latency-critical path, where a call to `memcpy` costs more than the copy.
-///
-/// # Safety
-/// `dst` is valid for `src.len()` bytes of writes that nothing reads meanwhile, and
-/// does not overlap `src`.
-#[inline(always)]
-pub(crate) unsafe fn copy_small(src: &[u8], dst: *mut u8) {
-    use std::ptr::{read_unaligned as get, write_unaligned as put};
-    let (n, s) = (src.len(), src.as_ptr());
-    // SAFETY: every access lies within the first `n` bytes of `src` and `dst` (the
-    // caller's contract); the last one of each width overlaps the one before it
-    // instead of going past the end.
-    unsafe {
-        if n > 64 {
-            std::ptr::copy_nonoverlapping(s, dst, n);
-        } else if n >= 16 {
-            let mut i = 0;
-            while i + 16 < n {
-                put(dst.add(i).cast::<u128>(), get(s.add(i).cast::<u128>()));
-                i += 16;
-            }
-            put(dst.add(n - 16).cast::<u128>(), get(s.add(n - 16).cast::<u128>()));
-        } else if n >= 8 {
-            put(dst.cast::<u64>(), get(s.cast::<u64>()));
-            put(dst.add(n - 8).cast::<u64>(), get(s.add(n - 8).cast::<u64>()));
-        } else if n >= 4 {
-            put(dst.cast::<u32>(), get(s.cast::<u32>()));
-            put(dst.add(n - 4).cast::<u32>(), get(s.add(n - 4).cast::<u32>()));
-        } else {
-            for i in 0..n {
-                *dst.add(i) = *s.add(i);
-            }
-        }
-    }
-}
-
-/// `dst[..src.len()]` = `src`, as [`copy_small`] does it: a small message's payload
-/// into its receive buffer.
-///
-/// # Panics
-/// When `dst` is shorter than `src`.
-#[inline(always)]
-pub fn copy_small_into(dst: &mut [u8], src: &[u8]) {
-    assert!(
-        dst.len() >= src.len(),
-        "a receive buffer shorter than the payload"
-    );
-    // SAFETY: `dst` holds at least `src.len()` bytes (checked above), is borrowed
-    // mutably (nothing else reads it) and so cannot overlap `src`.
-    unsafe { copy_small(src, dst.as_mut_ptr()) }
-}
-
 enum Owner {
     Vec(#[allow(dead_code)] Vec<u8>),
     /// A typed vector (`Vec<T>` of plain-old-data), kept as it was allocated.
@@ -247,7 +193,7 @@ impl Buffer {
     pub fn write_at(&self, offset: u64, data: &[u8]) -> usize {
         let dst = self.slice_mut(offset, data.len() as u64);
         let n = dst.len();
-        dst.copy_from_slice(&data[..n]);
+        crate::copy::copy_into(dst, &data[..n]);
         n
     }
 
@@ -338,20 +284,6 @@ impl Drop for Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_small_copy_copies_every_length_exactly() {
-        for n in 0..=130 {
-            let src: Vec<u8> = (0..n).map(|i| i as u8 ^ 0x5a).collect();
-            let mut dst = vec![0xee; n + 16];
-            copy_small_into(&mut dst, &src);
-            assert_eq!(&dst[..n], &src[..], "{n} bytes");
-            assert!(
-                dst[n..].iter().all(|&b| b == 0xee),
-                "{n} bytes: wrote past the end"
-            );
-        }
-    }
 
     #[test]
     fn owned_buffers_round_trip_and_clamp() {

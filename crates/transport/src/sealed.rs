@@ -252,7 +252,10 @@ impl<P: Pipe> Pipe for Sealed<P> {
         while got < dst.len() {
             if self.plain_start < self.plain_end {
                 let n = (self.plain_end - self.plain_start).min(dst.len() - got);
-                dst[got..got + n].copy_from_slice(&self.inb[self.plain_start..self.plain_start + n]);
+                crate::copy::copy_into(
+                    &mut dst[got..got + n],
+                    &self.inb[self.plain_start..self.plain_start + n],
+                );
                 self.plain_start += n;
                 got += n;
                 continue;

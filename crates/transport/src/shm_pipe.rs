@@ -15,7 +15,7 @@ use super::{
     wake, Segment, BOX, BOX_AT, BOX_DATA, BOX_FILL, BOX_PAYLOAD, BOX_SEQ, BOX_SLOTS, CTL_EMPTIED, CTL_TAIL,
     CTL_WAITS, LINE,
 };
-use crate::mem::copy_small;
+use crate::copy::copy_to;
 use crate::stream::Pipe;
 use crate::LinkError;
 
@@ -161,8 +161,8 @@ impl ShmPipe {
         // the consumer does not read these bytes before the tail moves past them.
         unsafe {
             let base = self.seg.base.as_ptr().add(data);
-            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(at), first);
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+            copy_to(&src[..first], base.add(at));
+            copy_to(&src[first..], base);
         }
     }
 
@@ -175,8 +175,12 @@ impl ShmPipe {
         // not write them again before our head moves past them.
         unsafe {
             let base = self.seg.base.as_ptr().add(data);
-            std::ptr::copy_nonoverlapping(base.add(at), dst.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+            let rest = dst.len() - first;
+            copy_to(std::slice::from_raw_parts(base.add(at), first), dst.as_mut_ptr());
+            copy_to(
+                std::slice::from_raw_parts(base, rest),
+                dst.as_mut_ptr().add(first),
+            );
         }
     }
 
@@ -194,7 +198,7 @@ impl ShmPipe {
             // consumer does not read the box before its stamp is published, nor do we
             // write it again before the consumer emptied it.
             unsafe {
-                copy_small(s, dst);
+                copy_to(s, dst);
                 dst = dst.add(s.len());
             }
         }
@@ -209,7 +213,7 @@ impl ShmPipe {
         // BOX_PAYLOAD; the producer does not write the box again before we empty it.
         unsafe {
             let src = self.seg.base.as_ptr().add(slot + BOX_DATA + from);
-            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
+            copy_to(std::slice::from_raw_parts(src, dst.len()), dst.as_mut_ptr());
         }
     }
 

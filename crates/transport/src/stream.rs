@@ -448,7 +448,7 @@ fn place(placement: &mut Placement, at: u64, src: &[u8]) {
                 buf.write_at(*offset + at, &src[..n]);
             }
         }
-        Placement::Engine(v) => v[at as usize..at as usize + src.len()].copy_from_slice(src),
+        Placement::Engine(v) => crate::copy::copy_into(&mut v[at as usize..], src),
     }
 }
 
