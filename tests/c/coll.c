@@ -84,6 +84,39 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Op_free(&op));
     CHECK(op == MPI_OP_NULL);
 
+    /* Allreduce and bcast of predefined datatypes and operations (pontoon's immediate
+     * paths): in place, zero elements, more than the node's collective area holds, and
+     * the errors those paths leave to the general one. */
+    double d[3] = {rank, 2.0 * rank, -1.0 * rank};
+    CHECK_OK(MPI_Allreduce(MPI_IN_PLACE, d, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(d[0] == p - 1 && d[1] == 2.0 * (p - 1) && d[2] == 0);
+    CHECK_OK(MPI_Allreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK_OK(MPI_Bcast(NULL, 0, MPI_INT, 0, MPI_COMM_WORLD));
+    enum { BIG = 100000 }; /* 800 KB of doubles: beyond the node's collective area */
+    double *many = malloc(sizeof(double) * BIG), *manysum = malloc(sizeof(double) * BIG);
+    for (int i = 0; i < BIG; i++) many[i] = rank + i;
+    CHECK_OK(MPI_Allreduce(many, manysum, BIG, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i < BIG; i++) CHECK(manysum[i] == p * (p - 1) / 2.0 + (double)p * i);
+    for (int i = 0; i < BIG; i++) many[i] = rank == p - 1 ? i : -1;
+    CHECK_OK(MPI_Bcast(many, BIG, MPI_DOUBLE, p - 1, MPI_COMM_WORLD));
+    for (int i = 0; i < BIG; i++) CHECK(many[i] == i);
+    free(many);
+    free(manysum);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    unsigned char byte = 1, bytesum = 0;
+    int cls, err = MPI_Allreduce(&byte, &bytesum, 1, MPI_BYTE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Error_class(err, &cls);
+    CHECK(err != MPI_SUCCESS); /* SUM is not defined for MPI_BYTE */
+    err = MPI_Bcast(&byte, 1, MPI_BYTE, p, MPI_COMM_WORLD);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_ROOT);
+    err = MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_NULL);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_COMM);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+
     /* Allgather and alltoall, plain and in place. */
     for (int i = 0; i < 2; i++) v[i] = rank * 2 + i;
     CHECK_OK(MPI_Allgather(v, 2, MPI_INT, w, 2, MPI_INT, MPI_COMM_WORLD));

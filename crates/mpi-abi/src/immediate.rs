@@ -4,7 +4,8 @@
 //! handle is cloned and no described buffer built. Anything else (a derived datatype,
 //! a wildcard source, MPI_PROC_NULL, a bad argument, a larger message, a case the
 //! runtime declines) gives `None` and takes the general path, which checks everything
-//! and says what is wrong.
+//! and says what is wrong. MPI_Bcast of such a datatype, and MPI_Allreduce of a
+//! predefined operation on one, skip the same handling on their way to the collective.
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -22,10 +23,16 @@ const SMALL: u64 = pontoon::Comm::NOW_MAX as u64;
 /// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
 /// predefined and gapless and the message small.
 fn small_len(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Option<usize> {
+    dense_len(m, buf, n, datatype).filter(|&len| len as u64 <= SMALL)
+}
+
+/// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
+/// predefined and gapless (its packed form is the memory itself).
+fn dense_len(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Option<usize> {
     let slot = datatype.checked_sub(DATATYPE_FIRST)?;
     let size = (*m.dense_sizes.get(slot)?)?;
-    let len = u64::try_from(n).ok()?.checked_mul(size)?;
-    (len <= SMALL && (len == 0 || !buf.is_null())).then_some(len as usize)
+    let len = usize::try_from(u64::try_from(n).ok()?.checked_mul(size)?).ok()?;
+    (len == 0 || !buf.is_null()).then_some(len)
 }
 
 /// MPI_Send's immediate path.
@@ -96,4 +103,83 @@ pub unsafe fn recv(
     let got = c.recv_now(room, source as Rank, tag)?;
     // SAFETY: the caller's optional status.
     Some(unsafe { finish_recv(Ok(got), status) })
+}
+
+/// MPI_Allreduce's immediate path: a predefined operation on a predefined, gapless
+/// datatype over an intracommunicator goes to `Comm::allreduce_bytes` on the caller's
+/// memory as it is (for such a type it is the packed form), without building described
+/// buffers. A user operation takes the general path: it may call MPI, which must not
+/// find the communicator table borrowed.
+///
+/// # Safety
+/// As MPI_Allreduce.
+#[inline(always)]
+pub unsafe fn allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: i64,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> Option<Res> {
+    let m = try_mpi()?;
+    let len = dense_len(m, recvbuf, n, datatype)?;
+    let dt = m.predefined_types[datatype.checked_sub(DATATYPE_FIRST)?].as_ref()?;
+    let op = crate::types::predefined_op(op)?;
+    let in_place = sendbuf as usize == MPI_IN_PLACE;
+    if recvbuf as usize == MPI_IN_PLACE || (!in_place && len > 0 && sendbuf.is_null()) {
+        return None;
+    }
+    let (send_at, recv_at) = (sendbuf as usize, recvbuf as usize);
+    if !in_place && len > 0 && send_at < recv_at + len && recv_at < send_at + len {
+        return None; // overlapping buffers: erroneous, left to the general path
+    }
+    let comms = m.comms.borrow();
+    let c = &comms.get(Mpi::comm_key(comm))?.comm;
+    if c.is_inter() {
+        return None;
+    }
+    let (input, out) = match len {
+        0 => (None, &mut [][..]),
+        // SAFETY: `len` bytes of each of the caller's buffers (neither null, not
+        // overlapping: checked above), per the MPI contract.
+        len => unsafe {
+            let input = (!in_place).then(|| std::slice::from_raw_parts(sendbuf as *const u8, len));
+            (input, std::slice::from_raw_parts_mut(recvbuf as *mut u8, len))
+        },
+    };
+    // The operation is predefined: no user code runs while the table is borrowed.
+    Some(c.allreduce_bytes(input, out, dt, &op).map_err(Into::into))
+}
+
+/// MPI_Bcast's immediate path: a predefined, gapless datatype over an
+/// intracommunicator goes to `Comm::bcast` on the caller's memory as it is.
+///
+/// # Safety
+/// As MPI_Bcast.
+#[inline(always)]
+pub unsafe fn bcast(
+    buffer: *mut c_void,
+    n: i64,
+    datatype: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> Option<Res> {
+    let m = try_mpi()?;
+    let len = dense_len(m, buffer, n, datatype)?;
+    if root < 0 {
+        return None;
+    }
+    let comms = m.comms.borrow();
+    let c = &comms.get(Mpi::comm_key(comm))?.comm;
+    if c.is_inter() || root as u32 >= c.size() {
+        return None;
+    }
+    let buf = match len {
+        0 => &mut [][..],
+        // SAFETY: `len` bytes of the caller's buffer (not null), per the MPI contract.
+        len => unsafe { std::slice::from_raw_parts_mut(buffer as *mut u8, len) },
+    };
+    // No user code runs on a broadcast: the table may stay borrowed.
+    Some(c.bcast(buf, root as Rank).map_err(Into::into))
 }

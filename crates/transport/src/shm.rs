@@ -298,6 +298,8 @@ impl Bell {
 pub struct Layout {
     ranks: usize,
     ring: usize,
+    /// Where the collective area's parts lie (`shm_coll.rs`), computed once.
+    coll: coll::CollPlaces,
 }
 
 impl Layout {
@@ -313,7 +315,13 @@ impl Layout {
                 "{ranks} ranks on one node: a segment serves 2 to {MAX_RANKS}"
             )));
         }
-        Ok(Layout { ranks, ring })
+        let mut layout = Layout {
+            ranks,
+            ring,
+            coll: coll::CollPlaces::default(),
+        };
+        layout.coll = coll::CollPlaces::of(&layout);
+        Ok(layout)
     }
 
     pub fn ranks(&self) -> usize {

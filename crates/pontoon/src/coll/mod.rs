@@ -332,7 +332,7 @@ impl<'u> Comm<'u> {
     }
 
     /// MPI_Allreduce on packed elements of `dt`; `input` None: in place.
-    pub(crate) fn allreduce_bytes(
+    pub fn allreduce_bytes(
         &self,
         input: Option<&[u8]>,
         out: &mut [u8],

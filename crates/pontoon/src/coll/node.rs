@@ -25,7 +25,7 @@ const MAX_READ: usize = 64 << 10;
 impl Comm<'_> {
     /// This communicator's members on the node's collective area, if they are exactly
     /// this node's ranks and the area serves them (settled on first use).
-    fn on_node(&self) -> Option<Rc<NodeMembers>> {
+    fn on_node(&self) -> Option<&NodeMembers> {
         self.d
             .node
             .get_or_init(|| {
@@ -35,7 +35,7 @@ impl Comm<'_> {
                 let members = self.d.group.shared_members();
                 self.u.rt.borrow_mut().node_members(&members).map(Rc::new)
             })
-            .clone()
+            .as_deref()
     }
 
     /// Whether this communicator's small collectives meet on the node's collective area
@@ -49,7 +49,7 @@ impl Comm<'_> {
         let m = self.on_node()?;
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_all(&m, "a barrier", &[], (0, 0), &mut [])
+            rt.node_all(m, "a barrier", &[], (0, 0), &mut [])
                 .map_err(Into::into),
         )
     }
@@ -64,9 +64,9 @@ impl Comm<'_> {
         let (me, root) = (self.rank() as usize, root as usize);
         let mut rt = self.u.rt.borrow_mut();
         let r = if me == root {
-            rt.node_from_root(&m, "a broadcast", me, root, (buf, n), 0, &mut [])
+            rt.node_from_root(m, "a broadcast", me, root, (buf, n), 0, &mut [])
         } else {
-            rt.node_from_root(&m, "a broadcast", me, root, (&[], n), 0, buf)
+            rt.node_from_root(m, "a broadcast", me, root, (&[], n), 0, buf)
         };
         Some(r.map_err(Into::into))
     }
@@ -94,14 +94,14 @@ impl Comm<'_> {
             if let Some(r) = recv {
                 r[..n].copy_from_slice(&send[me * n..(me + 1) * n]);
             }
-            rt.node_from_root(&m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
+            rt.node_from_root(m, "a scatter", me, root, (&send[..n * p], n * p), 0, &mut [])
         } else {
             let Some(r) = recv else {
                 return Some(Err(crate::Error::Arg(
                     "scatter: IN_PLACE is only for the root".into(),
                 )));
             };
-            rt.node_from_root(&m, "a scatter", me, root, (&[], n * p), me * n, &mut r[..n])
+            rt.node_from_root(m, "a scatter", me, root, (&[], n * p), me * n, &mut r[..n])
         };
         Some(r.map_err(Into::into))
     }
@@ -144,7 +144,7 @@ impl Comm<'_> {
         };
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_to_root(&m, "a gather", me, root, mine, (0, n), dest)
+            rt.node_to_root(m, "a gather", me, root, mine, (0, n), dest)
                 .map_err(Into::into),
         )
     }
@@ -182,7 +182,7 @@ impl Comm<'_> {
             .u
             .rt
             .borrow_mut()
-            .node_to_root(&m, "a reduce", me, root, mine, (0, n), parts.bytes());
+            .node_to_root(m, "a reduce", me, root, mine, (0, n), parts.bytes());
         if let Err(e) = r {
             return Some(Err(e.into()));
         }
@@ -220,7 +220,7 @@ impl Comm<'_> {
         };
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_all(&m, "an allgather", mine, (0, n), out)
+            rt.node_all(m, "an allgather", mine, (0, n), out)
                 .map_err(Into::into),
         )
     }
@@ -247,7 +247,7 @@ impl Comm<'_> {
         };
         let mut rt = self.u.rt.borrow_mut();
         Some(
-            rt.node_all(&m, "an alltoall", blocks, (me * n, n), out)
+            rt.node_all(m, "an alltoall", blocks, (me * n, n), out)
                 .map_err(Into::into),
         )
     }
@@ -272,7 +272,7 @@ impl Comm<'_> {
             self.u
                 .rt
                 .borrow_mut()
-                .node_all(&m, "an allreduce", input.unwrap_or(out), (0, n), parts.bytes());
+                .node_all(m, "an allreduce", input.unwrap_or(out), (0, n), parts.bytes());
         if let Err(e) = r {
             return Some(Err(e.into()));
         }
@@ -321,7 +321,8 @@ fn reduce_in_rank_order(parts: &[u8], p: usize, out: &mut [u8], dt: &Datatype, o
     let count = n as u64 / dt.size();
     out.copy_from_slice(&parts[(p - 1) * n..p * n]);
     for i in (0..p - 1).rev() {
-        op.apply(dt, count, &parts[i * n..(i + 1) * n], out)?;
+        // The caller checked `op` against `dt` before the collective began.
+        op.combine(dt, count, &parts[i * n..(i + 1) * n], out)?;
     }
     Ok(())
 }
