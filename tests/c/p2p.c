@@ -58,6 +58,27 @@ int main(int argc, char **argv) {
     CHECK(n == big);
     for (int i = 0; i < big; i += 4099) CHECK(b[i] == prev + i * 0.5);
 
+    /* A window of mid-sized messages, each its own buffer, half posted before their
+     * receives: on one node the first go through the ring and those behind it are read
+     * in one copy, several per system call (PONTOON_SINGLE_COPY=auto). */
+    enum { W = 24, M = 8192 }; /* 32 KiB of ints each */
+    int *win_out = malloc(sizeof(int) * W * M), *win_in = malloc(sizeof(int) * W * M);
+    for (int i = 0; i < W * M; i++) {
+        win_out[i] = rank * 1000003 + i;
+        win_in[i] = -1;
+    }
+    MPI_Request wr[2 * W];
+    for (int w = 0; w < W / 2; w++)
+        CHECK_OK(MPI_Irecv(win_in + w * M, M, MPI_INT, prev, 200 + w, MPI_COMM_WORLD, &wr[w]));
+    for (int w = 0; w < W; w++)
+        CHECK_OK(MPI_Isend(win_out + w * M, M, MPI_INT, next, 200 + w, MPI_COMM_WORLD, &wr[W + w]));
+    for (int w = W / 2; w < W; w++)
+        CHECK_OK(MPI_Irecv(win_in + w * M, M, MPI_INT, prev, 200 + w, MPI_COMM_WORLD, &wr[w]));
+    CHECK_OK(MPI_Waitall(2 * W, wr, MPI_STATUSES_IGNORE));
+    for (int i = 0; i < W * M; i++) CHECK(win_in[i] == prev * 1000003 + i);
+    free(win_out);
+    free(win_in);
+
     /* Probe, then receive exactly what the probe said. */
     if (rank == 0) {
         int v[3] = {1, 2, 3};

@@ -32,6 +32,7 @@ pub use failover::LANE_ACK_EVERY;
 use failover::{Ranges, Recent};
 pub use lanes::LaneLoss;
 pub use recv_now::Awaited;
+pub use send::Origin;
 
 pub type SendId = ReqId;
 pub type RecvId = ReqId;
@@ -56,6 +57,9 @@ pub struct EngineConfig {
     pub coalesce_delay_ns: u64,
     /// A batch of coalesced messages leaves once it holds about this many bytes.
     pub coalesce_bytes: u32,
+    /// Which messages a node-local receiver reads in one copy, where its lane can
+    /// ([`crate::caps::reads_in_one_copy`]).
+    pub single_copy: crate::caps::SingleCopy,
 }
 
 impl EngineConfig {

@@ -18,9 +18,9 @@ pub mod reliable;
 pub mod sim;
 pub mod wire;
 
-pub use caps::{Caps, LaneId};
+pub use caps::{Caps, LaneId, SingleCopy};
 pub use engine::{
-    eager_cost, eager_grant, Awaited, Endpoint, EngineConfig, Failure, LaneLoss, Output, PayloadDest,
+    eager_cost, eager_grant, Awaited, Endpoint, EngineConfig, Failure, LaneLoss, Origin, Output, PayloadDest,
     PayloadToken, SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
 };
 pub use matching::ReqId;

@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::engine::{Endpoint, EngineConfig, Failure, Output, PayloadDest, Status};
+use crate::engine::{Endpoint, EngineConfig, Failure, Origin, Output, PayloadDest, Status};
 use crate::punch::{PunchEvent, Puncher};
 use crate::wire::data::{DataHeader, DataRepr, HeaderBytes};
-use crate::{Caps, LaneId, Nanos, Rank, ReqId};
+use crate::{Caps, LaneId, Nanos, Rank, ReqId, SingleCopy};
 
 /// Small, seedable, dependency-free PRNG (SplitMix64).
 #[derive(Debug, Clone)]
@@ -73,9 +73,9 @@ pub struct SimConfig {
     /// the batch size (`EngineConfig`). Standard-mode sends offer themselves to it.
     pub coalesce_delay_ns: u64,
     pub coalesce_bytes: u32,
-    /// Node-local lanes let each end read the other's memory: rendezvous messages go
-    /// in one copy ([`Output::Pull`]).
-    pub single_copy: bool,
+    /// Node-local lanes let each end read the other's memory, and which messages go in
+    /// one copy ([`Output::Pull`]); `None`: they cannot.
+    pub single_copy: Option<SingleCopy>,
     /// Every such read fails: the receiver asks for fragments instead.
     pub pull_fails: bool,
     pub seed: u64,
@@ -101,7 +101,7 @@ impl Default for SimConfig {
             unexpected_cap: 1 << 40,
             coalesce_delay_ns: 0,
             coalesce_bytes: 16 << 10,
-            single_copy: false,
+            single_copy: None,
             pull_fails: false,
             seed: 1,
         }
@@ -220,6 +220,7 @@ impl Sim {
             unexpected_cap: cfg.unexpected_cap,
             coalesce_delay_ns: cfg.coalesce_delay_ns,
             coalesce_bytes: cfg.coalesce_bytes,
+            single_copy: cfg.single_copy.unwrap_or_default(),
         };
         let endpoints = (0..cfg.ranks)
             .map(|r| Endpoint::new(r, cfg.ranks, ecfg))
@@ -277,7 +278,14 @@ impl Sim {
         let len = data.len() as u64;
         self.nodes[rank as usize].send_bufs.insert(req, data);
         // The request id stands for the buffer's address: `Output::Pull` finds it by that.
-        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(req));
+        let backlog = self.endpoints[rank as usize]
+            .backlog_lane(dest, len)
+            .map_or(0, |id| {
+                let (peer, lane) = self.lane_ids[&(rank, id)];
+                lane_queued(&self.lane_busy, &self.cfg.lane_rate, self.now, (rank, peer, lane))
+            });
+        let origin = Origin { at: req, backlog };
+        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(origin));
         self.drain(rank);
         req
     }
@@ -541,16 +549,9 @@ impl Sim {
             }
             let (busy, rates, now) = (&self.lane_busy, &self.cfg.lane_rate, self.now);
             let ids = &self.lane_ids;
-            // Bytes a lane still has to send, at its rate.
             let queued = |id: LaneId| {
                 let (peer, lane) = ids[&(rank, id)];
-                match rates.get(lane) {
-                    Some(&rate) => {
-                        let until = busy.get(&(rank, peer, lane)).copied().unwrap_or(0);
-                        until.saturating_sub(now) * rate / 1000
-                    }
-                    None => 0,
-                }
+                lane_queued(busy, rates, now, (rank, peer, lane))
             };
             if !self.endpoints[rank as usize].fill_lanes(queued) {
                 break;
@@ -703,7 +704,7 @@ impl Sim {
         let caps = Caps {
             latency_ns: self.base_latency(a, b, lane),
             node_local,
-            single_copy: node_local && self.cfg.single_copy,
+            single_copy: node_local && self.cfg.single_copy.is_some(),
             relayed: self.cfg.lane_relayed.get(lane).copied().unwrap_or(false),
             ..self.caps()
         };
@@ -848,5 +849,22 @@ impl Sim {
             n += 1;
         }
         n
+    }
+}
+
+/// Bytes lane `lane` from `from` to `to` still has to send at its rate (none for a lane
+/// without one): what a runtime's link would have queued or in its ring.
+fn lane_queued(
+    busy: &HashMap<(Rank, Rank, usize), Nanos>,
+    rates: &[u64],
+    now: Nanos,
+    (from, to, lane): (Rank, Rank, usize),
+) -> u64 {
+    match rates.get(lane) {
+        Some(&rate) => {
+            let until = busy.get(&(from, to, lane)).copied().unwrap_or(0);
+            until.saturating_sub(now) * rate / 1000
+        }
+        None => 0,
     }
 }

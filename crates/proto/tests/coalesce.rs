@@ -306,6 +306,7 @@ fn a_batch_leaves_by_its_time_though_no_timer_runs_and_at_once_before_the_rank_b
             unexpected_cap: 1 << 20,
             coalesce_delay_ns: 5 * MS,
             coalesce_bytes: 16 << 10,
+            single_copy: Default::default(),
         },
     );
     let wan = pontoon_proto::Caps {

@@ -1,7 +1,7 @@
 //! Protocol behaviour in the deterministic simulator.
 
 use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
-use pontoon_proto::{Failure, Status, ANY_SOURCE, ANY_TAG};
+use pontoon_proto::{Failure, SingleCopy, Status, ANY_SOURCE, ANY_TAG};
 use proptest::prelude::*;
 
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
@@ -255,6 +255,7 @@ fn an_eager_message_above_the_receivers_limit_is_a_protocol_error() {
             unexpected_cap: 1 << 30,
             coalesce_delay_ns: 0,
             coalesce_bytes: 16 << 10,
+            single_copy: Default::default(),
         },
     );
     let env = Envelope {
@@ -731,17 +732,21 @@ proptest! {
         lanes in 1usize..4,
         rated in any::<bool>(),
         capped in any::<bool>(),
-        one_copy in 0u8..3,
+        one_copy in 0u8..5,
     ) {
         // Rated lanes queue frames behind each other, so fragments are pulled by speed.
         let lane_rate = if rated { vec![50, 400, 3] } else { Vec::new() };
         // A tight cap sends most messages as rendezvous once a few eager ones are out.
         let unexpected_cap = if capped { 600 } else { 1 << 40 };
-        // Node-local lanes whose rendezvous messages are read in one copy (1), or whose
-        // reads all fail and fall back to fragments (2).
+        // Node-local lanes whose rendezvous messages are read in one copy (1, 2), or
+        // only those behind a backed-up lane (3, 4); in 2 and 4 every read fails and
+        // falls back to fragments.
         let (lane_node_local, single_copy, pull_fails) = match one_copy {
-            0 => (Vec::new(), false, false),
-            n => (vec![true; lanes], true, n == 2),
+            0 => (Vec::new(), None, false),
+            n => {
+                let policy = if n <= 2 { SingleCopy::Always } else { SingleCopy::Backlogged };
+                (vec![true; lanes], Some(policy), n % 2 == 0)
+            }
         };
         let cfg = SimConfig { ranks: 3, lanes, latency_ns: (500, 20_000), jitter_ns: 5_000, mtu: 700, eager_limit: 64, lane_rate, unexpected_cap, lane_node_local, single_copy, pull_fails, seed, ..Default::default() };
         run_against_reference(&ops, cfg, false)?;
@@ -770,7 +775,7 @@ fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_send
     for pull_fails in [false, true] {
         let cfg = SimConfig {
             lane_node_local: vec![true],
-            single_copy: true,
+            single_copy: Some(SingleCopy::Always),
             pull_fails,
             mtu: 1000,
             eager_limit: 512,
@@ -815,12 +820,64 @@ fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_send
     }
 }
 
+/// By default (`auto`) an eager-sized message goes through the lane while the lane keeps
+/// up, and is read in one copy once the lane already holds a message's worth the peer
+/// has not taken (a window of sends, bibw): it then waits behind nothing. Small messages
+/// go eagerly whatever the backlog; without the policy, or where the lanes cannot read
+/// each other, nothing is read in one copy.
+#[test]
+fn an_eager_message_behind_a_backed_up_lane_is_read_in_one_copy() {
+    const LEN: usize = 32 << 10;
+    for single_copy in [Some(SingleCopy::Backlogged), Some(SingleCopy::Always), None] {
+        let cfg = SimConfig {
+            lane_node_local: vec![true],
+            single_copy,
+            // 64 KiB eager limit; 1 GB/s: a 32 KiB message keeps the lane busy 33 µs.
+            eager_limit: 64 << 10,
+            mtu: 8192,
+            lane_rate: vec![1000],
+            ..Default::default()
+        };
+        let mut sim = Sim::new(cfg);
+        sim.isend(0, 1, 0, 0, vec![1], false);
+        sim.irecv(1, 0, 0, 0, 1);
+        sim.run();
+        // One at a time: through the lane.
+        let data = bytes(3, LEN);
+        for tag in 1..=3 {
+            let r = sim.irecv(1, 0, 0, tag, LEN);
+            sim.isend(0, 1, 0, tag, data.clone(), false);
+            sim.run();
+            assert_eq!(sim.recv_buf(1, r), &data[..]);
+        }
+        assert_eq!(sim.pulls, 0, "{single_copy:?}: one message at a time");
+        // A window of four, then small ones behind them.
+        let window: Vec<_> = (10..14).map(|tag| sim.irecv(1, 0, 0, tag, LEN)).collect();
+        for tag in 10..14 {
+            sim.isend(0, 1, 0, tag, data.clone(), false);
+        }
+        let small: Vec<_> = (20..24).map(|tag| sim.irecv(1, 0, 0, tag, 1000)).collect();
+        for tag in 20..24 {
+            sim.isend(0, 1, 0, tag, bytes(tag as u64, 1000), false);
+        }
+        sim.run();
+        for r in window {
+            assert_eq!(sim.recv_buf(1, r), &data[..]);
+        }
+        for (r, tag) in small.into_iter().zip(20..24) {
+            assert_eq!(sim.recv_buf(1, r), &bytes(tag, 1000)[..]);
+        }
+        let expected = if single_copy.is_some() { 3 } else { 0 };
+        assert_eq!(sim.pulls, expected, "{single_copy:?}: the three behind the first");
+    }
+}
+
 /// A lane that is not node-local, or a sim whose lanes cannot read each other, sends
 /// no ORIGIN: fragments as always.
 #[test]
 fn a_network_lane_moves_rendezvous_messages_in_fragments() {
     let cfg = SimConfig {
-        single_copy: true,
+        single_copy: Some(SingleCopy::Always),
         mtu: 1000,
         eager_limit: 512,
         ..Default::default()

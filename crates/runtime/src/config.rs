@@ -112,13 +112,16 @@ pub const PARAMS: &[Param] = &[
     },
     Param {
         name: "PONTOON_SINGLE_COPY",
-        default: "off",
-        meaning: "`on`: a rendezvous message between two ranks of one node is read by the receiver \
-                  straight out of the sender's memory (process_vm_readv, one copy) where a read at \
-                  start-up showed it works (Yama ptrace_scope 0 or CAP_SYS_PTRACE, no seccomp filter \
-                  forbidding it, one pid namespace); `off`: through the shared-memory ring, two copies \
-                  made at once by sender and receiver, which measured 3.4x faster at 4 MiB on a \
-                  2-core host (docs/perf.md); the sender's CPU is free with `on`",
+        default: "auto",
+        meaning: "between two ranks of one node where a read at start-up showed it works (Yama \
+                  ptrace_scope 0 or CAP_SYS_PTRACE, no seccomp filter forbidding it, one pid namespace), \
+                  which messages the receiver reads straight out of the sender's memory \
+                  (process_vm_readv, one copy) instead of through the shared-memory ring (two copies, \
+                  made at once by sender and receiver): `auto`, a message of 16 KiB or more that would \
+                  wait behind a ring already holding as much (a window of sends: a 64 KiB bibw kept \
+                  its speed where the ring's copies fell to 2.7 GB/s), the others through the ring, \
+                  which moved one 64 KiB or 4 MiB message at a time about twice as fast (docs/perf.md); \
+                  `on`: every rendezvous message too (the sender's CPU is free); `off`: never",
     },
     Param {
         name: "PONTOON_SPIN_US",
@@ -302,7 +305,8 @@ pub struct Config {
     /// Speak PMI-1 to a PMI process manager from the start (`PONTOON_PMI=1`).
     pub pmi_v1_only: bool,
     /// Rendezvous messages within a node may be read in one copy (`PONTOON_SINGLE_COPY`).
-    pub single_copy: bool,
+    /// Which messages a node-local receiver reads in one copy; `None`: none (`off`).
+    pub single_copy: Option<proto::SingleCopy>,
     /// How long a PMI fence waits for every rank (`PONTOON_PMI_FENCE_TIMEOUT_S`).
     pub pmi_fence_timeout: Duration,
     /// The ports task 0's rendezvous may use under srun without PMI (`PONTOON_SRUN_PORTS`).
@@ -578,13 +582,14 @@ impl Config {
                 why: "must be LOW-HIGH, two ports from 1024 to 65535, LOW not above HIGH".into(),
             })?;
         let single_copy = match get(env, "PONTOON_SINGLE_COPY").trim() {
-            "on" => true,
-            "off" | "" => false,
+            "auto" | "" => Some(proto::SingleCopy::Backlogged),
+            "on" => Some(proto::SingleCopy::Always),
+            "off" => None,
             other => {
                 return Err(ConfigError {
                     name: "PONTOON_SINGLE_COPY",
                     value: other.to_string(),
-                    why: "must be `on` or `off`".into(),
+                    why: "must be `auto`, `on` or `off`".into(),
                 })
             }
         };
@@ -731,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn one_copy_within_a_node_is_off_unless_asked_for() {
+    fn one_copy_within_a_node_is_for_a_backed_up_ring_unless_asked_otherwise() {
         let c = |v: Option<&str>| {
             Config::from_lookup(&|k| {
                 (k == "PONTOON_SINGLE_COPY")
@@ -740,9 +745,11 @@ mod tests {
             })
             .map(|c| c.single_copy)
         };
-        assert!(!c(None).unwrap());
-        assert!(c(Some("on")).unwrap());
-        assert!(!c(Some("off")).unwrap());
+        use proto::SingleCopy::{Always, Backlogged};
+        assert_eq!(c(None).unwrap(), Some(Backlogged));
+        assert_eq!(c(Some("auto")).unwrap(), Some(Backlogged));
+        assert_eq!(c(Some("on")).unwrap(), Some(Always));
+        assert_eq!(c(Some("off")).unwrap(), None);
         assert!(c(Some("yes"))
             .unwrap_err()
             .to_string()

@@ -39,6 +39,7 @@ mod health;
 mod inspect;
 mod node_coll;
 mod p2p;
+mod pulls;
 mod punch;
 mod replay;
 mod shm;
@@ -185,6 +186,8 @@ pub struct Runtime {
     links_watched: bool,
     yielded: usize,
     done_tokens: Vec<u64>,
+    /// One-copy reads the engine asked for in this pass over its outputs (`pulls.rs`).
+    pulls: Vec<pulls::Pull>,
     polls: u32,
     /// When the rarely busy sockets are looked at next even if epoll reported nothing
     /// (see `progress`).
@@ -244,6 +247,7 @@ impl Runtime {
             unexpected_cap: cfg.unexpected_cap,
             coalesce_delay_ns: u64::from(cfg.coalesce_us) * 1000,
             coalesce_bytes: cfg.coalesce_bytes,
+            single_copy: cfg.single_copy.unwrap_or_default(),
         };
         let mut pmi = match env {
             Some(_) => None,
@@ -436,6 +440,7 @@ impl Runtime {
             setups: Default::default(),
             rendezvous,
             done_tokens: Vec::new(),
+            pulls: Vec::new(),
             polls: 0,
             next_housekeeping: Instant::now(),
             housekeeping_passes: 0,
@@ -776,8 +781,21 @@ impl Runtime {
     #[inline(never)]
     fn carry_out_outputs(&mut self) -> bool {
         let mut any = false;
+        loop {
+            self.carry_out_pass(&mut any);
+            if self.pulls.is_empty() {
+                break;
+            }
+            // Reported after the pass: its reads go in one system call (`pulls.rs`).
+            self.read_pulls();
+        }
+        self.complete_tokens() || any
+    }
+
+    /// Carries out the engine's outputs until there are none, gathering its pulls.
+    fn carry_out_pass(&mut self, any: &mut bool) {
         while let Some(out) = self.ep.poll() {
-            any = true;
+            *any = true;
             match out {
                 Output::Transmit {
                     peer,
@@ -851,19 +869,7 @@ impl Runtime {
                     }
                     self.ep.recycle(data);
                 }
-                Output::Pull { peer, req, at, len } => {
-                    let read = match (self.reqs.get(req), self.shm.pid_of(peer)) {
-                        (Some(r), Some(pid)) => transport::cma::read_into(pid, at, &r.buf, len),
-                        _ => Err(std::io::Error::other("no request or pid")),
-                    };
-                    if let Err(e) = &read {
-                        tracing::debug!(
-                            "rank {}: one-copy read from rank {peer} failed ({e}): by the ring",
-                            self.id.rank
-                        );
-                    }
-                    self.ep.pulled(req, read.is_ok());
-                }
+                Output::Pull { peer, req, at, len } => self.pulls.push((peer, req, at, len)),
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::Connect { peer } => self.start_connect(peer),
@@ -883,7 +889,6 @@ impl Runtime {
                 }
             }
         }
-        self.complete_tokens() || any
     }
 
     fn poll_control(&mut self) {

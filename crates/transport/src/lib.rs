@@ -115,6 +115,13 @@ pub trait Link {
     /// Bytes (headers and payloads) queued and not yet written to the socket; the
     /// engine keeps this small so that lanes share a transfer by their real speed.
     fn tx_queued(&self) -> u64;
+    /// Bytes written to this lane that the peer has not taken yet, as far as this end
+    /// can tell now: those queued here, and for a shared-memory ring what the peer has
+    /// not read. A message behind a large backlog may go another way
+    /// (`proto::caps::reads_in_one_copy`).
+    fn backlog(&mut self) -> u64 {
+        self.tx_queued()
+    }
     /// Reads what has arrived and hands complete headers and payloads to `sink`.
     /// Returns whether anything was read.
     fn recv<S: Sink<Token = Self::Token>>(&mut self, sink: &mut S) -> Result<bool, LinkError>;
@@ -326,6 +333,10 @@ impl<T> Link for AnyLink<T> {
     #[inline]
     fn tx_queued(&self) -> u64 {
         each!(self, l => l.tx_queued())
+    }
+    #[inline]
+    fn backlog(&mut self) -> u64 {
+        each!(self, l => l.backlog())
     }
     #[inline]
     fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {

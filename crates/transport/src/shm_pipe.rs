@@ -403,6 +403,10 @@ pub(super) fn box_slot(boxes: usize, n: u32) -> usize {
 }
 
 impl Pipe for ShmPipe {
+    fn unread(&mut self) -> u64 {
+        self.tx_fill().unwrap_or(0)
+    }
+
     fn write(&mut self, iov: &[IoSlice<'_>]) -> Result<usize, LinkError> {
         let want: usize = iov.iter().map(|s| s.len()).sum();
         if want == 0 {

@@ -98,6 +98,11 @@ pub trait Pipe {
     fn queued(&self) -> u64 {
         0
     }
+    /// Bytes the pipe wrote on that the peer has not read yet, as far as this end can
+    /// tell now (a shared-memory ring's fill, the consumer's position read afresh).
+    fn unread(&mut self) -> u64 {
+        0
+    }
     /// See [`Link::fd`].
     fn fd(&self) -> Option<BorrowedFd<'_>>;
     /// See [`Link::polled`].
@@ -492,6 +497,10 @@ impl<P: Pipe, T> Link for StreamLink<P, T> {
 
     fn tx_queued(&self) -> u64 {
         self.tx_bytes + self.pipe.queued()
+    }
+
+    fn backlog(&mut self) -> u64 {
+        self.tx_queued() + self.pipe.unread()
     }
 
     fn recv<S: Sink<Token = T>>(&mut self, sink: &mut S) -> Result<bool, LinkError> {

@@ -132,6 +132,7 @@ mod tests {
             unexpected_cap: 1 << 20,
             coalesce_delay_ns: 0,
             coalesce_bytes: 0,
+            single_copy: Default::default(),
         };
         let mut ep = crate::engine::Endpoint::new(3, 256, cfg);
         ep.finalize();

@@ -2,14 +2,36 @@
 //! runtime's latency-critical path) and the start of a rendezvous.
 
 use super::{Endpoint, Failure, Incoming, Output, PeerState, RdvSend, SendId, SendSlice};
-use crate::caps::LaneId;
+use crate::caps::{reads_in_one_copy, LaneId, ONE_COPY_FROM};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
 use crate::Rank;
 
+/// Where a message lies in the sender's memory, for a peer that can read it there (the
+/// runtime's business; the engine only passes the address on in an ORIGIN frame), and
+/// the bytes the sender's lane of eager messages to that peer holds that the peer has
+/// not taken yet ([`Endpoint::backlog_lane`]; 0 when not asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub at: u64,
+    pub backlog: u64,
+}
+
 impl Endpoint {
+    /// The lane whose backlog decides how a message of `len` bytes to `dest` goes
+    /// ([`Origin::backlog`]), if it matters: the peer's lane of eager messages can read
+    /// this rank's memory and the message is one [`reads_in_one_copy`] looks at.
+    #[inline]
+    pub fn backlog_lane(&self, dest: Rank, len: u64) -> Option<LaneId> {
+        if len < ONE_COPY_FROM || len > u64::from(self.cfg.largest_eager()) {
+            return None;
+        }
+        let p = self.peers.get(dest as usize)?;
+        let lane = p.lanes.get(p.plan.eager)?;
+        (matches!(p.state, PeerState::Up) && lane.caps.single_copy).then_some(lane.id)
+    }
+
     /// Posts a send of `len` bytes. `sync` (MPI_Ssend) completes only once matched.
-    /// `origin`: where the message lies in this process, for a peer that can read it
-    /// there (the runtime's business; the engine only passes it on in an ORIGIN frame).
+    /// `origin`: where the message lies in this process, for a peer that may read it.
     #[allow(clippy::too_many_arguments)]
     pub fn post_send(
         &mut self,
@@ -19,7 +41,7 @@ impl Endpoint {
         tag: i32,
         len: u64,
         sync: bool,
-        origin: Option<u64>,
+        origin: Option<Origin>,
     ) {
         if dest >= self.size {
             self.outputs.push_back(Output::SendDone {
@@ -62,14 +84,28 @@ impl Endpoint {
             return;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
-        if !sync && len <= u64::from(p.eager_limit) && p.credit.spend(len) {
+        let eager = !sync && len <= u64::from(p.eager_limit);
+        // One copy where the lane of control frames lets the receiver read ours.
+        let lane = matches!(p.state, PeerState::Up)
+            .then(|| p.lanes.get(p.plan.eager).map(|l| l.caps))
+            .flatten();
+        let policy = self.cfg.single_copy;
+        let rdv_sends = &self.rdv_sends;
+        let one_copy = |as_eager: bool| {
+            let (o, caps) = (origin?, lane?);
+            // Only asked where it can matter: a scan of the rendezvous sends under way.
+            let reading = || rdv_sends.values().any(|s| s.peer == dest && s.offered);
+            let reading = as_eager && caps.single_copy && len >= ONE_COPY_FROM && reading();
+            reads_in_one_copy(&caps, policy, len, as_eager, o.backlog, reading).then_some(o.at)
+        };
+        let behind = if eager { one_copy(true) } else { None };
+        if eager && behind.is_none() && p.credit.spend(len) {
             let payload = (len > 0).then_some(SendSlice { req, offset: 0, len });
             self.emit(dest, DataRepr::Match { env }, payload, Some(req));
         } else {
-            // One copy where the lane of control frames lets the receiver read ours.
-            let origin = origin.filter(|_| {
-                len > 0 && matches!(p.state, PeerState::Up) && p.lanes[p.plan.eager].caps.single_copy
-            });
+            // Behind a backed-up lane, or a rendezvous anyway (too large, synchronous or
+            // out of credit).
+            let origin = behind.or_else(|| one_copy(false));
             self.rdv_sends.insert(
                 req,
                 RdvSend {

@@ -32,6 +32,7 @@ pub fn engine(rank: u32, size: u32, unexpected_cap: u64) -> Endpoint {
             unexpected_cap,
             coalesce_delay_ns: 0,
             coalesce_bytes: 16 << 10,
+            single_copy: Default::default(),
         },
     )
 }

@@ -32,8 +32,17 @@ impl Runtime {
         if packed {
             self.finish(id, Ok(self.sent_status()));
         } else {
-            // Where the bytes lie, should the peer read them itself (`cma.rs`).
-            let origin = self.reqs.get(id).map(|r| r.buf.slice(0, len).as_ptr() as u64);
+            // Where the bytes lie, should the peer read them itself (`cma.rs`), and how
+            // far behind the lane is where that decides it.
+            let backlog = self
+                .ep
+                .backlog_lane(dest, len)
+                .and_then(|lane| self.lanes.get_mut(lane))
+                .map_or(0, |l| l.link.backlog());
+            let origin = self.reqs.get(id).map(|r| proto::Origin {
+                at: r.buf.slice(0, len).as_ptr() as u64,
+                backlog,
+            });
             self.ep.post_send(id, dest, ctx, tag, len, sync, origin);
         }
         self.drive_outputs();

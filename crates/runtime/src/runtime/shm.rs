@@ -355,7 +355,7 @@ impl Runtime {
         let opened = node
             .pipe(index)
             .and_then(|pipe| announce.then(|| node.announce(index)).transpose().map(|_| pipe));
-        let single_copy = self.cfg.single_copy && node.reads_from(index);
+        let single_copy = self.cfg.single_copy.is_some() && node.reads_from(index);
         match opened {
             Ok(pipe) => {
                 self.shm.laned.insert(peer);
