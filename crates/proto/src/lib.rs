@@ -18,7 +18,7 @@ pub mod reliable;
 pub mod sim;
 pub mod wire;
 
-pub use caps::{Caps, LaneId, SingleCopy};
+pub use caps::{Caps, LaneId, SingleCopy, Traffic};
 pub use engine::{
     eager_cost, eager_grant, Awaited, Endpoint, EngineConfig, Failure, LaneLoss, Origin, Output, PayloadDest,
     PayloadToken, SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::caps::Traffic;
 use crate::engine::{Endpoint, EngineConfig, Failure, Origin, Output, PayloadDest, Status};
 use crate::punch::{PunchEvent, Puncher};
 use crate::wire::data::{DataHeader, DataRepr, HeaderBytes};
@@ -278,13 +279,20 @@ impl Sim {
         let len = data.len() as u64;
         self.nodes[rank as usize].send_bufs.insert(req, data);
         // The request id stands for the buffer's address: `Output::Pull` finds it by that.
-        let backlog = self.endpoints[rank as usize]
-            .backlog_lane(dest, len)
-            .map_or(0, |id| {
-                let (peer, lane) = self.lane_ids[&(rank, id)];
-                lane_queued(&self.lane_busy, &self.cfg.lane_rate, self.now, (rank, peer, lane))
-            });
-        let origin = Origin { at: req, backlog };
+        let traffic =
+            self.endpoints[rank as usize]
+                .traffic_lane(dest, len)
+                .map_or(Traffic::default(), |id| {
+                    let (peer, lane) = self.lane_ids[&(rank, id)];
+                    let queued = |from, to| {
+                        lane_queued(&self.lane_busy, &self.cfg.lane_rate, self.now, (from, to, lane))
+                    };
+                    Traffic {
+                        backlog: queued(rank, peer),
+                        peer_sending: queued(peer, rank) > 0,
+                    }
+                });
+        let origin = Origin { at: req, traffic };
         self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(origin));
         self.drain(rank);
         req

@@ -820,13 +820,14 @@ fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_send
     }
 }
 
-/// By default (`auto`) an eager-sized message goes through the lane while the lane keeps
-/// up, and is read in one copy once the lane already holds a message's worth the peer
-/// has not taken (a window of sends, bibw): it then waits behind nothing. Small messages
-/// go eagerly whatever the backlog; without the policy, or where the lanes cannot read
-/// each other, nothing is read in one copy.
+/// By default (`auto`) an eager-sized message goes through the lane, one at a time or in
+/// a stream one way (a broadcast: sender and receiver then copy at once); when both
+/// ranks send windows to each other (bibw), one that would wait behind a lane already
+/// holding a message's worth is read in one copy, and those behind it follow. Small
+/// messages go eagerly whatever the traffic; without the policy, or where the lanes
+/// cannot read each other, nothing is read in one copy.
 #[test]
-fn an_eager_message_behind_a_backed_up_lane_is_read_in_one_copy() {
+fn an_eager_message_behind_a_lane_busy_both_ways_is_read_in_one_copy() {
     const LEN: usize = 32 << 10;
     for single_copy in [Some(SingleCopy::Backlogged), Some(SingleCopy::Always), None] {
         let cfg = SimConfig {
@@ -842,17 +843,30 @@ fn an_eager_message_behind_a_backed_up_lane_is_read_in_one_copy() {
         sim.isend(0, 1, 0, 0, vec![1], false);
         sim.irecv(1, 0, 0, 0, 1);
         sim.run();
-        // One at a time: through the lane.
         let data = bytes(3, LEN);
+        // One at a time, then a window one way: through the lane.
         for tag in 1..=3 {
             let r = sim.irecv(1, 0, 0, tag, LEN);
             sim.isend(0, 1, 0, tag, data.clone(), false);
             sim.run();
             assert_eq!(sim.recv_buf(1, r), &data[..]);
         }
-        assert_eq!(sim.pulls, 0, "{single_copy:?}: one message at a time");
-        // A window of four, then small ones behind them.
-        let window: Vec<_> = (10..14).map(|tag| sim.irecv(1, 0, 0, tag, LEN)).collect();
+        let one_way: Vec<_> = (4..8).map(|tag| sim.irecv(1, 0, 0, tag, LEN)).collect();
+        for tag in 4..8 {
+            sim.isend(0, 1, 0, tag, data.clone(), false);
+        }
+        sim.run();
+        for r in one_way {
+            assert_eq!(sim.recv_buf(1, r), &data[..]);
+        }
+        assert_eq!(sim.pulls, 0, "{single_copy:?}: one at a time and one way");
+        // Windows both ways: rank 1's goes first (its lane to rank 0 is busy when rank
+        // 0 sends), then rank 0's, then small ones behind them.
+        let to_0: Vec<_> = (10..14).map(|tag| sim.irecv(0, 1, 0, tag, LEN)).collect();
+        let to_1: Vec<_> = (10..14).map(|tag| sim.irecv(1, 0, 0, tag, LEN)).collect();
+        for tag in 10..14 {
+            sim.isend(1, 0, 0, tag, data.clone(), false);
+        }
         for tag in 10..14 {
             sim.isend(0, 1, 0, tag, data.clone(), false);
         }
@@ -861,14 +875,21 @@ fn an_eager_message_behind_a_backed_up_lane_is_read_in_one_copy() {
             sim.isend(0, 1, 0, tag, bytes(tag as u64, 1000), false);
         }
         sim.run();
-        for r in window {
-            assert_eq!(sim.recv_buf(1, r), &data[..]);
+        for (rank, r) in to_0
+            .into_iter()
+            .map(|r| (0, r))
+            .chain(to_1.into_iter().map(|r| (1, r)))
+        {
+            assert_eq!(sim.recv_buf(rank, r), &data[..]);
         }
         for (r, tag) in small.into_iter().zip(20..24) {
             assert_eq!(sim.recv_buf(1, r), &bytes(tag, 1000)[..]);
         }
         let expected = if single_copy.is_some() { 3 } else { 0 };
-        assert_eq!(sim.pulls, expected, "{single_copy:?}: the three behind the first");
+        assert_eq!(
+            sim.pulls, expected,
+            "{single_copy:?}: rank 0's three behind its first"
+        );
     }
 }
 

@@ -2,26 +2,26 @@
 //! runtime's latency-critical path) and the start of a rendezvous.
 
 use super::{Endpoint, Failure, Incoming, Output, PeerState, RdvSend, SendId, SendSlice};
-use crate::caps::{reads_in_one_copy, LaneId, ONE_COPY_FROM};
+use crate::caps::{reads_in_one_copy, LaneId, Traffic, ONE_COPY_FROM};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
 use crate::Rank;
 
 /// Where a message lies in the sender's memory, for a peer that can read it there (the
 /// runtime's business; the engine only passes the address on in an ORIGIN frame), and
-/// the bytes the sender's lane of eager messages to that peer holds that the peer has
-/// not taken yet ([`Endpoint::backlog_lane`]; 0 when not asked).
+/// how busy the sender's lane of eager messages to that peer is
+/// ([`Endpoint::traffic_lane`]; the default when not asked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
     pub at: u64,
-    pub backlog: u64,
+    pub traffic: Traffic,
 }
 
 impl Endpoint {
-    /// The lane whose backlog decides how a message of `len` bytes to `dest` goes
-    /// ([`Origin::backlog`]), if it matters: the peer's lane of eager messages can read
+    /// The lane whose traffic decides how a message of `len` bytes to `dest` goes
+    /// ([`Origin::traffic`]), if it matters: the peer's lane of eager messages can read
     /// this rank's memory and the message is one [`reads_in_one_copy`] looks at.
     #[inline]
-    pub fn backlog_lane(&self, dest: Rank, len: u64) -> Option<LaneId> {
+    pub fn traffic_lane(&self, dest: Rank, len: u64) -> Option<LaneId> {
         if len < ONE_COPY_FROM || len > u64::from(self.cfg.largest_eager()) {
             return None;
         }
@@ -96,7 +96,7 @@ impl Endpoint {
             // Only asked where it can matter: a scan of the rendezvous sends under way.
             let reading = || rdv_sends.values().any(|s| s.peer == dest && s.offered);
             let reading = as_eager && caps.single_copy && len >= ONE_COPY_FROM && reading();
-            reads_in_one_copy(&caps, policy, len, as_eager, o.backlog, reading).then_some(o.at)
+            reads_in_one_copy(&caps, policy, len, as_eager, o.traffic, reading).then_some(o.at)
         };
         let behind = if eager { one_copy(true) } else { None };
         if eager && behind.is_none() && p.credit.spend(len) {

@@ -33,15 +33,18 @@ impl Runtime {
             self.finish(id, Ok(self.sent_status()));
         } else {
             // Where the bytes lie, should the peer read them itself (`cma.rs`), and how
-            // far behind the lane is where that decides it.
-            let backlog = self
+            // busy the lane is where that decides it.
+            let traffic = self
                 .ep
-                .backlog_lane(dest, len)
+                .traffic_lane(dest, len)
                 .and_then(|lane| self.lanes.get_mut(lane))
-                .map_or(0, |l| l.link.backlog());
+                .map_or(proto::Traffic::default(), |l| proto::Traffic {
+                    backlog: l.link.backlog(),
+                    peer_sending: !l.link.quiet(),
+                });
             let origin = self.reqs.get(id).map(|r| proto::Origin {
                 at: r.buf.slice(0, len).as_ptr() as u64,
-                backlog,
+                traffic,
             });
             self.ep.post_send(id, dest, ctx, tag, len, sync, origin);
         }
