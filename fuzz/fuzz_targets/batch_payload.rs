@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
             unexpected_cap: 1 << 20,
             coalesce_delay_ns: 0,
             coalesce_bytes: 16 << 10,
+            single_copy: Default::default(),
         },
     );
     let caps = Caps {
