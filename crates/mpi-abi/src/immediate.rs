@@ -124,7 +124,10 @@ pub unsafe fn allreduce(
 ) -> Option<Res> {
     let m = try_mpi()?;
     let len = dense_len(m, recvbuf, n, datatype)?;
-    let dt = m.predefined_types[datatype.checked_sub(DATATYPE_FIRST)?].as_ref()?;
+    let dt = m
+        .predefined_types
+        .get(datatype.checked_sub(DATATYPE_FIRST)?)?
+        .as_ref()?;
     let op = crate::types::predefined_op(op)?;
     let in_place = sendbuf as usize == MPI_IN_PLACE;
     if recvbuf as usize == MPI_IN_PLACE || (!in_place && len > 0 && sendbuf.is_null()) {

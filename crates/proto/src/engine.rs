@@ -275,6 +275,8 @@ struct Peer {
     batch: coalesce::Batch,
     /// The ORIGIN frame just received (send id, address): for the RTS that follows it.
     origin: Option<(u64, u64)>,
+    /// This rank's sends to the peer offered in one copy and not finished yet.
+    offered_out: u32,
 }
 
 impl Peer {
@@ -822,7 +824,10 @@ impl Endpoint {
                     Some(s) if s.peer == peer && (s.cts_seen || s.offered) => {}
                     _ => return Err(violation(format!("FIN for unknown send {send_id}"))),
                 }
-                self.rdv_sends.remove(&send_id);
+                if self.rdv_sends.remove(&send_id).is_some_and(|s| s.offered) {
+                    let p = &mut self.peers[peer as usize];
+                    p.offered_out = p.offered_out.saturating_sub(1);
+                }
                 self.outputs.push_back(Output::SendDone {
                     req: send_id,
                     result: Ok(()),

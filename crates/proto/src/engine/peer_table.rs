@@ -43,6 +43,7 @@ impl Start {
             coalesce_delay: None,
             batch: Default::default(),
             origin: None,
+            offered_out: 0,
         }
     }
 }

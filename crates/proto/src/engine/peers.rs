@@ -43,6 +43,7 @@ impl Endpoint {
                 });
             }
         }
+        self.peers[peer as usize].offered_out = 0;
         for req in take_where(&mut self.rdv_sends, |s| s.peer == peer) {
             self.outputs.push_back(Output::SendDone {
                 req,

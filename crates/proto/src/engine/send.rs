@@ -89,13 +89,9 @@ impl Endpoint {
         let lane = matches!(p.state, PeerState::Up)
             .then(|| p.lanes.get(p.plan.eager).map(|l| l.caps))
             .flatten();
-        let policy = self.cfg.single_copy;
-        let rdv_sends = &self.rdv_sends;
+        let (policy, reading) = (self.cfg.single_copy, p.offered_out > 0);
         let one_copy = |as_eager: bool| {
             let (o, caps) = (origin?, lane?);
-            // Only asked where it can matter: a scan of the rendezvous sends under way.
-            let reading = || rdv_sends.values().any(|s| s.peer == dest && s.offered);
-            let reading = as_eager && caps.single_copy && len >= ONE_COPY_FROM && reading();
             reads_in_one_copy(&caps, policy, len, as_eager, o.traffic, reading).then_some(o.at)
         };
         let behind = if eager { one_copy(true) } else { None };
@@ -118,6 +114,7 @@ impl Endpoint {
                 },
             );
             if let Some(at) = origin {
+                p.offered_out += 1;
                 self.emit(dest, DataRepr::Origin { send_id: req, at }, None, None);
             }
             self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
