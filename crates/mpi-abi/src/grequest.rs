@@ -22,6 +22,7 @@ pub type FreeFn = unsafe extern "C" fn(extra_state: *mut c_void) -> c_int;
 pub type CancelFn = unsafe extern "C" fn(extra_state: *mut c_void, complete: c_int) -> c_int;
 
 /// The program's operation behind a request handle.
+#[derive(Clone, Copy)]
 pub struct Generalized {
     query: Option<QueryFn>,
     free: Option<FreeFn>,
@@ -117,11 +118,14 @@ mpi_fn! {
         let m = mpi()?;
         let mut reqs = m.reqs.borrow_mut();
         match reqs.get_mut(request) {
-            // Freed already: free_fn runs in whichever of the two calls comes last.
-            Some(ReqEntry::Generalized(g)) if g.freed => match reqs.remove(request) {
-                Some(ReqEntry::Generalized(g)) => g.free(),
-                _ => Ok(()),
-            },
+            // Freed already: free_fn runs in whichever of the two calls comes last,
+            // outside the table's borrow (it may call MPI).
+            Some(ReqEntry::Generalized(g)) if g.freed => {
+                let g = *g;
+                reqs.remove(request);
+                drop(reqs);
+                g.free()
+            }
             Some(ReqEntry::Generalized(g)) => {
                 g.completed = true;
                 Ok(())

@@ -16,6 +16,9 @@ use crate::state::{mpi, Mpi};
 pub enum ReqEntry {
     /// Finished when started (MPI_PROC_NULL).
     Done(MPI_Status),
+    /// Completed where it stands by a status query (MPI_Request_get_status): its data is
+    /// in place and its last step ran; Wait, Test or free takes it.
+    Ended { status: MPI_Status, result: Res },
     P2p {
         op: Pending<'static>,
         comm: MPI_Comm,
@@ -89,7 +92,7 @@ fn ready(m: &Mpi, h: MPI_Request) -> Result<bool, Fail> {
 
 fn entry_ready(e: &mut ReqEntry) -> bool {
     match e {
-        ReqEntry::Done(_) => true,
+        ReqEntry::Done(_) | ReqEntry::Ended { .. } => true,
         ReqEntry::P2p { op, .. } => op.is_done(),
         ReqEntry::Coll { op, .. } => op.is_done(),
         ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
@@ -104,6 +107,7 @@ fn entry_ready(e: &mut ReqEntry) -> bool {
 fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
     let (mut op, comm, unpack) = match entry {
         ReqEntry::Done(st) => return (st, Ok(())),
+        ReqEntry::Ended { status, result } => return (status, result),
         // Inactive: completes at once with the empty status.
         ReqEntry::Persistent { .. } => return (empty_status(), Ok(())),
         ReqEntry::Pair { recv, send } => {
@@ -495,20 +499,30 @@ mpi_fn! {
         if *h == MPI_REQUEST_NULL {
             return fail(MPI_ERR_REQUEST, "the request is MPI_REQUEST_NULL");
         }
-        // A generalized request the program has not completed stays until it does:
-        // MPI_Grequest_complete then runs free_fn (MPI 4.1 §13.2).
-        if let Some(ReqEntry::Generalized(g)) = m.reqs.borrow_mut().get_mut(*h) {
-            if !g.completed {
+        match m.reqs.borrow_mut().get_mut(*h).map(operation) {
+            // A generalized request the program has not completed stays until it does:
+            // MPI_Grequest_complete then runs free_fn (MPI 4.1 §13.2).
+            Some(Some(ReqEntry::Generalized(g))) if !g.completed => {
                 g.freed = true;
                 *h = MPI_REQUEST_NULL;
                 return Ok(());
             }
+            // Erroneous (MPI 4.1 §6.12): the collective would go on writing into memory
+            // the program then frees. The request stays, still to be completed.
+            Some(Some(ReqEntry::Coll { .. })) => {
+                return fail(
+                    MPI_ERR_REQUEST,
+                    "MPI_Request_free of a collective request that is still active: complete it \
+                     with MPI_Wait or MPI_Test first (the request stays valid)",
+                );
+            }
+            _ => {}
         }
         let entry = m.reqs.borrow_mut().remove(*h).ok_or_else(|| bad_request(*h))?;
         *h = MPI_REQUEST_NULL;
         // A running operation goes on; its memory stays lent until it is done.
         match entry {
-            ReqEntry::Done(_) | ReqEntry::Persistent { active: None, .. } => {}
+            ReqEntry::Done(_) | ReqEntry::Ended { .. } | ReqEntry::Persistent { active: None, .. } => {}
             ReqEntry::Generalized(g) => return g.free(),
             ReqEntry::Persistent { active: Some(a), .. } => m.detached.borrow_mut().push(*a),
             running => m.detached.borrow_mut().push(running),
@@ -536,7 +550,7 @@ mpi_fn! {
             }
             Some(ReqEntry::Generalized(g)) => g.cancel(),
             // A collective cannot be cancelled (the standard says it is erroneous).
-            Some(ReqEntry::Done(_) | ReqEntry::Coll { .. } | ReqEntry::Flush(_)) => Ok(()),
+            Some(ReqEntry::Done(_) | ReqEntry::Ended { .. } | ReqEntry::Coll { .. } | ReqEntry::Flush(_)) => Ok(()),
             Some(ReqEntry::Pair { recv, .. }) => {
                 if let ReqEntry::P2p { op, .. } = recv.as_mut() {
                     op.cancel();
@@ -608,14 +622,7 @@ mpi_fn! {
     fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) {
         let m = mpi()?;
         let flag = out(flag, "flag")?;
-        if request == MPI_REQUEST_NULL {
-            *flag = 1;
-            put_status(status, empty_status());
-            return Ok(());
-        }
-        let mut reqs = m.reqs.borrow_mut();
-        let e = reqs.get_mut(request).ok_or_else(|| bad_request(request))?;
-        let st = peek_status(e);
+        let st = get_status_at(m, request)?;
         *flag = st.is_some() as c_int;
         if let Some(st) = st {
             put_status(status, st);
@@ -624,47 +631,58 @@ mpi_fn! {
     }
 }
 
-/// The status of a finished request, leaving it in place; `None` while it runs.
-fn peek_status(e: &mut ReqEntry) -> Option<MPI_Status> {
+/// The slot of an entry that holds its operation: the one in flight of a persistent
+/// request (`None` for an inactive one), else the entry itself.
+fn operation(e: &mut ReqEntry) -> Option<&mut ReqEntry> {
     match e {
-        ReqEntry::Done(st) => Some(*st),
-        ReqEntry::Persistent { active: Some(a), .. } => peek_status(a),
-        ReqEntry::Persistent { active: None, .. } => Some(empty_status()),
-        ReqEntry::Coll { op, .. } => op.is_done().then(empty_status),
-        ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done).then(empty_status),
-        // The standard has MPI_Request_get_status ask query_fn too.
-        ReqEntry::Generalized(g) => g.completed.then(|| g.query().0),
-        ReqEntry::Pair { recv, send } => {
-            if entry_ready(send) {
-                peek_status(recv)
-            } else {
-                None
-            }
-        }
-        ReqEntry::P2p { op, .. } => op.peek().map(|r| match r {
-            Ok(Some(st)) => status_of(&st),
-            Ok(None) => {
-                let mut st = empty_status();
-                set_cancelled(&mut st, true);
-                st
-            }
-            Err(e) => {
-                let mut st = empty_status();
-                st.MPI_ERROR = Fail::from(e).class;
-                st
-            }
-        }),
+        ReqEntry::Persistent { active, .. } => active.as_deref_mut(),
+        other => Some(other),
     }
 }
 
-/// Request_get_status for one entry of an array (null handles: done, empty status).
+/// What [`get_status_at`] does with a finished request once the table is let go.
+enum Settle {
+    Query(crate::grequest::Generalized),
+    Complete(ReqEntry),
+}
+
+/// Request_get_status for one handle (null: done, empty status); `None` while it runs. A
+/// finished request is completed where it stands (its data unpacked into the program's
+/// memory, its last step run), so that "done" means the buffer holds the result; the
+/// handle stays for Wait, Test or free. Callbacks (a last step, a generalized request's
+/// `query_fn`) run outside the table's borrow: they may call MPI.
 fn get_status_at(m: &Mpi, h: MPI_Request) -> Result<Option<MPI_Status>, Fail> {
     if h == MPI_REQUEST_NULL {
         return Ok(Some(empty_status()));
     }
-    let mut reqs = m.reqs.borrow_mut();
-    let e = reqs.get_mut(h).ok_or_else(|| bad_request(h))?;
-    Ok(peek_status(e))
+    let taken = {
+        let mut reqs = m.reqs.borrow_mut();
+        let e = reqs.get_mut(h).ok_or_else(|| bad_request(h))?;
+        let Some(op) = operation(e) else {
+            return Ok(Some(empty_status()));
+        };
+        match op {
+            ReqEntry::Done(st) | ReqEntry::Ended { status: st, .. } => return Ok(Some(*st)),
+            // The standard has MPI_Request_get_status ask query_fn too; the request
+            // stays for Wait/Test, which ask it again and free it.
+            ReqEntry::Generalized(g) if g.completed => Settle::Query(*g),
+            ReqEntry::Generalized(_) => return Ok(None),
+            op => {
+                if !entry_ready(op) {
+                    return Ok(None);
+                }
+                Settle::Complete(std::mem::replace(op, ReqEntry::Done(empty_status())))
+            }
+        }
+    };
+    let (status, result) = match taken {
+        Settle::Query(g) => return Ok(Some(g.query().0)),
+        Settle::Complete(op) => complete(op),
+    };
+    if let Some(op) = m.reqs.borrow_mut().get_mut(h).and_then(operation) {
+        *op = ReqEntry::Ended { status, result };
+    }
+    Ok(Some(status))
 }
 
 mpi_fn! {
