@@ -131,6 +131,63 @@ int main(int argc, char **argv) {
         CHECK_OK(MPI_Comm_free(&part));
     }
 
+    /* Create (MPI-2.2): each side's group, backwards and without its last member where
+     * it has more than one, meets the other side's; those left out get MPI_COMM_NULL. */
+    MPI_Group mine, backwards;
+    CHECK_OK(MPI_Comm_group(inter, &mine));
+    int kept = lsize > 1 ? lsize - 1 : 1, rkept = rsize > 1 ? rsize - 1 : 1;
+    int *order = malloc(lsize * sizeof(int));
+    for (int i = 0; i < kept; i++)
+        order[i] = kept - 1 - i;
+    CHECK_OK(MPI_Group_incl(mine, kept, order, &backwards));
+    free(order);
+    MPI_Comm created;
+    CHECK_OK(MPI_Comm_create(inter, backwards, &created));
+    if (rank >= kept) {
+        CHECK(created == MPI_COMM_NULL);
+    } else {
+        int crank, csize, crsize, csum = -1, want = 0;
+        MPI_Comm_rank(created, &crank);
+        MPI_Comm_size(created, &csize);
+        MPI_Comm_remote_size(created, &crsize);
+        CHECK(csize == kept && crsize == rkept && crank == kept - 1 - rank);
+        for (int r = 0; r < rkept; r++)
+            want += 2 * r + !odd;
+        CHECK_OK(MPI_Allreduce(&wrank, &csum, 1, MPI_INT, MPI_SUM, created));
+        CHECK(csum == want);
+        /* Remote rank 0 is the other side's last kept member. */
+        if (crank == 0) {
+            int from = -1;
+            CHECK_OK(MPI_Sendrecv(&wrank, 1, MPI_INT, 0, 4, &from, 1, MPI_INT, 0, 4, created, MPI_STATUS_IGNORE));
+            CHECK(from == 2 * (rkept - 1) + !odd);
+        }
+        CHECK_OK(MPI_Comm_free(&created));
+    }
+    /* One side's group empty: nobody gets a communicator. */
+    CHECK_OK(MPI_Comm_create(inter, odd ? MPI_GROUP_EMPTY : mine, &created));
+    CHECK(created == MPI_COMM_NULL);
+    MPI_Group_free(&backwards);
+    MPI_Group_free(&mine);
+
+    /* Idup: completes in the background while the groups swap point-to-point. */
+    MPI_Comm idupped;
+    MPI_Request ireq;
+    CHECK_OK(MPI_Comm_idup(inter, &idupped, &ireq));
+    got = -1;
+    if (rank < rsize)
+        CHECK_OK(MPI_Sendrecv(&token, 1, MPI_INT, rank, 2, &got, 1, MPI_INT, rank, 2, inter, MPI_STATUS_IGNORE));
+    CHECK_OK(MPI_Wait(&ireq, MPI_STATUS_IGNORE));
+    if (rank < rsize)
+        CHECK(got == 2 * rank + !odd);
+    CHECK_OK(MPI_Comm_test_inter(idupped, &flag));
+    CHECK(flag == 1);
+    CHECK_OK(MPI_Comm_remote_size(idupped, &flag));
+    CHECK(flag == rsize);
+    int isum = -1;
+    CHECK_OK(MPI_Allreduce(&wrank, &isum, 1, MPI_INT, MPI_SUM, idupped));
+    CHECK(isum == (odd ? even_sum : odd_sum));
+    CHECK_OK(MPI_Comm_free(&idupped));
+
     /* MPI-4: from two groups, without a parent communicator. */
     MPI_Group evens, odds;
     int *ranks = malloc(wsize * sizeof(int));

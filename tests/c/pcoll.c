@@ -54,6 +54,28 @@ int main(int argc, char **argv) {
         CHECK(req[i] != MPI_REQUEST_NULL); /* persistent: still there after completion */
         CHECK_OK(MPI_Request_free(&req[i]));
     }
+    /* Persistent collectives match in the order of their init calls (MPI-4), not of
+     * their starts: here ranks start them in opposite orders, each time. */
+    int small[2], small_sum[2], big[5], big_max[5];
+    MPI_Request two[2];
+    CHECK_OK(MPI_Allreduce_init(small, small_sum, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &two[0]));
+    CHECK_OK(MPI_Allreduce_init(big, big_max, 5, MPI_INT, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &two[1]));
+    for (int round = 0; round < 3; round++) {
+        small[0] = rank;
+        small[1] = round;
+        for (int i = 0; i < 5; i++)
+            big[i] = rank * 10 + i + round;
+        int first = (rank + round) % 2;
+        CHECK_OK(MPI_Start(&two[first]));
+        CHECK_OK(MPI_Start(&two[1 - first]));
+        CHECK_OK(MPI_Wait(&two[1 - first], MPI_STATUS_IGNORE));
+        CHECK_OK(MPI_Wait(&two[first], MPI_STATUS_IGNORE));
+        CHECK(small_sum[0] == size * (size - 1) / 2 && small_sum[1] == size * round);
+        for (int i = 0; i < 5; i++)
+            CHECK(big_max[i] == (size - 1) * 10 + i + round);
+    }
+    CHECK_OK(MPI_Request_free(&two[0]));
+    CHECK_OK(MPI_Request_free(&two[1]));
     if (rank == 0)
         printf("pcoll OK on %d ranks\n", size);
     MPI_Finalize();

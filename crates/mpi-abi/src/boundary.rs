@@ -48,7 +48,7 @@ impl From<pontoon::Error> for Fail {
             pontoon::Error::Truncated { .. } => MPI_ERR_TRUNCATE,
             pontoon::Error::Peer(_) => MPI_ERR_PROC_ABORTED,
             pontoon::Error::Arg(_) => MPI_ERR_ARG,
-            pontoon::Error::Runtime(_) => MPI_ERR_OTHER,
+            pontoon::Error::Runtime(_) | pontoon::Error::Busy => MPI_ERR_OTHER,
             // Its own code, as the program's callback returned it (a class, or a code
             // the program added).
             pontoon::Error::Callback { code, .. } => *code,

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{fit_signed, Fail, Wide};
+use crate::boundary::{fit_signed, Fail, Res, Wide};
 use crate::requests::{persistent, ReqEntry};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
@@ -73,9 +73,23 @@ fn neighbour_entries(comm: MPI_Comm) -> Result<(usize, usize), Fail> {
     Ok((n.sources.len(), n.destinations.len()))
 }
 
+/// Makes the persistent request: reserves its collective's tag now, so that it matches in
+/// the order of the init calls (MPI-4), and each MPI_Start runs `start` with that tag.
+fn init(
+    request: *mut MPI_Request,
+    comm: MPI_Comm,
+    start: impl Fn(*mut MPI_Request) -> c_int + 'static,
+) -> Res {
+    let tag = mpi()?.comm(comm)?.reserve_coll_tag();
+    persistent(
+        request,
+        Box::new(move || mpi()?.comm(comm)?.with_coll_tag(tag, || restart(&start))),
+    )
+}
+
 /// Starts the non-blocking form on a request of its own and takes its entry back for the
 /// persistent request (the error, if any, went through the error handler already).
-fn restart(start: impl FnOnce(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fail> {
+fn restart(start: &dyn Fn(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fail> {
     let mut h = MPI_REQUEST_NULL;
     let rc = start(&mut h);
     if rc != MPI_SUCCESS {
@@ -93,7 +107,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
@@ -104,7 +118,7 @@ mpi_fn_c! {
         let n = entries(comm)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
     }
 }
 
@@ -112,7 +126,7 @@ mpi_fn_c! {
     fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iallreduce_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallreduce_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
@@ -121,7 +135,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
@@ -133,7 +147,7 @@ mpi_fn_c! {
         let sdispls = keep_as::<MPI_Aint, _>(sdispls, n)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
     }
 }
 
@@ -147,14 +161,14 @@ mpi_fn_c! {
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
         let recvtypes = keep(recvtypes, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ialltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
     }
 }
 
 mpi_fn! {
     fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibarrier::f(comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ibarrier::f(comm, r))
     }
 }
 
@@ -162,7 +176,7 @@ mpi_fn_c! {
     fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ibcast_c::f(buffer, n, datatype, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ibcast_c::f(buffer, n, datatype, root, comm, r))
     }
 }
 
@@ -170,7 +184,7 @@ mpi_fn_c! {
     fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iexscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iexscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
@@ -179,7 +193,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Igather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
@@ -191,7 +205,7 @@ mpi_fn_c! {
         let n = root_entries(comm, root)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Igatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Igatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))
     }
 }
 
@@ -200,7 +214,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
@@ -211,7 +225,7 @@ mpi_fn_c! {
         let (n_in, _) = neighbour_entries(comm)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_allgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
     }
 }
 
@@ -220,7 +234,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
@@ -232,7 +246,7 @@ mpi_fn_c! {
         let sdispls = keep_as::<MPI_Aint, _>(sdispls, n_out)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
     }
 }
 
@@ -240,7 +254,7 @@ mpi_fn_c! {
     fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_c::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_c::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))
     }
 }
 
@@ -248,7 +262,7 @@ mpi_fn_c! {
     fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_block_c::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_block_c::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))
     }
 }
 
@@ -258,7 +272,7 @@ mpi_fn_c! {
         // One count per rank of this group, on an intercommunicator too.
         let n = mpi()?.comm(comm)?.size() as usize;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Ireduce_scatter_c::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_c::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))
     }
 }
 
@@ -266,7 +280,7 @@ mpi_fn_c! {
     fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
@@ -275,7 +289,7 @@ mpi_fn_c! {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatter_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscatter_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
@@ -287,7 +301,7 @@ mpi_fn_c! {
         let n = root_entries(comm, root)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        persistent(request, Box::new(move || restart(|r| crate::nbcolls::MPI_Iscatterv_c::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscatterv_c::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
@@ -301,6 +315,6 @@ mpi_fn_c! {
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
         let recvtypes = keep(recvtypes, n_in)?;
-        persistent(request, Box::new(move || restart(|r| crate::neighbor::MPI_Ineighbor_alltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
     }
 }

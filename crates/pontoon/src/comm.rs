@@ -66,12 +66,19 @@ impl ContextPool {
     }
 }
 
+/// A collective's tag, reserved ahead of its start ([`Comm::reserve_coll_tag`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CollTag(i32);
+
 pub(crate) struct CommData {
     pub(crate) group: Group,
     /// Communicator rank of each job rank (`u32::MAX`: not a member).
     by_world: Vec<u32>,
     pub(crate) id: u32,
     coll_seq: Cell<u32>,
+    /// The tag the next collective takes instead of a fresh one: a persistent
+    /// collective's, reserved at its init ([`Comm::with_coll_tag`]).
+    preset_tag: Cell<Option<i32>>,
     /// High bits of this communicator's collective tags: 0, except for the stand-in
     /// that MPI_Comm_create_group runs its agreement on (see [`Comm::create_group`]).
     tag_space: u32,
@@ -130,6 +137,7 @@ pub(crate) fn new_comm_data(
         group,
         id,
         coll_seq: Cell::new(0),
+        preset_tag: Cell::new(None),
         tag_space: 0,
         name: RefCell::new(name.to_string()),
         attrs: RefCell::new(BTreeMap::new()),
@@ -168,9 +176,26 @@ impl<'u> Comm<'u> {
     }
     /// A fresh tag for the next collective (all members call collectives in the same order).
     pub(crate) fn next_coll_tag(&self) -> i32 {
+        if let Some(t) = self.d.preset_tag.take() {
+            return t;
+        }
         let t = self.d.coll_seq.get();
         self.d.coll_seq.set(t.wrapping_add(1));
         ((t & 0x3fff_ffff) | self.d.tag_space) as i32
+    }
+    /// Reserves the tag of a persistent collective at its init (collective, like the
+    /// init call): MPI-4 matches persistent collectives in the order of their init
+    /// calls, whatever order the members start them in.
+    pub fn reserve_coll_tag(&self) -> CollTag {
+        CollTag(self.next_coll_tag())
+    }
+    /// Runs `start`, whose collective (the first it starts) takes `tag` (every start of a
+    /// persistent collective: each round's messages come after the last round's, in order).
+    pub fn with_coll_tag<R>(&self, tag: CollTag, start: impl FnOnce() -> R) -> R {
+        self.d.preset_tag.set(Some(tag.0));
+        let r = start();
+        self.d.preset_tag.set(None);
+        r
     }
     /// The job rank of `r`, a rank that point-to-point calls name: of the remote group
     /// on an intercommunicator.
@@ -236,8 +261,8 @@ impl<'u> Comm<'u> {
         let dest = self.world_rank_now(dest)?;
         let done = self
             .u
-            .rt
-            .borrow_mut()
+            .engine()
+            .ok()?
             .send_small_now(data, dest, self.p2p_ctx(), tag)?;
         Some(done.map_err(Error::from))
     }
@@ -250,8 +275,8 @@ impl<'u> Comm<'u> {
         let from = self.world_rank_now(source)?;
         let st = self
             .u
-            .rt
-            .borrow_mut()
+            .engine()
+            .ok()?
             .recv_small_now(buf, from, self.p2p_ctx(), tag)?;
         // Never truncated: the immediate path takes only a message that fits.
         Some(Status {
@@ -268,7 +293,7 @@ impl<'u> Comm<'u> {
             }
         }
         let dest = self.world_rank(dest)?;
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine()?;
         runtime::mem::lend(data, |buf| {
             let id = rt.isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
             rt.wait(id)
@@ -295,7 +320,7 @@ impl<'u> Comm<'u> {
             }
         }
         let from = self.world_src(source)?;
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine()?;
         runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
             let id = rt.irecv(b.clone(), from, self.p2p_ctx(), tag);
             let (c, _) = rt.wait(id)?;
@@ -314,7 +339,7 @@ impl<'u> Comm<'u> {
         recv_tag: i32,
     ) -> Result<Status> {
         let (to, from) = (self.world_rank(dest)?, self.world_src(source)?);
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine()?;
         runtime::mem::lend(bytemuck::cast_slice(data), |sb| {
             runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |rb| {
                 let r = rt.irecv(rb.clone(), from, self.p2p_ctx(), recv_tag);
@@ -337,8 +362,7 @@ impl<'u> Comm<'u> {
         let dest = self.world_rank(dest)?;
         let id = self
             .u
-            .rt
-            .borrow_mut()
+            .engine()?
             .isend(Buffer::owned_pod(data), dest, self.p2p_ctx(), tag, false);
         Ok(Request::new(self, id))
     }
@@ -353,8 +377,7 @@ impl<'u> Comm<'u> {
         let from = self.world_src(source)?;
         let id = self
             .u
-            .rt
-            .borrow_mut()
+            .engine()?
             .irecv(Buffer::owned_pod(buf), from, self.p2p_ctx(), tag);
         Ok(Request::new(self, id))
     }
@@ -362,14 +385,14 @@ impl<'u> Comm<'u> {
     /// Waits for a matching message without receiving it (MPI_Probe).
     pub fn probe(&self, source: Option<Rank>, tag: i32) -> Result<Status> {
         let from = self.world_src(source)?;
-        let (source, tag, bytes) = self.u.rt.borrow_mut().probe(from, self.p2p_ctx(), tag)?;
+        let (source, tag, bytes) = self.u.engine()?.probe(from, self.p2p_ctx(), tag)?;
         Ok(self.local_status(Status { source, tag, bytes }))
     }
 
     /// Checks for a matching message without receiving it (MPI_Iprobe).
     pub fn iprobe(&self, source: Option<Rank>, tag: i32) -> Result<Option<Status>> {
         let from = self.world_src(source)?;
-        let hit = self.u.rt.borrow_mut().iprobe(from, self.p2p_ctx(), tag);
+        let hit = self.u.engine()?.iprobe(from, self.p2p_ctx(), tag);
         Ok(hit.map(|(source, tag, bytes)| self.local_status(Status { source, tag, bytes })))
     }
 
@@ -394,7 +417,7 @@ impl<'u> Comm<'u> {
     }
 
     pub(crate) fn with_members(&self, members: Vec<Rank>, id: u32) -> Comm<'u> {
-        let me = self.u.rt.borrow().rank();
+        let me = self.u.rank();
         let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
         Comm {
             u: self.u,
@@ -451,7 +474,7 @@ impl<'u> Comm<'u> {
     pub fn split_by_node(&self, key: i32) -> Result<Option<Comm<'u>>> {
         // The node's lowest job rank: the same color in both groups of an intercommunicator.
         let node = |r: Rank| self.u.node(r);
-        let mine = node(self.u.rt.borrow().rank());
+        let mine = node(self.u.rank());
         let color = (0..self.u.world_size()).find(|&w| node(w) == mine).unwrap_or(0);
         self.split(color as i32, key)
     }
@@ -460,7 +483,7 @@ impl<'u> Comm<'u> {
     /// this communicator; `None` where not a member (MPI_Comm_create).
     pub fn create(&self, group: &Group) -> Result<Option<Comm<'u>>> {
         if self.is_inter() {
-            return Err(crate::coll::not_on_intercomms());
+            return self.inter_create(group);
         }
         if let Some(outsider) = group
             .members()

@@ -142,7 +142,13 @@ impl<'u> Comm<'u> {
             return Err(no_context_left());
         };
         drop(pool);
-        let me = self.u.rt.borrow().rank();
+        Ok(self.inter_on(local, remote, id, local_id))
+    }
+
+    /// An intercommunicator between `local` and `remote` members on context `id` (taken
+    /// at every member of both), its own group's communicator on `local_id`.
+    pub(crate) fn inter_on(&self, local: Vec<Rank>, remote: Vec<Rank>, id: u32, local_id: u32) -> Comm<'u> {
+        let me = self.u.rank();
         let world = self.u.world_size();
         let both = local.iter().chain(&remote).copied().collect();
         let local_group = Group::new(local, me);
@@ -155,17 +161,29 @@ impl<'u> Comm<'u> {
             local: Rc::new(own),
             both,
         });
-        Ok(Comm {
+        Comm {
             u: self.u,
             d: Rc::new(d),
-        })
+        }
+    }
+
+    /// Both groups as one list, the same at every member of both: the group with the
+    /// lower leader first (what an agreement over both groups runs on).
+    pub(crate) fn both_groups(&self) -> Result<Vec<Rank>> {
+        let (local, remote) = (self.d.group.members(), self.remote()?.group.members());
+        let (first, second) = if local.first() < remote.first() {
+            (local, remote)
+        } else {
+            (remote, local)
+        };
+        Ok(first.iter().chain(second).copied().collect())
     }
 
     /// The two leaders swap `send` for `recv` with `tag`.
     fn leaders_swap(&self, send: &[u64], recv: &mut [u64], tag: i32) -> Result<()> {
         let remote_leader = self.remote()?.group.members()[0];
         let ctx = self.coll_ctx();
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine()?;
         runtime::mem::lend(bytemuck::cast_slice(send), |sb| {
             runtime::mem::lend_mut(bytemuck::cast_slice_mut(recv), |rb| {
                 let r = rt.irecv(rb.clone(), remote_leader as i32, ctx, tag);
@@ -241,6 +259,23 @@ impl<'u> Comm<'u> {
         self.inter_with(local_members, remote, &free).map(Some)
     }
 
+    /// MPI_Comm_create of an intercommunicator (MPI-2.2): `group`, a subgroup of this
+    /// side's group, with the other side's, as an intercommunicator; `None` for a
+    /// process outside `group`, or when the other side's group is empty.
+    pub(crate) fn inter_create(&self, group: &Group) -> Result<Option<Comm<'u>>> {
+        let local = self.d.group.members();
+        if let Some(outsider) = group.members().iter().find(|w| !local.contains(w)) {
+            return Err(Error::Arg(format!(
+                "create: job rank {outsider} of the group is not in the local group of this intercommunicator"
+            )));
+        }
+        // The group's own order, as a split by one color keyed by the rank in the group.
+        match group.rank() {
+            Some(r) => self.inter_split(0, r as i32),
+            None => self.inter_split(UNDEFINED, 0),
+        }
+    }
+
     /// One intracommunicator of both groups (MPI_Intercomm_merge): the group that says
     /// `high` false comes first; if both say the same, the group whose leader has the
     /// lower job rank.
@@ -264,7 +299,7 @@ impl<'u> Comm<'u> {
             .borrow_mut()
             .take_lowest(&free)
             .ok_or_else(no_context_left)?;
-        let me = self.u.rt.borrow().rank();
+        let me = self.u.rank();
         let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
         Ok(Comm {
             u: self.u,

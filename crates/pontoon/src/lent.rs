@@ -35,14 +35,14 @@ impl<'u> Comm<'u> {
     /// Starts a send of `buf` (MPI_Isend; `sync`: MPI_Issend).
     pub fn isend_lent(&self, buf: Buffer, dest: Rank, tag: i32, sync: bool) -> Result<Pending<'u>> {
         let dest = self.world_rank(dest)?;
-        let id = self.u.rt.borrow_mut().isend(buf, dest, self.p2p_ctx(), tag, sync);
+        let id = self.u.engine()?.isend(buf, dest, self.p2p_ctx(), tag, sync);
         Ok(self.pending(id))
     }
 
     /// Starts a receive into `buf` (MPI_Irecv); `source` `None`: any source.
     pub fn irecv_lent(&self, buf: Buffer, source: Option<Rank>, tag: i32) -> Result<Pending<'u>> {
         let from = self.world_src(source)?;
-        let id = self.u.rt.borrow_mut().irecv(buf, from, self.p2p_ctx(), tag);
+        let id = self.u.engine()?.irecv(buf, from, self.p2p_ctx(), tag);
         Ok(self.pending(id))
     }
 
@@ -50,14 +50,14 @@ impl<'u> Comm<'u> {
     /// only [`Comm::irecv_message`] can receive it.
     pub fn improbe(&self, source: Option<Rank>, tag: i32) -> Result<Option<(Status, Message)>> {
         let from = self.world_src(source)?;
-        let hit = self.u.rt.borrow_mut().improbe(from, self.p2p_ctx(), tag);
+        let hit = self.u.engine()?.improbe(from, self.p2p_ctx(), tag);
         Ok(hit.map(|h| self.message(h)))
     }
 
     /// Blocking matched probe (MPI_Mprobe).
     pub fn mprobe(&self, source: Option<Rank>, tag: i32) -> Result<(Status, Message)> {
         let from = self.world_src(source)?;
-        let hit = self.u.rt.borrow_mut().mprobe(from, self.p2p_ctx(), tag)?;
+        let hit = self.u.engine()?.mprobe(from, self.p2p_ctx(), tag)?;
         Ok(self.message(hit))
     }
 
@@ -67,7 +67,7 @@ impl<'u> Comm<'u> {
 
     /// Receives a message a matched probe took into `buf` (MPI_Imrecv).
     pub fn irecv_message(&self, buf: Buffer, msg: Message) -> Result<Pending<'u>> {
-        let id = self.u.rt.borrow_mut().irecv_claimed(buf, msg.id)?;
+        let id = self.u.engine()?.irecv_claimed(buf, msg.id)?;
         Ok(self.pending(id))
     }
 
@@ -90,7 +90,11 @@ impl Pending<'_> {
     /// by this call).
     pub fn is_done(&mut self) -> bool {
         if let State::Running = self.state {
-            let r = self.comm.u.rt.borrow_mut().test(self.id);
+            let Ok(mut rt) = self.comm.u.engine() else {
+                return false;
+            };
+            let r = rt.test(self.id);
+            drop(rt);
             match r {
                 Ok(Some((c, _))) => self.settle(c),
                 Ok(None) => return false,
@@ -125,7 +129,7 @@ impl Pending<'_> {
     /// Waits for the result (MPI_Wait); `Ok(None)`: the receive was cancelled.
     pub fn wait(&mut self) -> Result<Option<Status>> {
         if let State::Running = self.state {
-            let r = self.comm.u.rt.borrow_mut().wait(self.id);
+            let r = self.comm.u.engine()?.wait(self.id);
             match r {
                 Ok((c, _)) => self.settle(c),
                 Err(e) => self.state = State::Done(Err(e.into())),
@@ -147,7 +151,7 @@ impl Pending<'_> {
         if !matches!(self.state, State::Running) {
             return false;
         }
-        let hit = self.comm.u.rt.borrow_mut().cancel_recv(self.id);
+        let hit = self.comm.u.engine().is_ok_and(|mut rt| rt.cancel_recv(self.id));
         if hit {
             self.state = State::Cancelled;
         }
@@ -170,7 +174,7 @@ pub fn wait_any_lent(ops: &mut [&mut Pending<'_>]) -> Result<Option<usize>> {
         return Ok(None);
     };
     let ids: Vec<runtime::ReqId> = ops.iter().filter_map(|p| p.running_id()).collect();
-    let i = first.comm.u.rt.borrow_mut().wait_any(&ids)?;
+    let i = first.comm.u.engine()?.wait_any(&ids)?;
     ops[i].is_done();
     Ok(Some(i))
 }

@@ -59,6 +59,10 @@ pub enum Error {
     /// error `code`; the call that ran it fails with that code.
     #[error("the program's {what} callback returned error {code}")]
     Callback { what: &'static str, code: i32 },
+    /// A call that needs the engine, made from a callback the engine is running (a
+    /// user-defined reduction): it would re-enter the engine, so it is refused.
+    #[error("this call needs pontoon's engine, which is busy running the callback that made it (a user-defined reduction, or another function pontoon calls while it progresses); make the call outside the callback")]
+    Busy,
 }
 
 impl From<runtime::Error> for Error {
@@ -107,6 +111,10 @@ pub(crate) fn status(c: runtime::Completion) -> Result<Status> {
 /// The running job. Finalizes when dropped if [`Universe::finalize`] was not called.
 pub struct Universe {
     rt: RefCell<Runtime>,
+    /// This process's rank in the job, and when the job started here (MPI_Wtime's
+    /// origin): answered without the engine, which a callback may find busy.
+    rank: Rank,
+    started: std::time::Instant,
     finalized: std::cell::Cell<bool>,
     /// Shared with the rounds of MPI_Comm_idup, which the background task runs.
     contexts: Rc<RefCell<comm::ContextPool>>,
@@ -133,6 +141,8 @@ pub fn init() -> Result<Universe> {
     );
     let me = comm::new_comm_data(Group::new(vec![rank], rank), 1, size, "MPI_COMM_SELF", true);
     Ok(Universe {
+        started: rt.started(),
+        rank,
         rt: RefCell::new(rt),
         finalized: std::cell::Cell::new(false),
         contexts: Rc::new(RefCell::new(comm::ContextPool::new())),
@@ -171,83 +181,106 @@ impl Universe {
 
     /// Seconds since an arbitrary point in the past (MPI_Wtime).
     pub fn wtime(&self) -> f64 {
-        self.rt.borrow().wtime()
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// This process's rank in the job (in MPI_COMM_WORLD).
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The engine, for a call that needs it; [`Error::Busy`] when it is running already
+    /// (an MPI call from a callback it runs must not re-enter it).
+    #[inline]
+    pub(crate) fn engine(&self) -> Result<std::cell::RefMut<'_, Runtime>> {
+        self.rt.try_borrow_mut().map_err(|_| Error::Busy)
+    }
+
+    /// The engine to look at (diagnostics); `None` while it is busy as for [`Self::engine`].
+    fn engine_ref(&self) -> Option<std::cell::Ref<'_, Runtime>> {
+        self.rt.try_borrow().ok()
     }
 
     /// Moves whatever can move without blocking (a C caller's MPI_Test* with nothing
     /// finished yet).
     pub fn progress(&self) {
-        self.rt.borrow_mut().progress();
+        if let Ok(mut rt) = self.engine() {
+            rt.progress();
+        }
     }
 
     /// (connected peers, connection attempts abandoned to a simultaneous one), for diagnostics.
     pub fn wireup_stats(&self) -> (usize, usize) {
-        self.rt.borrow().wireup_stats()
+        self.engine_ref().map_or((0, 0), |rt| rt.wireup_stats())
     }
 
     /// Most payload bytes of unmatched eager messages this rank ever held at once
     /// (bounded by `PONTOON_UNEXPECTED_CAP`), for diagnostics.
     pub fn unexpected_peak(&self) -> u64 {
-        self.rt.borrow().unexpected_peak()
+        self.engine_ref().map_or(0, |rt| rt.unexpected_peak())
     }
 
     /// How many progress passes looked at wire-up and the coordinator, for diagnostics
     /// (they do on readiness and every few milliseconds: each look costs system calls).
     pub fn housekeeping_passes(&self) -> u64 {
-        self.rt.borrow().housekeeping_passes()
+        self.engine_ref().map_or(0, |rt| rt.housekeeping_passes())
     }
 
     /// Addresses rank `rank` listens on (its endpoint card), for diagnostics.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
-        self.rt.borrow().peer_addresses(rank)
+        self.engine_ref()
+            .map(|rt| rt.peer_addresses(rank))
+            .unwrap_or_default()
     }
 
     /// The node rank `rank` runs on (ranks of one node share memory), from its card.
     pub fn node(&self, rank: Rank) -> Option<u64> {
-        self.rt.borrow().node(rank)
+        self.engine_ref()?.node(rank)
     }
 
     /// Rank `rank`'s endpoint card (interfaces, addresses, node, site), for diagnostics.
     pub fn card(&self, rank: Rank) -> Option<runtime::EndpointCard> {
-        self.rt.borrow().card(rank).cloned()
+        self.engine_ref()?.card(rank).cloned()
     }
 
     /// Whether any rank has a site: without, no communicator spans sites.
     pub(crate) fn sited(&self) -> bool {
-        self.rt.borrow().sited()
+        self.engine_ref().is_some_and(|rt| rt.sited())
     }
 
     /// Rank `rank`'s site: declared (`PONTOON_SITE`, a hostfile's `site=`), or inferred
     /// from the endpoint cards (`net::sites`); `None`: the job is one site.
     pub fn site(&self, rank: Rank) -> Option<String> {
-        self.rt.borrow().site(rank).map(str::to_string)
+        self.engine_ref()?.site(rank).map(str::to_string)
     }
 
     /// The connection carrying traffic with `peer`, once connected, for diagnostics.
     pub fn path(&self, peer: Rank) -> Option<runtime::PathInfo> {
-        self.rt.borrow().path(peer)
+        self.engine_ref()?.path(peer)
     }
 
     /// Why punching through NATs towards `peer` ended without a lane, if it did.
     pub fn punch_note(&self, peer: Rank) -> Option<String> {
-        self.rt.borrow().punch_note(peer).map(str::to_string)
+        self.engine_ref()?.punch_note(peer).map(str::to_string)
     }
 
     /// Progresses until this rank's connection attempts (further lanes included) are over,
     /// or `limit` passes.
     pub fn settle_wireup(&self, limit: std::time::Duration) {
-        self.rt.borrow_mut().settle_wireup(limit)
+        if let Ok(mut rt) = self.engine() {
+            rt.settle_wireup(limit)
+        }
     }
 
     /// Every lane to `peer` (the first connection, then one per further interface pair).
     pub fn lanes(&self, peer: Rank) -> Vec<runtime::PathInfo> {
-        self.rt.borrow().lanes(peer)
+        self.engine_ref().map(|rt| rt.lanes(peer)).unwrap_or_default()
     }
 
     /// Where this rank takes raw-Ethernet lanes: its interfaces, or why it takes none
     /// (`None`: raw Ethernet is not in `PONTOON_TRANSPORTS`), for diagnostics.
     pub fn raw_ethernet(&self) -> Option<std::result::Result<Vec<String>, String>> {
-        let rt = self.rt.borrow();
+        let rt = self.engine_ref()?;
         match rt.eth_refusal() {
             Some(why) => Some(Err(why.to_string())),
             None => Some(Ok(rt.eth_interfaces())).filter(|i| i.as_ref().is_ok_and(|v| !v.is_empty())),
@@ -256,12 +289,14 @@ impl Universe {
 
     /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
     pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
-        self.rt.borrow().lane_caps(lane)
+        self.engine_ref()?.lane_caps(lane)
     }
 
     /// Every connection attempt this rank made to `peer`, for diagnostics.
     pub fn attempts(&self, peer: Rank) -> Vec<runtime::Attempt> {
-        self.rt.borrow().attempts(peer).to_vec()
+        self.engine_ref()
+            .map(|rt| rt.attempts(peer).to_vec())
+            .unwrap_or_default()
     }
 
     /// Every rank publishes `value` under `topic`; returns all ranks' values, by rank,
@@ -269,24 +304,37 @@ impl Universe {
     /// manager, so it works between ranks that cannot reach each other). Collective;
     /// call it when no transfer is pending.
     pub fn exchange(&self, topic: &str, value: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.rt.borrow_mut().exchange(topic, value).map_err(Error::from)
+        self.engine()?.exchange(topic, value).map_err(Error::from)
     }
 
     /// Ends the job for this rank: deletes the attributes of COMM_SELF, then of
     /// COMM_WORLD (their delete callbacks run), and waits until every rank got here.
     /// Later calls do nothing.
     pub fn finalize(&self) -> Result<()> {
-        if self.finalized.replace(true) {
+        if self.finalized.get() {
             return Ok(());
         }
+        drop(self.engine()?);
+        self.finalized.set(true);
         let attrs = attr::delete_all(&self.self_comm()).and(attr::delete_all(&self.world()));
-        self.rt.borrow_mut().finalize().map_err(Error::from)?;
+        self.engine()?.finalize().map_err(Error::from)?;
         attrs
     }
 
     /// Ends the whole job with `code` (MPI_Abort).
+    /// From a callback the engine runs, the engine cannot tell the peers: the process
+    /// ends with `code`, and the launcher ends the job when it sees a rank die.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        self.rt.borrow_mut().abort(code, message)
+        match self.engine() {
+            Ok(mut rt) => rt.abort(code, message),
+            Err(_) => {
+                eprintln!(
+                    "pontoon: rank {}: abort (code {code}) inside a callback: {message}",
+                    self.rank
+                );
+                std::process::exit(code)
+            }
+        }
     }
 }
 
@@ -295,7 +343,9 @@ impl Drop for Universe {
         if !self.finalized.get() {
             let _ = attr::delete_all(&self.self_comm());
             let _ = attr::delete_all(&self.world());
-            let _ = self.rt.borrow_mut().finalize();
+            if let Ok(mut rt) = self.engine() {
+                let _ = rt.finalize();
+            }
         }
     }
 }
@@ -333,7 +383,10 @@ impl<'u, T: Pod + Send> Request<'u, T> {
 
     /// Waits for completion; returns the status and the buffer.
     pub fn wait(mut self) -> (Result<Status>, Vec<T>) {
-        let r = self.comm.u.rt.borrow_mut().wait(self.id);
+        let r = match self.comm.u.engine() {
+            Ok(mut rt) => rt.wait(self.id),
+            Err(e) => return (Err(e), Vec::new()),
+        };
         match r {
             Ok((c, b)) => self.finish(c, b),
             Err(e) => {
@@ -345,7 +398,10 @@ impl<'u, T: Pod + Send> Request<'u, T> {
 
     /// Completes the request if it is done (MPI_Test); otherwise gives it back.
     pub fn test(mut self) -> std::result::Result<(Result<Status>, Vec<T>), Self> {
-        let r = self.comm.u.rt.borrow_mut().test(self.id);
+        let r = match self.comm.u.engine() {
+            Ok(mut rt) => rt.test(self.id),
+            Err(_) => return Err(self),
+        };
         match r {
             Ok(Some((c, b))) => Ok(self.finish(c, b)),
             Ok(None) => Err(self),
@@ -360,7 +416,9 @@ impl<'u, T: Pod + Send> Request<'u, T> {
 impl<T: Pod + Send> Drop for Request<'_, T> {
     fn drop(&mut self) {
         if !self.done {
-            let _ = self.comm.u.rt.borrow_mut().wait(self.id);
+            if let Ok(mut rt) = self.comm.u.engine() {
+                let _ = rt.wait(self.id);
+            }
         }
     }
 }
@@ -379,7 +437,10 @@ pub fn wait_any<'u, T: Pod + Send>(
         return (0, Err(Error::Runtime("no request".into())), Vec::new(), reqs);
     };
     let ids: Vec<runtime::ReqId> = reqs.iter().map(|r| r.id).collect();
-    let idx = first.comm.u.rt.borrow_mut().wait_any(&ids).unwrap_or(0);
+    let idx = match first.comm.u.engine() {
+        Ok(mut rt) => rt.wait_any(&ids).unwrap_or(0),
+        Err(e) => return (0, Err(e), Vec::new(), reqs),
+    };
     let r = reqs.remove(idx);
     let (st, v) = r.wait();
     (idx, st, v, reqs)
@@ -388,8 +449,9 @@ pub fn wait_any<'u, T: Pod + Send>(
 /// Tests whether all requests are done (MPI_Testall) without completing any.
 pub fn test_all<T: Pod + Send>(reqs: &[Request<'_, T>]) -> bool {
     reqs.iter().all(|r| {
-        let mut rt = r.comm.u.rt.borrow_mut();
-        rt.progress();
-        rt.is_done(r.id)
+        r.comm.u.engine().is_ok_and(|mut rt| {
+            rt.progress();
+            rt.is_done(r.id)
+        })
     })
 }

@@ -502,6 +502,11 @@ impl Runtime {
             })
     }
 
+    /// When this process's runtime started (MPI_Wtime's origin).
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
     pub fn wtime(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
     }

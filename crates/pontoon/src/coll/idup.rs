@@ -88,25 +88,35 @@ fn round_tag(base: i32, round: u32) -> i32 {
     (0x8000_0000 | ((base as u32 & 0x7f_ffff) << 6) | (round & 63)) as i32
 }
 
-/// The context id an idup agreed on, for the communicator made once it completes.
+/// The context ids an idup agreed on, for the communicator made once it completes.
 pub struct IdupResult<'u> {
     parent: Comm<'u>,
-    agreed: Rc<Cell<Option<u32>>>,
+    agreed: Rc<Cell<Option<Ids>>>,
 }
+
+/// An intracommunicator's id; an intercommunicator's, then its own group's.
+type Ids = [u32; 2];
 
 impl<'u> IdupResult<'u> {
     /// The new communicator (MPI_Comm_idup's newcomm), once its request completed: the
-    /// parent's group, attributes (through their copy callbacks) and topology.
+    /// parent's groups, attributes (through their copy callbacks) and topology.
     pub fn communicator(self) -> Result<Comm<'u>> {
-        let id = self
+        let [id, local_id] = self
             .agreed
             .take()
             .ok_or_else(|| Error::Arg("MPI_Comm_idup has not completed".into()))?;
-        let c = self
-            .parent
-            .with_members(self.parent.d.group.members().to_vec(), id);
-        crate::attr::copy_all(&self.parent, &c)?;
-        c.set_topology(self.parent.topology());
+        let p = &self.parent;
+        let c = match p.is_inter() {
+            true => p.inter_on(
+                p.d.group.members().to_vec(),
+                p.peer_group().members().to_vec(),
+                id,
+                local_id,
+            ),
+            false => p.with_members(p.d.group.members().to_vec(), id),
+        };
+        crate::attr::copy_all(p, &c)?;
+        c.set_topology(p.topology());
         Ok(c)
     }
 }
@@ -115,14 +125,24 @@ impl<'u> Comm<'u> {
     /// Starts duplicating this communicator without blocking (MPI_Comm_idup): the
     /// request completes once the members agreed on a context; then
     /// [`IdupResult::communicator`] gives the duplicate.
+    ///
+    /// An intercommunicator's members agree over both groups, on two ids: the new
+    /// intercommunicator's and its groups' own.
     pub fn start_idup(&self) -> Result<(CollPending<'u>, IdupResult<'u>)> {
-        if self.is_inter() {
-            return Err(Error::Arg(
-                "MPI_Comm_idup on an intercommunicator is not supported; use MPI_Comm_dup".into(),
-            ));
-        }
+        let (members, wanted) = match self.is_inter() {
+            true => (self.both_groups()?, 2),
+            false => (self.d.group.members().to_vec(), 1),
+        };
+        let rank = members
+            .iter()
+            .position(|&w| w == self.u.rank())
+            .expect("a member") as u32;
+        let shape = algos::Shape {
+            rank,
+            size: members.len() as u32,
+        };
         let base = self.next_coll_tag();
-        let (shape, tuning) = (self.shape(), self.tuning());
+        let tuning = self.tuning();
         let round = move |mine: [u32; 2], n: u32| Link {
             sched: algos::allreduce(shape, INPUT, OUTPUT, 8, 4, true, &tuning),
             input: Buffer::owned_pod(mine.to_vec()),
@@ -133,30 +153,37 @@ impl<'u> Comm<'u> {
         let pool: Rc<RefCell<ContextPool>> = self.u.contexts.clone();
         let agreed = Rc::new(Cell::new(None));
         let (mut me, mut n, done) = (Agreement::default(), 0, agreed.clone());
+        let mut ids: Vec<u32> = Vec::new();
         let first = round(Agreement::first(&pool.borrow()), n);
         let then = Box::new(move |r: Result<Buffer>| {
             let mut pool = pool.borrow_mut();
+            let failed = |e, me: &mut Agreement, pool: &mut ContextPool, ids: &[u32]| {
+                me.give_back(pool);
+                ids.iter().for_each(|&id| pool.release(id));
+                Next::Done(Err(e))
+            };
             let out = match r {
                 Ok(out) => out,
-                Err(e) => {
-                    me.give_back(&mut pool);
-                    return Next::Done(Err(e));
-                }
+                Err(e) => return failed(e, &mut me, &mut pool, &ids),
             };
             let v: Vec<u32> = bytemuck::pod_collect_to_vec(out.slice(0, 8));
+            n += 1;
             match me.step([v[0], v[1]], &mut pool) {
-                Outcome::Agreed(id) => {
-                    done.set(Some(id));
+                Outcome::Agreed(id) if ids.len() + 1 == wanted => {
+                    done.set(Some([id, ids.first().copied().unwrap_or(id)]));
                     Next::Done(Ok(out))
                 }
-                Outcome::NoneLeft => Next::Done(Err(no_context_left())),
-                Outcome::Vote(mine) => {
-                    n += 1;
-                    Next::Run(round(mine, n))
+                // The next id, agreed the same way; this one stays taken.
+                Outcome::Agreed(id) => {
+                    ids.push(id);
+                    me = Agreement::default();
+                    Next::Run(round(Agreement::first(&pool), n))
                 }
+                Outcome::NoneLeft => failed(no_context_left(), &mut me, &mut pool, &ids),
+                Outcome::Vote(mine) => Next::Run(round(mine, n)),
             }
         });
-        let state = self.start_chain(first, then);
+        let state = self.start_chain(first, then, members.into());
         let result = IdupResult {
             parent: self.clone(),
             agreed,

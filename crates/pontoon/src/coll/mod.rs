@@ -211,7 +211,7 @@ impl<'u> Comm<'u> {
     ) -> Result<()> {
         let members = self.sched_members(across)?;
         let tag = self.next_coll_tag();
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine()?;
         if direct::fits(&sched) {
             let peers = direct::Peers {
                 members: &members,

@@ -33,7 +33,7 @@ impl Comm<'_> {
                     return None;
                 }
                 let members = self.d.group.shared_members();
-                self.u.rt.borrow_mut().node_members(&members).map(Rc::new)
+                self.u.engine().ok()?.node_members(&members).map(Rc::new)
             })
             .as_deref()
     }
@@ -47,7 +47,7 @@ impl Comm<'_> {
     /// MPI_Barrier on the node's collective area.
     pub(super) fn node_barrier(&self) -> Option<Result<()>> {
         let m = self.on_node()?;
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         Some(
             rt.node_all(m, "a barrier", &[], (0, 0), &mut [])
                 .map_err(Into::into),
@@ -62,7 +62,7 @@ impl Comm<'_> {
         }
         let m = self.on_node()?;
         let (me, root) = (self.rank() as usize, root as usize);
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         let r = if me == root {
             rt.node_from_root(m, "a broadcast", me, root, (buf, n), 0, &mut [])
         } else {
@@ -89,7 +89,7 @@ impl Comm<'_> {
         if me == root && send.len() < n * p {
             return Some(Err(short("scatter", "send", n * p)));
         }
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         let r = if me == root {
             if let Some(r) = recv {
                 r[..n].copy_from_slice(&send[me * n..(me + 1) * n]);
@@ -142,7 +142,7 @@ impl Comm<'_> {
         } else {
             &mut [][..]
         };
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         Some(
             rt.node_to_root(m, "a gather", me, root, mine, (0, n), dest)
                 .map_err(Into::into),
@@ -180,8 +180,8 @@ impl Comm<'_> {
         let mut parts = Parts::new(if me == root { n * p } else { 0 });
         let r = self
             .u
-            .rt
-            .borrow_mut()
+            .engine()
+            .ok()?
             .node_to_root(m, "a reduce", me, root, mine, (0, n), parts.bytes());
         if let Err(e) = r {
             return Some(Err(e.into()));
@@ -218,7 +218,7 @@ impl Comm<'_> {
                 &own
             }
         };
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         Some(
             rt.node_all(m, "an allgather", mine, (0, n), out)
                 .map_err(Into::into),
@@ -245,7 +245,7 @@ impl Comm<'_> {
                 &own
             }
         };
-        let mut rt = self.u.rt.borrow_mut();
+        let mut rt = self.u.engine().ok()?;
         Some(
             rt.node_all(m, "an alltoall", blocks, (me * n, n), out)
                 .map_err(Into::into),
@@ -270,8 +270,8 @@ impl Comm<'_> {
         let mut parts = Parts::new(n * p);
         let r =
             self.u
-                .rt
-                .borrow_mut()
+                .engine()
+                .ok()?
                 .node_all(m, "an allreduce", input.unwrap_or(out), (0, n), parts.bytes());
         if let Err(e) = r {
             return Some(Err(e.into()));

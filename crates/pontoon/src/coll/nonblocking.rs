@@ -152,7 +152,10 @@ impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
     /// Waits for completion (MPI_Wait); returns the result vector.
     pub fn wait(mut self) -> (Result<()>, Vec<T>) {
         if self.state.borrow().result.is_none() {
-            let mut rt = self.comm.u.rt.borrow_mut();
+            let mut rt = match self.comm.u.engine() {
+                Ok(rt) => rt,
+                Err(e) => return (Err(e), Vec::new()),
+            };
             self.state.borrow_mut().advance(&mut rt, true);
         }
         self.take()
@@ -161,7 +164,9 @@ impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
     /// Completes the request if it is done (MPI_Test); otherwise gives it back.
     pub fn test(mut self) -> std::result::Result<(Result<()>, Vec<T>), Self> {
         if self.state.borrow().result.is_none() {
-            let mut rt = self.comm.u.rt.borrow_mut();
+            let Ok(mut rt) = self.comm.u.engine() else {
+                return Err(self);
+            };
             rt.progress();
             self.state.borrow_mut().advance(&mut rt, false);
         }
@@ -176,8 +181,9 @@ impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
 impl<T: bytemuck::Pod + Send> Drop for CollRequest<'_, T> {
     fn drop(&mut self) {
         if !self.done && self.state.borrow().result.is_none() {
-            let mut rt = self.comm.u.rt.borrow_mut();
-            self.state.borrow_mut().advance(&mut rt, true);
+            if let Ok(mut rt) = self.comm.u.engine() {
+                self.state.borrow_mut().advance(&mut rt, true);
+            }
         }
     }
 }
@@ -208,11 +214,12 @@ impl<'u> Comm<'u> {
         })
     }
 
-    /// Starts a chain: `first` with `tag`, then whatever `then` says (MPI_Comm_idup).
-    pub(crate) fn start_chain(&self, first: Link, then: Then) -> Rc<RefCell<Started>> {
+    /// Starts a chain: `first` with `tag`, then whatever `then` says (MPI_Comm_idup), on
+    /// this communicator's collective context among `members` (job ranks).
+    pub(crate) fn start_chain(&self, first: Link, then: Then, members: Rc<[Rank]>) -> Rc<RefCell<Started>> {
         self.launch(Started {
             run: Some(Running::new(first.sched, first.input, first.output, first.op)),
-            members: self.d.group.shared_members(),
+            members,
             ctx: self.coll_ctx(),
             tag: first.tag,
             result: None,
@@ -221,10 +228,18 @@ impl<'u> Comm<'u> {
     }
 
     /// Registers a started schedule with the background task and takes its first step.
-    fn launch(&self, started: Started) -> Rc<RefCell<Started>> {
+    /// Started from a callback the engine runs, it fails at once ([`Error::Busy`]).
+    fn launch(&self, mut started: Started) -> Rc<RefCell<Started>> {
+        let mut rt = match self.u.engine() {
+            Ok(rt) => rt,
+            Err(e) => {
+                started.run = None;
+                started.result = Some(Err(e));
+                return Rc::new(RefCell::new(started));
+            }
+        };
         let state = Rc::new(RefCell::new(started));
         // Start the first step now; the rest advances with the job.
-        let mut rt = self.u.rt.borrow_mut();
         state.borrow_mut().advance(&mut rt, false);
         self.u.active.borrow_mut().push(Rc::downgrade(&state));
         rt.arm_background();

@@ -252,7 +252,9 @@ impl<'u> CollPending<'u> {
     /// Progresses once; true when finished (the result still to be taken).
     pub fn is_done(&mut self) -> bool {
         if !self.state.borrow().finished() {
-            let mut rt = self.comm.u.rt.borrow_mut();
+            let Ok(mut rt) = self.comm.u.engine() else {
+                return false;
+            };
             rt.progress();
             self.state.borrow_mut().advance(&mut rt, false);
         }
@@ -262,7 +264,7 @@ impl<'u> CollPending<'u> {
     /// Waits for the end; gives the output buffer back.
     pub fn wait(&mut self) -> Result<Buffer> {
         if !self.state.borrow().finished() {
-            let mut rt = self.comm.u.rt.borrow_mut();
+            let mut rt = self.comm.u.engine()?;
             self.state.borrow_mut().advance(&mut rt, true);
         }
         self.state
