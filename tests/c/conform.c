@@ -5,7 +5,8 @@
  * - MPI_MIN/MPI_MAX on long double, MPI_MINLOC/MPI_MAXLOC on MPI_LONG_DOUBLE_INT;
  * - single-status calls (MPI_Recv, MPI_Mprobe, MPI_Mrecv, MPI_Wait) leave MPI_ERROR alone,
  *   and the empty status is written whole (error MPI_SUCCESS);
- * - MPI_Info_* before MPI_Init; MPI_Type_match_size for 16-byte reals; MPI_Type_vector of
+ * - MPI_Info_* before MPI_Init, MPI_Info_create_env the same before, during and after;
+ *   MPI_Type_match_size for 16-byte reals; MPI_Type_vector of
  *   64 M blocks;
  * - a persistent send whose derived datatype was freed after MPI_Send_init still starts;
  * - attributes: delete callbacks on MPI_COMM_SELF at MPI_Finalize run in reverse order of
@@ -204,11 +205,30 @@ static void attributes(void) {
     CHECK_OK(MPI_Keyval_free(&k));
 }
 
+/* MPI_Info_create_env gives the same keys and values before MPI_Init, between Init and
+ * Finalize and after (MPICH's infocreateenv): 1 if `info` matches `first`. */
+static int same_env(MPI_Info first, MPI_Info info) {
+    int n1, n2;
+    if (MPI_Info_get_nkeys(first, &n1) != MPI_SUCCESS || MPI_Info_get_nkeys(info, &n2) != MPI_SUCCESS || n1 != n2)
+        return 0;
+    for (int i = 0; i < n1; i++) {
+        char key[MPI_MAX_INFO_KEY], v1[MPI_MAX_INFO_VAL], v2[MPI_MAX_INFO_VAL];
+        int len1 = MPI_MAX_INFO_VAL, len2 = MPI_MAX_INFO_VAL, f1 = 0, f2 = 0;
+        MPI_Info_get_nthkey(first, i, key);
+        MPI_Info_get_string(first, key, &len1, v1, &f1);
+        MPI_Info_get_string(info, key, &len2, v2, &f2);
+        if (!f1 || !f2 || strcmp(v1, v2) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     /* MPI-4: info objects before MPI_Init. */
-    MPI_Info early;
+    MPI_Info early, env0, env;
     char value[32];
     int flag = 0;
+    CHECK_OK(MPI_Info_create_env(argc, argv, &env0));
     CHECK_OK(MPI_Info_create(&early));
     CHECK_OK(MPI_Info_set(early, "pontoon_test", "before init"));
     MPI_Init(&argc, &argv);
@@ -218,6 +238,9 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Info_get(early, "pontoon_test", sizeof value - 1, value, &flag));
     CHECK(flag && strcmp(value, "before init") == 0);
     CHECK_OK(MPI_Info_free(&early));
+    CHECK_OK(MPI_Info_create_env(argc, argv, &env));
+    CHECK(same_env(env0, env));
+    CHECK_OK(MPI_Info_free(&env));
     MPI_Datatype real16;
     int bytes = 0;
     CHECK_OK(MPI_Type_match_size(MPI_TYPECLASS_REAL, 16, &real16));
@@ -251,6 +274,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rank %d: no info objects after MPI_Finalize\n", rank);
         return 1;
     }
+    if (MPI_Info_create_env(argc, argv, &env) != MPI_SUCCESS || !same_env(env0, env)) {
+        fprintf(stderr, "rank %d: MPI_Info_create_env differs after MPI_Finalize\n", rank);
+        return 1;
+    }
+    MPI_Info_free(&env);
+    MPI_Info_free(&env0);
     if (rank == 0)
         printf("conform OK on %d ranks\n", size);
     return 0;

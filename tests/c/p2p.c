@@ -173,6 +173,12 @@ int main(int argc, char **argv) {
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG);
     CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
     CHECK(n == 0);
+    /* ... whatever datatype handle it names (MPICH's tests pass MPI_DATATYPE_NULL). */
+    MPI_Request nullreq;
+    CHECK_OK(MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &nullreq));
+    CHECK_OK(MPI_Wait(&nullreq, &st));
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG);
+    CHECK_OK(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD));
 
     /* A column of a 4x4 matrix (vector type), blocking and non-blocking. */
     MPI_Datatype column;

@@ -5,7 +5,9 @@
  * orders, every process of the grid). Local to each rank. The attribute and darray parts
  * pass on MPICH 4.0 and Open MPI 4.1; their external32 does not (MPICH 4.0 crashes on a
  * struct in MPI_Pack_external_size, Open MPI packs long in 8 bytes where the standard's
- * table says 4 — MPICH's own sizes of predefined types agree with the table). */
+ * table says 4 — MPICH's own sizes of predefined types agree with the table). Also the
+ * MPI-3 `_x` queries and the Fortran 90 parameterized types made from C
+ * (MPI_Type_create_f90_*: their envelope, contents, and use in messages and reductions). */
 #include "check.h"
 #include <stddef.h>
 
@@ -197,6 +199,80 @@ static void darrays(void) {
     CHECK(MPI_Type_create_darray(2, 0, 1, g, d, a, p, MPI_ORDER_C, MPI_INT, &t) != MPI_SUCCESS);
 }
 
+static void x_queries(void) {
+    MPI_Datatype v;
+    CHECK_OK(MPI_Type_vector(3, 2, 5, MPI_DOUBLE, &v));
+    CHECK_OK(MPI_Type_commit(&v));
+    MPI_Count size, lb, extent, tlb, textent, elements;
+    CHECK_OK(MPI_Type_size_x(v, &size));
+    CHECK_OK(MPI_Type_get_extent_x(v, &lb, &extent));
+    CHECK_OK(MPI_Type_get_true_extent_x(v, &tlb, &textent));
+    CHECK(size == 48 && lb == 0 && extent == 12 * 8 && tlb == 0 && textent == 12 * 8);
+    MPI_Status st;
+    CHECK_OK(MPI_Status_set_elements_x(&st, MPI_DOUBLE, 5));
+    CHECK_OK(MPI_Get_elements_x(&st, v, &elements));
+    CHECK(elements == 5);
+    CHECK_OK(MPI_Type_free(&v));
+}
+
+/* One Fortran 90 type asked for by precision and range: its size, how it says it was
+ * made, and that it carries a message and a sum. */
+static void f90_case(int combiner, int p, int r, int want_size) {
+    MPI_Datatype t;
+    switch (combiner) {
+    case MPI_COMBINER_F90_REAL:
+        CHECK_OK(MPI_Type_create_f90_real(p, r, &t));
+        break;
+    case MPI_COMBINER_F90_COMPLEX:
+        CHECK_OK(MPI_Type_create_f90_complex(p, r, &t));
+        break;
+    default:
+        CHECK_OK(MPI_Type_create_f90_integer(r, &t));
+    }
+    int size, nints, nadds, ntypes, comb, ints[2] = {-1, -1};
+    CHECK_OK(MPI_Type_size(t, &size));
+    CHECK(size == want_size);
+    CHECK_OK(MPI_Type_get_envelope(t, &nints, &nadds, &ntypes, &comb));
+    CHECK(comb == combiner && nadds == 0 && ntypes == 0);
+    CHECK(nints == (combiner == MPI_COMBINER_F90_INTEGER ? 1 : 2));
+    CHECK_OK(MPI_Type_get_contents(t, 2, 0, 0, ints, NULL, NULL));
+    if (combiner == MPI_COMBINER_F90_INTEGER)
+        CHECK(ints[0] == r);
+    else
+        CHECK(ints[0] == p && ints[1] == r);
+    unsigned char a[32], b[32];
+    memset(a, 0, sizeof a);
+    memset(b, 0xff, sizeof b);
+    MPI_Request req[2];
+    CHECK_OK(MPI_Isend(a, 1, t, 0, 42, MPI_COMM_SELF, &req[0]));
+    CHECK_OK(MPI_Irecv(b, 1, t, 0, 42, MPI_COMM_SELF, &req[1]));
+    CHECK_OK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    CHECK(memcmp(a, b, size) == 0);
+    CHECK_OK(MPI_Reduce_local(a, b, 1, t, MPI_SUM));
+    CHECK(memcmp(a, b, size) == 0);
+}
+
+static void f90_types(void) {
+    f90_case(MPI_COMBINER_F90_REAL, 3, 10, 4);
+    f90_case(MPI_COMBINER_F90_REAL, 3, MPI_UNDEFINED, 4);
+    f90_case(MPI_COMBINER_F90_REAL, MPI_UNDEFINED, 30, 4);
+    f90_case(MPI_COMBINER_F90_REAL, 7, 30, 8);
+    f90_case(MPI_COMBINER_F90_REAL, MPI_UNDEFINED, 300, 8);
+    f90_case(MPI_COMBINER_F90_COMPLEX, 3, 10, 8);
+    f90_case(MPI_COMBINER_F90_COMPLEX, 7, MPI_UNDEFINED, 16);
+    f90_case(MPI_COMBINER_F90_INTEGER, 0, 2, 1);
+    f90_case(MPI_COMBINER_F90_INTEGER, 0, 5, 4);
+    f90_case(MPI_COMBINER_F90_INTEGER, 0, 10, 8);
+    /* No such type: an error, not a type. */
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    CHECK(MPI_Type_create_f90_real(40, 5000, &t) != MPI_SUCCESS);
+    CHECK(MPI_Type_create_f90_integer(40, &t) != MPI_SUCCESS);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -207,6 +283,8 @@ int main(int argc, char **argv) {
     attributes();
     external32();
     darrays();
+    x_queries();
+    f90_types();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         printf("type_extras OK on %d ranks\n", size);

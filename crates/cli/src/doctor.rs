@@ -5,6 +5,7 @@
 //! other are reported too.
 
 use serde::Serialize;
+use std::fmt::Write;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
@@ -275,6 +276,45 @@ fn cell(peer: &serde_json::Value) -> String {
     }
 }
 
+/// The rank × rank table of [`cell`]s, its columns as wide as their widest text and
+/// two spaces apart.
+fn path_matrix(size: u32, ranks: &[serde_json::Value]) -> String {
+    let rows: Vec<(String, Vec<String>)> = ranks
+        .iter()
+        .map(|r| {
+            let peers = r["peers"].as_array().cloned().unwrap_or_default();
+            let cells = (0..size)
+                .map(|c| {
+                    peers
+                        .iter()
+                        .find(|p| p["peer"].as_u64() == Some(u64::from(c)))
+                        .map_or_else(|| "-".to_string(), cell)
+                })
+                .collect();
+            (r["rank"].to_string(), cells)
+        })
+        .collect();
+    let label = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0).max(4);
+    let width = |c: usize| {
+        let widest = rows.iter().map(|(_, cells)| cells[c].len()).max().unwrap_or(0);
+        widest.max(c.to_string().len()) + 2
+    };
+    let widths: Vec<usize> = (0..size as usize).map(width).collect();
+    let mut out = format!("{:>label$}", "");
+    for (c, w) in widths.iter().enumerate() {
+        let _ = write!(out, "{c:>w$}");
+    }
+    out.push('\n');
+    for (l, cells) in &rows {
+        let _ = write!(out, "{l:>label$}");
+        for (text, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "{text:>w$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `  FROM -> TO: round trip, streams` for every pair with WAN lanes.
 fn wan_paths(ranks: &[serde_json::Value]) -> Vec<String> {
     let mut out = Vec::new();
@@ -334,7 +374,6 @@ fn pair_notes(ranks: &[serde_json::Value], field: &str) -> Vec<String> {
 }
 
 fn render(size: u32, ranks: &[serde_json::Value]) -> String {
-    use std::fmt::Write;
     let mut out = format!("pontoon doctor: {size} ranks\n\nranks:\n");
     for r in ranks {
         let site = r["site"].as_str().unwrap_or("-");
@@ -368,23 +407,7 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
          target's site, two-proxy through ours and theirs, punched straight through both NATs, \
          else the class of the first lane's address, xN for N lanes):"
     );
-    let _ = write!(out, "{:>6}", "");
-    for c in 0..size {
-        let _ = write!(out, "{c:>14}");
-    }
-    out.push('\n');
-    for r in ranks {
-        let _ = write!(out, "{:>6}", r["rank"]);
-        let peers = r["peers"].as_array().cloned().unwrap_or_default();
-        for c in 0..size {
-            let text = peers
-                .iter()
-                .find(|p| p["peer"].as_u64() == Some(u64::from(c)))
-                .map_or_else(|| "-".to_string(), cell);
-            let _ = write!(out, "{text:>14}");
-        }
-        out.push('\n');
-    }
+    out.push_str(&path_matrix(size, ranks));
     let _ = writeln!(out, "\nattempts (by the rank that connected):");
     for r in ranks {
         for p in r["peers"].as_array().into_iter().flatten() {
@@ -500,5 +523,46 @@ pub fn main(json: bool) -> ExitCode {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A cell as wide as a column once ran into its neighbour
+    /// (`-same-segmentx2  v4-privatex2same-segmentx2` in `make demo`).
+    #[test]
+    fn matrix_columns_are_as_wide_as_their_cells_and_stay_apart() {
+        let lane = json!({});
+        let peer = |to: u32, class: &str, lanes: usize| json!({ "peer": to, "ok": true, "path": { "class": class }, "lanes": vec![lane.clone(); lanes] });
+        let ranks = vec![
+            json!({ "rank": 0, "peers": [peer(1, "same-segment", 2), peer(2, "ipv4-private", 2)] }),
+            json!({ "rank": 1, "peers": [peer(0, "same-segment", 2), peer(2, "same-segment", 2)] }),
+            json!({ "rank": 2, "peers": [peer(0, "ipv4-private", 2), peer(1, "same-segment", 2)] }),
+        ];
+        let text = path_matrix(3, &ranks);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        for row in &lines[1..] {
+            let words: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(words.len(), 4, "a row of a label and three cells: {row:?}");
+        }
+        // Columns line up: every cell of a column ends where its header does.
+        let ends = |line: &str| -> Vec<usize> {
+            let mut v = Vec::new();
+            let b = line.as_bytes();
+            for i in 0..b.len() {
+                if b[i] != b' ' && (i + 1 == b.len() || b[i + 1] == b' ') {
+                    v.push(i);
+                }
+            }
+            v
+        };
+        let header = ends(lines[0]);
+        for row in &lines[1..] {
+            assert_eq!(ends(row)[1..], header[..], "{text}");
+        }
     }
 }

@@ -85,8 +85,9 @@ struct RunArgs {
     /// Pin each rank to one CPU (`core`: rank i on CPU i modulo the CPUs available) or not (`none`)
     #[arg(long, value_name = "core|none", value_parser = ["core", "none"])]
     bind_to: Option<String>,
-    /// End the job after SECONDS (exit status 124)
-    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    /// End the job after SECONDS (exit status 124); test harnesses set MPIEXEC_TIMEOUT,
+    /// which MPICH's and Open MPI's mpiexec read too
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout, env = "MPIEXEC_TIMEOUT")]
     timeout: Option<Duration>,
     /// Run the ranks on the hosts of this testbed (the launcher runs on its first host);
     /// with --host, on those of its hosts

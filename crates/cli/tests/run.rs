@@ -370,6 +370,25 @@ fn timeout_ends_the_job() {
     assert_all_gone(&ranks, &ranks);
 }
 
+/// Test harnesses (MPICH's test suite among them) give the limit in MPIEXEC_TIMEOUT.
+#[test]
+fn mpiexec_timeout_is_the_timeout() {
+    let started = Instant::now();
+    let mut child = pontoon()
+        .env("MPIEXEC_TIMEOUT", "0.5")
+        .args(["run", "-n", "1", "sleep", "987"])
+        .spawn()
+        .unwrap();
+    let out = reader(child.stdout.take().unwrap());
+    let d = finish(child, started, out);
+    assert_eq!(d.code, Some(124), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("did not finish within --timeout 500ms"),
+        "{}",
+        d.stderr
+    );
+}
+
 #[test]
 fn processes_the_ranks_leave_behind_are_ended() {
     // A daemon that left the rank's process group and ignores SIGTERM.

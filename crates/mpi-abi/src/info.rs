@@ -14,7 +14,6 @@ use crate::abi::*;
 use crate::boundary::{c_str, fail, out, put_c_string, Fail, Res};
 use crate::handles::{Kind, Slab};
 use crate::mpi_fn;
-use crate::state::{try_mpi, Mpi};
 
 pub type InfoEntries = Vec<(String, String)>;
 
@@ -43,7 +42,7 @@ fn key_arg(p: *const c_char) -> Result<String, Fail> {
 /// The entries of an info handle (a copy).
 pub fn entries(h: MPI_Info) -> Result<InfoEntries, Fail> {
     match h {
-        MPI_INFO_ENV => Ok(env_entries(try_mpi())),
+        MPI_INFO_ENV => Ok(env_entries()),
         _ => infos()
             .get(h)
             .cloned()
@@ -66,11 +65,19 @@ pub fn add(e: InfoEntries) -> Result<MPI_Info, Fail> {
         .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many info objects"))
 }
 
-/// What MPI_INFO_ENV holds; before MPI_Init the job's size is not known yet.
-fn env_entries(m: Option<&Mpi>) -> InfoEntries {
+/// The variables that give the job's size, read at every call: MPI_Info_create_env gives
+/// the same before MPI_Init, between Init and Finalize and after (MPI-4.0 §11.2.1):
+/// pontoon's launcher, a PMI process manager (Hydra), srun.
+const SIZE_VARIABLES: [&str; 3] = ["PONTOON_SIZE", "PMI_SIZE", "SLURM_NTASKS"];
+
+/// What MPI_INFO_ENV holds: the same whenever it is asked.
+fn env_entries() -> InfoEntries {
     let mut e = vec![("thread_level".to_string(), "MPI_THREAD_FUNNELED".to_string())];
-    if let Some(m) = m {
-        e.insert(0, ("maxprocs".to_string(), m.u.world().size().to_string()));
+    let size = SIZE_VARIABLES
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse::<u32>().ok());
+    if let Some(n) = size {
+        e.insert(0, ("maxprocs".to_string(), n.to_string()));
     }
     if let Ok(d) = std::env::current_dir() {
         e.push(("wdir".into(), d.to_string_lossy().into_owned()));
@@ -218,7 +225,7 @@ mpi_fn! {
     /// A new info with what MPI_INFO_ENV holds.
     fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) {
         let _ = (argc, argv);
-        *out(info, "info")? = add(env_entries(try_mpi()))?;
+        *out(info, "info")? = add(env_entries())?;
         Ok(())
     }
 }

@@ -84,8 +84,15 @@ pub(crate) use mpi_fn;
 /// `MPI_Count` in the second, `Displ` is `int` and `MPI_Aint`, and `AintCount` is
 /// `MPI_Aint` and `MPI_Count`; `LARGE` says which form runs. Bodies widen with
 /// [`boundary::Wide::wide`] and fit results with [`boundary::fit`], so the large forms
-/// really carry large counts.
+/// really carry large counts. `MPI_X | MPI_X_c | MPI_X_x` adds the MPI-3 `_x` form,
+/// whose counts are `MPI_Count` as in the large-count one.
 macro_rules! mpi_fn_c {
+    // With a third name: the MPI-3 `_x` form too, the same as the large-count one.
+    ($(#[$m:meta])* fn $name:ident | $cname:ident | $xname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn_c!($(#[$m])* fn $name | $cname ($($arg : $ty),*) $(on $on)? $body);
+        $crate::mpi_fn_c!(@one [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
+            $(#[$m])* fn $xname ($($arg : $ty),*) $(on $on)? $body);
+    };
     ($(#[$m:meta])* fn $name:ident | $cname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
         $crate::mpi_fn_c!(@one [::std::os::raw::c_int, ::std::os::raw::c_int, $crate::abi::MPI_Aint]
             $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);

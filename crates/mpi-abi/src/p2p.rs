@@ -174,6 +174,15 @@ pub fn recv_tag(tag: c_int) -> Result<i32, Fail> {
     }
 }
 
+/// The datatype of a send or receive. One with MPI_PROC_NULL moves nothing and
+/// completes at once whatever handle it names (MPI_DATATYPE_NULL among them), as in MPICH.
+fn datatype_for(m: &crate::state::Mpi, datatype: MPI_Datatype, proc_null: bool) -> Result<Datatype, Fail> {
+    match m.committed(datatype) {
+        Err(_) if proc_null => Ok(Datatype::basic(pontoon::Basic::U8)),
+        other => other,
+    }
+}
+
 /// A send's arguments, checked once: the communicator, datatype, element count, tag,
 /// and the destination (`None`: MPI_PROC_NULL, nothing to send).
 pub struct SendArgs {
@@ -193,10 +202,10 @@ pub fn send_args(
 ) -> Result<SendArgs, Fail> {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
     let n = count(n, "count")?;
     let tag = send_tag(tag)?;
     let dest = dest_rank(&c, dest)?;
+    let dt = datatype_for(m, datatype, dest.is_none())?;
     Ok(SendArgs {
         comm: c,
         dt,
@@ -225,10 +234,10 @@ pub fn recv_args(
 ) -> Result<RecvArgs, Fail> {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
     let n = count(n, "count")?;
     let tag = recv_tag(tag)?;
     let source = source_rank(&c, source)?;
+    let dt = datatype_for(m, datatype, source.is_none())?;
     Ok(RecvArgs {
         comm: c,
         dt,
@@ -619,7 +628,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Get_elements | MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
+    fn MPI_Get_elements | MPI_Get_elements_c | MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
         *out(n, "count")? = Count::try_from(st.elements_of(&dt)).unwrap_or(Count::from(MPI_UNDEFINED));
@@ -628,7 +637,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Status_set_elements | MPI_Status_set_elements_c(status: *mut MPI_Status, datatype: MPI_Datatype, n: Count) {
+    fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, n: Count) {
         let n = n.wide();
         let dt = mpi()?.datatype(datatype)?;
         set_bytes(out(status, "status")?, count(n, "count")? * dt.size());

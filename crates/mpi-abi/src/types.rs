@@ -222,7 +222,7 @@ pub(crate) fn wide<N: Wide>(v: &[N]) -> Vec<i64> {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_size | MPI_Type_size_c(datatype: MPI_Datatype, size: *mut Count) {
+    fn MPI_Type_size | MPI_Type_size_c | MPI_Type_size_x(datatype: MPI_Datatype, size: *mut Count) {
         let dt = mpi()?.datatype(datatype)?;
         *out(size, "size")? = Count::try_from(dt.size()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
@@ -230,7 +230,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_get_extent | MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut AintCount, extent: *mut AintCount) {
+    fn MPI_Type_get_extent | MPI_Type_get_extent_c | MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: *mut AintCount, extent: *mut AintCount) {
         let (l, e) = mpi()?.datatype(datatype)?.extent();
         *out(lb, "lb")? = fit_signed(l, "lb")?;
         *out(extent, "extent")? = fit_signed(e, "extent")?;
@@ -239,7 +239,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut AintCount, true_extent: *mut AintCount) {
+    fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c | MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut AintCount, true_extent: *mut AintCount) {
         let (l, e) = mpi()?.datatype(datatype)?.true_extent();
         *out(true_lb, "true_lb")? = fit_signed(l, "true_lb")?;
         *out(true_extent, "true_extent")? = fit_signed(e, "true_extent")?;
@@ -534,5 +534,65 @@ mpi_fn_c! {
             record(false, COMBINER_SUBARRAY, &ints, &[], &[oldtype])?
         };
         new_type(made, how, newtype)
+    }
+}
+
+/// MPI_Type_create_f90_*: the smallest of `kinds` (digits, decimal range, predefined
+/// type) with at least `p` digits and range `r` (`MPI_UNDEFINED`: any), as a committed
+/// type of its own whose envelope says how it was asked for (MPI 4.1 §19.1.9).
+fn f90_type(
+    combiner: c_int,
+    ints: Vec<c_int>,
+    (p, r): (c_int, c_int),
+    kinds: &[(c_int, c_int, &str)],
+    newtype: *mut MPI_Datatype,
+) -> Res {
+    let wanted = |have: c_int, want: c_int| want == MPI_UNDEFINED || (0..=have).contains(&want);
+    if p == MPI_UNDEFINED && r == MPI_UNDEFINED {
+        return fail(MPI_ERR_ARG, "p and r cannot both be MPI_UNDEFINED");
+    }
+    let Some(&(_, _, name)) = kinds.iter().find(|(dp, dr, _)| wanted(*dp, p) && wanted(*dr, r)) else {
+        return fail(
+            MPI_ERR_ARG,
+            format!("no predefined type has precision {p} and range {r} (MPI_UNDEFINED: any)"),
+        );
+    };
+    let m = mpi()?;
+    let h = PREDEFINED
+        .iter()
+        .find(|e| e.1 == name)
+        .map_or(MPI_DATATYPE_NULL, |e| e.0);
+    new_type(
+        Ok(m.datatype(h)?.dup()),
+        contents(combiner, ints, vec![], &[])?,
+        newtype,
+    )?;
+    // SAFETY: written just above by `new_type`.
+    if let Some(e) = m.types.borrow_mut().get_mut(unsafe { *newtype }) {
+        e.committed = true;
+    }
+    Ok(())
+}
+
+const COMBINER_F90_REAL: c_int = 113;
+const COMBINER_F90_COMPLEX: c_int = 114;
+const COMBINER_F90_INTEGER: c_int = 115;
+
+mpi_fn! {
+    fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) {
+        f90_type(COMBINER_F90_REAL, vec![p, r], (p, r), &[(6, 37, "MPI_REAL4"), (15, 307, "MPI_REAL8")], newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) {
+        f90_type(COMBINER_F90_COMPLEX, vec![p, r], (p, r), &[(6, 37, "MPI_COMPLEX8"), (15, 307, "MPI_COMPLEX16")], newtype)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) {
+        let kinds = [(2, 0, "MPI_INTEGER1"), (4, 0, "MPI_INTEGER2"), (9, 0, "MPI_INTEGER4"), (18, 0, "MPI_INTEGER8")];
+        f90_type(COMBINER_F90_INTEGER, vec![r], (r, MPI_UNDEFINED), &kinds, newtype)
     }
 }
