@@ -100,6 +100,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("idup", &[1, 2, 3, 5]),
         ("completion", &[1, 2, 3, 4]),
         ("reenter", &[1, 2, 3]),
+        ("cancel", &[1, 2, 3]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
@@ -175,7 +176,7 @@ fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
     let cc = pontoon_cc();
     let dir = scratch("two-hosts");
     let bed = Bed::up(&small_two_clusters());
-    for name in ["p2p", "coll", "comm", "nbc", "types", "completion"] {
+    for name in ["p2p", "coll", "comm", "nbc", "types", "completion", "cancel"] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
         let out = bed

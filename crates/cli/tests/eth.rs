@@ -93,7 +93,7 @@ fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
     if !is_root() {
         return;
     }
-    let programs: Vec<_> = ["p2p", "coll", "nbc", "types"]
+    let programs: Vec<_> = ["p2p", "coll", "nbc", "types", "cancel"]
         .iter()
         .map(|n| (*n, c_program(n)))
         .collect();
@@ -105,6 +105,13 @@ fn c_programs_pass_over_raw_ethernet_alone_also_with_loss_and_reordering() {
             "{name}: {out}"
         );
     }
+    // Small messages on the raw lane, larger ones on TCP: a CANCEL may overtake its
+    // message there, and must withdraw it when it comes.
+    let (ok, out) = run(&clean, "eth,tcp", &programs[4].1);
+    assert!(
+        ok && out.contains("cancel OK on 2 ranks"),
+        "cancel over eth and tcp: {out}"
+    );
     drop(clean);
     for loss in ["1.0", "5.0"] {
         // Reordered frames are sent at once, overtaking the ones the emulator delays.

@@ -536,8 +536,9 @@ mpi_fn! {
         let m = mpi()?;
         let h = *out(request, "request")?;
         match m.reqs.borrow_mut().get_mut(h) {
-            // Only receives can be cancelled here; a send runs to completion and
-            // MPI_Test_cancelled reports false, as the standard allows.
+            // A receive that has not matched is cancelled at once; a send asks its
+            // receiver to withdraw the message and completes with the answer, which
+            // MPI_Test_cancelled reports (a matched one completes as usual).
             Some(ReqEntry::P2p { op, .. }) => {
                 op.cancel();
                 Ok(())

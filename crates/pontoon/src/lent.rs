@@ -82,6 +82,10 @@ impl<'u> Comm<'u> {
 
 impl Pending<'_> {
     fn settle(&mut self, c: runtime::Completion) {
+        if matches!(c, Ok(st) if st.cancelled) {
+            self.state = State::Cancelled;
+            return;
+        }
         let st = status(c).map(|s| self.comm.local_status(s));
         self.state = State::Done(st);
     }
@@ -146,12 +150,14 @@ impl Pending<'_> {
         }
     }
 
-    /// Cancels a receive that has not matched yet (MPI_Cancel); true if it was.
+    /// Cancels the operation if nothing matched it yet (MPI_Cancel): a receive at once
+    /// (true if it was); a send once its receiver answered, which its completion says
+    /// (`Ok(None)` from [`Pending::wait`], as a cancelled receive's).
     pub fn cancel(&mut self) -> bool {
         if !matches!(self.state, State::Running) {
             return false;
         }
-        let hit = self.comm.u.engine().is_ok_and(|mut rt| rt.cancel_recv(self.id));
+        let hit = self.comm.u.engine().is_ok_and(|mut rt| rt.cancel(self.id));
         if hit {
             self.state = State::Cancelled;
         }

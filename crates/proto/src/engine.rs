@@ -13,6 +13,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::caps::{Caps, LaneId, LanePlan};
 
+mod arrival;
+mod cancel;
 mod coalesce;
 mod credit;
 mod failover;
@@ -25,6 +27,8 @@ mod spare;
 use crate::matching::{Matcher, ReqId};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes, PunchMsg};
 use crate::{Nanos, Rank, ANY_SOURCE};
+use arrival::incoming_len;
+pub use cancel::{Sent, CANCELS_AHEAD_MAX};
 pub use coalesce::COALESCE_MESSAGE_MAX;
 use credit::Credit;
 pub use credit::{cost as eager_cost, grant as eager_grant};
@@ -70,7 +74,7 @@ impl EngineConfig {
     }
 }
 
-/// Completion information of a receive.
+/// Completion information of a receive (or of a send, in the runtime: cancelled or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Status {
     pub source: Rank,
@@ -79,6 +83,8 @@ pub struct Status {
     pub count: u64,
     /// The message was longer than the buffer: only `count` bytes were kept (MPI_ERR_TRUNCATE).
     pub truncated: bool,
+    /// A send its cancel withdrew ([`Endpoint::cancel_send`], MPI_Test_cancelled).
+    pub cancelled: bool,
 }
 
 /// Why a request failed.
@@ -143,6 +149,10 @@ pub enum Output {
         req: SendId,
         result: Result<(), Failure>,
     },
+    /// The answer to [`Endpoint::cancel_send`]: `withdrawn`, the send is over and no
+    /// receive will have its message (a rendezvous send gets no `SendDone`); otherwise it
+    /// completes as it would have.
+    SendCancelled { req: SendId, withdrawn: bool },
     /// Messages wait for a connection to `peer`: establish one and report `handle_lane_up`.
     Connect { peer: Rank },
     /// The rendezvous receive `req` from `peer` has every byte, but another lane of the
@@ -202,6 +212,8 @@ pub struct ProtocolError {
 enum Incoming {
     Eager {
         data: Vec<u8>,
+        /// The sender's sequence number (a CANCEL names the message by it).
+        seq: u32,
     },
     Rts {
         peer: Rank,
@@ -211,10 +223,7 @@ enum Incoming {
         origin: Option<u64>,
     },
     /// A large or synchronous message to self, waiting for its receive.
-    SelfRdv {
-        send: SendId,
-        msg_len: u64,
-    },
+    SelfRdv { send: SendId, msg_len: u64 },
 }
 
 /// A MATCH or RTS held back until the messages before it (sequence numbers) arrived.
@@ -228,6 +237,8 @@ enum Held {
         send_id: u64,
         origin: Option<u64>,
     },
+    /// A message its sender cancelled while it was held back: its turn only counts.
+    Withdrawn,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +288,9 @@ struct Peer {
     origin: Option<(u64, u64)>,
     /// This rank's sends to the peer offered in one copy and not finished yet.
     offered_out: u32,
+    /// Messages of the peer cancelled before they arrived (sequence number, send id):
+    /// dropped when they do (`cancel.rs`).
+    cancels_ahead: Vec<(u32, u64)>,
 }
 
 impl Peer {
@@ -329,6 +343,8 @@ struct RdvSend {
     recv_id: RecvId,
     /// Fragments handed to lanes (lane, offset, length): those of a lane that breaks go again.
     handed: Vec<(LaneId, u64, u64)>,
+    /// A CANCEL went to the receiver (`cancel.rs`).
+    cancel_asked: bool,
 }
 
 struct RdvRecv {
@@ -373,6 +389,10 @@ pub struct Endpoint {
     batching: Vec<Rank>,
     /// Payload buffers of delivered eager messages, for the next ones.
     spare: spare::SpareBuffers,
+    /// Eager sends whose CANCEL awaits its answer, and the peer asked.
+    cancelling: HashMap<SendId, Rank>,
+    /// The sequence number of the next message to self (a cancel names it by that).
+    self_seq: u32,
 }
 
 fn seq_before(a: u32, b: u32) -> bool {
@@ -405,6 +425,8 @@ impl Endpoint {
             buffered_peak: 0,
             batching: Vec::new(),
             spare: spare::SpareBuffers::default(),
+            cancelling: HashMap::default(),
+            self_seq: 0,
         }
     }
 
@@ -471,6 +493,10 @@ impl Endpoint {
     /// buffers (unexpected or early): never above `unexpected_cap`.
     pub fn buffered_peak(&self) -> u64 {
         self.buffered_peak
+    }
+    /// Payload bytes of eager messages from peers held in engine buffers now.
+    pub fn buffered(&self) -> u64 {
+        self.buffered
     }
     /// Credit left for eager messages to `peer` (flow control).
     pub fn eager_credit(&self, peer: Rank) -> u64 {
@@ -558,111 +584,6 @@ impl Endpoint {
         self.matcher.cancel(req)
     }
 
-    fn matched(&mut self, req: RecvId, capacity: u64, src: Rank, tag: i32, incoming: Incoming) {
-        let msg_len = incoming_len(&incoming);
-        let count = msg_len.min(capacity);
-        let status = Status {
-            source: src,
-            tag,
-            count,
-            truncated: msg_len > capacity,
-        };
-        match incoming {
-            Incoming::Eager { mut data } => {
-                if src != self.me {
-                    self.buffered -= msg_len;
-                    self.consumed(src, msg_len);
-                }
-                data.truncate(count as usize);
-                if count > 0 {
-                    self.outputs.push_back(Output::Deliver { req, data });
-                }
-                self.outputs.push_back(Output::RecvDone {
-                    req,
-                    result: Ok(status),
-                });
-            }
-            Incoming::Rts {
-                peer,
-                send_id,
-                origin,
-                ..
-            } => {
-                if let Some(cause) = self.peer_failure(peer) {
-                    let result = Err(Failure::PeerFailed {
-                        rank: peer,
-                        cause: cause.to_string(),
-                    });
-                    self.outputs.push_back(Output::RecvDone { req, result });
-                    return;
-                }
-                if count == 0 {
-                    self.outputs.push_back(Output::RecvDone {
-                        req,
-                        result: Ok(status),
-                    });
-                } else {
-                    self.rdv_recvs.insert(
-                        req,
-                        RdvRecv {
-                            peer,
-                            send_id,
-                            expected: count,
-                            received: Ranges::default(),
-                            status,
-                        },
-                    );
-                    if let Some(at) = origin {
-                        self.outputs.push_back(Output::Pull {
-                            peer,
-                            req,
-                            at,
-                            len: count,
-                        });
-                        return;
-                    }
-                }
-                self.emit(
-                    peer,
-                    DataRepr::Cts {
-                        send_id,
-                        recv_id: req,
-                        accept_len: count,
-                    },
-                    None,
-                    None,
-                );
-                if count == 0 {
-                    self.emit(peer, DataRepr::Fin { send_id }, None, None);
-                }
-            }
-            Incoming::SelfRdv { send, .. } => {
-                if count > 0 {
-                    self.outputs.push_back(Output::LocalCopy {
-                        from: send,
-                        to: req,
-                        len: count,
-                    });
-                }
-                self.outputs.push_back(Output::SendDone {
-                    req: send,
-                    result: Ok(()),
-                });
-                self.outputs.push_back(Output::RecvDone {
-                    req,
-                    result: Ok(status),
-                });
-            }
-        }
-    }
-
-    /// Hands a message, in sequence order, to the matcher.
-    fn arrive(&mut self, env: Envelope, incoming: Incoming) {
-        if let Some((req, capacity, incoming)) = self.matcher.arrive(env.ctx, env.src, env.tag, incoming) {
-            self.matched(req, capacity, env.src, env.tag, incoming);
-        }
-    }
-
     // ---- frames from peers -------------------------------------------------------
 
     /// A data header arrived from `peer`. Returns where its payload goes and a token
@@ -702,7 +623,7 @@ impl Endpoint {
                 }
                 let len = env.msg_len;
                 p.credit.charge(len, grant).map_err(violation)?;
-                if env.seq == next {
+                if env.seq == next && p.cancels_ahead.is_empty() {
                     if let Some((req, capacity)) = self.matcher.match_posted(env.ctx, env.src, env.tag) {
                         // Fast path: in order and expected, the payload goes straight to the user.
                         self.peers[peer as usize].next_recv_seq = next.wrapping_add(1);
@@ -713,6 +634,7 @@ impl Endpoint {
                             tag: env.tag,
                             count,
                             truncated: len > capacity,
+                            cancelled: false,
                         };
                         self.drain_held(peer);
                         let dest = PayloadDest::User {
@@ -824,9 +746,17 @@ impl Endpoint {
                     Some(s) if s.peer == peer && (s.cts_seen || s.offered) => {}
                     _ => return Err(violation(format!("FIN for unknown send {send_id}"))),
                 }
-                if self.rdv_sends.remove(&send_id).is_some_and(|s| s.offered) {
+                let done = self.rdv_sends.remove(&send_id).expect("checked above");
+                if done.offered {
                     let p = &mut self.peers[peer as usize];
                     p.offered_out = p.offered_out.saturating_sub(1);
+                }
+                if done.cancel_asked {
+                    // Received, so not withdrawn, whenever the receiver's answer comes.
+                    self.outputs.push_back(Output::SendCancelled {
+                        req: send_id,
+                        withdrawn: false,
+                    });
                 }
                 self.outputs.push_back(Output::SendDone {
                     req: send_id,
@@ -856,6 +786,15 @@ impl Endpoint {
             DataRepr::Abort { code, origin } => {
                 self.outputs.push_back(Output::JobAborted { peer, origin, code });
                 Ok(none)
+            }
+            DataRepr::Cancel {
+                ctx,
+                tag,
+                seq,
+                send_id,
+            } => self.handle_cancel(peer, ctx, tag, seq, send_id).map(|()| none),
+            DataRepr::Cancelled { send_id, withdrawn } => {
+                self.handle_cancelled(peer, send_id, withdrawn).map(|()| none)
             }
             DataRepr::Credit { returned } => {
                 let grant = self.grant;
@@ -897,7 +836,7 @@ impl Endpoint {
                 let p = &mut self.peers[peer as usize];
                 if env.seq == p.next_recv_seq {
                     p.next_recv_seq = p.next_recv_seq.wrapping_add(1);
-                    self.arrive(env, Incoming::Eager { data });
+                    self.arrive(env, Incoming::Eager { data, seq: env.seq });
                     self.drain_held(peer);
                 } else {
                     p.held.insert(env.seq, Held::Match { env, data });
@@ -945,34 +884,5 @@ impl Endpoint {
     #[inline(never)]
     fn return_credit(&mut self, peer: Rank, returned: u64) {
         self.emit(peer, DataRepr::Credit { returned }, None, None);
-    }
-
-    /// Processes held-back messages that are now next in sequence.
-    fn drain_held(&mut self, peer: Rank) {
-        loop {
-            let p = &mut self.peers[peer as usize];
-            let next = p.next_recv_seq;
-            let Some(held) = p.held.remove(&next) else { return };
-            p.next_recv_seq = next.wrapping_add(1);
-            match held {
-                Held::Match { env, data } => self.arrive(env, Incoming::Eager { data }),
-                Held::Rts { env, send_id, origin } => self.arrive(
-                    env,
-                    Incoming::Rts {
-                        peer,
-                        send_id,
-                        msg_len: env.msg_len,
-                        origin,
-                    },
-                ),
-            }
-        }
-    }
-}
-
-fn incoming_len(i: &Incoming) -> u64 {
-    match i {
-        Incoming::Eager { data } => data.len() as u64,
-        Incoming::Rts { msg_len, .. } | Incoming::SelfRdv { msg_len, .. } => *msg_len,
     }
 }

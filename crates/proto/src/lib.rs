@@ -21,7 +21,7 @@ pub mod wire;
 pub use caps::{Caps, LaneId, SingleCopy, Traffic};
 pub use engine::{
     eager_cost, eager_grant, Awaited, Endpoint, EngineConfig, Failure, LaneLoss, Origin, Output, PayloadDest,
-    PayloadToken, SendSlice, Status, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
+    PayloadToken, SendSlice, Sent, Status, CANCELS_AHEAD_MAX, COALESCE_MESSAGE_MAX, LANE_ACK_EVERY,
 };
 pub use matching::ReqId;
 pub use wire::handshake::PathKind;

@@ -278,6 +278,19 @@ impl<T> Matcher<T> {
         ))
     }
 
+    /// Removes and returns the unexpected message from `src` with `tag` in `ctx` that
+    /// `which` picks out (a cancelled send's), if no receive or probe took it yet.
+    pub fn withdraw(&mut self, ctx: u32, src: Rank, tag: i32, which: impl Fn(&T) -> bool) -> Option<T> {
+        let c = self.contexts.get_mut(&ctx)?;
+        let queue = c.unexpected_by_key.get(&Key { src, tag })?;
+        let order = *queue
+            .iter()
+            .find(|o| c.unexpected.get(o).is_some_and(|u| which(&u.item)))?;
+        let u = c.remove_unexpected(order)?;
+        self.unexpected -= 1;
+        Some(u.item)
+    }
+
     /// Removes a posted receive (cancel). Returns whether it was still posted.
     pub fn cancel(&mut self, req: ReqId) -> bool {
         for c in self.contexts.values_mut() {
@@ -369,6 +382,25 @@ mod tests {
         assert_eq!(m.arrive(5, 1, 7, "y"), Some((3, 0, "y")));
         assert_eq!(m.arrive(5, 1, 8, "z"), None);
         assert_eq!(m.take(5, 1, 8).map(|(_, t)| t), Some("z"));
+    }
+
+    #[test]
+    fn a_withdrawn_message_leaves_the_others_in_their_order() {
+        let mut m: Matcher<u32> = Matcher::default();
+        for seq in [1, 2, 3] {
+            assert_eq!(m.arrive(0, 4, 9, seq), None);
+        }
+        assert_eq!(m.withdraw(0, 4, 9, |s| *s == 2), Some(2));
+        assert_eq!(m.withdraw(0, 4, 9, |s| *s == 2), None, "once");
+        assert_eq!(m.withdraw(0, 4, 8, |s| *s == 1), None, "another tag");
+        assert_eq!(m.withdraw(1, 4, 9, |s| *s == 1), None, "another context");
+        assert_eq!(m.unexpected_len(), 2);
+        assert_eq!(
+            m.post(0, ANY_SOURCE, 9, 1, 0),
+            Some((MatchInfo { src: 4, tag: 9 }, 1))
+        );
+        assert_eq!(m.post(0, 4, 9, 2, 0), Some((MatchInfo { src: 4, tag: 9 }, 3)));
+        assert_eq!(m.unexpected_len(), 0);
     }
 
     #[test]

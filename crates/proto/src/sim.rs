@@ -114,6 +114,8 @@ impl Default for SimConfig {
 pub enum Completion {
     Sent(Result<(), Failure>),
     Received(Result<Status, Failure>),
+    /// A send withdrawn by its cancel ([`Sim::cancel_send`]).
+    Cancelled,
 }
 
 struct Frame {
@@ -166,6 +168,10 @@ struct Node {
     dead: bool,
     /// A blocking receive waiting on one lane ([`Sim::recv_now`]).
     waiting_now: Option<RecvNow>,
+    /// What each send needs to be cancelled ([`Sim::cancel_send`]).
+    sent: HashMap<ReqId, crate::engine::Sent>,
+    /// The answers to cancels: withdrawn or not.
+    cancel_answers: HashMap<ReqId, bool>,
 }
 
 /// A blocking receive on the runtime's latency-critical path: it takes its message
@@ -293,9 +299,25 @@ impl Sim {
                     }
                 });
         let origin = Origin { at: req, traffic };
-        self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(origin));
+        let sent = self.endpoints[rank as usize].post_send(req, dest, ctx, tag, len, sync, Some(origin));
+        if let Some(sent) = sent {
+            self.nodes[rank as usize].sent.insert(req, sent);
+        }
         self.drain(rank);
         req
+    }
+
+    /// MPI_Cancel of the send `req` of `rank`; the answer shows in [`Sim::cancel_answer`]
+    /// (and a withdrawn send's completion is [`Completion::Cancelled`]).
+    pub fn cancel_send(&mut self, rank: Rank, req: ReqId) {
+        let sent = self.nodes[rank as usize].sent[&req];
+        self.endpoints[rank as usize].cancel_send(req, sent);
+        self.drain(rank);
+    }
+
+    /// Whether the cancel of send `req` of `rank` withdrew it, once answered.
+    pub fn cancel_answer(&self, rank: Rank, req: ReqId) -> Option<bool> {
+        self.nodes[rank as usize].cancel_answers.get(&req).copied()
     }
 
     /// A blocking send the way the runtime's fast path makes it
@@ -636,6 +658,13 @@ impl Sim {
                 Output::SendDone { req, result } => {
                     node.done.insert(req, Completion::Sent(result));
                     node.done_at.insert(req, self.now);
+                }
+                Output::SendCancelled { req, withdrawn } => {
+                    node.cancel_answers.insert(req, withdrawn);
+                    if withdrawn {
+                        node.done.insert(req, Completion::Cancelled);
+                        node.done_at.insert(req, self.now);
+                    }
                 }
                 // A frame's payload is placed at once here: never part-way.
                 Output::Abandon { .. } => {}

@@ -79,6 +79,7 @@ fn status(source: u32, tag: i32, count: usize) -> pontoon_proto::Status {
         tag,
         count: count as u64,
         truncated: false,
+        cancelled: false,
     }
 }
 

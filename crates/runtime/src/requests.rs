@@ -6,6 +6,21 @@ use transport::Buffer;
 pub struct Req {
     pub buf: Buffer,
     pub result: Option<Result<Status, Failure>>,
+    /// A send that may still be cancelled: what the engine needs for it.
+    pub sent: Option<proto::Sent>,
+    /// A cancel of this send awaits its answer: not done before it comes.
+    pub cancelling: bool,
+}
+
+impl Req {
+    pub fn new(buf: Buffer) -> Req {
+        Req {
+            buf,
+            result: None,
+            sent: None,
+            cancelling: false,
+        }
+    }
 }
 
 /// Slots with generations, so that a stale id (from the network or a user) never

@@ -659,12 +659,16 @@ impl Runtime {
             tag: 0,
             count: 0,
             truncated: false,
+            cancelled: false,
         }
     }
 
     fn finish(&mut self, id: ReqId, result: Result<Status, Failure>) {
         if let Some(r) = self.reqs.get_mut(id) {
-            r.result = Some(result);
+            // A send its cancel withdrew stays cancelled.
+            if !matches!(r.result, Some(Ok(st)) if st.cancelled) {
+                r.result = Some(result);
+            }
         }
     }
 
@@ -877,6 +881,18 @@ impl Runtime {
                 Output::Pull { peer, req, at, len } => self.pulls.push((peer, req, at, len)),
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
+                Output::SendCancelled { req, withdrawn } => {
+                    let cancelled = Status {
+                        cancelled: true,
+                        ..self.sent_status()
+                    };
+                    if let Some(r) = self.reqs.get_mut(req) {
+                        r.cancelling = false;
+                        if withdrawn {
+                            r.result = Some(Ok(cancelled));
+                        }
+                    }
+                }
                 Output::Connect { peer } => self.start_connect(peer),
                 Output::Punch { peer, msg } => self.punch_frame(peer, msg),
                 Output::LaneAck { peer, tag, frames } => self.lane_acked(peer, tag, frames),

@@ -52,6 +52,9 @@ impl P2p for SimRank<'_> {
                     r.clone().map_err(Error::Peer)?;
                     pending.swap_remove(i);
                 }
+                Some(Completion::Cancelled) => {
+                    return Err(Error::Arg("a schedule's send was cancelled".into()))
+                }
                 Some(Completion::Received(r)) => {
                     let st = r.clone().map_err(Error::Peer)?;
                     if st.truncated {

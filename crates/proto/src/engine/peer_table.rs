@@ -44,6 +44,7 @@ impl Start {
             batch: Default::default(),
             origin: None,
             offered_out: 0,
+            cancels_ahead: Vec::new(),
         }
     }
 }

@@ -19,6 +19,7 @@ impl Endpoint {
             return;
         }
         p.state = PeerState::Failed(cause.to_string());
+        p.cancels_ahead.clear();
         p.lanes.clear();
         p.plan = LanePlan::default();
         p.control = None;
@@ -44,6 +45,7 @@ impl Endpoint {
             }
         }
         self.peers[peer as usize].offered_out = 0;
+        self.cancels_of_failed_peer(peer);
         for req in take_where(&mut self.rdv_sends, |s| s.peer == peer) {
             self.outputs.push_back(Output::SendDone {
                 req,

@@ -56,7 +56,7 @@ impl Endpoint {
             return None;
         }
         let p = self.peers.get(peer as usize)?;
-        if !p.held.is_empty() {
+        if !p.held.is_empty() || !p.cancels_ahead.is_empty() {
             return None;
         }
         let credit = p.credit.chargeable(self.grant)?;
@@ -89,6 +89,7 @@ impl Endpoint {
             tag: env.tag,
             count: env.msg_len,
             truncated: false,
+            cancelled: false,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Sends: eager messages (through the engine's output queue, or written at once by the
 //! runtime's latency-critical path) and the start of a rendezvous.
 
-use super::{Endpoint, Failure, Incoming, Output, PeerState, RdvSend, SendId, SendSlice};
+use super::{Endpoint, Failure, Incoming, Output, PeerState, RdvSend, SendId, SendSlice, Sent};
 use crate::caps::{reads_in_one_copy, LaneId, Traffic, ONE_COPY_FROM};
 use crate::wire::data::{DataRepr, Envelope, HeaderBytes};
 use crate::Rank;
@@ -32,6 +32,7 @@ impl Endpoint {
 
     /// Posts a send of `len` bytes. `sync` (MPI_Ssend) completes only once matched.
     /// `origin`: where the message lies in this process, for a peer that may read it.
+    /// Returns what [`Endpoint::cancel_send`] needs, for a send that went out.
     #[allow(clippy::too_many_arguments)]
     pub fn post_send(
         &mut self,
@@ -42,20 +43,22 @@ impl Endpoint {
         len: u64,
         sync: bool,
         origin: Option<Origin>,
-    ) {
+    ) -> Option<Sent> {
         if dest >= self.size {
             self.outputs.push_back(Output::SendDone {
                 req,
                 result: Err(Failure::NoSuchRank(dest as i64)),
             });
-            return;
+            return None;
         }
         if dest == self.me {
+            let seq = self.self_seq;
+            self.self_seq = seq.wrapping_add(1);
             let env = Envelope {
                 ctx,
                 src: self.me,
                 tag,
-                seq: 0,
+                seq,
                 msg_len: len,
             };
             if !sync && len <= u64::from(self.cfg.eager_limit) {
@@ -70,7 +73,7 @@ impl Endpoint {
                     },
                 );
             }
-            return;
+            return Some(Sent { dest, ctx, tag, seq });
         }
         // Messages coalesced before this one leave first: the wire keeps their order.
         self.flush_batch(dest);
@@ -81,9 +84,15 @@ impl Endpoint {
                 cause: cause.clone(),
             });
             self.outputs.push_back(Output::SendDone { req, result });
-            return;
+            return None;
         }
         let env = p.next_envelope(self.me, ctx, tag, len);
+        let sent = Sent {
+            dest,
+            ctx,
+            tag,
+            seq: env.seq,
+        };
         let eager = !sync && len <= u64::from(p.eager_limit);
         // One copy where the lane of control frames lets the receiver read ours.
         let lane = matches!(p.state, PeerState::Up)
@@ -111,6 +120,7 @@ impl Endpoint {
                     offered: origin.is_some(),
                     recv_id: 0,
                     handed: Vec::new(),
+                    cancel_asked: false,
                 },
             );
             if let Some(at) = origin {
@@ -119,6 +129,7 @@ impl Endpoint {
             }
             self.emit(dest, DataRepr::Rts { env, send_id: req }, None, None);
         }
+        Some(sent)
     }
 
     /// The bytes of an eager message to self (answer to `CopyOut`).
@@ -127,7 +138,7 @@ impl Endpoint {
             return;
         };
         self.outputs.push_back(Output::SendDone { req, result: Ok(()) });
-        self.arrive(env, Incoming::Eager { data });
+        self.arrive(env, Incoming::Eager { data, seq: env.seq });
     }
 
     pub(super) fn emit(

@@ -22,6 +22,10 @@
 //!   BATCH  8: messages u32, reserved u32  payload = that many MATCH frames (header and
 //!             payload each) back to back, at most MAX_BATCH bytes: small messages
 //!             coalesced towards a WAN peer ([`crate::engine`]'s `coalesce.rs`)
+//!   ORIGIN 16: send_id u64, at u64    the RTS that follows may be read at `at`
+//!   CANCEL 24: ctx u32, tag i32, seq u32, reserved u32, send_id u64   withdraw the
+//!             message `seq` of this sender (MATCH or RTS `send_id`) if nothing matched it
+//!   CANCELLED 16: send_id u64, withdrawn u8, reserved [7]   the answer to a CANCEL
 //! ```
 //! PUNCH coordinates a hole punch over a relayed lane ([`crate::punch`]).
 //! The stream reader learns the header size from the kind byte, then the payload
@@ -55,6 +59,8 @@ pub enum Kind {
     Abort = 11,
     Batch = 12,
     Origin = 13,
+    Cancel = 14,
+    Cancelled = 15,
 }
 
 impl Kind {
@@ -73,6 +79,8 @@ impl Kind {
             11 => Kind::Abort,
             12 => Kind::Batch,
             13 => Kind::Origin,
+            14 => Kind::Cancel,
+            15 => Kind::Cancelled,
             other => return Err(WireError::UnknownKind(other)),
         })
     }
@@ -90,6 +98,8 @@ impl Kind {
             Kind::Abort => 8,
             Kind::Batch => 8,
             Kind::Origin => 16,
+            Kind::Cancel => 24,
+            Kind::Cancelled => 16,
         }
     }
     pub const fn header_len(self) -> usize {
@@ -142,6 +152,18 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
                 return Err(WireError::Field("batch length"));
             }
             if body[4..8] != [0; 4] {
+                return Err(WireError::Reserved);
+            }
+        }
+        if kind == Kind::Cancel && b[PREFIX_LEN + 12..PREFIX_LEN + 16] != [0; 4] {
+            return Err(WireError::Reserved);
+        }
+        if kind == Kind::Cancelled {
+            let body = &b[PREFIX_LEN..need];
+            if body[8] > 1 {
+                return Err(WireError::Field("withdrawn"));
+            }
+            if body[9..16] != [0; 7] {
                 return Err(WireError::Reserved);
             }
         }
@@ -244,6 +266,20 @@ pub enum DataRepr {
     Origin {
         send_id: u64,
         at: u64,
+    },
+    /// The sender asks to withdraw its message `seq` (in `ctx` with `tag`; a rendezvous
+    /// one is `send_id`'s) if no receive has matched it (MPI_Cancel of a send).
+    Cancel {
+        ctx: u32,
+        tag: i32,
+        seq: u32,
+        send_id: u64,
+    },
+    /// The answer to a CANCEL of `send_id`: whether the message was withdrawn (then no
+    /// receive will ever have it) or had matched already (then it is delivered).
+    Cancelled {
+        send_id: u64,
+        withdrawn: bool,
     },
 }
 
@@ -364,6 +400,16 @@ impl DataRepr {
                 send_id: h.body_u64(0),
                 at: h.body_u64(8),
             },
+            Kind::Cancel => DataRepr::Cancel {
+                ctx: h.body_u32(0),
+                tag: h.body_u32(4) as i32,
+                seq: h.body_u32(8),
+                send_id: h.body_u64(16),
+            },
+            Kind::Cancelled => DataRepr::Cancelled {
+                send_id: h.body_u64(0),
+                withdrawn: h.buffer.as_ref()[PREFIX_LEN + 8] == 1,
+            },
         }
     }
 
@@ -382,6 +428,8 @@ impl DataRepr {
             DataRepr::Abort { .. } => Kind::Abort,
             DataRepr::Batch { .. } => Kind::Batch,
             DataRepr::Origin { .. } => Kind::Origin,
+            DataRepr::Cancel { .. } => Kind::Cancel,
+            DataRepr::Cancelled { .. } => Kind::Cancelled,
         }
     }
 
@@ -461,6 +509,23 @@ impl DataRepr {
             DataRepr::Origin { send_id, at } => {
                 put_u64(body, 0, *send_id);
                 put_u64(body, 8, *at);
+            }
+            DataRepr::Cancel {
+                ctx,
+                tag,
+                seq,
+                send_id,
+            } => {
+                put_u32(body, 0, *ctx);
+                put_u32(body, 4, *tag as u32);
+                put_u32(body, 8, *seq);
+                put_u32(body, 12, 0);
+                put_u64(body, 16, *send_id);
+            }
+            DataRepr::Cancelled { send_id, withdrawn } => {
+                put_u64(body, 0, *send_id);
+                body[8..16].fill(0);
+                body[8] = u8::from(*withdrawn);
             }
         }
         n
@@ -579,6 +644,16 @@ mod tests {
             (any::<i32>(), any::<u32>()).prop_map(|(code, origin)| DataRepr::Abort { code, origin }),
             (1..=u32::MAX, 1..=MAX_BATCH).prop_map(|(messages, len)| DataRepr::Batch { messages, len }),
             (any::<u64>(), any::<u64>()).prop_map(|(send_id, at)| DataRepr::Origin { send_id, at }),
+            (any::<u32>(), any::<i32>(), any::<u32>(), any::<u64>()).prop_map(|(ctx, tag, seq, send_id)| {
+                DataRepr::Cancel {
+                    ctx,
+                    tag,
+                    seq,
+                    send_id,
+                }
+            }),
+            (any::<u64>(), any::<bool>())
+                .prop_map(|(send_id, withdrawn)| DataRepr::Cancelled { send_id, withdrawn }),
         ]
     }
 
@@ -657,6 +732,38 @@ mod tests {
         assert_eq!(
             DataHeader::new_checked(&bad[..]).unwrap_err(),
             WireError::Field("payload_len")
+        );
+    }
+
+    #[test]
+    fn cancel_frames_refuse_set_reserved_bytes_and_a_withdrawn_byte_above_one() {
+        let cancel = HeaderBytes::new(&DataRepr::Cancel {
+            ctx: 1,
+            tag: -4,
+            seq: 9,
+            send_id: 77,
+        });
+        let mut bad = cancel.as_slice().to_vec();
+        bad[PREFIX_LEN + 13] = 1;
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::Reserved
+        );
+        let answer = HeaderBytes::new(&DataRepr::Cancelled {
+            send_id: 77,
+            withdrawn: true,
+        });
+        let mut bad = answer.as_slice().to_vec();
+        bad[PREFIX_LEN + 8] = 2;
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::Field("withdrawn")
+        );
+        let mut bad = answer.as_slice().to_vec();
+        bad[PREFIX_LEN + 15] = 1;
+        assert_eq!(
+            DataHeader::new_checked(&bad[..]).unwrap_err(),
+            WireError::Reserved
         );
     }
 

@@ -28,7 +28,7 @@ impl Runtime {
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
         let packed = !sync && self.coalesce(dest, ctx, tag, buf.slice(0, len));
-        let id = self.reqs.insert(Req { buf, result: None });
+        let id = self.reqs.insert(Req::new(buf));
         if packed {
             self.finish(id, Ok(self.sent_status()));
         } else {
@@ -46,7 +46,10 @@ impl Runtime {
                 at: r.buf.slice(0, len).as_ptr() as u64,
                 traffic,
             });
-            self.ep.post_send(id, dest, ctx, tag, len, sync, origin);
+            let sent = self.ep.post_send(id, dest, ctx, tag, len, sync, origin);
+            if let Some(r) = self.reqs.get_mut(id) {
+                r.sent = sent;
+            }
         }
         self.drive_outputs();
         id
@@ -183,7 +186,7 @@ impl Runtime {
 
     pub fn irecv(&mut self, buf: Buffer, src: i32, ctx: u32, tag: i32) -> ReqId {
         let cap = buf.len() as u64;
-        let id = self.reqs.insert(Req { buf, result: None });
+        let id = self.reqs.insert(Req::new(buf));
         self.ep.post_recv(id, src, ctx, tag, cap);
         self.drive_outputs();
         id
@@ -212,7 +215,9 @@ impl Runtime {
     }
 
     pub fn is_done(&self, id: ReqId) -> bool {
-        self.reqs.get(id).is_some_and(|r| r.result.is_some())
+        self.reqs
+            .get(id)
+            .is_some_and(|r| r.result.is_some() && !r.cancelling)
     }
 
     /// Blocks until one of `ids` finished; returns its index.
@@ -235,8 +240,19 @@ impl Runtime {
         Ok(self.take_finished(id))
     }
 
-    /// Cancels a receive that has not matched yet.
-    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+    /// Cancels a receive that has not matched yet: true if it was (then it is gone).
+    /// A send asks its receiver to withdraw the message: the request completes once
+    /// the answer came, its status saying whether it was cancelled (false here).
+    pub fn cancel(&mut self, id: ReqId) -> bool {
+        let Some(r) = self.reqs.get_mut(id) else {
+            return false;
+        };
+        if let Some(sent) = r.sent.take() {
+            r.cancelling = true;
+            self.ep.cancel_send(id, sent);
+            self.drive_outputs();
+            return false;
+        }
         let hit = self.ep.cancel_recv(id);
         if hit {
             self.reqs.remove(id);
@@ -289,7 +305,7 @@ impl Runtime {
     /// Receives a message taken by a matched probe into `buf` (MPI_Imrecv).
     pub fn irecv_claimed(&mut self, buf: Buffer, msg: u64) -> Result<ReqId, Error> {
         let cap = buf.len() as u64;
-        let id = self.reqs.insert(Req { buf, result: None });
+        let id = self.reqs.insert(Req::new(buf));
         if !self.ep.post_recv_claimed(id, msg, cap) {
             self.reqs.remove(id);
             return Err(Error::BadRequest);
