@@ -10,7 +10,8 @@
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
 # streams, encrypted; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
 # PMI, `salloc … pontoon run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
-# host over shared memory, with a C program's collectives across an intercommunicator. As another user only the local ranks, saying why.
+# host over shared memory, with a C program's collectives across an intercommunicator and sends
+# cancelled before anything matched them. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
 set -euo pipefail
@@ -30,6 +31,10 @@ local_ranks() {
     cdir=$(mktemp -d)
     target/release/pontoon-cc -O1 -o "$cdir/intercoll" tests/c/intercoll.c
     "$pontoon" run -n "$np" "$cdir/intercoll"
+    echo "demo: MPI_Cancel of sends of 1 B to 1 MiB that no receive matched yet: the receiver"
+    echo "      withdraws each (CANCEL/CANCELLED frames), MPI_Test_cancelled says so (tests/c/cancel.c)"
+    target/release/pontoon-cc -O1 -o "$cdir/cancel" tests/c/cancel.c
+    "$pontoon" run -n "$np" "$cdir/cancel"
     target/release/pontoon-cc -O1 -o "$cdir/first_alltoall" bench/c/first_alltoall.c
     echo "demo: 128 ranks on this host, every pair connected at once (one shared-memory segment"
     echo "      for the node, joined once through its first rank: a lane needs no handshake; each"

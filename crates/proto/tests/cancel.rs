@@ -5,21 +5,11 @@
 
 mod common;
 
-use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
+use common::{bytes, received};
+
+use pontoon_proto::sim::{Completion, Sim, SimConfig};
 use pontoon_proto::wire::data::{DataHeader, DataRepr, Envelope, Kind};
-use pontoon_proto::{eager_cost, Output, PayloadDest, Status};
-
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
-}
-
-fn received(sim: &Sim, rank: u32, req: u64) -> Status {
-    match sim.completion(rank, req) {
-        Some(Completion::Received(Ok(st))) => *st,
-        other => panic!("receive {req} on rank {rank}: {other:?}"),
-    }
-}
+use pontoon_proto::{eager_cost, Output, PayloadDest};
 
 /// Sends of every kind no receive has matched (eager, synchronous, rendezvous, to a peer
 /// and to self) are withdrawn: each completes as cancelled, a receive posted afterwards

@@ -4,13 +4,10 @@
 
 mod common;
 
-use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
-use pontoon_proto::Failure;
+use common::bytes;
 
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
-}
+use pontoon_proto::sim::{Completion, Sim, SimConfig};
+use pontoon_proto::Failure;
 
 /// Three lanes: lane 0 is the fastest (eager messages and control frames), all three
 /// pull fragments. Lane 2 breaks while fragments are in flight on it both ways.

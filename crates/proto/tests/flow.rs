@@ -3,8 +3,10 @@
 
 mod common;
 
+use common::bytes;
+
 use pontoon_proto::eager_cost;
-use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
+use pontoon_proto::sim::{Completion, Sim, SimConfig};
 use pontoon_proto::wire::data::{DataRepr, Envelope};
 
 /// The envelope of message `seq` from rank 0, context and tag 0.
@@ -16,11 +18,6 @@ fn match_envelope(seq: u32, msg_len: u64) -> Envelope {
         seq,
         msg_len,
     }
-}
-
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
 }
 
 /// 16 ranks each flood rank 0 with eager-sized messages while it has posted nothing.

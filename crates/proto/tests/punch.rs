@@ -2,13 +2,12 @@
 //! punches a direct one while messages flow, and moves its traffic to it without
 //! losing MPI's order; when every round fails, the relayed lane carries on alone.
 
-use pontoon_proto::punch::MAX_ROUNDS;
-use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
+mod common;
 
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
-}
+use common::bytes;
+
+use pontoon_proto::punch::MAX_ROUNDS;
+use pontoon_proto::sim::{Completion, Sim, SimConfig};
 
 /// Lane 0 through a relay, lane 1 punched: faster, though not twice as fast, so only
 /// the scoring of relayed lanes moves the traffic; frames sent on it overtake those

@@ -1,20 +1,12 @@
 //! Protocol behaviour in the deterministic simulator.
 
-use pontoon_proto::sim::{Completion, Rng, Sim, SimConfig};
-use pontoon_proto::{Failure, SingleCopy, Status, ANY_SOURCE, ANY_TAG};
+mod common;
+
+use common::{bytes, received};
+
+use pontoon_proto::sim::{Completion, Sim, SimConfig};
+use pontoon_proto::{Failure, SingleCopy, ANY_SOURCE, ANY_TAG};
 use proptest::prelude::*;
-
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
-}
-
-fn received(sim: &Sim, rank: u32, req: u64) -> Status {
-    match sim.completion(rank, req) {
-        Some(Completion::Received(Ok(st))) => *st,
-        other => panic!("receive {req} on rank {rank}: {other:?}"),
-    }
-}
 
 #[test]
 fn messages_keep_order_across_lanes_with_different_latency() {

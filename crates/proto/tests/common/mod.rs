@@ -1,7 +1,8 @@
 //! What the engine tests that drive one `Endpoint` by hand share.
 #![allow(dead_code)] // each test binary uses its part
 
-use pontoon_proto::{Caps, Endpoint, EngineConfig};
+use pontoon_proto::sim::{Completion, Rng, Sim};
+use pontoon_proto::{Caps, Endpoint, EngineConfig, Status};
 
 /// A kernel TCP lane as the engine sees it.
 pub const KERNEL_LANE: Caps = Caps {
@@ -35,4 +36,18 @@ pub fn engine(rank: u32, size: u32, unexpected_cap: u64) -> Endpoint {
             single_copy: Default::default(),
         },
     )
+}
+
+/// `len` pseudo-random bytes from `seed`: a message whose every byte can be checked.
+pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng::new(seed);
+    (0..len).map(|_| r.next_u64() as u8).collect()
+}
+
+/// The status of receive `req` of `rank`, which must have completed well.
+pub fn received(sim: &Sim, rank: u32, req: u64) -> Status {
+    match sim.completion(rank, req) {
+        Some(Completion::Received(Ok(st))) => *st,
+        other => panic!("receive {req} on rank {rank}: {other:?}"),
+    }
 }
