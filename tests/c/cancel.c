@@ -1,5 +1,5 @@
 /* MPI_Cancel of sends. A send no receive has matched is withdrawn, whatever its size
- * (eager, rendezvous, one copy), mode (standard, synchronous, persistent) or destination
+ * (eager, rendezvous, one copy), mode (standard, synchronous, buffered, persistent of both) or destination
  * (a peer, or self on one rank): its wait completes, MPI_Test_cancelled says so, and the
  * receiver never gets it (a receive posted afterwards gets the message sent after it).
  * A send whose receive was posted first is either delivered whole and not cancelled, or
@@ -19,7 +19,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 1 << 20; i++)
         buf[i] = (char)(i * 7);
 
-    for (int mode = 0; mode < 3; mode++) {
+    int bsize = 2 * (1 << 20) + 4 * MPI_BSEND_OVERHEAD;
+    char *bbuf = malloc(bsize);
+    CHECK_OK(MPI_Buffer_attach(bbuf, bsize));
+    for (int mode = 0; mode < 5; mode++) {
         for (int k = 0; k < NSIZES; k++) {
             int n = sizes[k], tag = 100 * mode + k, flag = -1, after = -1;
             if (rank == 0) {
@@ -29,12 +32,24 @@ int main(int argc, char **argv) {
                     CHECK_OK(MPI_Isend(buf, n, MPI_CHAR, dest, tag, MPI_COMM_WORLD, &req));
                 else if (mode == 1)
                     CHECK_OK(MPI_Issend(buf, n, MPI_CHAR, dest, tag, MPI_COMM_WORLD, &req));
-                else {
+                else if (mode == 3)
+                    CHECK_OK(MPI_Ibsend(buf, n, MPI_CHAR, dest, tag, MPI_COMM_WORLD, &req));
+                else if (mode == 2) {
                     CHECK_OK(MPI_Send_init(buf, n, MPI_CHAR, dest, tag, MPI_COMM_WORLD, &req));
+                    CHECK_OK(MPI_Start(&req));
+                } else {
+                    CHECK_OK(MPI_Bsend_init(buf, n, MPI_CHAR, dest, tag, MPI_COMM_WORLD, &req));
                     CHECK_OK(MPI_Start(&req));
                 }
                 CHECK_OK(MPI_Cancel(&req));
-                CHECK_OK(MPI_Wait(&req, &st));
+                if (mode == 0) {
+                    /* Tested until the answer came (an eager send is complete here). */
+                    int done = 0;
+                    while (!done)
+                        CHECK_OK(MPI_Test(&req, &done, &st));
+                } else {
+                    CHECK_OK(MPI_Wait(&req, &st));
+                }
                 CHECK_OK(MPI_Test_cancelled(&st, &flag));
                 if (flag != 1) {
                     fprintf(stderr, "rank 0: mode %d, %d bytes to rank %d: not cancelled\n", mode, n, dest);
@@ -43,7 +58,7 @@ int main(int argc, char **argv) {
                 /* Only now may the receiver post receives with that tag: one posted
                  * earlier would match the message before the cancel reached it. */
                 CHECK_OK(MPI_Send(&flag, 1, MPI_INT, dest, 999, MPI_COMM_WORLD));
-                if (mode == 2) {
+                if (mode == 2 || mode == 4) {
                     /* Started again, it goes as usual. */
                     CHECK_OK(MPI_Start(&req));
                     if (dest == 0)
@@ -57,7 +72,7 @@ int main(int argc, char **argv) {
             if (rank == dest) {
                 int go;
                 CHECK_OK(MPI_Recv(&go, 1, MPI_INT, 0, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-                if (mode == 2 && dest != 0) {
+                if ((mode == 2 || mode == 4) && dest != 0) {
                     MPI_Status st;
                     CHECK_OK(MPI_Recv(in, n, MPI_CHAR, 0, tag, MPI_COMM_WORLD, &st));
                     CHECK(memcmp(in, buf, n) == 0);
@@ -72,6 +87,10 @@ int main(int argc, char **argv) {
             CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
         }
     }
+
+    void *detached;
+    CHECK_OK(MPI_Buffer_detach(&detached, &bsize));
+    free(bbuf);
 
     /* Posted first: the send's message matches on arrival, and the cancel behind it
      * finds it taken, unless the cancel came first. */

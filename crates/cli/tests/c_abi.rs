@@ -206,7 +206,7 @@ fn c_programs_pass_across_sites_through_relays() {
     }
     let cc = pontoon_cc();
     let dir = scratch("relayed");
-    let names = ["p2p", "coll", "comm", "nbc", "types"];
+    let names = ["p2p", "coll", "comm", "nbc", "types", "cancel"];
     for name in names {
         compile(
             &cc,

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
-use pontoon::lent::{Buffer, Pending};
+use pontoon::lent::Buffer;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, fit, out, Res};
-use crate::p2p::{data, empty_status, send_args, SendArgs};
-use crate::requests::{start, wait_buffered, ReqEntry};
+use crate::p2p::{data, send_args, SendArgs};
+use crate::requests::{start, wait_buffered, Buffered, ReqEntry};
 use crate::state::{mpi, Mpi};
 use crate::{mpi_fn, mpi_fn_c};
 
@@ -37,7 +37,7 @@ struct Attached {
     /// The program's buffer and its size; `None`: nothing attached.
     buffer: Option<(*mut c_void, usize)>,
     /// Sends in flight with the bytes each holds of the buffer.
-    in_flight: Vec<(Pending<'static>, usize)>,
+    in_flight: Vec<(Buffered, usize)>,
 }
 
 thread_local! {
@@ -65,7 +65,7 @@ fn owner_for(comm: MPI_Comm) -> Owner {
 /// Drops buffered sends that finished; returns the bytes still held.
 fn reap(owner: Owner) -> usize {
     with(owner, |a| {
-        a.in_flight.retain_mut(|(p, _)| !p.is_done());
+        a.in_flight.retain(|(p, _)| !p.borrow_mut().is_done());
         a.in_flight.iter().map(|(_, n)| n).sum()
     })
 }
@@ -83,7 +83,7 @@ fn attach(owner: Owner, buffer: *mut c_void, size: i64) -> Res {
 }
 
 /// The sends in flight of a buffer, taken out of its accounting.
-fn take_in_flight(owner: Owner) -> Vec<Pending<'static>> {
+fn take_in_flight(owner: Owner) -> Vec<Buffered> {
     with(owner, |a| std::mem::take(&mut a.in_flight))
         .into_iter()
         .map(|(p, _)| p)
@@ -134,6 +134,7 @@ pub fn forget_comm(m: &Mpi, comm: MPI_Comm) {
     }
 }
 
+/// Buffers the message and starts its send; the send (`None`: to MPI_PROC_NULL).
 unsafe fn bsend(
     buf: *const c_void,
     n: i64,
@@ -141,7 +142,7 @@ unsafe fn bsend(
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-) -> Res {
+) -> Result<Option<Buffered>, crate::boundary::Fail> {
     let SendArgs {
         comm: c,
         dt,
@@ -150,7 +151,7 @@ unsafe fn bsend(
         dest,
     } = send_args(n, datatype, dest, tag, comm)?;
     let Some(dest) = dest else {
-        return Ok(());
+        return Ok(None);
     };
     // SAFETY: the caller's send buffer.
     let packed = unsafe { data(buf, n, &dt)? }.packed()?.into_owned();
@@ -182,15 +183,31 @@ unsafe fn bsend(
             ),
         );
     }
-    let op = c.isend_lent(Buffer::owned(packed), dest, tag, false)?;
-    with(owner, |a| a.in_flight.push((op, need)));
-    Ok(())
+    let op = std::rc::Rc::new(RefCell::new(c.isend_lent(
+        Buffer::owned(packed),
+        dest,
+        tag,
+        false,
+    )?));
+    with(owner, |a| a.in_flight.push((op.clone(), need)));
+    Ok(Some(op))
 }
 
 mpi_fn_c! {
     fn MPI_Bsend | MPI_Bsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
-        bsend(buf, n, datatype, dest, tag, comm)
+        bsend(buf, n, datatype, dest, tag, comm).map(drop)
+    }
+}
+
+/// The request of a buffered send: complete at once unless cancelled.
+fn buffered_entry(send: Option<Buffered>) -> ReqEntry {
+    match send {
+        Some(send) => ReqEntry::Bsend {
+            send,
+            cancelled: false,
+        },
+        None => ReqEntry::Done(crate::p2p::proc_null_status()),
     }
 }
 
@@ -199,8 +216,8 @@ mpi_fn_c! {
     fn MPI_Ibsend | MPI_Ibsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
         let n = n.wide();
         let request = out(request, "request")?;
-        bsend(buf, n, datatype, dest, tag, comm)?;
-        start(mpi()?, request, ReqEntry::Done(empty_status()))
+        let entry = buffered_entry(bsend(buf, n, datatype, dest, tag, comm)?);
+        start(mpi()?, request, entry)
     }
 }
 
@@ -212,7 +229,7 @@ mpi_fn_c! {
         // SAFETY: the program keeps the buffer valid while the request exists.
         crate::requests::persistent(
             request,
-            Box::new(move || unsafe { bsend(buf, n, datatype, dest, tag, comm) }.map(|_| ReqEntry::Done(empty_status()))),
+            Box::new(move || unsafe { bsend(buf, n, datatype, dest, tag, comm) }.map(buffered_entry)),
         )
     }
 }

@@ -36,7 +36,10 @@ pub enum ReqEntry {
         send: Box<ReqEntry>,
     },
     /// MPI_Buffer_iflush / MPI_Comm_iflush_buffer: the buffered sends it waits for.
-    Flush(Vec<Pending<'static>>),
+    Flush(Vec<Buffered>),
+    /// MPI_Ibsend: complete at once, unless the program cancels it; then it completes
+    /// with the send's answer.
+    Bsend { send: Buffered, cancelled: bool },
     /// MPI_Send_init / MPI_Recv_init: `restart` makes the operation MPI_Start runs;
     /// `active` is the one in flight.
     Persistent {
@@ -97,7 +100,8 @@ fn entry_ready(e: &mut ReqEntry) -> bool {
         ReqEntry::Coll { op, .. } => op.is_done(),
         ReqEntry::Persistent { active, .. } => active.as_mut().is_none_or(|a| entry_ready(a)),
         ReqEntry::Pair { recv, send } => entry_ready(recv) && entry_ready(send),
-        ReqEntry::Flush(sends) => sends.iter_mut().all(Pending::is_done),
+        ReqEntry::Flush(sends) => sends.iter().all(|s| s.borrow_mut().is_done()),
+        ReqEntry::Bsend { send, cancelled } => !*cancelled || send.borrow_mut().is_done(),
         ReqEntry::Generalized(g) => g.completed,
     }
 }
@@ -117,6 +121,18 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
         }
         ReqEntry::P2p { op, comm, unpack } => (op, comm, unpack),
         ReqEntry::Flush(sends) => return (empty_status(), wait_buffered(sends)),
+        ReqEntry::Bsend { cancelled: false, .. } => return (empty_status(), Ok(())),
+        ReqEntry::Bsend { send, .. } => {
+            let mut st = empty_status();
+            let res = match finished(&send) {
+                Ok(None) => {
+                    set_cancelled(&mut st, true);
+                    Ok(())
+                }
+                other => other.map(drop).map_err(Fail::from),
+            };
+            return (st, res);
+        }
         ReqEntry::Generalized(g) => return g.finish(),
         ReqEntry::Coll { mut op, comm, finish } => {
             let res = op
@@ -179,11 +195,22 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
     }
 }
 
+/// A buffered send in flight: its buffer's accounting and, for MPI_Ibsend, its request
+/// share it (each only looks at the result, so either may come first).
+pub type Buffered = std::rc::Rc<std::cell::RefCell<Pending<'static>>>;
+
+/// Waits for a buffered send and looks at its result (`Ok(None)`: cancelled).
+fn finished(send: &Buffered) -> pontoon::Result<Option<pontoon::Status>> {
+    while !send.borrow_mut().is_done() {}
+    let result = send.borrow_mut().peek();
+    result.unwrap_or(Ok(None))
+}
+
 /// Waits for every buffered send of a list; the first failure is the result.
-pub fn wait_buffered(sends: Vec<Pending<'static>>) -> Res {
+pub fn wait_buffered(sends: Vec<Buffered>) -> Res {
     let mut first_error: Option<Fail> = None;
-    for mut p in sends {
-        if let Err(e) = p.wait() {
+    for s in sends {
+        if let Err(e) = finished(&s) {
             first_error.get_or_insert(e.into());
         }
     }
@@ -535,31 +562,39 @@ mpi_fn! {
     fn MPI_Cancel(request: *mut MPI_Request) {
         let m = mpi()?;
         let h = *out(request, "request")?;
-        match m.reqs.borrow_mut().get_mut(h) {
-            // A receive that has not matched is cancelled at once; a send asks its
-            // receiver to withdraw the message and completes with the answer, which
-            // MPI_Test_cancelled reports (a matched one completes as usual).
-            Some(ReqEntry::P2p { op, .. }) => {
-                op.cancel();
-                Ok(())
-            }
-            Some(ReqEntry::Persistent { active, .. }) => {
-                if let Some(ReqEntry::P2p { op, .. }) = active.as_deref_mut() {
-                    op.cancel();
-                }
-                Ok(())
-            }
-            Some(ReqEntry::Generalized(g)) => g.cancel(),
-            // A collective cannot be cancelled (the standard says it is erroneous).
-            Some(ReqEntry::Done(_) | ReqEntry::Ended { .. } | ReqEntry::Coll { .. } | ReqEntry::Flush(_)) => Ok(()),
-            Some(ReqEntry::Pair { recv, .. }) => {
-                if let ReqEntry::P2p { op, .. } = recv.as_mut() {
-                    op.cancel();
-                }
-                Ok(())
-            }
-            None => Err(bad_request(h)),
+        let mut reqs = m.reqs.borrow_mut();
+        let entry = reqs.get_mut(h).ok_or_else(|| bad_request(h))?;
+        if let ReqEntry::Generalized(g) = entry {
+            let g = *g;
+            drop(reqs);
+            return g.cancel();
         }
+        cancel(entry);
+        Ok(())
+    }
+}
+
+/// MPI_Cancel of an entry: a receive that has not matched is cancelled at once; a send
+/// (buffered or not) asks its receiver to withdraw the message and completes with the
+/// answer, which MPI_Test_cancelled reports (a matched one completes as usual). A
+/// collective is not cancelled (the standard says trying is erroneous).
+fn cancel(entry: &mut ReqEntry) {
+    match entry {
+        ReqEntry::P2p { op, .. } => {
+            op.cancel();
+        }
+        ReqEntry::Bsend { send, cancelled } => {
+            send.borrow_mut().cancel();
+            *cancelled = true;
+        }
+        ReqEntry::Persistent { active: Some(op), .. } => cancel(op),
+        ReqEntry::Pair { recv, .. } => cancel(recv),
+        ReqEntry::Persistent { active: None, .. }
+        | ReqEntry::Generalized(_)
+        | ReqEntry::Done(_)
+        | ReqEntry::Ended { .. }
+        | ReqEntry::Coll { .. }
+        | ReqEntry::Flush(_) => {}
     }
 }
 

@@ -194,8 +194,10 @@ impl Runtime {
 
     /// Takes the result of a finished request (its buffer is released).
     pub fn test(&mut self, id: ReqId) -> Result<Option<(Completion, Buffer)>, Error> {
-        let r = self.reqs.get(id).ok_or(Error::BadRequest)?;
-        if r.result.is_none() {
+        if self.reqs.get(id).is_none() {
+            return Err(Error::BadRequest);
+        }
+        if !self.is_done(id) {
             self.progress();
         }
         if !self.is_done(id) {
