@@ -640,7 +640,7 @@ mpi_fn_c! {
     fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, n: Count) {
         let n = n.wide();
         let dt = mpi()?.datatype(datatype)?;
-        set_bytes(out(status, "status")?, count(n, "count")? * dt.size());
+        set_bytes(out(status, "status")?, dt.bytes_of_elements(count(n, "count")?));
         Ok(())
     }
 }

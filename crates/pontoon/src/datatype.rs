@@ -482,6 +482,27 @@ impl Datatype {
         }
     }
 
+    /// Bytes of packed data that `elements` basic elements fill, element by element
+    /// through the type signature (MPI_Status_set_elements): the inverse of
+    /// [`Datatype::elements_in`].
+    pub fn bytes_of_elements(&self, elements: u64) -> u64 {
+        let per: u64 = self.0.signature.iter().map(|(b, n)| b.elements() * n).sum();
+        if per == 0 {
+            return 0;
+        }
+        let mut bytes = elements / per * self.0.size;
+        let mut rest = elements % per;
+        for (b, n) in &self.0.signature {
+            let run = (rest / b.elements()).min(*n);
+            bytes += run * b.size();
+            rest -= run * b.elements();
+            if run < *n {
+                break;
+            }
+        }
+        bytes
+    }
+
     /// Number of basic elements in `bytes` of packed data (MPI_Get_elements).
     pub fn elements_in(&self, bytes: u64) -> u64 {
         if self.0.size == 0 {
@@ -710,6 +731,21 @@ mod tests {
             v.pack(2, &src, 0, &mut [0; 24]).is_err(),
             "two vectors need 40 bytes"
         );
+    }
+
+    /// MPI_Status_set_elements counts basic elements through the signature (a struct of a
+    /// char, an int, a double and a short: 4 elements, 15 bytes; it took 4 whole structs).
+    #[test]
+    fn elements_and_their_bytes_are_inverse_through_a_mixed_signature() {
+        let parts = [Basic::Char, Basic::I32, Basic::F64, Basic::I16].map(Datatype::basic);
+        let s = Datatype::create_struct(&[1; 4], &[0, 8, 16, 24], &parts).unwrap();
+        let bytes: Vec<u64> = (0..=9).map(|n| s.bytes_of_elements(n)).collect();
+        assert_eq!(bytes, [0, 1, 5, 13, 15, 16, 20, 28, 30, 31]);
+        for n in 0..=9 {
+            assert_eq!(s.elements_in(s.bytes_of_elements(n)), n);
+        }
+        let pair = Datatype::basic(Basic::Pair(PairValue::I32));
+        assert_eq!(pair.bytes_of_elements(4), 16, "a pair is two elements");
     }
 
     #[test]
