@@ -201,9 +201,13 @@ pub type Buffered = std::rc::Rc<std::cell::RefCell<Pending<'static>>>;
 
 /// Waits for a buffered send and looks at its result (`Ok(None)`: cancelled).
 fn finished(send: &Buffered) -> pontoon::Result<Option<pontoon::Status>> {
-    while !send.borrow_mut().is_done() {}
-    let result = send.borrow_mut().peek();
-    result.unwrap_or(Ok(None))
+    loop {
+        // Progresses once while it runs.
+        let result = send.borrow_mut().peek();
+        if let Some(r) = result {
+            return r;
+        }
+    }
 }
 
 /// Waits for every buffered send of a list; the first failure is the result.

@@ -136,7 +136,8 @@ impl<'u> Comm<'u> {
         let rank = members
             .iter()
             .position(|&w| w == self.u.rank())
-            .expect("a member") as u32;
+            .ok_or_else(|| Error::Arg("MPI_Comm_idup: this process is not a member".into()))?
+            as u32;
         let shape = algos::Shape {
             rank,
             size: members.len() as u32,
