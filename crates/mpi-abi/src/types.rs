@@ -562,15 +562,12 @@ fn f90_type(
         .iter()
         .find(|e| e.1 == name)
         .map_or(MPI_DATATYPE_NULL, |e| e.0);
-    new_type(
-        Ok(m.datatype(h)?.dup()),
-        contents(combiner, ints, vec![], &[])?,
-        newtype,
-    )?;
-    // SAFETY: written just above by `new_type`.
-    if let Some(e) = m.types.borrow_mut().get_mut(unsafe { *newtype }) {
+    let made = m.add_type(m.datatype(h)?.dup(), contents(combiner, ints, vec![], &[])?)?;
+    if let Some(e) = m.types.borrow_mut().get_mut(made) {
         e.committed = true;
     }
+    // SAFETY: the caller's output pointer, checked by `out`.
+    *unsafe { out(newtype, "newtype") }? = made;
     Ok(())
 }
 

@@ -94,11 +94,10 @@ impl Pending<'_> {
     /// by this call).
     pub fn is_done(&mut self) -> bool {
         if let State::Running = self.state {
-            let Ok(mut rt) = self.comm.u.engine() else {
-                return false;
+            let r = match self.comm.u.engine() {
+                Ok(mut rt) => rt.test(self.id),
+                Err(_) => return false,
             };
-            let r = rt.test(self.id);
-            drop(rt);
             match r {
                 Ok(Some((c, _))) => self.settle(c),
                 Ok(None) => return false,

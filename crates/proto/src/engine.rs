@@ -665,22 +665,7 @@ impl Endpoint {
                 if seq_before(env.seq, p.next_recv_seq) {
                     return Err(violation(format!("sequence {} already received", env.seq)));
                 }
-                if env.seq == p.next_recv_seq {
-                    p.next_recv_seq = p.next_recv_seq.wrapping_add(1);
-                    self.arrive(
-                        env,
-                        Incoming::Rts {
-                            peer,
-                            send_id,
-                            msg_len: env.msg_len,
-                            origin,
-                        },
-                    );
-                    self.drain_held(peer);
-                } else {
-                    p.held.insert(env.seq, Held::Rts { env, send_id, origin });
-                    self.held_max = self.held_max.max(p.held.len());
-                }
+                self.in_sequence(peer, Held::Rts { env, send_id, origin });
                 Ok(none)
             }
             DataRepr::Cts {
@@ -746,12 +731,7 @@ impl Endpoint {
                     Some(s) if s.peer == peer && (s.cts_seen || s.offered) => {}
                     _ => return Err(violation(format!("FIN for unknown send {send_id}"))),
                 }
-                let done = self.rdv_sends.remove(&send_id).expect("checked above");
-                if done.offered {
-                    let p = &mut self.peers[peer as usize];
-                    p.offered_out = p.offered_out.saturating_sub(1);
-                }
-                if done.cancel_asked {
+                if self.rdv_send_over(send_id).is_some_and(|s| s.cancel_asked) {
                     // Received, so not withdrawn, whenever the receiver's answer comes.
                     self.outputs.push_back(Output::SendCancelled {
                         req: send_id,
@@ -833,15 +813,7 @@ impl Endpoint {
             }
             TokenKind::EagerBuffered { env } => {
                 let data = buf.unwrap_or_default();
-                let p = &mut self.peers[peer as usize];
-                if env.seq == p.next_recv_seq {
-                    p.next_recv_seq = p.next_recv_seq.wrapping_add(1);
-                    self.arrive(env, Incoming::Eager { data, seq: env.seq });
-                    self.drain_held(peer);
-                } else {
-                    p.held.insert(env.seq, Held::Match { env, data });
-                    self.held_max = self.held_max.max(p.held.len());
-                }
+                self.in_sequence(peer, Held::Match { env, data });
             }
             TokenKind::Frag { req, offset, len } => {
                 let Some(r) = self.rdv_recvs.get_mut(&req) else {

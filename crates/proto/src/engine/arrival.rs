@@ -3,7 +3,7 @@
 //! match asks of the runtime (a delivery, a rendezvous's CTS or a read in one copy).
 
 use super::failover::Ranges;
-use super::{Endpoint, Failure, Held, Incoming, Output, RdvRecv, RecvId, Status};
+use super::{Endpoint, Failure, Held, Incoming, Output, RdvRecv, RdvSend, RecvId, SendId, Status};
 use crate::wire::data::{DataRepr, Envelope};
 use crate::Rank;
 
@@ -117,6 +117,21 @@ impl Endpoint {
         }
     }
 
+    /// A whole MATCH or an RTS from `peer`: matched now if it is next in sequence (then
+    /// those held back behind it too), else held back until the ones before it came.
+    pub(super) fn in_sequence(&mut self, peer: Rank, msg: Held) {
+        let Some(seq) = msg.seq() else { return };
+        let p = &mut self.peers[peer as usize];
+        if seq == p.next_recv_seq {
+            p.next_recv_seq = seq.wrapping_add(1);
+            self.arrive_held(peer, msg);
+            self.drain_held(peer);
+        } else {
+            p.held.insert(seq, msg);
+            self.held_max = self.held_max.max(p.held.len());
+        }
+    }
+
     /// Processes held-back messages that are now next in sequence.
     pub(super) fn drain_held(&mut self, peer: Rank) {
         loop {
@@ -124,19 +139,45 @@ impl Endpoint {
             let next = p.next_recv_seq;
             let Some(held) = p.held.remove(&next) else { return };
             p.next_recv_seq = next.wrapping_add(1);
-            match held {
-                Held::Match { env, data } => self.arrive(env, Incoming::Eager { data, seq: env.seq }),
-                Held::Withdrawn => {}
-                Held::Rts { env, send_id, origin } => self.arrive(
-                    env,
-                    Incoming::Rts {
-                        peer,
-                        send_id,
-                        msg_len: env.msg_len,
-                        origin,
-                    },
-                ),
+            self.arrive_held(peer, held);
+        }
+    }
+
+    /// Hands a message whose turn came to the matcher (a withdrawn one only counted).
+    fn arrive_held(&mut self, peer: Rank, held: Held) {
+        match held {
+            Held::Match { env, data } => self.arrive(env, Incoming::Eager { data, seq: env.seq }),
+            Held::Rts { env, send_id, origin } => {
+                let rts = Incoming::Rts {
+                    peer,
+                    send_id,
+                    msg_len: env.msg_len,
+                    origin,
+                };
+                self.arrive(env, rts);
             }
+            Held::Withdrawn => {}
+        }
+    }
+
+    /// The rendezvous send `send_id` is over (its FIN came, or its receiver withdrew
+    /// it): no longer counted among the sends offered in one copy.
+    pub(super) fn rdv_send_over(&mut self, send_id: SendId) -> Option<RdvSend> {
+        let s = self.rdv_sends.remove(&send_id)?;
+        if s.offered {
+            let p = &mut self.peers[s.peer as usize];
+            p.offered_out = p.offered_out.saturating_sub(1);
+        }
+        Some(s)
+    }
+}
+
+impl Held {
+    /// The sender's sequence number (none for a withdrawn one, which only holds a place).
+    fn seq(&self) -> Option<u32> {
+        match self {
+            Held::Match { env, .. } | Held::Rts { env, .. } => Some(env.seq),
+            Held::Withdrawn => None,
         }
     }
 }

@@ -107,10 +107,7 @@ impl Endpoint {
         } else if let Some(held) = p.held.get_mut(&seq) {
             // Held back behind an earlier message: it stays as a gap that only counts.
             if let Held::Match { data, .. } = std::mem::replace(held, Held::Withdrawn) {
-                let len = data.len() as u64;
-                self.buffered -= len;
-                self.consumed(peer, len);
-                self.spare.give(data);
+                self.dropped(peer, Incoming::Eager { data, seq });
             }
             true
         } else {
@@ -169,10 +166,7 @@ impl Endpoint {
         let rdv = matches!(self.rdv_sends.get(&send_id), Some(s) if s.peer == peer && s.cancel_asked);
         if rdv {
             if withdrawn {
-                if self.rdv_sends.remove(&send_id).is_some_and(|s| s.offered) {
-                    let p = &mut self.peers[peer as usize];
-                    p.offered_out = p.offered_out.saturating_sub(1);
-                }
+                self.rdv_send_over(send_id);
             } else if let Some(s) = self.rdv_sends.get_mut(&send_id) {
                 s.cancel_asked = false;
             }
