@@ -35,8 +35,8 @@ impl std::fmt::Display for Route {
             Route::Eth { local, remote, .. } => write!(
                 f,
                 "{} -> {} (raw Ethernet)",
-                crate::eth_wireup::mac_text(local),
-                crate::eth_wireup::mac_text(remote)
+                transport::eth::mac_text(local),
+                transport::eth::mac_text(remote)
             ),
         }
     }

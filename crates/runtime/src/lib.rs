@@ -1,28 +1,25 @@
 //! Event loop, connection set-up and progress engine of pontoon.
+//!
+//! `boot` takes a rank from its environment to a job; `fabric` holds each transport's
+//! wire-up; `runtime` is the event loop that drives them and the protocol engine.
 
 #![forbid(unsafe_code)]
 
+pub mod boot;
 mod clock;
-pub mod config;
-pub mod control;
-mod eth_wireup;
-pub mod jobenv;
+mod fabric;
 mod lanes;
-pub mod pmi;
-mod rendezvous;
 mod requests;
 pub mod runtime;
-mod shm_wireup;
-pub mod srun;
 mod waiter;
-pub mod wireup;
 
+pub use boot::{config, control, jobenv, pmi, srun};
 pub use config::Config;
-pub use eth_wireup::mac_text;
+pub use fabric::tcp::wireup::Attempt;
 pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
 pub use runtime::{tcp_window_limit, Background, Completion, Error, NodeMembers, Runtime, NODE_COLL_DATA};
+pub use transport::eth::mac_text;
 pub use transport::Transport;
 pub use transport::{mem, Buffer};
-pub use wireup::Attempt;

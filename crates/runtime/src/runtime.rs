@@ -6,23 +6,22 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use proto::dial::Deadline;
-use proto::handshake::Identity;
 use proto::wire::data::DataRepr;
-use proto::{
-    Endpoint, EngineConfig, Failure, LaneId, Output, PayloadDest, PayloadToken, Rank, ReqId, Status,
-};
-use transport::{Link, Placement, Sink, Transport};
+use proto::{Endpoint, Failure, LaneId, Output, PayloadDest, PayloadToken, Rank, ReqId, Status};
+use transport::{Link, Placement, Sink};
 
+use crate::boot::config::Config;
+use crate::boot::control::JobEnded;
+use crate::boot::rendezvous::{Event, NoFinalize, Rendezvous};
+use crate::boot::{Job, Started};
 use crate::clock;
-use crate::config::{Bind, Config, Yield};
-use crate::control::{ControlClient, JobEnded};
-use crate::jobenv::JobEnv;
+use crate::fabric::eth::wireup::EthWireup;
+use crate::fabric::shm::Shm;
+use crate::fabric::tcp::wireup::Attempt;
+use crate::fabric::tcp::Tcp;
 use crate::lanes::{Lane, Lanes};
-use crate::rendezvous::{Event, NoFinalize, Rendezvous};
 use crate::requests::Requests;
 use crate::waiter::{ReadySet, Waiter};
-use crate::wireup::{Attempt, Incoming, Listeners, Outgoing};
-use net::{CardTable, EndpointCard};
 
 /// How often the rarely busy sockets are looked at though epoll reported nothing: a
 /// safety net for an event missed (they are edge-triggered), and the clock of wire-up's
@@ -45,30 +44,8 @@ mod replay;
 mod shm;
 mod sleep;
 mod wan;
-pub use node_coll::{NodeMembers, NODE_COLL_DATA};
-pub use wan::tcp_window_limit;
-
-/// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .try_init();
-}
-
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    use rustix::thread::{sched_getaffinity, CpuSet};
-    match sched_getaffinity(None) {
-        Ok(allowed) => (0..CpuSet::MAX_CPU).filter(|c| allowed.is_set(*c)).collect(),
-        Err(_) => Vec::new(),
-    }
-}
+pub use crate::fabric::shm::coll::{NodeMembers, NODE_COLL_DATA};
+pub use crate::fabric::tcp::wan::tcp_window_limit;
 
 /// The launcher is ending the job and says why once, for all ranks (a rank's own
 /// message would repeat it as many times as there are ranks): exit quietly.
@@ -77,20 +54,6 @@ fn allowed_cpus() -> Vec<usize> {
 fn job_ended_by_launcher(rank: Rank, ended: &JobEnded) -> ! {
     tracing::info!("rank {rank}: the job is ending: {}", ended.reason);
     std::process::exit(if ended.code == 0 { 1 } else { ended.code })
-}
-
-/// Pins this process to one of the CPUs it may use, chosen by its local rank.
-fn bind_to_core(index: u32) {
-    use rustix::thread::{sched_setaffinity, CpuSet};
-    let cpus = allowed_cpus();
-    if cpus.is_empty() {
-        return;
-    }
-    let mut one = CpuSet::new();
-    one.set(cpus[index as usize % cpus.len()]);
-    if let Err(e) = sched_setaffinity(None, &one) {
-        tracing::warn!("rank cannot pin itself to a CPU (PONTOON_BIND=core): {e}");
-    }
 }
 
 /// Errors of runtime operations, each saying what happened and what would help.
@@ -106,12 +69,6 @@ pub enum Error {
 
 /// Completion of a request.
 pub type Completion = Result<Status, Error>;
-
-pub(crate) fn nonce() -> [u8; 16] {
-    let mut n = [0u8; 16];
-    getrandom::fill(&mut n).expect("the OS provides randomness");
-    n
-}
 
 struct LinkSink<'a> {
     peer: Rank,
@@ -155,31 +112,46 @@ impl Sink for LinkSink<'_> {
 
 pub struct Runtime {
     pub cfg: Config,
-    id: Identity,
+    /// Who this rank is, every rank's card, and the rendezvous (`boot`).
+    job: Job,
     ep: Endpoint,
     reqs: Requests,
     /// Every open lane, by the identity the engine gave it.
     lanes: Lanes,
-    listeners: Option<Listeners>,
-    outgoing: Vec<Outgoing>,
-    incoming: Vec<Incoming>,
-    /// Shared memory with the ranks of this node (`runtime/shm.rs`).
-    shm: shm::Shm,
-    /// Endpoint cards of every rank (this one's too), from the init fence.
-    cards: CardTable,
-    /// Each rank's site as the cards show it, where none was declared (`net::sites`).
-    inferred_sites: Option<Vec<String>>,
-    /// Whether any rank has a site (declared or inferred): without, a communicator's
-    /// collectives need not look up each member's.
-    sited: bool,
+    /// TCP wire-up: listeners, connects, accepts, relays and hole punches.
+    tcp: Tcp,
+    /// Shared memory with the ranks of this node (`fabric::shm`, `runtime/shm.rs`).
+    shm: Shm,
+    /// Raw-Ethernet ports and handshakes.
+    eth: EthWireup,
+    /// First-lane set-ups under way and what each attempt came to.
+    dialing: Dialing,
+    waiter: Waiter,
+    /// The event loop's own bookkeeping between passes.
+    passes: Passes,
+    /// Work of the layers above that must advance whenever the job progresses.
+    background: BackgroundWork,
+    /// Broken lanes whose frames may have to go again, by peer and lane tag, until the
+    /// peer says how many arrived.
+    broken: HashMap<(Rank, u64), transport::Ledger>,
+    /// Where this rank is in the job's life: running, aborting, finalizing.
+    life: Lifecycle,
+}
+
+/// First-lane set-ups and their outcomes.
+#[derive(Default)]
+struct Dialing {
+    /// Each peer's deadline, and the retry after this rank gave way to a peer's
+    /// simultaneous connection (timers as data, in `proto`).
+    setups: proto::dial::Setups,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
-    /// The first-lane set-ups under way: each peer's deadline, and the retry after this
-    /// rank gave way to a peer's simultaneous connection (timers as data, in `proto`).
-    setups: proto::dial::Setups,
-    /// The coordinator or the PMI process manager (none for a singleton).
-    rendezvous: Option<Rendezvous>,
-    waiter: Waiter,
+    /// Why connecting to a peer failed, kept for error messages.
+    connect_reports: HashMap<Rank, String>,
+}
+
+/// What the event loop keeps from one pass to the next.
+struct Passes {
     /// Which socket lanes have bytes to read, once there are several (see `progress`).
     ready: ReadySet,
     /// Whether every socket lane is in `ready`: from the second on (see `waiter.rs`).
@@ -195,31 +167,25 @@ pub struct Runtime {
     housekeeping_passes: u64,
     /// When the socket lanes are looked at next (`health.rs`).
     next_lane_check: Instant,
-    start: Instant,
-    /// The last key given to a handshake's socket in the waiter.
-    handshake_keys: u64,
-    /// Why connecting to a peer failed, kept for error messages.
-    connect_reports: HashMap<Rank, String>,
-    /// Work of the layers above that must advance whenever the job progresses
-    /// (non-blocking collectives), run at the end of every progress pass.
-    background: Option<Background>,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     yield_when_idle: bool,
-    /// Relays that forward streams to this rank, registered at start-up; held open
-    /// (a registration lives as long as its connection).
-    registrations: Vec<transport::relay::Registration>,
-    /// Hole punches towards peers reached through relays.
-    punching: punch::Punching,
-    /// Broken lanes whose frames may have to go again, by peer and lane tag, until the
-    /// peer says how many arrived.
-    broken: HashMap<(Rank, u64), transport::Ledger>,
+}
+
+/// Work of the layers above that must advance whenever the job progresses
+/// (non-blocking collectives), run at the end of every progress pass.
+#[derive(Default)]
+struct BackgroundWork {
+    work: Option<Background>,
+    /// Whether `work` has work: idle passes skip the call while it has none.
+    armed: bool,
+}
+
+struct Lifecycle {
+    /// When this process's runtime started (MPI_Wtime's origin).
+    start: Instant,
     /// This rank heard of the job's abort or called it (`abort.rs`): lanes that break
     /// from then on are expected.
     aborting: bool,
-    /// Whether `background` has work: idle passes skip the call while it has none.
-    background_armed: bool,
-    /// Raw-Ethernet ports and handshakes.
-    eth: crate::eth_wireup::EthWireup,
     /// This rank told the coordinator it finalized. A peer closes its lanes only once
     /// every rank did, so a lane it closes cleanly from then on is a peer that finished
     /// (its goodbye may still be in flight on another lane), not one that died.
@@ -234,248 +200,79 @@ pub type Background = Box<dyn FnMut(&mut Runtime) -> bool>;
 impl Runtime {
     /// Starts the runtime: from the launcher's environment, or as a single rank.
     pub fn init() -> Result<Runtime, Error> {
-        let mut cfg = Config::from_env().map_err(|e| Error::Setup(e.to_string()))?;
-        init_logging(&cfg.log);
-        let env = JobEnv::from_env().map_err(|e| Error::Setup(e.to_string()))?;
-        let ecfg = EngineConfig {
-            eager_limit: cfg.eager_limit,
-            wan_eager_limit: cfg.wan_eager_limit,
-            frag_size: cfg.frag_size,
-            // Two fragments: one being written while the next waits, so a lane never
-            // idles between fills, yet control frames queue behind little.
-            lane_queue: 2 * u64::from(cfg.frag_size),
-            unexpected_cap: cfg.unexpected_cap,
-            coalesce_delay_ns: u64::from(cfg.coalesce_us) * 1000,
-            coalesce_bytes: cfg.coalesce_bytes,
-            single_copy: cfg.single_copy.unwrap_or_default(),
-        };
-        let mut pmi = match env {
-            Some(_) => None,
-            None => crate::pmi::PmiClient::from_env(&cfg).map_err(|e| {
-                Error::Setup(format!(
-                    "started by a PMI process manager (PMI_FD is set), but: {e}"
-                ))
-            })?,
-        };
-        let mut hosted = None;
-        let mut env = match (env, pmi.as_mut()) {
-            (Some(env), _) => env,
-            (None, Some(pmi)) => crate::rendezvous::pmi_job(pmi)
-                .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", pmi.rank)))?,
-            (None, None) => match crate::srun::SrunTask::from_env(&|k| std::env::var(k).ok()) {
-                Some(task) => {
-                    let task =
-                        task.map_err(|e| Error::Setup(format!("started by srun without PMI, but {e}")))?;
-                    let (env, rendezvous) = crate::srun::join(&task, &cfg).map_err(Error::Setup)?;
-                    hosted = rendezvous;
-                    env
-                }
-                None => {
-                    let id = Identity {
-                        job_id: [0; 16],
-                        secret: [0; 32],
-                        rank: 0,
-                        size: 1,
-                    };
-                    return Runtime::assemble(
-                        cfg,
-                        id,
-                        Endpoint::new(0, 1, ecfg),
-                        None,
-                        None,
-                        CardTable::default(),
-                    );
-                }
-            },
-        };
-        // Ranks that outnumber the CPUs give theirs away while they wait (before
-        // binding narrows what this process may use).
-        let cpus = allowed_cpus().len().max(1);
-        let yield_when_idle = match cfg.yield_when_idle {
-            Yield::Always => true,
-            Yield::Never => false,
-            Yield::Auto => env.local_size as usize > cpus,
-        };
-        cfg.wait_longer(env.local_size as usize, cpus);
-        match cfg.bind {
-            Bind::None => {}
-            Bind::ByLocalRank => bind_to_core(env.local_rank),
-            Bind::ByRank => bind_to_core(env.rank),
-        }
-        let ifaces = net::interfaces();
-        let local = net::iface::allowed_addresses(&ifaces, &cfg.policy);
-        let (mut rendezvous, seen_from, control_rtt_us) = match pmi {
-            Some(mut pmi) => {
-                crate::rendezvous::share_secret(&mut pmi, &mut env)
-                    .map_err(|e| Error::Setup(format!("rank {}: PMI: {e}", env.rank)))?;
-                (Rendezvous::Pmi(pmi), None, None)
-            }
-            None => {
-                let client = ControlClient::connect_from(
-                    &env,
-                    &local,
-                    &cfg.relays,
-                    cfg.attempt_timeout,
-                    cfg.connect_timeout,
-                )
-                .map_err(|e| {
-                    Error::Setup(format!(
-                        "rank {}: cannot reach the launcher's coordinator: {e}",
-                        env.rank
-                    ))
-                })?;
-                let seen_from = client.seen_from().ip();
-                let rtt_us = client
-                    .round_trip()
-                    .map(|d| d.as_micros().min(u128::from(u32::MAX)) as u32);
-                let rendezvous = Rendezvous::Launcher {
-                    client,
-                    epoch: 0,
-                    _hosted: hosted,
-                };
-                (rendezvous, Some(seen_from), rtt_us)
-            }
-        };
-        let listeners = Listeners::bind(&local, cfg.sockbuf)
-            .map_err(|e| Error::Setup(format!("rank {}: cannot open a listening socket: {e}", env.rank)))?;
-        let shm = shm::Shm::bind(&cfg, &env.job_id, env.rank);
-        let mut card = EndpointCard::new(
-            &ifaces,
-            &cfg.policy,
-            net::node_id(),
-            cfg.site.clone(),
-            listeners.ports(),
-        );
-        // Raw sockets (and their receive rings) only where a peer may be on another node.
-        let eth = if cfg.transports.contains(&Transport::Eth) && env.local_size < env.size {
-            crate::eth_wireup::EthWireup::open(&card.ifaces, env.rank)
-        } else {
-            Default::default()
-        };
-        eth.mark_card(&mut card);
-        let own: Vec<std::net::IpAddr> = local.iter().map(|(ip, _, _)| *ip).collect();
-        let registered = transport::relay::register_all(
-            &cfg.relays,
-            &env.secret,
-            env.rank,
-            listeners.ports(),
-            &own,
-            cfg.attempt_timeout,
-        );
-        for why in &registered.refused {
-            tracing::info!("rank {}: not registered with {why}", env.rank);
-        }
-        for r in &registered.registrations {
-            tracing::info!("rank {}: registered with the relay at {}", env.rank, r.via);
-        }
-        card.relays = registered.registrations.iter().map(|r| r.card_entry()).collect();
-        let setup = |e: &dyn std::fmt::Display| {
-            Error::Setup(format!(
-                "rank {}: wire-up through the launcher failed: {e}",
-                env.rank
-            ))
-        };
-        card.seen_from = seen_from;
-        card.control_rtt_us = control_rtt_us;
-        let all = rendezvous
-            .exchange(env.rank, env.size, "card", &card.encode())
-            .map_err(|e| setup(&e))?;
-        let cards = CardTable::from_encoded(all).map_err(|e| setup(&e))?;
-        let id = Identity {
-            job_id: env.job_id,
-            secret: env.secret,
-            rank: env.rank,
-            size: env.size,
-        };
-        let ep = Endpoint::new(env.rank, env.size, ecfg);
-        let mut rt = Runtime::assemble(cfg, id, ep, Some(rendezvous), Some(listeners), cards)?;
-        rt.yield_when_idle = yield_when_idle;
-        rt.registrations = registered.registrations;
-        rt.punching = punch::Punching::new(env.rank, registered.reflections);
-        rt.take_eth(eth);
-        rt.shm = shm;
+        let started = crate::boot::start().map_err(Error::Setup)?;
+        let mut rt = Runtime::assemble(started)?;
+        rt.explain_eth();
         rt.start_shm();
         rt.settle_shm(rt.cfg.connect_timeout);
         Ok(rt)
     }
 
-    fn assemble(
-        cfg: Config,
-        id: Identity,
-        ep: Endpoint,
-        rendezvous: Option<Rendezvous>,
-        listeners: Option<Listeners>,
-        cards: CardTable,
-    ) -> Result<Runtime, Error> {
-        let (size, rank) = (id.size as usize, id.rank);
-        let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", id.rank));
+    fn assemble(started: Started) -> Result<Runtime, Error> {
+        let Started {
+            cfg,
+            job,
+            engine,
+            tcp,
+            shm,
+            eth,
+            yield_when_idle,
+        } = started;
+        let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", job.id.rank));
         let waiter = Waiter::new().map_err(epoll_error)?;
         let ready = ReadySet::new(&waiter).map_err(epoll_error)?;
-        for s in listeners.iter().flat_map(|l| l.sockets.iter()) {
+        for s in tcp.listeners.iter().flat_map(|l| l.sockets.iter()) {
             waiter.watch_as(s, Waiter::LISTENING);
         }
-        if let Some(fd) = rendezvous.as_ref().and_then(Rendezvous::as_fd) {
+        if let Some(fd) = job.rendezvous.as_ref().and_then(Rendezvous::as_fd) {
             waiter.watch(fd);
         }
-        let inferred_sites = net::sites::infer(&cards);
-        let sited = inferred_sites.is_some() || cards.heads().iter().any(|c| c.site.is_some());
-        if let (Some(sites), 0) = (&inferred_sites, rank) {
-            let distinct: std::collections::BTreeSet<&String> = sites.iter().collect();
-            tracing::info!("sites inferred from the endpoint cards: {distinct:?}");
-        }
+        let now = Instant::now();
         Ok(Runtime {
-            cfg,
-            id,
-            ep,
+            ep: Endpoint::new(job.id.rank, job.id.size, engine),
             reqs: Requests::default(),
-            lanes: Lanes::new(size),
-            listeners,
-            outgoing: Vec::new(),
-            incoming: Vec::new(),
-            shm: shm::Shm::off(),
-            cards,
-            inferred_sites,
-            sited,
-            attempt_log: HashMap::new(),
-            setups: Default::default(),
-            rendezvous,
-            done_tokens: Vec::new(),
-            pulls: Vec::new(),
-            polls: 0,
-            next_housekeeping: Instant::now(),
-            housekeeping_passes: 0,
-            next_lane_check: Instant::now() + health::CHECK_EVERY,
-            start: Instant::now(),
-            handshake_keys: 0,
-            connect_reports: HashMap::new(),
+            lanes: Lanes::new(job.id.size as usize),
+            cfg,
+            job,
+            tcp,
+            shm,
+            eth,
+            dialing: Dialing::default(),
             waiter,
-            ready,
-            links_watched: false,
-            yielded: 0,
-            background: None,
-            background_armed: false,
-            yield_when_idle: false,
-            registrations: Vec::new(),
-            punching: punch::Punching::new(rank, Vec::new()),
+            passes: Passes {
+                ready,
+                links_watched: false,
+                yielded: 0,
+                done_tokens: Vec::new(),
+                pulls: Vec::new(),
+                polls: 0,
+                next_housekeeping: now,
+                housekeeping_passes: 0,
+                next_lane_check: now + health::CHECK_EVERY,
+                yield_when_idle,
+            },
+            background: BackgroundWork::default(),
             broken: HashMap::new(),
-            aborting: false,
-            eth: Default::default(),
-            finalizing: false,
-            finalize_done: false,
+            life: Lifecycle {
+                start: now,
+                aborting: false,
+                finalizing: false,
+                finalize_done: false,
+            },
         })
     }
 
     pub fn rank(&self) -> Rank {
-        self.id.rank
+        self.job.id.rank
     }
     pub fn size(&self) -> u32 {
-        self.id.size
+        self.job.id.size
     }
     /// Progresses until this rank's connection attempts and hole punches are over, or
     /// `limit` passes (further lanes are set up in the background meanwhile).
     pub fn settle_wireup(&mut self, limit: Duration) {
         let deadline = Deadline::after(clock::now(), clock::nanos(limit));
-        while (self.setting_up_lanes() || self.punching.busy()) && !deadline.passed(clock::now()) {
+        while (self.setting_up_lanes() || self.tcp.punching.busy()) && !deadline.passed(clock::now()) {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }
@@ -489,26 +286,26 @@ impl Runtime {
     /// (nothing else progresses meanwhile): call it when no transfer with another rank
     /// is pending.
     pub fn exchange(&mut self, topic: &str, value: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
-        let Some(rendezvous) = self.rendezvous.as_mut() else {
+        let Some(rendezvous) = self.job.rendezvous.as_mut() else {
             return Ok(vec![value.to_vec()]);
         };
         rendezvous
-            .exchange(self.id.rank, self.id.size, topic, value)
+            .exchange(self.job.id.rank, self.job.id.size, topic, value)
             .map_err(|e| {
                 Error::Setup(format!(
                     "rank {}: key-value exchange ({topic}): {e}",
-                    self.id.rank
+                    self.job.id.rank
                 ))
             })
     }
 
     /// When this process's runtime started (MPI_Wtime's origin).
     pub fn started(&self) -> Instant {
-        self.start
+        self.life.start
     }
 
     pub fn wtime(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        self.life.start.elapsed().as_secs_f64()
     }
 
     // ---- progress ----------------------------------------------------------------
@@ -530,11 +327,11 @@ impl Runtime {
         // epoll_wait says which to read, instead of a `recv()` per lane that mostly
         // returns EAGAIN (with 7 peers, an idle pass was 7 system calls; ranks sharing
         // CPUs spend their neighbours' time on them).
-        let read_all = !self.links_watched;
+        let read_all = !self.passes.links_watched;
         let mut rarely_busy_ready = false;
         if !read_all {
             let mut keys = [0u64; 64];
-            let n = self.ready.poll(&mut keys);
+            let n = self.passes.ready.poll(&mut keys);
             for &key in &keys[..n] {
                 if key == ReadySet::WAITER {
                     rarely_busy_ready = true;
@@ -568,7 +365,7 @@ impl Runtime {
         }
         // Also completes the sends that the flushes above finished.
         any |= self.drive_outputs();
-        self.polls = self.polls.wrapping_add(1);
+        self.passes.polls = self.passes.polls.wrapping_add(1);
         if rarely_busy_ready || self.setting_up_lanes() || self.housekeeping_due() {
             self.waiter.drain();
             self.service_wakeups();
@@ -576,15 +373,15 @@ impl Runtime {
             any |= self.wireup();
             self.poll_control();
             any |= self.drive_outputs();
-            self.next_housekeeping = Instant::now() + HOUSEKEEPING_EVERY;
-            self.housekeeping_passes += 1;
+            self.passes.next_housekeeping = Instant::now() + HOUSEKEEPING_EVERY;
+            self.passes.housekeeping_passes += 1;
         }
         // Taken out while it runs: it may call back into the runtime (and so into
         // `progress`) without running itself again.
-        if self.background_armed {
-            if let Some(mut task) = self.background.take() {
+        if self.background.armed {
+            if let Some(mut task) = self.background.work.take() {
                 any |= task(self);
-                self.background.get_or_insert(task);
+                self.background.work.get_or_insert(task);
             }
         }
         any
@@ -593,11 +390,11 @@ impl Runtime {
     /// Whether wire-up and the coordinator need looking at: every pass while a connection
     /// is being set up.
     fn setting_up_lanes(&self) -> bool {
-        !self.outgoing.is_empty()
-            || !self.incoming.is_empty()
+        !self.tcp.outgoing.is_empty()
+            || !self.tcp.incoming.is_empty()
             || self.shm.busy()
             || self.eth.busy()
-            || self.punching.dialling()
+            || self.tcp.punching.dialling()
     }
 
     /// Every 1024th pass (well under a millisecond), one `epoll_wait` on the rarely busy
@@ -606,40 +403,40 @@ impl Runtime {
     /// system call each, and an `accept()` that finds nobody allocates and frees a socket
     /// and a file in the kernel: on a busy-polling rank that was a fifth of its time.
     fn housekeeping_due(&mut self) -> bool {
-        self.polls.is_multiple_of(1024)
-            && (self.waiter.drain() > 0 || Instant::now() >= self.next_housekeeping)
+        self.passes.polls.is_multiple_of(1024)
+            && (self.waiter.drain() > 0 || Instant::now() >= self.passes.next_housekeeping)
     }
 
     /// Installs work that runs at the end of every progress pass, so that operations
     /// of the layers above (non-blocking collectives) advance while the caller waits
     /// for something else.
     pub fn set_background(&mut self, task: Option<Background>) {
-        self.background = task;
+        self.background.work = task;
     }
 
     /// Tells the runtime that the background task has work (an operation started); it
     /// runs on every progress pass until it calls [`Runtime::disarm_background`].
     pub fn arm_background(&mut self) {
-        self.background_armed = true;
+        self.background.armed = true;
     }
 
     /// Called by the background task when it has nothing left to advance.
     pub fn disarm_background(&mut self) {
-        self.background_armed = false;
+        self.background.armed = false;
     }
 
     fn complete_tokens(&mut self) -> bool {
-        if self.done_tokens.is_empty() {
+        if self.passes.done_tokens.is_empty() {
             return false;
         }
         // Taken and put back, so the vector keeps its capacity: no allocation per message.
-        let mut tokens = std::mem::take(&mut self.done_tokens);
+        let mut tokens = std::mem::take(&mut self.passes.done_tokens);
         for t in tokens.drain(..) {
             if t != 0 {
                 self.finish(t, Ok(self.sent_status()));
             }
         }
-        self.done_tokens = tokens;
+        self.passes.done_tokens = tokens;
         true
     }
 
@@ -655,7 +452,7 @@ impl Runtime {
     /// The status of a completed send.
     fn sent_status(&self) -> Status {
         Status {
-            source: self.id.rank,
+            source: self.job.id.rank,
             tag: 0,
             count: 0,
             truncated: false,
@@ -725,7 +522,9 @@ impl Runtime {
         }
         if let (Ok(read_some), true) = (&res, link.tx_queued() > 0) {
             let read_some = *read_some;
-            res = link.flush(&mut self.done_tokens).map(|wrote| read_some || wrote);
+            res = link
+                .flush(&mut self.passes.done_tokens)
+                .map(|wrote| read_some || wrote);
         }
         match res {
             Ok(p) => {
@@ -762,8 +561,8 @@ impl Runtime {
             if let Some(fd) = l.link.fd() {
                 if l.link.polled() {
                     self.waiter.unwatch(fd);
-                } else if self.links_watched {
-                    self.ready.unwatch(fd);
+                } else if self.passes.links_watched {
+                    self.passes.ready.unwatch(fd);
                 }
             }
         }
@@ -781,7 +580,7 @@ impl Runtime {
     fn drive_outputs(&mut self) -> bool {
         // Checked inline: an idle progress pass runs this three times, and every
         // nanosecond of an idle pass delays noticing a message that has just arrived.
-        if !self.ep.has_output() && self.done_tokens.is_empty() {
+        if !self.ep.has_output() && self.passes.done_tokens.is_empty() {
             return false;
         }
         self.carry_out_outputs()
@@ -792,7 +591,7 @@ impl Runtime {
         let mut any = false;
         loop {
             self.carry_out_pass(&mut any);
-            if self.pulls.is_empty() {
+            if self.passes.pulls.is_empty() {
                 break;
             }
             // Reported after the pass: its reads go in one system call (`pulls.rs`).
@@ -878,7 +677,7 @@ impl Runtime {
                     }
                     self.ep.recycle(data);
                 }
-                Output::Pull { peer, req, at, len } => self.pulls.push((peer, req, at, len)),
+                Output::Pull { peer, req, at, len } => self.passes.pulls.push((peer, req, at, len)),
                 Output::RecvDone { req, result } => self.finish(req, result),
                 Output::SendDone { req, result } => self.finish(req, result.map(|()| self.sent_status())),
                 Output::SendCancelled { req, withdrawn } => {
@@ -914,13 +713,13 @@ impl Runtime {
 
     fn poll_control(&mut self) {
         loop {
-            let Some(rendezvous) = self.rendezvous.as_mut().filter(|_| !self.finalize_done) else {
+            let Some(rendezvous) = self.job.rendezvous.as_mut().filter(|_| !self.life.finalize_done) else {
                 return;
             };
             match rendezvous.poll_event() {
                 Ok(Some(Event::FinalizeDone)) => {
                     // Nothing more comes: the rendezvous may close the connection now.
-                    self.finalize_done = true;
+                    self.life.finalize_done = true;
                     return;
                 }
                 Ok(None) => return,
@@ -929,9 +728,9 @@ impl Runtime {
                     self.drop_lanes(rank);
                     self.ep.handle_peer_failed(rank, &cause);
                 }
-                Ok(Some(Event::Shutdown(ended))) => job_ended_by_launcher(self.id.rank, &ended),
+                Ok(Some(Event::Shutdown(ended))) => job_ended_by_launcher(self.job.id.rank, &ended),
                 Err(e) => {
-                    eprintln!("pontoon: rank {}: {e}; exiting", self.id.rank);
+                    eprintln!("pontoon: rank {}: {e}; exiting", self.job.id.rank);
                     std::process::exit(1);
                 }
             }
@@ -951,10 +750,10 @@ impl Runtime {
                 self.sleep(Duration::from_millis(1));
             }
         }
-        if let Some(rendezvous) = self.rendezvous.as_mut() {
+        if let Some(rendezvous) = self.job.rendezvous.as_mut() {
             match rendezvous.start_finalize() {
-                Ok(()) => self.finalizing = true,
-                Err(NoFinalize::Shutdown(ended)) => job_ended_by_launcher(self.id.rank, &ended),
+                Ok(()) => self.life.finalizing = true,
+                Err(NoFinalize::Shutdown(ended)) => job_ended_by_launcher(self.job.id.rank, &ended),
                 Err(NoFinalize::Lost(e)) => return Err(Error::Setup(format!("finalize: {e}"))),
             }
             // The lanes are served until every rank has finalized: a peer may still
@@ -964,13 +763,13 @@ impl Runtime {
             // short one would have every finalized rank poll a thousand times a
             // second and starve the ranks still working (256 ranks on 2 CPUs took
             // 5 s to finalize).
-            while !self.finalize_done {
+            while !self.life.finalize_done {
                 self.poll_control();
-                if !self.finalize_done && !self.progress() {
+                if !self.life.finalize_done && !self.progress() {
                     self.sleep(IDLE_SLEEP);
                 }
             }
-            self.rendezvous = None;
+            self.job.rendezvous = None;
         }
         self.lanes.clear();
         Ok(())

@@ -37,6 +37,12 @@ use crate::{Caps, LinkError, PathFigures};
 
 pub type Mac = [u8; 6];
 
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn mac_text(mac: &Mac) -> String {
+    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+    parts.join(":")
+}
+
 /// Largest frame read: a 9000-byte jumbo MTU and the Ethernet header, with room.
 const RX_FRAME: usize = 9216;
 /// Receive staging of the stream framing (many small frames per read).

@@ -20,15 +20,22 @@ impl Runtime {
     /// MPI_Abort: asks the launcher (or the process manager) to end the job with `code`,
     /// then exits with it.
     pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        if self.rendezvous.as_ref().is_some_and(|r| r.is_pmi()) {
-            eprintln!("pontoon: rank {}: abort (code {code}): {message}", self.id.rank);
-            if self.pass_abort_on(self.id.rank, code, ORIGIN_WAITS, true) {
+        if self.job.rendezvous.as_ref().is_some_and(|r| r.is_pmi()) {
+            eprintln!(
+                "pontoon: rank {}: abort (code {code}): {message}",
+                self.job.id.rank
+            );
+            if self.pass_abort_on(self.job.id.rank, code, ORIGIN_WAITS, true) {
                 // Every other rank is gone, each with the code: nobody is left to kill.
                 std::process::exit(code)
             }
         }
-        let told = self.rendezvous.as_mut().is_some_and(|r| r.abort(code, message));
-        if !told && !self.aborting {
+        let told = self
+            .job
+            .rendezvous
+            .as_mut()
+            .is_some_and(|r| r.abort(code, message));
+        if !told && !self.life.aborting {
             eprintln!("pontoon: abort (code {code}): {message}");
         }
         std::process::exit(code)
@@ -36,12 +43,12 @@ impl Runtime {
 
     /// A peer says rank `origin` aborted the job: pass it on, exit with its code.
     pub(super) fn heard_abort(&mut self, peer: Rank, origin: Rank, code: i32) {
-        if self.aborting {
+        if self.life.aborting {
             return; // passed on already (a peer echoes it back)
         }
         tracing::info!(
             "rank {}: rank {origin} aborted the job with code {code} (heard from rank {peer})",
-            self.id.rank
+            self.job.id.rank
         );
         self.pass_abort_on(origin, code, PASS_ON_WITHIN, false);
         std::process::exit(code)
@@ -51,13 +58,13 @@ impl Runtime {
     /// out (and, with `wait_for_peers`, until every other rank is gone) or `within`
     /// passes. Returns whether every other rank is gone.
     fn pass_abort_on(&mut self, origin: Rank, code: i32, within: Duration, wait_for_peers: bool) -> bool {
-        self.aborting = true;
+        self.life.aborting = true;
         self.ep.abort_job(origin, code);
         self.drive_outputs();
         let deadline = Instant::now() + within;
-        let me = self.id.rank;
+        let me = self.job.id.rank;
         loop {
-            let all_gone = (0..self.id.size)
+            let all_gone = (0..self.job.id.size)
                 .filter(|&r| r != me)
                 .all(|r| self.ep.peer_failure(r).is_some());
             let sent = !self.lanes.any_queued();

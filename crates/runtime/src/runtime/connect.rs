@@ -14,12 +14,13 @@ use transport::sealed::LaneKeys;
 use transport::tcp::{sealed_tcp_link, tcp_caps, tcp_link};
 use transport::{AnyLink, Link, Transport};
 
-use super::{nonce, Runtime};
+use super::Runtime;
+use crate::boot::config::Encrypt;
 use crate::clock;
-use crate::config::Encrypt;
+use crate::fabric::nonce;
+use crate::fabric::tcp::wireup::{Incoming, Outgoing, Progress, Seal};
 use crate::lanes::{Lane, LaneSetup, Lanes, PathInfo, Route, Via};
 use crate::waiter::Waiter;
-use crate::wireup::{Incoming, Outgoing, Progress, Seal};
 use net::{EndpointCard, PathKind};
 
 /// What this rank already has going with each other rank, for judging a HELLO: only a
@@ -43,17 +44,17 @@ pub(super) fn contention<'a>(lanes: &'a Lanes, outgoing: &[Outgoing]) -> impl Fn
 
 impl Runtime {
     pub(super) fn start_connect(&mut self, peer: Rank) {
-        let completing = self.incoming.iter().any(|c| c.verified_peer() == Some(peer));
+        let completing = self.tcp.incoming.iter().any(|c| c.verified_peer() == Some(peer));
         if self.lanes.connected(peer) {
             return;
         }
         let (now, limit) = (clock::now(), clock::nanos(self.cfg.connect_timeout));
         if completing || self.connecting(peer) {
             // The peer's own connection is about to complete; it will carry our messages.
-            self.setups.begin(peer, now, limit, false);
+            self.dialing.setups.begin(peer, now, limit, false);
             return;
         }
-        self.setups.begin(peer, now, limit, true);
+        self.dialing.setups.begin(peer, now, limit, true);
         self.dial(peer, self.cfg.connect_timeout);
         self.wireup();
     }
@@ -64,10 +65,10 @@ impl Runtime {
         if self.dial_shm(peer) {
             return;
         }
-        if let Some(fault) = self.cards.fault(peer) {
+        if let Some(fault) = self.job.cards.fault(peer) {
             let why =
                 format!("its endpoint card cannot be read ({fault}): it may run another pontoon version");
-            self.connect_reports.insert(peer, why);
+            self.dialing.connect_reports.insert(peer, why);
             return;
         }
         if !self.cfg.transports.contains(&Transport::Tcp) {
@@ -81,7 +82,7 @@ impl Runtime {
                     .map(|w| format!("; shared memory: {w}"))
                     .unwrap_or_default()
             );
-            self.connect_reports.insert(peer, why);
+            self.dialing.connect_reports.insert(peer, why);
             return;
         }
         let mut o = Outgoing::new(
@@ -92,7 +93,7 @@ impl Runtime {
             clock::now(),
         );
         o.seal = self.seal_for(peer);
-        self.outgoing.push(o);
+        self.tcp.outgoing.push(o);
     }
 
     /// Whether the lanes this rank opens to `peer` are sealed (`PONTOON_ENCRYPT`).
@@ -101,8 +102,8 @@ impl Runtime {
             Encrypt::None => Seal::Never,
             Encrypt::All => Seal::Always,
             Encrypt::Wan => {
-                let site = |r: Rank| self.cards.head(r).and_then(|c| c.site.as_deref());
-                let far = matches!((site(self.id.rank), site(peer)), (Some(a), Some(b)) if a != b);
+                let site = |r: Rank| self.job.cards.head(r).and_then(|c| c.site.as_deref());
+                let far = matches!((site(self.job.id.rank), site(peer)), (Some(a), Some(b)) if a != b);
                 Seal::OverWan { far }
             }
         }
@@ -117,18 +118,18 @@ impl Runtime {
         if let Some(fd) = c.fd() {
             self.waiter.watch_as(fd, c.key);
         }
-        self.incoming.push(c);
+        self.tcp.incoming.push(c);
     }
 
     /// A fresh name for a handshake's socket in the waiter (never 0: see `Waiter::watch_as`).
     pub(super) fn handshake_key(&mut self) -> u64 {
-        self.handshake_keys += 1;
-        self.handshake_keys
+        self.tcp.handshake_keys += 1;
+        self.tcp.handshake_keys
     }
 
     /// Whether a first connection to `peer` is being set up by us.
     fn connecting(&self, peer: Rank) -> bool {
-        self.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
+        self.tcp.outgoing.iter().any(|o| o.peer == peer && o.first_lane())
             || self.shm.waiting_for(peer)
             || self.eth.dialling_first(peer)
     }
@@ -136,17 +137,22 @@ impl Runtime {
     /// The first lane to `peer` is up: what we were setting up ourselves is abandoned.
     fn first_lane_up(&mut self, peer: Rank) {
         if let Some(pos) = self
+            .tcp
             .outgoing
             .iter()
             .position(|o| o.peer == peer && o.first_lane())
         {
-            let mut o = self.outgoing.swap_remove(pos);
+            let mut o = self.tcp.outgoing.swap_remove(pos);
             o.abandon("abandoned: the peer's own connection came first", clock::now());
-            self.attempt_log.entry(peer).or_default().extend(o.attempts);
+            self.dialing
+                .attempt_log
+                .entry(peer)
+                .or_default()
+                .extend(o.attempts);
         }
         self.eth.abandon_first(peer);
         self.shm.stop_waiting(peer);
-        self.setups.done(peer);
+        self.dialing.setups.done(peer);
     }
 
     /// A TCP connection with `peer` passed its handshake: a lane, its bytes sealed with
@@ -195,8 +201,8 @@ impl Runtime {
         let caps = link.caps();
         if caps.is_wan() {
             match &link {
-                AnyLink::Tcp(l) => super::wan::limit_unsent(l.pipe()),
-                AnyLink::SealedTcp(l) => super::wan::limit_unsent(l.pipe().inner()),
+                AnyLink::Tcp(l) => crate::fabric::tcp::wan::limit_unsent(l.pipe()),
+                AnyLink::SealedTcp(l) => crate::fabric::tcp::wan::limit_unsent(l.pipe().inner()),
                 _ => {}
             }
         }
@@ -222,7 +228,7 @@ impl Runtime {
         }
         // The lower rank of a pair opens the further lanes, so that there is one set; a
         // pair that needs a relay has no direct interface pairs to add.
-        if !extra_lane && self.id.rank < peer && via.kind == PathKind::Direct {
+        if !extra_lane && self.job.id.rank < peer && via.kind == PathKind::Direct {
             self.open_extra_lanes(peer, local.ip(), remote.ip());
             if caps.is_wan() {
                 self.open_wan_streams(peer, local.ip(), remote.ip(), 2 * caps.latency_ns);
@@ -250,7 +256,9 @@ impl Runtime {
                 }
                 Ok(())
             }
-            (Some(fd), false) if self.links_watched => self.ready.watch(fd, u64::from(lane.0), false),
+            (Some(fd), false) if self.passes.links_watched => {
+                self.passes.ready.watch(fd, u64::from(lane.0), false)
+            }
             _ => Ok(()),
         };
         if let Err(e) = watched {
@@ -270,7 +278,7 @@ impl Runtime {
             sealed: link.sealed(),
         };
         tracing::debug!(
-            rank = self.id.rank,
+            rank = self.job.id.rank,
             peer,
             lane = lane.0,
             "lane up: {:?}",
@@ -289,9 +297,9 @@ impl Runtime {
         if first {
             self.first_lane_up(peer);
         }
-        if self.lanes.sockets().len() == 2 && !self.links_watched {
+        if self.lanes.sockets().len() == 2 && !self.passes.links_watched {
             match self.watch_links() {
-                Ok(()) => self.links_watched = true,
+                Ok(()) => self.passes.links_watched = true,
                 Err(e) => {
                     tracing::warn!("cannot watch links with epoll ({e}); every progress pass reads all")
                 }
@@ -302,7 +310,8 @@ impl Runtime {
 
     /// One more lane per further interface pair with `peer` (`net::paths::extra_lanes`).
     fn open_extra_lanes(&mut self, peer: Rank, local: std::net::IpAddr, remote: std::net::IpAddr) {
-        let (Some(mine), Some(theirs)) = (self.cards.get(self.id.rank), self.cards.get(peer)) else {
+        let (Some(mine), Some(theirs)) = (self.job.cards.get(self.job.id.rank), self.job.cards.get(peer))
+        else {
             return;
         };
         for plan in net::paths::extra_lanes(mine, theirs, local, remote) {
@@ -312,7 +321,7 @@ impl Runtime {
 
     /// Starts setting up a further lane to `peer`, which is connected already.
     pub(super) fn dial_lane(&mut self, peer: Rank, plan: net::paths::LanePlan) {
-        self.dial_lane_tries(peer, plan, crate::wireup::LANE_REDIALS);
+        self.dial_lane_tries(peer, plan, crate::fabric::tcp::wireup::LANE_REDIALS);
     }
 
     /// [`Runtime::dial_lane`], dialled again at most `redials` times if it fails.
@@ -326,7 +335,7 @@ impl Runtime {
         );
         o.seal = self.seal_for(peer);
         o.redials = redials;
-        self.outgoing.push(o);
+        self.tcp.outgoing.push(o);
     }
 
     /// Accepts connections and drives handshakes. Returns whether anything happened.
@@ -338,7 +347,13 @@ impl Runtime {
         // nobody costs the kernel a socket made and freed.
         let ready = self.waiter.take_ready();
         if ready.contains(&Waiter::LISTENING) {
-            for s in self.listeners.as_ref().map(|l| l.accept()).unwrap_or_default() {
+            for s in self
+                .tcp
+                .listeners
+                .as_ref()
+                .map(|l| l.accept())
+                .unwrap_or_default()
+            {
                 self.take_incoming(s);
                 any = true;
             }
@@ -348,22 +363,24 @@ impl Runtime {
         any |= self.eth_wireup();
         // Peers whose own first connection to us is completing: our HELLO waits.
         let completing: Vec<Rank> = self
+            .tcp
             .incoming
             .iter()
             .filter(|c| !c.extra_lane())
             .filter_map(Incoming::verified_peer)
             .collect();
         let mut i = 0;
-        while i < self.outgoing.len() {
-            let o = &mut self.outgoing[i];
+        while i < self.tcp.outgoing.len() {
+            let o = &mut self.tcp.outgoing[i];
             let hold = o.first_lane() && completing.contains(&o.peer);
-            let progress = o.poll(&self.id, now_ns, nonce, hold);
+            let progress = o.poll(&self.job.id, now_ns, nonce, hold);
             if matches!(progress, Progress::Pending) {
                 i += 1;
                 continue;
             }
-            let o = self.outgoing.swap_remove(i);
-            self.attempt_log
+            let o = self.tcp.outgoing.swap_remove(i);
+            self.dialing
+                .attempt_log
                 .entry(o.peer)
                 .or_default()
                 .extend(o.attempts.iter().cloned());
@@ -384,7 +401,7 @@ impl Runtime {
                 // A further lane that cannot be made leaves the peer on the lanes it has;
                 // one whose handshake failed is dialled again a few times (`LANE_REDIALS`).
                 Progress::Failed(report) if !o.first_lane() => match o.redial_plan() {
-                    Some(plan) if self.lanes.connected(o.peer) && !self.finalizing => {
+                    Some(plan) if self.lanes.connected(o.peer) && !self.life.finalizing => {
                         tracing::debug!(
                             peer = o.peer,
                             "additional lane failed ({report}): dialling it again"
@@ -394,28 +411,28 @@ impl Runtime {
                     _ => tracing::debug!(peer = o.peer, "no additional lane: {report}"),
                 },
                 Progress::Yielded => {
-                    self.yielded += 1;
-                    self.setups.yielded(o.peer, clock::now());
-                    self.connect_reports.insert(o.peer, o.report());
+                    self.passes.yielded += 1;
+                    self.dialing.setups.yielded(o.peer, clock::now());
+                    self.dialing.connect_reports.insert(o.peer, o.report());
                 }
                 // Not failed yet: the peer may still reach us (a NAT'd node can connect
                 // out but not be connected to). The deadline below decides.
                 Progress::Failed(report) => {
-                    self.connect_reports.insert(o.peer, report);
+                    self.dialing.connect_reports.insert(o.peer, report);
                 }
             }
         }
         let mut i = 0;
-        while i < self.incoming.len() {
-            let c = &self.incoming[i];
+        while i < self.tcp.incoming.len() {
+            let c = &self.tcp.incoming[i];
             if !ready.contains(&c.key) && !c.deadline().passed(now_ns) {
                 i += 1;
                 continue;
             }
             // Only a HELLO of ours that is out can collide with the peer's; a connect of ours
             // still racing towards some address may never get anywhere.
-            let contention = contention(&self.lanes, &self.outgoing);
-            match self.incoming[i].poll(&self.id, now_ns, nonce(), contention) {
+            let contention = contention(&self.lanes, &self.tcp.outgoing);
+            match self.tcp.incoming[i].poll(&self.job.id, now_ns, nonce(), contention) {
                 Progress::Pending => i += 1,
                 Progress::Established {
                     peer,
@@ -425,31 +442,31 @@ impl Runtime {
                     tag,
                     sealed,
                 } => {
-                    self.incoming.swap_remove(i);
+                    self.tcp.incoming.swap_remove(i);
                     self.established(peer, sock, false, extra_lane, via, tag, sealed);
                     any = true;
                 }
                 Progress::Failed(why) => {
                     // Strangers, wrong jobs and garbage are refused and logged; the job goes on.
-                    tracing::warn!("rank {}: {why}", self.id.rank);
-                    self.incoming.swap_remove(i);
+                    tracing::warn!("rank {}: {why}", self.job.id.rank);
+                    self.tcp.incoming.swap_remove(i);
                     any = true;
                 }
                 Progress::Yielded => {
-                    self.incoming.swap_remove(i);
+                    self.tcp.incoming.swap_remove(i);
                 }
                 Progress::Dropped(why) => {
-                    tracing::debug!("rank {}: {why}", self.id.rank);
-                    self.incoming.swap_remove(i);
+                    tracing::debug!("rank {}: {why}", self.job.id.rank);
+                    self.tcp.incoming.swap_remove(i);
                 }
             }
         }
         self.drop_stale_incoming();
         self.retry_yielded();
         // A peer we yielded to must show up in time, or operations with it fail.
-        let mut setups = std::mem::take(&mut self.setups);
+        let mut setups = std::mem::take(&mut self.dialing.setups);
         let late = setups.overdue(clock::now(), |p| !self.lanes.connected(p) && !self.connecting(p));
-        self.setups = setups;
+        self.dialing.setups = setups;
         for (p, yielded) in late {
             let cause = self.unreachable_cause(p, yielded);
             self.ep.handle_peer_failed(p, &cause);
@@ -462,7 +479,7 @@ impl Runtime {
     /// Why `peer` could not be reached: what was tried and how each failed, and, between
     /// nodes, what would help.
     fn unreachable_cause(&mut self, peer: Rank, yielded: bool) -> String {
-        let mut report = self.connect_reports.remove(&peer).unwrap_or_default();
+        let mut report = self.dialing.connect_reports.remove(&peer).unwrap_or_default();
         if let Some(why) = self.shm_refusal(peer) {
             report = format!("shared memory: {why}; {report}");
         }
@@ -480,7 +497,7 @@ impl Runtime {
             self.cfg.connect_timeout.as_millis(),
             self.cfg.timeout_source("PONTOON_CONNECT_TIMEOUT_MS")
         );
-        if self.cards.same_node(peer, self.id.rank) {
+        if self.job.cards.same_node(peer, self.job.id.rank) {
             // Relays and NATs are no answer between two processes of one host.
             return format!(
                 "{timeout}: {report}. Rank {peer} runs on this host: it is overloaded or stopped \
@@ -497,11 +514,11 @@ impl Runtime {
     /// Tells the launcher that `peer` could not be reached, so that `peer` learns it too
     /// and its operations with this rank fail instead of waiting for it forever.
     fn report_unreachable(&mut self, peer: Rank, cause: &str) {
-        if let Some(rendezvous) = self.rendezvous.as_mut() {
+        if let Some(rendezvous) = self.job.rendezvous.as_mut() {
             if let Err(e) = rendezvous.unreachable(peer, cause) {
                 tracing::warn!(
                     "rank {}: cannot tell the launcher about rank {peer}: {e}",
-                    self.id.rank
+                    self.job.id.rank
                 );
             }
         }
@@ -510,12 +527,12 @@ impl Runtime {
     /// What the coordinator saw of the NATs between it and the two ranks, when they differ:
     /// the likely reason why private addresses led nowhere.
     fn nat_note(&self, peer: Rank) -> String {
-        let nat = |r: Rank| self.cards.get(r).and_then(EndpointCard::nat);
+        let nat = |r: Rank| self.job.cards.get(r).and_then(EndpointCard::nat);
         let seen = |n: Option<std::net::IpAddr>| match n {
             Some(ip) => format!("behind NAT {ip}"),
             None => "directly".to_string(),
         };
-        let (mine, theirs) = (nat(self.id.rank), nat(peer));
+        let (mine, theirs) = (nat(self.job.id.rank), nat(peer));
         if mine == theirs {
             return String::new();
         }
@@ -529,7 +546,7 @@ impl Runtime {
 
     /// What relays could do for `peer`, or why they did not.
     fn relay_note(&self, peer: Rank) -> String {
-        let theirs = self.cards.get(peer).map_or(0, |c| c.relays.len());
+        let theirs = self.job.cards.get(peer).map_or(0, |c| c.relays.len());
         if theirs > 0 {
             return String::new(); // its relays were tried: the report says how each failed
         }
@@ -558,26 +575,27 @@ impl Runtime {
         // newest connection.
         let accepted = |c: &Incoming| c.deadline().at();
         let mut newest: HashMap<Rank, Nanos> = HashMap::new();
-        for c in &self.incoming {
+        for c in &self.tcp.incoming {
             if let Some(r) = first(c) {
                 let t = newest.entry(r).or_insert(accepted(c));
                 *t = (*t).max(accepted(c));
             }
         }
-        self.incoming
+        self.tcp
+            .incoming
             .retain(|c| first(c).is_none_or(|r| newest.get(&r) == Some(&accepted(c))));
     }
 
     /// A peer we yielded to whose connection did not arrive within an attempt's time
     /// (its handshake failed, or it gave up): try again ourselves, within the deadline.
     fn retry_yielded(&mut self) {
-        let mut setups = std::mem::take(&mut self.setups);
+        let mut setups = std::mem::take(&mut self.dialing.setups);
         let due = setups.retries_due(clock::now(), clock::nanos(self.cfg.attempt_timeout), |p| {
             !self.lanes.connected(p)
                 && !self.connecting(p)
-                && !self.incoming.iter().any(|c| c.verified_peer() == Some(p))
+                && !self.tcp.incoming.iter().any(|c| c.verified_peer() == Some(p))
         });
-        self.setups = setups;
+        self.dialing.setups = setups;
         for (peer, left) in due {
             self.dial(peer, clock::duration(left));
         }
@@ -594,7 +612,7 @@ impl Runtime {
 
     /// The first lane's candidates, of the path kinds allowed (`PONTOON_PATHS`).
     pub(super) fn candidates_for(&self, peer: Rank) -> Vec<net::Candidate> {
-        let mut all = match (self.cards.get(self.id.rank), self.cards.get(peer)) {
+        let mut all = match (self.job.cards.get(self.job.id.rank), self.job.cards.get(peer)) {
             (Some(mine), Some(theirs)) => net::candidates(mine, theirs),
             _ => Vec::new(),
         };

@@ -8,30 +8,30 @@ use transport::eth::{eth_caps, eth_link};
 use transport::{AnyLink, Transport};
 
 use super::Runtime;
-use crate::eth_wireup::{EthProgress, EthWireup};
+use crate::fabric::eth::wireup::{EthProgress, EthWireup};
 use crate::lanes::{LaneSetup, Route, Via};
 use net::PathKind;
 
 impl Runtime {
-    /// Keeps the ports opened at start and says, once, why there are none where a
-    /// peer on another node could have used them.
-    pub(super) fn take_eth(&mut self, eth: EthWireup) {
-        if let Some(why) = &eth.refusal {
+    /// Says, once, why there are no raw-Ethernet ports where a peer on another node
+    /// could have used them.
+    pub(super) fn explain_eth(&self) {
+        if let Some(why) = &self.eth.refusal {
             let wanted = self.cfg.transports.contains(&Transport::Eth)
-                && (0..self.id.size).any(|r| {
-                    !self.cards.same_node(r, self.id.rank) && self.cards.get(r).is_some_and(EthWireup::offers)
+                && (0..self.job.id.size).any(|r| {
+                    !self.job.cards.same_node(r, self.job.id.rank)
+                        && self.job.cards.get(r).is_some_and(EthWireup::offers)
                 });
             if wanted {
                 tracing::warn!(
                     "rank {}: no raw Ethernet, TCP carries everything: {why}. Raw-Ethernet lanes need \
                      CAP_NET_RAW (run as root, or `setcap cap_net_raw+ep` on the program)",
-                    self.id.rank
+                    self.job.id.rank
                 );
             } else {
-                tracing::info!("rank {}: no raw Ethernet: {why}", self.id.rank);
+                tracing::info!("rank {}: no raw Ethernet: {why}", self.job.id.rank);
             }
         }
-        self.eth = eth;
     }
 
     /// Why this rank has no raw-Ethernet lanes, if it has none (doctor).
@@ -49,17 +49,17 @@ impl Runtime {
     pub(super) fn eth_possible(&self, peer: Rank) -> bool {
         self.cfg.transports.contains(&Transport::Eth)
             && self.eth.has_ports()
-            && !self.cards.same_node(self.id.rank, peer)
-            && self.cards.get(peer).is_some_and(EthWireup::offers)
+            && !self.job.cards.same_node(self.job.id.rank, peer)
+            && self.job.cards.get(peer).is_some_and(EthWireup::offers)
     }
 
     /// Probes `peer` for a raw-Ethernet lane. Returns whether any probe went out.
     pub(super) fn start_eth(&mut self, peer: Rank, first_lane: bool) -> bool {
-        let Some(theirs) = self.cards.get(peer) else {
+        let Some(theirs) = self.job.cards.get(peer) else {
             return false;
         };
         self.eth
-            .start(&self.id, peer, theirs, first_lane, self.cfg.attempt_timeout)
+            .start(&self.job.id, peer, theirs, first_lane, self.cfg.attempt_timeout)
             > 0
     }
 
@@ -68,16 +68,16 @@ impl Runtime {
         if !self.eth.has_ports() {
             return false;
         }
-        let first: Vec<Rank> = (0..self.id.size)
+        let first: Vec<Rank> = (0..self.job.id.size)
             .filter(|&r| self.eth.dialling_first(r))
             .collect();
         let events = {
-            let tcp_or_shm = super::connect::contention(&self.lanes, &self.outgoing);
+            let tcp_or_shm = super::connect::contention(&self.lanes, &self.tcp.outgoing);
             let contention = |r: Rank| match tcp_or_shm(r) {
                 Contention::None if first.contains(&r) => Contention::Connecting(PathKind::Direct),
                 c => c,
             };
-            self.eth.poll(&self.id, self.cfg.attempt_timeout, contention)
+            self.eth.poll(&self.job.id, self.cfg.attempt_timeout, contention)
         };
         let any = !events.is_empty();
         for e in events {
@@ -122,14 +122,14 @@ impl Runtime {
                     why,
                 } => {
                     if first_lane {
-                        self.connect_reports.insert(peer, why);
+                        self.dialing.connect_reports.insert(peer, why);
                     } else {
                         tracing::debug!(peer, "no raw-Ethernet lane: {why}");
                     }
                 }
                 EthProgress::Yielded { peer } => {
-                    self.yielded += 1;
-                    self.setups.yielded(peer, crate::clock::now());
+                    self.passes.yielded += 1;
+                    self.dialing.setups.yielded(peer, crate::clock::now());
                 }
             }
         }

@@ -18,10 +18,10 @@ impl Runtime {
     /// Looks at every lane once `CHECK_EVERY` has passed since the last look.
     pub(super) fn check_lanes(&mut self) {
         let now = Instant::now();
-        if now < self.next_lane_check {
+        if now < self.passes.next_lane_check {
             return;
         }
-        self.next_lane_check = now + CHECK_EVERY;
+        self.passes.next_lane_check = now + CHECK_EVERY;
         let stall_ms = self.cfg.lane_timeout.as_millis().min(u128::from(u32::MAX)) as u32;
         let all: Vec<proto::LaneId> = self.lanes.iter().map(|l| l.info.lane).collect();
         for lane in all {

@@ -5,20 +5,21 @@ use proto::{LaneId, Rank};
 use transport::Link;
 
 use super::Runtime;
+use crate::fabric::tcp::wireup::Attempt;
 use crate::lanes::PathInfo;
-use crate::wireup::Attempt;
 use net::EndpointCard;
 
 impl Runtime {
     /// Wire-up statistics: (connected peers, attempts given up because the peer's
     /// simultaneous connection won).
     pub fn wireup_stats(&self) -> (usize, usize) {
-        (self.lanes.peers_connected(), self.yielded)
+        (self.lanes.peers_connected(), self.passes.yielded)
     }
 
     /// Addresses `rank` listens on, from its endpoint card.
     pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
-        self.cards
+        self.job
+            .cards
             .get(rank)
             .map(|c| {
                 c.addresses()
@@ -31,25 +32,26 @@ impl Runtime {
 
     /// `rank`'s endpoint card (interfaces, addresses, node, site).
     pub fn card(&self, rank: Rank) -> Option<&EndpointCard> {
-        self.cards.get(rank)
+        self.job.cards.get(rank)
     }
 
     /// The node `rank` runs on, from its card's head (not decoding the rest).
     pub fn node(&self, rank: Rank) -> Option<u64> {
-        self.cards.head(rank).map(|c| c.node)
+        self.job.cards.head(rank).map(|c| c.node)
     }
 
     /// Whether any rank of the job has a site ([`Runtime::site`]).
     pub fn sited(&self) -> bool {
-        self.sited
+        self.job.sited
     }
 
     /// `rank`'s site: the one declared on its card, or else the one the cards show
     /// (`net::sites::infer`: far from the launcher's coordinator, on another network).
     pub fn site(&self, rank: Rank) -> Option<&str> {
-        let declared = self.cards.head(rank).and_then(|c| c.site.as_deref());
+        let declared = self.job.cards.head(rank).and_then(|c| c.site.as_deref());
         declared.or_else(|| {
-            self.inferred_sites
+            self.job
+                .inferred_sites
                 .as_ref()?
                 .get(rank as usize)
                 .map(String::as_str)
@@ -67,7 +69,7 @@ impl Runtime {
 
     /// Why punching through NATs towards `peer` ended without a lane, if it did.
     pub fn punch_note(&self, peer: Rank) -> Option<&str> {
-        self.punching.note(peer)
+        self.tcp.punching.note(peer)
     }
 
     /// Every lane to `peer`, in the order they came up: the first connection (shared
@@ -86,7 +88,7 @@ impl Runtime {
     /// How many progress passes looked at the rarely busy sockets (wire-up, the
     /// coordinator, doorbells): on readiness and every few milliseconds, not per pass.
     pub fn housekeeping_passes(&self) -> u64 {
-        self.housekeeping_passes
+        self.passes.housekeeping_passes
     }
 
     /// What a lane can do, as last measured (`health.rs`), while it is open.
@@ -101,6 +103,6 @@ impl Runtime {
 
     /// Every connection attempt this rank made to `peer`, in order.
     pub fn attempts(&self, peer: Rank) -> &[Attempt] {
-        self.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
+        self.dialing.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
     }
 }

@@ -1,65 +1,16 @@
-//! Collectives of exactly the ranks of this node on the node's collective area
-//! (`transport::shm`, `shm_coll.rs`, says how the area works and why every member runs
-//! the area's collectives in the same order). Waiting here progresses everything else
-//! (a member may need this rank's point-to-point before it gets to the collective) and
-//! sleeps like any blocking call; a member whose process ended fails the collective.
+//! The node's collectives as the event loop runs them (the area's state is
+//! `fabric::shm::coll`).
 
 use std::time::Duration;
 
-use super::sleep::Idle;
-
 use proto::dial::Deadline;
 use proto::{Failure, Rank};
-use transport::shm::{COLL_COUNT_FROM, COLL_PHASES};
 
+use super::sleep::Idle;
 use super::{Error, Runtime};
 use crate::clock;
-
-pub use transport::shm::COLL_DATA as NODE_COLL_DATA;
-
-/// This rank's place in the node's sequence of collectives.
-#[derive(Default)]
-pub(super) struct NodeColls {
-    /// Collectives run so far.
-    seq: u64,
-    /// Per phase, on a node that counts arrivals: the collectives that waited for
-    /// every member.
-    synced: [u64; COLL_PHASES],
-    /// Every member was done with this collective when this rank last looked.
-    all_done: u64,
-}
-
-/// A communicator whose members are exactly this node's ranks: each member's slot in
-/// the node's segment, in communicator order.
-pub struct NodeMembers {
-    slots: Vec<usize>,
-}
-
-impl NodeMembers {
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
-    /// Whether arrivals are counted (a large node) rather than read from the stamps.
-    fn counted(&self) -> bool {
-        self.slots.len() >= COLL_COUNT_FROM
-    }
-}
-
-/// What a rank waits for in the area.
-#[derive(Clone, Copy)]
-enum Await {
-    /// Every member done with collective `seq`.
-    Done(u64),
-    /// Every member posted to the current collective.
-    Arrivals(usize),
-    /// The root's post to the current collective.
-    Stamp { slot: usize, phase: usize },
-}
+use crate::fabric::shm::coll::{Await, NodeMembers};
+use transport::shm::COLL_PHASES;
 
 impl Runtime {
     /// `Some` when `members` (job ranks, in communicator order) are exactly this node's
@@ -350,7 +301,7 @@ impl Runtime {
                 rank: self.shm.local[slot],
                 cause: format!(
                     "its process ended while rank {} waited for it in {op} on the node's shared memory",
-                    self.id.rank
+                    self.job.id.rank
                 ),
             })),
             None => Ok(()),

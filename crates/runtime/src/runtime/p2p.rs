@@ -125,8 +125,8 @@ impl Runtime {
         // which the general path does.
         if dst.len() > Self::SMALL_SEND
             || !self.reqs.is_empty()
-            || self.background_armed
-            || self.yield_when_idle
+            || self.background.armed
+            || self.passes.yield_when_idle
             || self.cfg.spin.is_zero()
         {
             return None;

@@ -14,7 +14,7 @@ pub(super) type Pull = (Rank, ReqId, u64, u64);
 impl Runtime {
     /// Reads every gathered pull, the ones of one peer together, and reports each.
     pub(super) fn read_pulls(&mut self) {
-        let mut pulls = std::mem::take(&mut self.pulls);
+        let mut pulls = std::mem::take(&mut self.passes.pulls);
         for group in pulls.chunk_by(|a, b| a.0 == b.0) {
             let peer = group[0].0;
             let whole = match self.shm.pid_of(peer) {
@@ -33,7 +33,7 @@ impl Runtime {
             }
         }
         pulls.clear();
-        self.pulls = pulls;
+        self.passes.pulls = pulls;
     }
 
     /// Reads one message alone: whether it worked (a failure is logged).
@@ -45,7 +45,7 @@ impl Runtime {
         if let Err(e) = &read {
             tracing::debug!(
                 "rank {}: one-copy read from rank {peer} failed ({e}): by the ring",
-                self.id.rank
+                self.job.id.rank
             );
         }
         read.is_ok()

@@ -72,7 +72,7 @@ impl Runtime {
         if let Some(token) = cut_off {
             self.ep.payload_abandoned(peer, token);
         }
-        if self.finalizing && matches!(e, LinkError::Closed) {
+        if self.life.finalizing && matches!(e, LinkError::Closed) {
             self.ep.handle_peer_finalized(peer);
         }
         let cause = match e {
@@ -82,13 +82,13 @@ impl Runtime {
         let received = ledger.received();
         let loss = self.ep.handle_lane_down(peer, lane, &cause, replayable);
         if loss == LaneLoss::FailedOver {
-            self.done_tokens.extend(queued);
+            self.passes.done_tokens.extend(queued);
         }
         match loss {
             LaneLoss::PeerFailed => {
                 self.drop_lanes(peer);
-                match self.rendezvous.as_mut() {
-                    Some(r) if !self.aborting => r.peer_died(self.id.rank, peer, &cause),
+                match self.job.rendezvous.as_mut() {
+                    Some(r) if !self.life.aborting => r.peer_died(self.job.id.rank, peer, &cause),
                     _ => {}
                 }
             }
@@ -97,7 +97,7 @@ impl Runtime {
                 tracing::warn!(
                     "rank {}: {lane} to rank {peer} ({} {}) failed: {cause}; its transfers go on over the {} \
                      other lane(s)",
-                    self.id.rank,
+                    self.job.id.rank,
                     info.transport.name(),
                     info.route,
                     self.lanes.of_peer(peer).len()
@@ -142,7 +142,7 @@ impl Runtime {
         };
         tracing::info!(
             "rank {}: {} frame(s) of a broken lane to rank {peer} go again on {control}",
-            self.id.rank,
+            self.job.id.rank,
             again.len()
         );
         for (header, payload) in again {

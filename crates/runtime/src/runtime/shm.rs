@@ -1,217 +1,20 @@
-//! Shared memory with the ranks of this node, as the event loop drives it: the node's
-//! ranks and its leader (the lowest) from the cards, the leader's segment and the joins
-//! it admits, this rank's own join, lanes opened at once to members and announced to
-//! them, lanes the others announced taken up, the end of a member's process (seen as its
-//! join connection closing), and the fall-back to TCP, with the reason, when shared
-//! memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
+//! Shared memory as the event loop drives it (the state is `fabric::shm`).
 
-use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::collections::HashSet;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use proto::dial::Deadline;
-use proto::{LaneId, Nanos, Rank};
-use transport::shm::{shm_caps, shm_link, Bell, Layout, ShmNode};
+use proto::{Nanos, Rank};
+use transport::shm::{shm_caps, shm_link, ShmNode};
 use transport::{AnyLink, Link, LinkError, Transport};
 
-use super::node_coll::NodeColls;
-use super::{nonce, Runtime};
-use crate::config::Config;
+use super::Runtime;
+use crate::fabric::nonce;
+use crate::fabric::shm::join::{AdmitProgress, JoinProgress, ShmJoin};
+use crate::fabric::shm::{Kept, NodeState, Shm};
 use crate::lanes::{LaneSetup, Route, Via};
-use crate::shm_wireup::{AdmitProgress, JoinProgress, ShmAdmit, ShmJoin};
 use crate::waiter::Waiter;
-
-/// Bytes of shared-memory receive rings one rank may hold, over all its node-local peers.
-const SHM_BUDGET: usize = 8 << 20;
-/// Largest ring of one shared-memory lane (per direction).
-const SHM_MAX_RING: usize = 1 << 20;
-
-/// The ring size for a node of `ranks` ranks: the largest power of two below
-/// [`SHM_BUDGET`] / (node-local peers), so a node of many ranks gets smaller rings, not
-/// more memory (within the budget up to 512 ranks; beyond, `MIN_RING` wins).
-fn ring_for(ranks: usize) -> usize {
-    let ring = (SHM_BUDGET / (ranks.max(2) - 1)).next_power_of_two() / 2;
-    ring.clamp(transport::shm::MIN_RING, SHM_MAX_RING)
-}
-
-enum NodeState {
-    /// Shared memory is not allowed, or this rank is alone on its node.
-    Off,
-    Joining(ShmJoin),
-    /// A member; the leader also keeps the segment's fd to hand to the others.
-    Member {
-        node: ShmNode,
-        segment: Option<OwnedFd>,
-    },
-    /// Why this rank has no shared memory (its node-local peers use TCP).
-    Failed(String),
-}
-
-/// A join connection kept open after the join: it closes when the process at its other
-/// end ends (the leader keeps one per member, a member its own to the leader).
-struct Kept {
-    /// Its key in the rank's waiter.
-    key: u64,
-    /// The slot of the rank at the other end.
-    index: usize,
-    sock: UnixStream,
-}
-
-/// This rank's part in its node's shared memory.
-pub(super) struct Shm {
-    /// This node's ranks in ascending order; the first is the leader.
-    pub(super) local: Vec<Rank>,
-    /// This rank's place in the node's collectives on its collective area.
-    pub(super) colls: NodeColls,
-    listener: Option<UnixListener>,
-    /// This rank's bell until it is a member (then the node holds it).
-    bell: Option<Bell>,
-    state: NodeState,
-    /// Ranks joining, at the leader.
-    admits: Vec<ShmAdmit>,
-    /// Node-local peers whose first lane waits for a join (theirs or ours), until when.
-    waiting: Vec<(Rank, Deadline)>,
-    /// Peers that have had a shared-memory lane: a ring's counters cannot start again,
-    /// so a lane that closed is never opened again.
-    laned: HashSet<Rank>,
-    /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
-    refusals: HashMap<Rank, String>,
-    /// Join connections kept to learn of the other end's process ending.
-    kept: Vec<Kept>,
-    /// Node-local ranks whose process ended, their lanes closed.
-    gone: HashSet<Rank>,
-    /// On a signalled node: each slot's lane, read when the slot's bit in this rank's
-    /// bitmap of writers is taken.
-    lane_at: Vec<Option<LaneId>>,
-    /// Slots taken from the bitmap, and the lanes to read this pass (kept for their
-    /// allocations: this runs on every pass).
-    written: Vec<usize>,
-    reading: Vec<LaneId>,
-    /// Signalled lanes to read on the next pass whatever the bits say: those opened
-    /// since (their first frames may have set their bits before the lanes existed
-    /// here), and those a read left bytes in (a read stops at a box's place in the
-    /// stream, and at the tail it saw).
-    again: Vec<LaneId>,
-}
-
-impl Shm {
-    pub(super) fn off() -> Shm {
-        Shm {
-            local: Vec::new(),
-            listener: None,
-            bell: None,
-            state: NodeState::Off,
-            admits: Vec::new(),
-            waiting: Vec::new(),
-            laned: HashSet::new(),
-            refusals: HashMap::new(),
-            kept: Vec::new(),
-            gone: HashSet::new(),
-            lane_at: Vec::new(),
-            written: Vec::new(),
-            reading: Vec::new(),
-            again: Vec::new(),
-            colls: NodeColls::default(),
-        }
-    }
-
-    /// Binds this rank's join socket and bell, before the ranks exchange cards, so that
-    /// both exist once any rank of the node looks (`Off` where shared memory is not
-    /// allowed or cannot be had here).
-    pub(super) fn bind(cfg: &Config, job_id: &[u8; 16], rank: Rank) -> Shm {
-        let mut shm = Shm::off();
-        if !cfg.transports.contains(&Transport::Shm) {
-            return shm;
-        }
-        let bound = transport::shm::listen(&transport::shm::socket_name(job_id, rank)).and_then(|l| {
-            let bell = Bell::bind(&transport::shm::bell_name(job_id, rank))?;
-            Ok((l, bell))
-        });
-        match bound {
-            Ok((listener, bell)) => {
-                shm.listener = Some(listener);
-                shm.bell = Some(bell);
-            }
-            Err(e) => {
-                tracing::warn!("rank {rank}: no shared-memory socket ({e}); ranks of this node will use TCP")
-            }
-        }
-        shm
-    }
-
-    /// The segment's layout for this node (the leader's and every joiner's own count).
-    fn layout(&self) -> std::io::Result<Layout> {
-        Layout::new(self.local.len(), ring_for(self.local.len()))
-    }
-
-    pub(super) fn index(&self, rank: Rank) -> Option<usize> {
-        self.local.binary_search(&rank).ok()
-    }
-
-    /// The pid of the node's rank `rank`, as the node segment records it.
-    pub(super) fn pid_of(&self, rank: Rank) -> Option<u32> {
-        let index = self.index(rank)?;
-        self.node()?.member(index).map(|(_, pid)| pid)
-    }
-
-    pub(super) fn node(&self) -> Option<&ShmNode> {
-        match &self.state {
-            NodeState::Member { node, .. } => Some(node),
-            _ => None,
-        }
-    }
-
-    /// Whether this rank's own join is under way.
-    pub(super) fn joining(&self) -> bool {
-        matches!(self.state, NodeState::Joining(_))
-    }
-
-    /// Whether joins need the event loop's attention on every pass. (Lanes waiting for
-    /// a peer's join do not: they are looked at every few milliseconds, and a rank
-    /// polling for them on every pass starved the ranks still joining.)
-    pub(super) fn busy(&self) -> bool {
-        matches!(self.state, NodeState::Joining(_)) || !self.admits.is_empty()
-    }
-
-    /// The deadlines of the joins under way (this rank's, or those the leader admits)
-    /// and of the lanes waiting for them. Until one passes, a sleeping rank wakes for a
-    /// join only when its socket says so: with hundreds of ranks joining at once, each
-    /// waking every millisecond to look took the CPU from the leader admitting them and
-    /// from the ranks still reading the cards.
-    pub(super) fn join_deadlines(&self) -> impl Iterator<Item = Deadline> + '_ {
-        let own = match &self.state {
-            NodeState::Joining(join) => Some(join.deadline()),
-            _ => None,
-        };
-        let lanes = self.waiting.iter().map(|&(_, deadline)| deadline);
-        self.admits.iter().map(ShmAdmit::deadline).chain(own).chain(lanes)
-    }
-
-    /// Whether a first lane to `peer` waits for a join.
-    pub(super) fn waiting_for(&self, peer: Rank) -> bool {
-        self.waiting.iter().any(|&(p, _)| p == peer)
-    }
-
-    /// The first lane to `peer` came up some other way.
-    pub(super) fn stop_waiting(&mut self, peer: Rank) {
-        self.waiting.retain(|&(p, _)| p != peer);
-    }
-
-    pub(super) fn refusal(&self, peer: Rank) -> Option<&str> {
-        self.refusals.get(&peer).map(String::as_str)
-    }
-
-    /// Whether everything of this node's shared memory that start-up waits for is done:
-    /// this rank and every other rank of the node joined (or this rank gave up).
-    fn settled(&self) -> bool {
-        match &self.state {
-            NodeState::Joining(_) => false,
-            NodeState::Member { node, .. } => (0..self.local.len()).all(|i| node.member(i).is_some()),
-            _ => true,
-        }
-    }
-}
 
 impl Runtime {
     /// The deadline of a join to the node's shared memory starting now (at either end),
@@ -223,19 +26,19 @@ impl Runtime {
     /// After the cards are exchanged: this node's ranks; the leader makes the segment,
     /// the others start joining it.
     pub(super) fn start_shm(&mut self) {
-        if self.shm.listener.is_none() || self.cards.head(self.id.rank).is_none() {
+        if self.shm.listener.is_none() || self.job.cards.head(self.job.id.rank).is_none() {
             return;
         }
         // In rank order.
-        let local: Vec<Rank> = (0..self.cards.len() as Rank)
-            .filter(|&r| self.cards.same_node(r, self.id.rank))
+        let local: Vec<Rank> = (0..self.job.cards.len() as Rank)
+            .filter(|&r| self.job.cards.same_node(r, self.job.id.rank))
             .collect();
         if local.len() < 2 {
             self.shm = Shm::off();
             return;
         }
         let me = local
-            .binary_search(&self.id.rank)
+            .binary_search(&self.job.id.rank)
             .expect("this rank is of its node");
         let leader = local[0];
         self.shm.local = local;
@@ -247,11 +50,11 @@ impl Runtime {
             let made = self
                 .shm
                 .layout()
-                .and_then(|layout| ShmNode::create(layout, 0, self.id.job_id, bell));
+                .and_then(|layout| ShmNode::create(layout, 0, self.job.id.job_id, bell));
             self.shm.state = match made {
                 Ok((node, segment)) => {
                     node.admit(0, std::process::id());
-                    node.enter(self.id.rank);
+                    node.enter(self.job.id.rank);
                     NodeState::Member {
                         node,
                         segment: Some(segment),
@@ -263,7 +66,7 @@ impl Runtime {
         }
         self.shm.listener = None;
         self.shm.bell = Some(bell);
-        self.shm.state = match ShmJoin::start(&self.id, leader, nonce(), self.join_deadline()) {
+        self.shm.state = match ShmJoin::start(&self.job.id, leader, nonce(), self.join_deadline()) {
             Ok(mut join) => {
                 join.key = self.handshake_key();
                 self.waiter.watch_as(join.socket(), join.key);
@@ -308,7 +111,7 @@ impl Runtime {
                 tracing::warn!(
                     "rank {}: ranks {missing:?} of this node have not joined its shared memory \
                      within {} ms; they will be admitted when they do",
-                    self.id.rank,
+                    self.job.id.rank,
                     limit.as_millis()
                 );
             }
@@ -500,14 +303,14 @@ impl Runtime {
             self.shm.state = match progress {
                 JoinProgress::Joined(fd) => {
                     let bell = self.shm.bell.take().expect("kept until joined");
-                    let me = self.shm.index(self.id.rank).expect("of its node");
+                    let me = self.shm.index(self.job.id.rank).expect("of its node");
                     let joined = self
                         .shm
                         .layout()
-                        .and_then(|layout| ShmNode::join(fd, layout, me, self.id.job_id, bell));
+                        .and_then(|layout| ShmNode::join(fd, layout, me, self.job.id.job_id, bell));
                     match joined {
                         Ok(node) => {
-                            node.enter(self.id.rank);
+                            node.enter(self.job.id.rank);
                             // Still watched: it closes when the leader's process ends.
                             self.shm.kept.push(Kept {
                                 key: join.key,
@@ -558,6 +361,7 @@ impl Runtime {
             };
             self.refuse_shm(peer, why);
             let left = self
+                .dialing
                 .setups
                 .time_left(peer, crate::clock::now())
                 .map_or(self.cfg.connect_timeout, crate::clock::duration);
@@ -577,7 +381,7 @@ impl Runtime {
             .listener
             .as_ref()
             .filter(|_| ready.contains(&Waiter::LISTENING))
-            .map(|l| crate::shm_wireup::accept_all(l, deadline));
+            .map(|l| crate::fabric::shm::join::accept_all(l, deadline));
         for mut a in accepted.unwrap_or_default() {
             a.key = self.handshake_key();
             self.waiter.watch_as(a.socket(), a.key);
@@ -600,7 +404,7 @@ impl Runtime {
                 i += 1;
                 continue;
             }
-            let progress = a.poll(&self.id, now, nonce());
+            let progress = a.poll(&self.job.id, now, nonce());
             if matches!(progress, AdmitProgress::Pending) {
                 i += 1;
                 continue;
@@ -615,7 +419,7 @@ impl Runtime {
                         match a.hand_over(segment.as_fd()) {
                             Ok(()) => Some(index),
                             Err(e) => {
-                                tracing::warn!("rank {}: rank {peer}: {e}", self.id.rank);
+                                tracing::warn!("rank {}: rank {peer}: {e}", self.job.id.rank);
                                 None
                             }
                         }
@@ -624,13 +428,13 @@ impl Runtime {
                         tracing::warn!(
                             "rank {}: rank {peer} asked to join this node's shared memory, but \
                              its card names another node",
-                            self.id.rank
+                            self.job.id.rank
                         );
                         None
                     }
                 },
                 AdmitProgress::Failed(why) => {
-                    tracing::warn!("rank {}: {why}", self.id.rank);
+                    tracing::warn!("rank {}: {why}", self.job.id.rank);
                     None
                 }
                 AdmitProgress::Pending => None,
@@ -655,7 +459,7 @@ impl Runtime {
         let mut i = 0;
         while i < self.shm.kept.len() {
             let k = &self.shm.kept[i];
-            if !ready.contains(&k.key) || !crate::shm_wireup::closed(&k.sock) {
+            if !ready.contains(&k.key) || !crate::fabric::shm::join::closed(&k.sock) {
                 i += 1;
                 continue;
             }
@@ -673,7 +477,7 @@ impl Runtime {
     pub(super) fn refuse_shm(&mut self, peer: Rank, why: String) {
         tracing::warn!(
             "rank {}: no shared memory with rank {peer}, using TCP: {why}",
-            self.id.rank
+            self.job.id.rank
         );
         self.shm.stop_waiting(peer);
         self.shm.refusals.insert(peer, why);

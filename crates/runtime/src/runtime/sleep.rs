@@ -12,8 +12,8 @@ use std::os::fd::AsFd;
 
 use super::Runtime;
 use crate::clock;
+use crate::fabric::tcp::wireup::Incoming;
 use crate::waiter::Waiter;
-use crate::wireup::Incoming;
 
 /// Where a blocking call is in its wait: passes that found nothing, and when its
 /// busy-polling ends (from the first clock reading: a call that completes within
@@ -69,7 +69,7 @@ impl Runtime {
             // Woken before its time by something else: the next sleep starts as the
             // first did, perhaps as a peer publishes.
             idle.long_since_short = short.is_some() || slept.elapsed() >= max;
-        } else if self.yield_when_idle {
+        } else if self.passes.yield_when_idle {
             std::thread::yield_now();
         }
     }
@@ -85,13 +85,14 @@ impl Runtime {
     pub(super) fn sleep_unless(&mut self, max: Duration, ready: &mut dyn FnMut(&Runtime) -> bool) {
         // A punching dial must leave at its moment, not after a wake-up.
         if self
+            .tcp
             .punching
             .dial_due_before(std::time::Instant::now() + max.min(Duration::from_millis(2)))
         {
             return;
         }
         // Outgoing connects are short-lived: wake up often while they run.
-        let max = if self.outgoing.is_empty() && !self.punching.dialling() {
+        let max = if self.tcp.outgoing.is_empty() && !self.tcp.punching.dialling() {
             max
         } else {
             Duration::from_millis(1)
@@ -111,11 +112,11 @@ impl Runtime {
         // has timers of its own).
         let now = clock::now();
         let attempt = clock::nanos(self.cfg.attempt_timeout);
-        let setup = self.setups.poll_timeout(attempt).filter(|&due| due > now);
+        let setup = self.dialing.setups.poll_timeout(attempt).filter(|&due| due > now);
         // Handshakes answered and joins to shared memory wake the rank through their
         // sockets, or when their time is up (the wake-up looks at the wire-up: one
         // already up waits for that, as a set-up's does).
-        let handshakes = (self.incoming.iter().map(Incoming::deadline))
+        let handshakes = (self.tcp.incoming.iter().map(Incoming::deadline))
             .chain(self.shm.join_deadlines())
             .map(|d| d.at().saturating_add(1))
             .filter(|&due| due > now)
@@ -149,7 +150,7 @@ impl Runtime {
         }
         // A socket lane blocked on a full send buffer wakes the rank when there is room
         // again (`watch_links` registers those for writing itself).
-        let temporary = !self.links_watched;
+        let temporary = !self.passes.links_watched;
         let mut blocked = Vec::new();
         let watched = if temporary {
             self.watch_links()
@@ -157,7 +158,7 @@ impl Runtime {
             blocked.extend(self.socket_lanes().filter(|&k| self.queued(k)));
             blocked
                 .iter()
-                .try_for_each(|&k| self.ready.set_writable(self.fd(k), key(k), true))
+                .try_for_each(|&k| self.passes.ready.set_writable(self.fd(k), key(k), true))
         };
         // Without every lane in the set, sleep briefly: a message would not wake us.
         let max = if watched.is_ok() {
@@ -166,19 +167,20 @@ impl Runtime {
             max.min(Duration::from_millis(1))
         };
         self.watch_raw_sockets(true);
-        self.ready.wait(max, &mut [0; 1]);
+        self.passes.ready.wait(max, &mut [0; 1]);
         self.disarm_shm();
         self.watch_raw_sockets(false);
         if temporary {
-            self.socket_lanes().for_each(|k| self.ready.unwatch(self.fd(k)));
+            self.socket_lanes()
+                .for_each(|k| self.passes.ready.unwatch(self.fd(k)));
         } else {
             for &k in &blocked {
-                let _ = self.ready.set_writable(self.fd(k), key(k), false);
+                let _ = self.passes.ready.set_writable(self.fd(k), key(k), false);
             }
         }
         // Look at wire-up, doorbells and the coordinator on the next pass.
-        self.polls = 1023;
-        self.next_housekeeping = std::time::Instant::now();
+        self.passes.polls = 1023;
+        self.passes.next_housekeeping = std::time::Instant::now();
     }
 
     /// Raw sockets that are readable on every frame (eth ports and lanes) wake the rank
@@ -205,8 +207,10 @@ impl Runtime {
     pub(super) fn watch_links(&self) -> std::io::Result<()> {
         let lanes: Vec<LaneId> = self.socket_lanes().collect();
         for (i, &k) in lanes.iter().enumerate() {
-            if let Err(e) = self.ready.watch(self.fd(k), key(k), self.queued(k)) {
-                lanes[..i].iter().for_each(|&k| self.ready.unwatch(self.fd(k)));
+            if let Err(e) = self.passes.ready.watch(self.fd(k), key(k), self.queued(k)) {
+                lanes[..i]
+                    .iter()
+                    .for_each(|&k| self.passes.ready.unwatch(self.fd(k)));
                 return Err(e);
             }
         }

@@ -174,7 +174,7 @@ impl PmiClient {
     /// Connects to the process manager named by the environment: `Ok(None)` when no
     /// `PMI_FD` is set (not started by a PMI process manager). `cfg` says which wire
     /// protocol to try first and how long a fence may take.
-    pub fn from_env(cfg: &crate::config::Config) -> Result<Option<PmiClient>, PmiError> {
+    pub fn from_env(cfg: &crate::boot::config::Config) -> Result<Option<PmiClient>, PmiError> {
         let Some(fd) = std::env::var_os("PMI_FD") else {
             return Ok(None);
         };
@@ -352,7 +352,7 @@ impl PmiClient {
 
     /// Publishes `value` under `key` for the next fence.
     pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
-        let hex = crate::jobenv::hex(value);
+        let hex = crate::boot::jobenv::hex(value);
         let pieces: Vec<&str> = if hex.is_empty() {
             vec![""]
         } else {
@@ -387,7 +387,7 @@ impl PmiClient {
                     .ok_or_else(|| bad("a piece is missing"))?,
             );
         }
-        crate::jobenv::unhex_any(&hex)
+        crate::boot::jobenv::unhex_any(&hex)
             .map(Some)
             .ok_or_else(|| bad("not hex"))
     }

@@ -4,9 +4,9 @@
 //! coordinator also says when a rank fails or the job is ended (under PMI, the process
 //! manager signals the ranks itself).
 
-use crate::control::{ControlClient, ControlError, JobEnded};
-use crate::jobenv::JobEnv;
-use crate::pmi::{PmiClient, ProcessMapping};
+use crate::boot::control::{ControlClient, ControlError, JobEnded};
+use crate::boot::jobenv::JobEnv;
+use crate::boot::pmi::{PmiClient, ProcessMapping};
 use proto::control::FromCoordinator;
 use std::os::fd::BorrowedFd;
 
@@ -17,7 +17,7 @@ pub(crate) enum Rendezvous {
         epoch: u32,
         /// The coordinator's process, when this rank started it (task 0 under srun
         /// without PMI).
-        _hosted: Option<crate::srun::HostedRendezvous>,
+        _hosted: Option<crate::boot::srun::HostedRendezvous>,
     },
     Pmi(PmiClient),
 }

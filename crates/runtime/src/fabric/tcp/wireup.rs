@@ -325,11 +325,6 @@ impl Outgoing {
         self.handshake.as_ref().map(|h| self.candidates[h.cand].kind)
     }
 
-    /// When [`Outgoing::poll`] has something to do even if no socket is ready.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.race.poll_timeout()
-    }
-
     /// Ends every attempt still running, recording `why` for each.
     pub fn abandon(&mut self, why: &str, now: Nanos) {
         if let Some(h) = self.handshake.take() {

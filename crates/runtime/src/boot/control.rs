@@ -7,8 +7,8 @@
 //! ([`ControlClient::fence`], [`ControlClient::finalize`]) queue every other event
 //! that arrives meanwhile, so `poll_event` later returns it in order.
 
+use crate::boot::jobenv::JobEnv;
 use crate::clock;
-use crate::jobenv::JobEnv;
 use net::{AddrClass, ConnEntry};
 use proto::control::{self as ctl, Decoder, FromCoordinator, ToCoordinator};
 use proto::dial::Deadline;

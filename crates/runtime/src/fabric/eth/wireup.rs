@@ -24,7 +24,7 @@ use proto::wire::HandshakeStatus;
 use proto::wire::{HandshakeFrame, HandshakeRepr};
 use proto::PathKind;
 use proto::{Nanos, Rank};
-use transport::eth::{EthPeer, EthPipe, EthPort, Mac};
+use transport::eth::{mac_text, EthPeer, EthPipe, EthPort, Mac};
 
 use crate::clock;
 
@@ -198,7 +198,7 @@ impl EthWireup {
         let mut started = 0;
         for (port, (p, _)) in self.ports.iter().enumerate() {
             for &to in &macs {
-                let nonce = crate::runtime::nonce();
+                let nonce = crate::fabric::nonce();
                 let (ini, hello) = if first_lane {
                     Initiator::new(id.clone(), peer, nonce)
                 } else {
@@ -338,7 +338,7 @@ impl EthWireup {
             let _ = p.send_one(from, &handshake(their_tag, c.tag, FRAME_LEN), &c.ack, None);
             return;
         }
-        let verdict = accept_hello(id, hello, crate::runtime::nonce(), contention);
+        let verdict = accept_hello(id, hello, crate::fabric::nonce(), contention);
         match verdict.result {
             Ok(acc) => {
                 let Some(tag) = p.new_tag() else { return };
@@ -436,10 +436,4 @@ impl EthWireup {
             },
         }
     }
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn mac_text(mac: &Mac) -> String {
-    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
-    parts.join(":")
 }

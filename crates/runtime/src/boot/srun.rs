@@ -15,8 +15,8 @@
 //!
 //! From there every task connects to the coordinator as under `pontoon run`.
 
-use crate::config::Config;
-use crate::jobenv::JobEnv;
+use crate::boot::config::Config;
+use crate::boot::jobenv::JobEnv;
 use proto::wire::srun_key::{KeyAnswer, KeyGrant, KeyRequest, RendezvousOrder, MAX_LINE};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};

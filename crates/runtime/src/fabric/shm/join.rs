@@ -45,7 +45,7 @@ fn read_until(
 /// Reads a whole handshake frame (its length is checked by `frame_complete`).
 fn read_frame(sock: &UnixStream, buf: &mut Vec<u8>) -> Result<bool, String> {
     read_until(sock, buf, FRAME_LEN, &mut None)?;
-    crate::wireup::frame_complete(buf)
+    crate::fabric::tcp::wireup::frame_complete(buf)
 }
 
 /// Whether the other end of a kept join connection has closed (its process ended): reads
