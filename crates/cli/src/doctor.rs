@@ -69,6 +69,19 @@ struct PeerReport {
     /// Why punching through the NATs to a peer reached through a relay ended without a
     /// lane (`null`: it succeeded, or was not needed).
     punch: Option<String>,
+    /// Every transport that carries no lane to the peer, and why.
+    refused: Vec<RefusalReport>,
+}
+
+#[derive(Serialize)]
+struct RefusalReport {
+    /// `shm`, `tcp` or `eth`, as PONTOON_TRANSPORTS names them.
+    transport: &'static str,
+    why: String,
+    /// What would help, where something would.
+    help: Option<String>,
+    /// It follows from where the two ranks run: nothing to fix.
+    expected: bool,
 }
 
 #[derive(Serialize)]
@@ -189,6 +202,16 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             error: result.err(),
             path: universe.path(peer).map(|p| path_report(universe, p)),
             punch: universe.punch_note(peer),
+            refused: universe
+                .refusals(peer)
+                .into_iter()
+                .map(|r| RefusalReport {
+                    transport: r.transport.name(),
+                    why: r.why,
+                    help: r.help,
+                    expected: r.expected,
+                })
+                .collect(),
             lanes: universe
                 .lanes(peer)
                 .into_iter()
@@ -373,6 +396,39 @@ fn pair_notes(ranks: &[serde_json::Value], field: &str) -> Vec<String> {
     out
 }
 
+/// `  TRANSPORT: why (help): FROM -> TO, …` for every refusal not explained by the
+/// ranks' placement, each text once with the pairs it holds for.
+fn refusals(ranks: &[serde_json::Value]) -> Vec<String> {
+    let mut pairs: Vec<(String, Vec<String>)> = Vec::new();
+    for r in ranks {
+        for p in r["peers"].as_array().into_iter().flatten() {
+            for refusal in p["refused"].as_array().into_iter().flatten() {
+                if refusal["expected"].as_bool() == Some(true) {
+                    continue;
+                }
+                let help = refusal["help"]
+                    .as_str()
+                    .map(|h| format!(" ({h})"))
+                    .unwrap_or_default();
+                let text = format!(
+                    "{}: {}{help}",
+                    refusal["transport"].as_str().unwrap_or("?"),
+                    refusal["why"].as_str().unwrap_or("")
+                );
+                let pair = format!("{} -> {}", r["rank"], p["peer"]);
+                match pairs.iter_mut().find(|(t, _)| *t == text) {
+                    Some((_, of)) => of.push(pair),
+                    None => pairs.push((text, vec![pair])),
+                }
+            }
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|(text, of)| format!("  {text}: {}", of.join(", ")))
+        .collect()
+}
+
 fn render(size: u32, ranks: &[serde_json::Value]) -> String {
     let mut out = format!("pontoon doctor: {size} ranks\n\nranks:\n");
     for r in ranks {
@@ -450,6 +506,14 @@ fn render(size: u32, ranks: &[serde_json::Value]) -> String {
             out,
             "\nnot punched (the relay carries these pairs):\n{}",
             unpunched.join("\n")
+        );
+    }
+    let refused = refusals(ranks);
+    if !refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "\ntransports refused (besides those the ranks' placement rules out; --json lists all):\n{}",
+            refused.join("\n")
         );
     }
     let failures = pair_notes(ranks, "error");

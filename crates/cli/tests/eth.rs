@@ -153,6 +153,18 @@ fn without_cap_net_raw_doctor_says_why_and_tcp_carries_everything() {
         for p in r["peers"].as_array().expect("peers") {
             assert_eq!(p["ok"], true, "{p:#}");
             assert_eq!(p["path"]["transport"], "tcp");
+            // The pair lists raw Ethernet as refused, with what would help.
+            let eth = p["refused"]
+                .as_array()
+                .expect("refused")
+                .iter()
+                .find(|r| r["transport"] == "eth")
+                .unwrap_or_else(|| panic!("raw Ethernet is not listed as refused: {p:#}"));
+            assert!(
+                eth["why"].as_str().unwrap().contains("no raw-Ethernet port"),
+                "{eth}"
+            );
+            assert!(eth["help"].as_str().unwrap().contains("CAP_NET_RAW"), "{eth}");
         }
     }
 }

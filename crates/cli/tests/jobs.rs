@@ -426,6 +426,63 @@ fn doctor_reports_measured_latency_and_bandwidth_of_tcp_lanes() {
     }
 }
 
+/// `pontoon doctor --json` lists, for each pair, every transport that carries no lane
+/// and why: those PONTOON_TRANSPORTS leaves out (and what to set), and those the ranks'
+/// placement rules out (raw Ethernet between ranks of one host), marked expected.
+#[test]
+fn doctor_lists_every_refused_transport_per_pair_and_why() {
+    let doctor = |transports: &str| {
+        let out = Command::new(pontoon())
+            .args(["run", "-n", "2", "--timeout", "60", "-x", "PONTOON_TRANSPORTS"])
+            .env("PONTOON_TRANSPORTS", transports)
+            .arg(pontoon())
+            .args(["doctor", "--json"])
+            .output()
+            .expect("pontoon runs");
+        let report: serde_json::Value = serde_json::from_str(&succeeded(&out)).expect("doctor --json");
+        let peers: Vec<serde_json::Value> = report["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["peers"].as_array().unwrap().clone())
+            .collect();
+        assert_eq!(peers.len(), 2, "{report:#}");
+        peers
+    };
+    let refused = |p: &serde_json::Value, transport: &str| {
+        p["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["transport"] == transport)
+            .cloned()
+    };
+    for p in doctor("tcp") {
+        assert_eq!(p["path"]["transport"], "tcp", "{p:#}");
+        assert_eq!(refused(&p, "tcp"), None, "TCP carries the lane: {p:#}");
+        for other in ["shm", "eth"] {
+            let r = refused(&p, other).unwrap_or_else(|| panic!("{other} is not listed: {p:#}"));
+            assert_eq!(r["why"], "not in PONTOON_TRANSPORTS=tcp", "{r}");
+            assert_eq!(r["help"], format!("add `{other}` to PONTOON_TRANSPORTS"), "{r}");
+            assert_eq!(r["expected"], false, "{r}");
+        }
+    }
+    for p in doctor("shm,tcp,eth") {
+        assert_eq!(p["path"]["transport"], "shm", "{p:#}");
+        assert_eq!(
+            p["refused"].as_array().unwrap().len(),
+            1,
+            "only raw Ethernet: {p:#}"
+        );
+        let eth = refused(&p, "eth").expect("raw Ethernet is listed");
+        assert!(
+            eth["why"].as_str().unwrap().contains("runs on this node"),
+            "{eth}"
+        );
+        assert_eq!(eth["expected"], true, "{eth}");
+    }
+}
+
 /// Three ranks with the variables `settings` (`-x NAME=VALUE`): `pontoon doctor --json`,
 /// whose every peer of every rank goes to `check`, then the C point-to-point programs.
 fn doctor_then_p2p(settings: &[String], mut check: impl FnMut(&serde_json::Value)) {

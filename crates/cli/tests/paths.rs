@@ -210,6 +210,17 @@ fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and
             );
             // The coordinator's view explains it: one of the two is behind its head's NAT.
             assert!(error.contains("behind NAT"), "{error}");
+            // Doctor lists TCP as refused: what was tried, and what would help.
+            let tcp = p["refused"]
+                .as_array()
+                .expect("refused")
+                .iter()
+                .find(|r| r["transport"] == "tcp")
+                .unwrap_or_else(|| panic!("TCP is not listed as refused: {p:#}"));
+            assert!(
+                tcp["help"].as_str().unwrap().contains("pontoon run --relay HOST"),
+                "{tcp}"
+            );
         } else {
             // Inside a cluster; or a head and a node across the NAT: the node connects out
             // to the head's public address, and the head waits for it instead of giving up.

@@ -287,6 +287,12 @@ impl Universe {
         }
     }
 
+    /// Why each transport that carries no lane to `peer` does not (which, why, what
+    /// would help), for diagnostics.
+    pub fn refusals(&self, peer: Rank) -> Vec<runtime::Refusal> {
+        self.engine_ref().map(|rt| rt.refusals(peer)).unwrap_or_default()
+    }
+
     /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
     pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
         self.engine_ref()?.lane_caps(lane)

@@ -16,6 +16,7 @@ mod waiter;
 pub use boot::{config, control, jobenv, pmi, srun};
 pub use config::Config;
 pub use fabric::tcp::wireup::Attempt;
+pub use fabric::Refusal;
 pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};

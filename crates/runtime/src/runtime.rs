@@ -19,6 +19,7 @@ use crate::fabric::eth::wireup::EthWireup;
 use crate::fabric::shm::Shm;
 use crate::fabric::tcp::wireup::Attempt;
 use crate::fabric::tcp::Tcp;
+use crate::fabric::Refusals;
 use crate::lanes::{Lane, Lanes};
 use crate::requests::Requests;
 use crate::waiter::{ReadySet, Waiter};
@@ -146,8 +147,9 @@ struct Dialing {
     setups: proto::dial::Setups,
     /// Every connection attempt to each peer, for errors and `pontoon doctor`.
     attempt_log: HashMap<Rank, Vec<Attempt>>,
-    /// Why connecting to a peer failed, kept for error messages.
-    connect_reports: HashMap<Rank, String>,
+    /// Why each transport passed over or failed did not carry a first lane, for error
+    /// messages and `pontoon doctor`.
+    refusals: Refusals,
 }
 
 /// What the event loop keeps from one pass to the next.

@@ -17,11 +17,17 @@ use transport::{AnyLink, Link, Transport};
 use super::Runtime;
 use crate::boot::config::Encrypt;
 use crate::clock;
-use crate::fabric::nonce;
 use crate::fabric::tcp::wireup::{Incoming, Outgoing, Progress, Seal};
+use crate::fabric::{nonce, Refusal};
 use crate::lanes::{Lane, LaneSetup, Lanes, PathInfo, Route, Via};
 use crate::waiter::Waiter;
 use net::{EndpointCard, PathKind};
+
+/// The transports a first lane is tried over, best first: shared memory within a node,
+/// else TCP, which reaches every peer some way (direct, relayed, punched); raw Ethernet
+/// carries a first lane only where TCP is not allowed (with TCP it joins as a further
+/// lane, see `established`).
+pub(super) const FIRST_LANE_ORDER: [Transport; 3] = [Transport::Shm, Transport::Tcp, Transport::Eth];
 
 /// What this rank already has going with each other rank, for judging a HELLO: only a
 /// HELLO of ours that is out can collide with the peer's (a connect of ours still racing
@@ -59,32 +65,59 @@ impl Runtime {
         self.wireup();
     }
 
-    /// Starts setting up the first lane to `peer`: shared memory with a rank of this
-    /// node (where allowed and possible), else TCP to the best of its addresses.
+    /// Starts setting up the first lane to `peer` over the first transport, in order of
+    /// preference ([`FIRST_LANE_ORDER`]), that takes it; each one passed over says why
+    /// (kept for the error if the peer cannot be reached, and for `pontoon doctor`).
     pub(super) fn dial(&mut self, peer: Rank, total: Duration) {
-        if self.dial_shm(peer) {
-            return;
-        }
-        if let Some(fault) = self.job.cards.fault(peer) {
-            let why =
-                format!("its endpoint card cannot be read ({fault}): it may run another pontoon version");
-            self.dialing.connect_reports.insert(peer, why);
-            return;
-        }
-        if !self.cfg.transports.contains(&Transport::Tcp) {
-            if self.eth_possible(peer) && self.start_eth(peer, true) {
-                return;
+        for transport in FIRST_LANE_ORDER {
+            let dialled = match self.refusal_before_dial(transport, peer) {
+                Some(refusal) => Err(refusal),
+                None => match transport {
+                    Transport::Shm => self.dial_shm(peer),
+                    Transport::Tcp => {
+                        self.dial_tcp(peer, total);
+                        Ok(())
+                    }
+                    Transport::Eth => self.dial_eth(peer),
+                },
+            };
+            match dialled {
+                Ok(()) => return,
+                Err(refusal) => self.dialing.refusals.record(peer, refusal),
             }
-            let why = format!(
-                "rank {peer} cannot be reached by the transports allowed (PONTOON_TRANSPORTS={}){}",
-                Transport::list(&self.cfg.transports),
-                self.shm_refusal(peer)
-                    .map(|w| format!("; shared memory: {w}"))
-                    .unwrap_or_default()
-            );
-            self.dialing.connect_reports.insert(peer, why);
-            return;
         }
+    }
+
+    /// Why `transport` cannot carry lanes to `peer`, as far as is known before trying:
+    /// not allowed, the ranks' placement, a card that cannot be read, no ports.
+    pub(super) fn refusal_before_dial(&self, transport: Transport, peer: Rank) -> Option<Refusal> {
+        if !self.cfg.transports.contains(&transport) {
+            return Some(Refusal::not_allowed(transport, &self.cfg.transports));
+        }
+        let same_node = self.job.cards.same_node(self.job.id.rank, peer);
+        if transport != Transport::Shm {
+            if let Some(fault) = self.job.cards.fault(peer) {
+                return Some(Refusal::new(
+                    transport,
+                    format!("its endpoint card cannot be read ({fault}): it may run another pontoon version"),
+                ));
+            }
+        }
+        match transport {
+            Transport::Shm if !same_node => {
+                Some(Refusal::new(transport, format!("rank {peer} runs on another node")).expected())
+            }
+            Transport::Shm => self.shm_refusal_before_dial(peer),
+            Transport::Eth if same_node => {
+                Some(Refusal::new(transport, format!("rank {peer} runs on this node")).expected())
+            }
+            Transport::Eth => self.eth_refusal_before_dial(peer),
+            Transport::Tcp => None,
+        }
+    }
+
+    /// Races TCP connects to `peer`'s addresses (and relays).
+    fn dial_tcp(&mut self, peer: Rank, total: Duration) {
         let mut o = Outgoing::new(
             peer,
             self.candidates_for(peer),
@@ -233,7 +266,7 @@ impl Runtime {
             if caps.is_wan() {
                 self.open_wan_streams(peer, local.ip(), remote.ip(), 2 * caps.latency_ns);
             }
-            if self.eth_possible(peer) {
+            if self.refusal_before_dial(Transport::Eth, peer).is_none() {
                 self.start_eth(peer, false);
             }
         }
@@ -413,12 +446,14 @@ impl Runtime {
                 Progress::Yielded => {
                     self.passes.yielded += 1;
                     self.dialing.setups.yielded(o.peer, clock::now());
-                    self.dialing.connect_reports.insert(o.peer, o.report());
+                    let report = Refusal::new(Transport::Tcp, o.report());
+                    self.dialing.refusals.record(o.peer, report);
                 }
                 // Not failed yet: the peer may still reach us (a NAT'd node can connect
                 // out but not be connected to). The deadline below decides.
                 Progress::Failed(report) => {
-                    self.dialing.connect_reports.insert(o.peer, report);
+                    let report = Refusal::new(Transport::Tcp, report);
+                    self.dialing.refusals.record(o.peer, report);
                 }
             }
         }
@@ -479,10 +514,13 @@ impl Runtime {
     /// Why `peer` could not be reached: what was tried and how each failed, and, between
     /// nodes, what would help.
     fn unreachable_cause(&mut self, peer: Rank, yielded: bool) -> String {
-        let mut report = self.dialing.connect_reports.remove(&peer).unwrap_or_default();
-        if let Some(why) = self.shm_refusal(peer) {
-            report = format!("shared memory: {why}; {report}");
-        }
+        let refused: Vec<String> = FIRST_LANE_ORDER
+            .into_iter()
+            .filter_map(|t| self.dialing.refusals.of(peer, t))
+            .filter(|r| !r.expected)
+            .map(Refusal::to_string)
+            .collect();
+        let mut report = refused.join("; ");
         if report.trim().is_empty() {
             report = if yielded {
                 "no address of ours was tried: both ranks connected at once and ours gave way, \
@@ -504,11 +542,23 @@ impl Runtime {
                  (PONTOON_LOG=debug on both ranks shows the handshake)"
             );
         }
-        format!(
-            "{timeout}: {report}{}{}",
-            self.nat_note(peer),
-            self.relay_note(peer)
-        )
+        let (nat, relay) = (self.nat_note(peer), self.relay_note(peer));
+        if self.cfg.transports.contains(&Transport::Tcp) {
+            // Doctor lists TCP as refused, with what the notes say would help.
+            let mut tcp = self
+                .dialing
+                .refusals
+                .of(peer, Transport::Tcp)
+                .cloned()
+                .unwrap_or_else(|| Refusal::new(Transport::Tcp, report.clone()));
+            let help = format!("{nat}{relay}");
+            let help = help.trim_start_matches(['.', ';', ' ']);
+            if !help.is_empty() {
+                tcp.help = Some(help.to_string());
+            }
+            self.dialing.refusals.record(peer, tcp);
+        }
+        format!("{timeout}: {report}{nat}{relay}")
     }
 
     /// Tells the launcher that `peer` could not be reached, so that `peer` learns it too

@@ -9,6 +9,7 @@ use transport::{AnyLink, Transport};
 
 use super::Runtime;
 use crate::fabric::eth::wireup::{EthProgress, EthWireup};
+use crate::fabric::Refusal;
 use crate::lanes::{LaneSetup, Route, Via};
 use net::PathKind;
 
@@ -44,13 +45,36 @@ impl Runtime {
         self.eth.port_names()
     }
 
-    /// Whether raw Ethernet may be tried with `peer`: allowed, this rank has ports, the
-    /// peer takes lanes on some interface, and it runs on another node.
-    pub(super) fn eth_possible(&self, peer: Rank) -> bool {
-        self.cfg.transports.contains(&Transport::Eth)
-            && self.eth.has_ports()
-            && !self.job.cards.same_node(self.job.id.rank, peer)
-            && self.job.cards.get(peer).is_some_and(EthWireup::offers)
+    /// Why raw Ethernet cannot carry lanes to `peer`, a rank of another node, as far as
+    /// is known before probing it.
+    pub(super) fn eth_refusal_before_dial(&self, peer: Rank) -> Option<Refusal> {
+        if !self.eth.has_ports() {
+            let why = self
+                .eth
+                .refusal
+                .as_deref()
+                .unwrap_or("no peer of another node when it started");
+            return Some(
+                Refusal::new(Transport::Eth, format!("this rank has no raw-Ethernet port: {why}")).helped_by(
+                    "raw-Ethernet lanes need CAP_NET_RAW: run as root, or `setcap cap_net_raw+ep` on the program",
+                ),
+            );
+        }
+        if !self.job.cards.get(peer).is_some_and(EthWireup::offers) {
+            return Some(Refusal::new(
+                Transport::Eth,
+                format!("rank {peer} takes no raw-Ethernet lanes (its own report says why)"),
+            ));
+        }
+        None
+    }
+
+    /// Probes `peer` for a first lane over raw Ethernet.
+    pub(super) fn dial_eth(&mut self, peer: Rank) -> Result<(), Refusal> {
+        match self.start_eth(peer, true) {
+            true => Ok(()),
+            false => Err(Refusal::new(Transport::Eth, "no probe could be sent")),
+        }
     }
 
     /// Probes `peer` for a raw-Ethernet lane. Returns whether any probe went out.
@@ -121,11 +145,12 @@ impl Runtime {
                     first_lane,
                     why,
                 } => {
-                    if first_lane {
-                        self.dialing.connect_reports.insert(peer, why);
-                    } else {
+                    if !first_lane {
                         tracing::debug!(peer, "no raw-Ethernet lane: {why}");
                     }
+                    self.dialing
+                        .refusals
+                        .record(peer, Refusal::new(Transport::Eth, why));
                 }
                 EthProgress::Yielded { peer } => {
                     self.passes.yielded += 1;

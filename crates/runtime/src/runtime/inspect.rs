@@ -6,8 +6,10 @@ use transport::Link;
 
 use super::Runtime;
 use crate::fabric::tcp::wireup::Attempt;
+use crate::fabric::Refusal;
 use crate::lanes::PathInfo;
 use net::EndpointCard;
+use transport::Transport;
 
 impl Runtime {
     /// Wire-up statistics: (connected peers, attempts given up because the peer's
@@ -96,9 +98,27 @@ impl Runtime {
         self.lanes.get(lane).map(|l| l.link.caps())
     }
 
-    /// Why a shared-memory lane with `peer`, a rank of this node, could not be had.
-    pub fn shm_refusal(&self, peer: Rank) -> Option<&str> {
-        self.shm.refusal(peer)
+    /// Why each transport that carries no lane to `peer` does not: not allowed, the
+    /// ranks' placement, or what its wire-up ran into (a transport that was never
+    /// needed, as TCP beside a shared-memory lane, has none).
+    pub fn refusals(&self, peer: Rank) -> Vec<Refusal> {
+        let laned = |t: Transport| {
+            self.lanes
+                .of_peer(peer)
+                .iter()
+                .any(|&l| self.lanes.get(l).is_some_and(|l| l.info.transport == t))
+        };
+        super::connect::FIRST_LANE_ORDER
+            .into_iter()
+            .filter(|&t| peer != self.job.id.rank && !laned(t))
+            .filter_map(|t| {
+                self.dialing
+                    .refusals
+                    .of(peer, t)
+                    .cloned()
+                    .or_else(|| self.refusal_before_dial(t, peer))
+            })
+            .collect()
     }
 
     /// Every connection attempt this rank made to `peer`, in order.

@@ -13,6 +13,7 @@ use super::Runtime;
 use crate::fabric::nonce;
 use crate::fabric::shm::join::{AdmitProgress, JoinProgress, ShmJoin};
 use crate::fabric::shm::{Kept, NodeState, Shm};
+use crate::fabric::Refusal;
 use crate::lanes::{LaneSetup, Route, Via};
 use crate::waiter::Waiter;
 
@@ -118,35 +119,47 @@ impl Runtime {
         }
     }
 
-    /// Starts the first lane to `peer` over shared memory if it is a rank of this node
-    /// and that is possible; `false`: use another transport (the reason is recorded).
-    pub(super) fn dial_shm(&mut self, peer: Rank) -> bool {
-        let Some(index) = self.shm.index(peer) else {
-            return false;
-        };
-        if self.shm.refusals.contains_key(&peer) {
-            return false;
+    /// Why shared memory cannot carry a first lane to `peer`, a rank of this node, as
+    /// far as is known before trying.
+    pub(super) fn shm_refusal_before_dial(&self, peer: Rank) -> Option<Refusal> {
+        if let Some(earlier) = self.dialing.refusals.of(peer, Transport::Shm) {
+            return Some(earlier.clone());
         }
         if self.shm.laned.contains(&peer) {
-            self.refuse_shm(peer, "its shared-memory lane was closed".into());
-            return false;
+            return Some(Refusal::new(Transport::Shm, "its shared-memory lane was closed"));
         }
         match &self.shm.state {
-            NodeState::Off => false,
-            NodeState::Failed(why) => {
-                let why = why.clone();
-                self.refuse_shm(peer, why);
-                false
+            NodeState::Off => Some(
+                Refusal::new(Transport::Shm, "this rank has no shared-memory socket")
+                    .helped_by("PONTOON_LOG=warn says why it could not be bound"),
+            ),
+            NodeState::Failed(why) => Some(Refusal::new(Transport::Shm, why.clone())),
+            _ => None,
+        }
+    }
+
+    /// Starts the first lane to `peer`, a rank of this node, over shared memory: at once
+    /// if both are members of the node's segment, else once the joins are done.
+    pub(super) fn dial_shm(&mut self, peer: Rank) -> Result<(), Refusal> {
+        let Some(index) = self.shm.index(peer) else {
+            return Err(Refusal::new(
+                Transport::Shm,
+                format!("rank {peer} is not in this node's segment"),
+            ));
+        };
+        match &self.shm.state {
+            NodeState::Member { node, .. } if node.member(index).is_some() => {
+                if self.open_shm_lane(peer, index, true) {
+                    Ok(())
+                } else {
+                    let why = self.dialing.refusals.of(peer, Transport::Shm).cloned();
+                    Err(why.unwrap_or_else(|| Refusal::new(Transport::Shm, "no lane could be opened")))
+                }
             }
-            NodeState::Joining(_) => {
+            _ => {
                 self.shm.waiting.push((peer, self.join_deadline()));
-                true
+                Ok(())
             }
-            NodeState::Member { node, .. } if node.member(index).is_none() => {
-                self.shm.waiting.push((peer, self.join_deadline()));
-                true
-            }
-            NodeState::Member { .. } => self.open_shm_lane(peer, index, true),
         }
     }
 
@@ -480,7 +493,9 @@ impl Runtime {
             self.job.id.rank
         );
         self.shm.stop_waiting(peer);
-        self.shm.refusals.insert(peer, why);
+        self.dialing
+            .refusals
+            .record(peer, Refusal::new(Transport::Shm, why));
     }
 
     /// Before a sleep: announcements and frames ring this rank's bell from now on.

@@ -5,7 +5,7 @@
 //! join connection closing), and the fall-back to TCP, with the reason, when shared
 //! memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 
@@ -72,8 +72,6 @@ pub(crate) struct Shm {
     /// Peers that have had a shared-memory lane: a ring's counters cannot start again,
     /// so a lane that closed is never opened again.
     pub(crate) laned: HashSet<Rank>,
-    /// Why a shared-memory lane with a peer could not be had (it then uses TCP).
-    pub(crate) refusals: HashMap<Rank, String>,
     /// Join connections kept to learn of the other end's process ending.
     pub(crate) kept: Vec<Kept>,
     /// Node-local ranks whose process ended, their lanes closed.
@@ -102,7 +100,6 @@ impl Shm {
             admits: Vec::new(),
             waiting: Vec::new(),
             laned: HashSet::new(),
-            refusals: HashMap::new(),
             kept: Vec::new(),
             gone: HashSet::new(),
             lane_at: Vec::new(),
@@ -193,10 +190,6 @@ impl Shm {
     /// The first lane to `peer` came up some other way.
     pub(crate) fn stop_waiting(&mut self, peer: Rank) {
         self.waiting.retain(|&(p, _)| p != peer);
-    }
-
-    pub(crate) fn refusal(&self, peer: Rank) -> Option<&str> {
-        self.refusals.get(&peer).map(String::as_str)
     }
 
     /// Whether everything of this node's shared memory that start-up waits for is done:
