@@ -52,6 +52,9 @@ struct PathReport {
     wide_area: bool,
     /// Its bytes travel encrypted (`PONTOON_ENCRYPT`).
     sealed: bool,
+    /// What the lane carries under the engine's plan (`eager`, `bulk`, `large eager`),
+    /// or `nothing: why` (`proto::caps::passed_over`).
+    carries: Option<String>,
     /// Rendezvous messages are read out of the peer's memory in one copy
     /// (`PONTOON_SINGLE_COPY`, shared memory where a read at start-up worked).
     single_copy: bool,
@@ -147,7 +150,7 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
         .collect()
 }
 
-fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport {
+fn path_report(universe: &pontoon::Universe, peer: u32, p: runtime::PathInfo) -> PathReport {
     let caps = universe.lane_caps(p.lane);
     let (local, remote, class, family) = match p.route {
         runtime::Route::Ip { local, remote, class } => (
@@ -188,6 +191,7 @@ fn path_report(universe: &pontoon::Universe, p: runtime::PathInfo) -> PathReport
         single_copy: caps.is_some_and(|c| c.single_copy),
         wide_area: caps.is_some_and(|c| c.is_wan()),
         sealed: p.sealed,
+        carries: universe.lane_use(peer, p.lane),
     }
 }
 
@@ -200,7 +204,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             peer,
             ok: result.is_ok(),
             error: result.err(),
-            path: universe.path(peer).map(|p| path_report(universe, p)),
+            path: universe.path(peer).map(|p| path_report(universe, peer, p)),
             punch: universe.punch_note(peer),
             refused: universe
                 .refusals(peer)
@@ -215,7 +219,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
             lanes: universe
                 .lanes(peer)
                 .into_iter()
-                .map(|p| path_report(universe, p))
+                .map(|p| path_report(universe, peer, p))
                 .collect(),
             attempts: universe
                 .attempts(peer)

@@ -469,6 +469,8 @@ fn doctor_lists_every_refused_transport_per_pair_and_why() {
     }
     for p in doctor("shm,tcp,eth") {
         assert_eq!(p["path"]["transport"], "shm", "{p:#}");
+        // The one lane carries everything (`proto::caps::plan`).
+        assert_eq!(p["path"]["carries"], "eager + bulk", "{p:#}");
         assert_eq!(
             p["refused"].as_array().unwrap().len(),
             1,

@@ -293,6 +293,12 @@ impl Universe {
         self.engine_ref().map(|rt| rt.refusals(peer)).unwrap_or_default()
     }
 
+    /// What lane `lane` to `peer` carries (eager messages, bulk), or why nothing, for
+    /// diagnostics.
+    pub fn lane_use(&self, peer: Rank, lane: runtime::LaneId) -> Option<String> {
+        Some(self.engine_ref()?.lane_use(peer, lane)?.to_string())
+    }
+
     /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
     pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
         self.engine_ref()?.lane_caps(lane)

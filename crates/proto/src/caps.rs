@@ -196,17 +196,8 @@ pub struct LanePlan {
 /// latency and a front end's CPU shared by the whole cluster, whatever the measured
 /// figures say; the relayed lane stays open.
 pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
-    let reliable = |c: &Caps| c.reliable && c.ordered;
-    let unrelayed = lanes.iter().any(|c| reliable(c) && !c.relayed);
-    let usable = |c: &Caps| reliable(c) && !(unrelayed && c.relayed);
-    let fastest = |raw: bool| {
-        lanes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| usable(c) && c.raw == raw)
-            .min_by_key(|(_, c)| c.latency_ns)
-            .map(|(i, _)| i)
-    };
+    let fit = Fitness::of(lanes);
+    let fastest = |raw: bool| fit.fastest(raw);
     // A raw lane's latency is an application-to-application figure, a kernel stack's
     // a kernel-to-kernel one, which leaves out the very costs a raw lane saves (a send
     // and a receive system call, KERNEL_SOCKET_NS): with those added, within a factor
@@ -223,7 +214,7 @@ pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
         (Some(_), Some(k)) => k,
         (r, k) => r.or(k)?,
     };
-    let eager = match current.filter(|&i| lanes.get(i).is_some_and(usable)) {
+    let eager = match current.filter(|&i| lanes.get(i).is_some_and(|c| fit.usable(c))) {
         Some(i)
             if lanes[i].raw == lanes[best].raw
                 && u128::from(lanes[best].latency_ns) * 2 >= u128::from(lanes[i].latency_ns) =>
@@ -232,26 +223,165 @@ pub fn plan(lanes: &[Caps], current: Option<usize>) -> Option<LanePlan> {
         }
         _ => best,
     };
-    let local = lanes.iter().any(|c| usable(c) && c.node_local);
-    // Bulk never goes over a raw lane beside a kernel stack's: a raw lane moves one
-    // MTU per frame and system call, where the kernel segments and checksums 64 KiB
-    // at a time (on the testbed 0.3 against 5 GB/s).
-    let kernel = fastest(false);
-    let mut bulk: Vec<usize> = lanes
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| usable(c) && c.node_local == local && !(c.raw && kernel.is_some()))
-        .map(|(i, _)| i)
-        .collect();
+    let mut bulk: Vec<usize> = (0..lanes.len()).filter(|&i| fit.pulls(i)).collect();
     if lanes[eager].is_wan() && bulk.len() >= 3 {
         bulk.retain(|&i| i != eager);
     }
-    let large_eager = kernel.filter(|_| lanes[eager].raw);
+    let large_eager = fit.kernel.filter(|_| lanes[eager].raw);
     Some(LanePlan {
         eager,
         bulk,
         large_eager,
     })
+}
+
+/// Why [`plan`] gives a lane nothing to carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassedOver {
+    /// Not reliable and ordered.
+    Unreliable,
+    /// Relayed, while the peer has a lane that is not.
+    Relayed,
+    /// A network lane beside node-local ones, which are faster for everything.
+    OffNode,
+    /// A raw lane beside a kernel stack's lane that is faster for small messages and
+    /// carries bulk.
+    RawBesideKernel,
+}
+
+impl std::fmt::Display for PassedOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PassedOver::Unreliable => "not reliable and ordered",
+            PassedOver::Relayed => "relayed, while a lane that is not exists",
+            PassedOver::OffNode => "a network lane beside node-local ones",
+            PassedOver::RawBesideKernel => {
+                "raw, beside a kernel-stack lane that is faster for small messages and carries bulk"
+            }
+        })
+    }
+}
+
+/// What one lane carries under a plan, or why nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneUse {
+    Carries {
+        /// Eager messages and control frames.
+        eager: bool,
+        /// Rendezvous fragments.
+        bulk: bool,
+        /// Eager messages above a raw eager lane's datagram.
+        large_eager: bool,
+    },
+    PassedOver(PassedOver),
+}
+
+impl LaneUse {
+    /// What lane `i` of `lanes` carries under `plan`.
+    pub fn of(lanes: &[Caps], plan: &LanePlan, i: usize) -> LaneUse {
+        let (eager, bulk, large_eager) = (
+            plan.eager == i,
+            plan.bulk.contains(&i),
+            plan.large_eager == Some(i),
+        );
+        match passed_over(lanes, plan).into_iter().find(|&(j, _)| j == i) {
+            Some((_, why)) => LaneUse::PassedOver(why),
+            None => LaneUse::Carries {
+                eager,
+                bulk,
+                large_eager,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for LaneUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            LaneUse::PassedOver(why) => write!(f, "nothing: {why}"),
+            LaneUse::Carries {
+                eager,
+                bulk,
+                large_eager,
+            } => {
+                let parts: Vec<&str> = [(eager, "eager"), (bulk, "bulk"), (large_eager, "large eager")]
+                    .into_iter()
+                    .filter_map(|(on, name)| on.then_some(name))
+                    .collect();
+                f.write_str(&parts.join(" + "))
+            }
+        }
+    }
+}
+
+/// Why each lane that `plan` (made of `lanes`) gives nothing to carry is passed over, by
+/// index into `lanes`.
+pub fn passed_over(lanes: &[Caps], plan: &LanePlan) -> Vec<(usize, PassedOver)> {
+    let fit = Fitness::of(lanes);
+    let carries = |i: usize| plan.eager == i || plan.bulk.contains(&i) || plan.large_eager == Some(i);
+    (0..lanes.len())
+        .filter(|&i| !carries(i))
+        .map(|i| {
+            let c = &lanes[i];
+            let why = if !(c.reliable && c.ordered) {
+                PassedOver::Unreliable
+            } else if !fit.usable(c) {
+                PassedOver::Relayed
+            } else if c.node_local != fit.local {
+                PassedOver::OffNode
+            } else {
+                PassedOver::RawBesideKernel
+            };
+            (i, why)
+        })
+        .collect()
+}
+
+/// What [`plan`] and [`passed_over`] judge lanes by.
+struct Fitness<'a> {
+    lanes: &'a [Caps],
+    /// The peer has a reliable lane that is not relayed.
+    unrelayed: bool,
+    /// The peer has a usable node-local lane.
+    local: bool,
+    /// The fastest usable kernel-stack lane.
+    kernel: Option<usize>,
+}
+
+impl Fitness<'_> {
+    fn of(lanes: &[Caps]) -> Fitness<'_> {
+        let mut fit = Fitness {
+            lanes,
+            unrelayed: lanes.iter().any(|c| c.reliable && c.ordered && !c.relayed),
+            local: false,
+            kernel: None,
+        };
+        fit.local = lanes.iter().any(|c| fit.usable(c) && c.node_local);
+        fit.kernel = fit.fastest(false);
+        fit
+    }
+
+    fn usable(&self, c: &Caps) -> bool {
+        c.reliable && c.ordered && !(self.unrelayed && c.relayed)
+    }
+
+    fn fastest(&self, raw: bool) -> Option<usize> {
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| self.usable(c) && c.raw == raw)
+            .min_by_key(|(_, c)| c.latency_ns)
+            .map(|(i, _)| i)
+    }
+
+    /// Whether lane `i` pulls rendezvous fragments. Bulk never goes over a raw lane
+    /// beside a kernel stack's: a raw lane moves one MTU per frame and system call,
+    /// where the kernel segments and checksums 64 KiB at a time (on the testbed 0.3
+    /// against 5 GB/s).
+    fn pulls(&self, i: usize) -> bool {
+        let c = &self.lanes[i];
+        self.usable(c) && c.node_local == self.local && !(c.raw && self.kernel.is_some())
+    }
 }
 
 #[cfg(test)]
@@ -425,5 +555,53 @@ mod tests {
             },
             "relayed lanes alone carry everything"
         );
+    }
+
+    #[test]
+    fn every_lane_given_nothing_says_why() {
+        let unreliable = Caps {
+            reliable: false,
+            ..lane(1_000, false)
+        };
+        let relayed = Caps {
+            relayed: true,
+            ..lane(100, false)
+        };
+        let raw_slow = Caps {
+            raw: true,
+            ..lane(900_000, false)
+        };
+        let lanes = [
+            lane(5_000, false),
+            unreliable,
+            relayed,
+            raw_slow,
+            lane(2_000, false),
+        ];
+        let p = plan(&lanes, None).unwrap();
+        assert_eq!(
+            passed_over(&lanes, &p),
+            vec![
+                (1, PassedOver::Unreliable),
+                (2, PassedOver::Relayed),
+                (3, PassedOver::RawBesideKernel)
+            ]
+        );
+        assert_eq!(
+            LaneUse::of(&lanes, &p, 4).to_string(),
+            "eager + bulk",
+            "the fastest lane carries both"
+        );
+        assert_eq!(LaneUse::of(&lanes, &p, 0).to_string(), "bulk");
+        assert_eq!(
+            LaneUse::of(&lanes, &p, 2).to_string(),
+            "nothing: relayed, while a lane that is not exists"
+        );
+        let node = [lane(200, true), lane(10_000, false)];
+        let p = plan(&node, None).unwrap();
+        assert_eq!(passed_over(&node, &p), vec![(1, PassedOver::OffNode)]);
+        // Every lane that carries something is left out.
+        let two = [lane(1_000, false), lane(1_000, false)];
+        assert_eq!(passed_over(&two, &plan(&two, None).unwrap()), vec![]);
     }
 }

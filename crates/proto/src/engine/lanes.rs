@@ -182,6 +182,18 @@ impl Endpoint {
             .flat_map(|p| p.lanes.iter().map(|l| (l.id, l.caps)))
     }
 
+    /// What lane `lane` of `peer` carries under the peer's plan, or why nothing (`None`
+    /// while the peer has no plan).
+    pub fn lane_use(&self, peer: Rank, lane: LaneId) -> Option<crate::caps::LaneUse> {
+        let p = self
+            .peers
+            .get(peer as usize)
+            .filter(|p| matches!(p.state, PeerState::Up | PeerState::Finalized))?;
+        let i = p.lanes.iter().position(|l| l.id == lane)?;
+        let caps: Vec<Caps> = p.lanes.iter().map(|l| l.caps).collect();
+        Some(crate::caps::LaneUse::of(&caps, &p.plan, i))
+    }
+
     /// Whether messages to `peer` are waiting for a connection.
     pub fn wants_connection(&self, peer: Rank) -> bool {
         self.peers

@@ -98,6 +98,11 @@ impl Runtime {
         self.lanes.get(lane).map(|l| l.link.caps())
     }
 
+    /// What lane `lane` to `peer` carries under the engine's plan, or why nothing.
+    pub fn lane_use(&self, peer: Rank, lane: LaneId) -> Option<proto::caps::LaneUse> {
+        self.ep.lane_use(peer, lane)
+    }
+
     /// Why each transport that carries no lane to `peer` does not: not allowed, the
     /// ranks' placement, or what its wire-up ran into (a transport that was never
     /// needed, as TCP beside a shared-memory lane, has none).
