@@ -10,6 +10,7 @@ pub mod caps;
 pub mod control;
 pub mod dial;
 pub mod engine;
+pub mod further;
 pub mod handshake;
 pub mod hex;
 pub mod matching;

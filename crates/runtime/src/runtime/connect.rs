@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use proto::dial::Deadline;
+use proto::further::{after_lane_up, Further, LaneUp};
 use proto::handshake::Contention;
 use proto::{Nanos, PayloadToken, Rank};
 use transport::sealed::LaneKeys;
@@ -254,20 +255,26 @@ impl Runtime {
         if !self.add_lane(peer, link, setup) {
             return;
         }
-        if via.kind == PathKind::Punched {
-            self.punch_handshake_done(peer, Ok(()));
-        } else if initiated && !extra_lane && via.kind.relayed() {
-            self.start_punch(peer);
-        }
-        // The lower rank of a pair opens the further lanes, so that there is one set; a
-        // pair that needs a relay has no direct interface pairs to add.
-        if !extra_lane && self.job.id.rank < peer && via.kind == PathKind::Direct {
-            self.open_extra_lanes(peer, local.ip(), remote.ip());
-            if caps.is_wan() {
-                self.open_wan_streams(peer, local.ip(), remote.ip(), 2 * caps.latency_ns);
-            }
-            if self.refusal_before_dial(Transport::Eth, peer).is_none() {
-                self.start_eth(peer, false);
+        let up = LaneUp {
+            me: self.job.id.rank,
+            peer,
+            first: !extra_lane,
+            initiated,
+            kind: via.kind,
+            wan: caps.is_wan(),
+            raw_possible: self.refusal_before_dial(Transport::Eth, peer).is_none(),
+        };
+        for next in after_lane_up(&up) {
+            match next {
+                Further::PunchSucceeded => self.punch_handshake_done(peer, Ok(())),
+                Further::StartPunch => self.start_punch(peer),
+                Further::InterfacePairs => self.open_extra_lanes(peer, local.ip(), remote.ip()),
+                Further::WanStreams => {
+                    self.open_wan_streams(peer, local.ip(), remote.ip(), 2 * caps.latency_ns)
+                }
+                Further::RawProbe => {
+                    self.start_eth(peer, false);
+                }
             }
         }
     }
