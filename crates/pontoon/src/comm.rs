@@ -251,7 +251,7 @@ impl<'u> Comm<'u> {
     // ---- point to point ------------------------------------------------------
 
     /// Largest message of [`Comm::send_now`] and [`Comm::recv_now`].
-    pub const NOW_MAX: usize = runtime::Runtime::SMALL_SEND;
+    pub const NOW_MAX: usize = proto::limits::IMMEDIATE_MAX;
 
     /// A standard send of a small message on the runtime's immediate path (written to
     /// the lane at once, no request); `None` when it must take the general path

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod further;
 pub mod handshake;
 pub mod hex;
+pub mod limits;
 pub mod matching;
 pub mod punch;
 pub mod reliable;

@@ -16,10 +16,10 @@ use crate::{Buffer, Caps, Ledger, Link, LinkError, PathFigures, Peeked, Placemen
 
 /// Payload bytes still to come above which a read goes straight into user memory.
 const DIRECT_READ: u64 = 16 << 10;
-/// Frames up to this size (a 4 KiB message and its header) are written at once when
-/// nothing is queued before them, copied into one buffer for one send(), and shown
-/// whole by `peek_small`.
-const SMALL_FRAME: usize = 4096 + MAX_HEADER_LEN;
+/// Frames up to this size (a message of the immediate paths and its header) are
+/// written at once when nothing is queued before them, copied into one buffer for one
+/// send(), and shown whole by `peek_small`.
+const SMALL_FRAME: usize = proto::limits::IMMEDIATE_MAX + MAX_HEADER_LEN;
 /// Small frames up to this size are copied on the stack; larger ones into the link's
 /// own buffer (no 4 KiB zeroed per message).
 const STACK_FRAME: usize = 256;

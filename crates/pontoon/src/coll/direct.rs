@@ -21,7 +21,7 @@ use crate::op::Op;
 use crate::{Error, Result};
 
 /// Largest region (and so message) of a schedule run here (within
-/// [`Runtime::SMALL_SEND`]).
+/// [`proto::limits::IMMEDIATE_MAX`]).
 const MAX_REGION: usize = 192;
 /// Most temporary bytes and buffers of a schedule run here.
 const MAX_TEMP_BYTES: usize = 16 << 10;

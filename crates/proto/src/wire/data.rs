@@ -43,47 +43,28 @@ pub const MAX_FRAME_PAYLOAD: u32 = 1 << 30;
 /// Largest payload of a BATCH: what a receiver buffers for one before it looks inside.
 pub const MAX_BATCH: u32 = 64 << 10;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    Match = 1,
-    Rts = 2,
-    Cts = 3,
-    Frag = 4,
-    Fin = 5,
-    Bye = 6,
-    Credit = 7,
-    Punch = 8,
-    LaneAck = 9,
-    LaneLost = 10,
-    Abort = 11,
-    Batch = 12,
-    Origin = 13,
-    Cancel = 14,
-    Cancelled = 15,
+wire_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind refusing(WireError::UnknownKind) {
+        Match = 1,
+        Rts = 2,
+        Cts = 3,
+        Frag = 4,
+        Fin = 5,
+        Bye = 6,
+        Credit = 7,
+        Punch = 8,
+        LaneAck = 9,
+        LaneLost = 10,
+        Abort = 11,
+        Batch = 12,
+        Origin = 13,
+        Cancel = 14,
+        Cancelled = 15,
+    }
 }
 
 impl Kind {
-    pub fn from_u8(v: u8) -> Result<Kind, WireError> {
-        Ok(match v {
-            1 => Kind::Match,
-            2 => Kind::Rts,
-            3 => Kind::Cts,
-            4 => Kind::Frag,
-            5 => Kind::Fin,
-            6 => Kind::Bye,
-            7 => Kind::Credit,
-            8 => Kind::Punch,
-            9 => Kind::LaneAck,
-            10 => Kind::LaneLost,
-            11 => Kind::Abort,
-            12 => Kind::Batch,
-            13 => Kind::Origin,
-            14 => Kind::Cancel,
-            15 => Kind::Cancelled,
-            other => return Err(WireError::UnknownKind(other)),
-        })
-    }
     pub const fn body_len(self) -> usize {
         match self {
             Kind::Match => 24,
@@ -169,9 +150,7 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
         }
         if kind == Kind::Punch {
             let body = &b[PREFIX_LEN..need];
-            if !(1..=3).contains(&body[0]) {
-                return Err(WireError::Field("punch step"));
-            }
+            PunchStep::from_u8(body[0]).map_err(|_| WireError::Field("punch step"))?;
             if body[20..24] != [0; 4] {
                 return Err(WireError::Reserved);
             }
@@ -283,14 +262,15 @@ pub enum DataRepr {
     },
 }
 
-/// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
-/// peer answers with its own, the initiator says when to dial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PunchStep {
-    Offer = 1,
-    Answer = 2,
-    Sync = 3,
+wire_enum! {
+    /// Where a hole punch stands ([`crate::punch`]): the initiator offers its address, the
+    /// peer answers with its own, the initiator says when to dial.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PunchStep refusing(WireError::UnknownKind) {
+        Offer = 1,
+        Answer = 2,
+        Sync = 3,
+    }
 }
 
 /// One PUNCH frame: `addr` is the sender's address as its peer will see it (none: it
@@ -371,11 +351,8 @@ impl DataRepr {
             Kind::Punch => {
                 let b = &h.buffer.as_ref()[PREFIX_LEN..];
                 DataRepr::Punch(PunchMsg {
-                    step: match b[0] {
-                        1 => PunchStep::Offer,
-                        2 => PunchStep::Answer,
-                        _ => PunchStep::Sync, // new_checked allowed 1..=3 only
-                    },
+                    // new_checked refused every other value.
+                    step: PunchStep::from_u8(b[0]).unwrap_or(PunchStep::Sync),
                     round: b[1],
                     addr: (b[2..20] != [0; 18]).then(|| get_addr(b, 4, 2)),
                 })

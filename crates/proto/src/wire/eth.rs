@@ -53,17 +53,32 @@ pub const SACK_LEN: usize = 8;
 pub const MAX_SACKS: usize = 3;
 /// Header with the most SACK blocks: the payload of a datagram is at most MTU minus this.
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACKS * SACK_LEN;
-const TAG_AT: usize = 24;
 const TAG_LEN: usize = 8;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum EthKind {
-    Data = 1,
-    Ack = 2,
-    Handshake = 3,
-    Ping = 4,
-    Pong = 5,
+/// Where each header field starts (see the layout above).
+mod at {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 2;
+    pub const KIND: usize = 3;
+    pub const LANE: usize = 4;
+    pub const SEQ: usize = 8;
+    pub const ACK: usize = 12;
+    pub const WINDOW_END: usize = 16;
+    pub const PAYLOAD_LEN: usize = 20;
+    pub const SACK_COUNT: usize = 22;
+    pub const ACK_DELAY: usize = 23;
+    pub const TAG: usize = 24;
+}
+
+wire_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum EthKind refusing(WireError::UnknownKind) {
+        Data = 1,
+        Ack = 2,
+        Handshake = 3,
+        Ping = 4,
+        Pong = 5,
+    }
 }
 
 /// Checked zero-copy view of a datagram; the buffer may be longer (Ethernet padding).
@@ -83,30 +98,25 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
                 have: b.len(),
             });
         }
-        if b[0..2] != MAGIC {
+        if b[at::MAGIC..at::MAGIC + 2] != MAGIC {
             return Err(WireError::BadMagic);
         }
-        if b[2] != VERSION {
-            return Err(WireError::Version(u16::from(b[2])));
+        if b[at::VERSION] != VERSION {
+            return Err(WireError::Version(u16::from(b[at::VERSION])));
         }
-        let kind = match b[3] {
-            1 => EthKind::Data,
-            2 => EthKind::Ack,
-            3 => EthKind::Handshake,
-            4 => EthKind::Ping,
-            5 => EthKind::Pong,
-            k => return Err(WireError::UnknownKind(k)),
-        };
-        let sacks = usize::from(b[22]);
+        let kind = EthKind::from_u8(b[at::KIND])?;
+        let sacks = usize::from(b[at::SACK_COUNT]);
         if sacks > MAX_SACKS {
             return Err(WireError::Field("sack count"));
         }
-        let payload = usize::from(get_u16(b, 20));
+        let payload = usize::from(get_u16(b, at::PAYLOAD_LEN));
         match kind {
             EthKind::Data | EthKind::Handshake if payload == 0 => {
                 return Err(WireError::Field("payload length"))
             }
-            EthKind::Ack if payload != 0 || get_u32(b, 8) != 0 => return Err(WireError::Field("ack seq")),
+            EthKind::Ack if payload != 0 || get_u32(b, at::SEQ) != 0 => {
+                return Err(WireError::Field("ack seq"))
+            }
             EthKind::Ping | EthKind::Pong if payload != 0 => return Err(WireError::Field("payload length")),
             _ => {}
         }
@@ -128,19 +138,14 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         self.buffer.as_ref()
     }
     pub fn kind(&self) -> EthKind {
-        match self.b()[3] {
-            1 => EthKind::Data,
-            2 => EthKind::Ack,
-            3 => EthKind::Handshake,
-            4 => EthKind::Ping,
-            _ => EthKind::Pong, // new_checked allowed 1..=5 only
-        }
+        // new_checked refused every other value.
+        EthKind::from_u8(self.b()[at::KIND]).unwrap_or(EthKind::Pong)
     }
     pub fn lane(&self) -> u32 {
-        get_u32(self.b(), 4)
+        get_u32(self.b(), at::LANE)
     }
     fn sack_count(&self) -> usize {
-        usize::from(self.b()[22])
+        usize::from(self.b()[at::SACK_COUNT])
     }
     /// Bytes of header and SACK blocks before the payload.
     pub fn header_len(&self) -> usize {
@@ -148,7 +153,7 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
     }
     /// Bytes of the datagram without Ethernet padding.
     pub fn len(&self) -> usize {
-        self.header_len() + usize::from(get_u16(self.b(), 20))
+        self.header_len() + usize::from(get_u16(self.b(), at::PAYLOAD_LEN))
     }
     pub fn is_empty(&self) -> bool {
         false
@@ -162,7 +167,7 @@ impl<T: AsRef<[u8]>> EthFrame<T> {
         let want = tag(key, b);
         let diff = want
             .iter()
-            .zip(&b[TAG_AT..TAG_AT + TAG_LEN])
+            .zip(&b[at::TAG..at::TAG + TAG_LEN])
             .fold(0u8, |d, (x, y)| d | (x ^ y));
         diff == 0
     }
@@ -203,12 +208,12 @@ impl EthRepr {
         EthRepr {
             kind: f.kind(),
             lane: f.lane(),
-            seq: get_u32(b, 8),
-            ack: get_u32(b, 12),
-            window_end: get_u32(b, 16),
-            payload_len: get_u16(b, 20),
-            sack_count: b[22],
-            ack_delay_us: b[23],
+            seq: get_u32(b, at::SEQ),
+            ack: get_u32(b, at::ACK),
+            window_end: get_u32(b, at::WINDOW_END),
+            payload_len: get_u16(b, at::PAYLOAD_LEN),
+            sack_count: b[at::SACK_COUNT],
+            ack_delay_us: b[at::ACK_DELAY],
             sacks,
         }
     }
@@ -224,17 +229,17 @@ impl EthRepr {
     /// Writes the header (tag zero) into `out`, which must hold `header_len()` bytes;
     /// the payload goes right after it, then [`seal`] writes the tag.
     pub fn emit(&self, out: &mut [u8]) -> usize {
-        out[0..2].copy_from_slice(&MAGIC);
-        out[2] = VERSION;
-        out[3] = self.kind as u8;
-        put_u32(out, 4, self.lane);
-        put_u32(out, 8, self.seq);
-        put_u32(out, 12, self.ack);
-        put_u32(out, 16, self.window_end);
-        put_u16(out, 20, self.payload_len);
-        out[22] = self.sack_count;
-        out[23] = self.ack_delay_us;
-        out[TAG_AT..TAG_AT + TAG_LEN].fill(0);
+        out[at::MAGIC..at::MAGIC + 2].copy_from_slice(&MAGIC);
+        out[at::VERSION] = VERSION;
+        out[at::KIND] = self.kind as u8;
+        put_u32(out, at::LANE, self.lane);
+        put_u32(out, at::SEQ, self.seq);
+        put_u32(out, at::ACK, self.ack);
+        put_u32(out, at::WINDOW_END, self.window_end);
+        put_u16(out, at::PAYLOAD_LEN, self.payload_len);
+        out[at::SACK_COUNT] = self.sack_count;
+        out[at::ACK_DELAY] = self.ack_delay_us;
+        out[at::TAG..at::TAG + TAG_LEN].fill(0);
         for (i, s) in self.sacks().iter().enumerate() {
             let at = HEADER_LEN + i * SACK_LEN;
             put_u32(out, at, s.start);
@@ -267,14 +272,14 @@ impl core::fmt::Debug for FrameKey {
 /// Writes the tag of the datagram `frame` (header and payload, no padding).
 pub fn seal(frame: &mut [u8], key: &FrameKey) {
     let t = tag(key, frame);
-    frame[TAG_AT..TAG_AT + TAG_LEN].copy_from_slice(&t);
+    frame[at::TAG..at::TAG + TAG_LEN].copy_from_slice(&t);
 }
 
 fn tag(key: &FrameKey, frame: &[u8]) -> [u8; TAG_LEN] {
     use core::hash::Hasher;
     let mut h = siphasher::sip::SipHasher24::new_with_key(&key.0);
-    h.write(&frame[..TAG_AT]);
-    h.write(&frame[TAG_AT + TAG_LEN..]);
+    h.write(&frame[..at::TAG]);
+    h.write(&frame[at::TAG + TAG_LEN..]);
     h.finish().to_le_bytes()
 }
 

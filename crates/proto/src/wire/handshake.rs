@@ -70,38 +70,26 @@ impl PathKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum HandshakeKind {
-    Hello = 1,
-    Ack = 2,
-    Confirm = 3,
+wire_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HandshakeKind refusing(WireError::UnknownKind) {
+        Hello = 1,
+        Ack = 2,
+        Confirm = 3,
+    }
 }
 
-/// Verdict of the acceptor, carried in the ACK.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum HandshakeStatus {
-    Accepted = 0,
-    WrongJob = 1,
-    WrongRank = 2,
-    BadMac = 3,
-    /// Both ranks connected at once; the connection started by the lower rank is kept.
-    Simultaneous = 4,
-    Version = 5,
-}
-
-impl HandshakeStatus {
-    fn from_u8(v: u8) -> Result<Self, WireError> {
-        Ok(match v {
-            0 => Self::Accepted,
-            1 => Self::WrongJob,
-            2 => Self::WrongRank,
-            3 => Self::BadMac,
-            4 => Self::Simultaneous,
-            5 => Self::Version,
-            _ => return Err(WireError::Field("status")),
-        })
+wire_enum! {
+    /// Verdict of the acceptor, carried in the ACK.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HandshakeStatus refusing(|_| WireError::Field("status")) {
+        Accepted = 0,
+        WrongJob = 1,
+        WrongRank = 2,
+        BadMac = 3,
+        /// Both ranks connected at once; the connection started by the lower rank is kept.
+        Simultaneous = 4,
+        Version = 5,
     }
 }
 
@@ -175,11 +163,8 @@ impl HandshakeRepr {
         };
         HandshakeRepr {
             version: get_u16(b, 4),
-            kind: match b[6] {
-                1 => HandshakeKind::Hello,
-                2 => HandshakeKind::Ack,
-                _ => HandshakeKind::Confirm,
-            },
+            // new_checked refused every other value.
+            kind: HandshakeKind::from_u8(b[6]).unwrap_or(HandshakeKind::Confirm),
             // Checked by new_checked; byte 7 is the status only in an ACK.
             status: match b[6] {
                 2 => HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),

@@ -2,6 +2,34 @@
 //! (after which no accessor can panic) plus a `Repr` with `parse` and `emit`.
 //! All integers are little-endian.
 
+/// A one-byte wire enum: its variants and their values written once, and `from_u8`,
+/// which refuses a value no variant has with `$unknown` (a fn from the byte to the
+/// `WireError`).
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident refusing($unknown:expr) {
+            $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(u8)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant = $value,)+
+        }
+
+        impl $name {
+            /// The variant `v` stands for.
+            pub fn from_u8(v: u8) -> Result<Self, $crate::wire::WireError> {
+                match v {
+                    $($value => Ok(Self::$variant),)+
+                    other => Err(($unknown)(other)),
+                }
+            }
+        }
+    };
+}
+
 pub mod data;
 pub mod eth;
 pub mod handshake;

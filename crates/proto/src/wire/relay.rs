@@ -54,66 +54,38 @@ pub const FRAME_LEN: usize = 128;
 /// Bytes of a VERDICT's reason.
 pub const REASON_LEN: usize = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RelayKind {
-    Challenge = 1,
-    Register = 2,
-    Connect = 3,
-    Verdict = 4,
-    Forward = 5,
-}
-
-impl RelayKind {
-    fn from_u8(v: u8) -> Result<Self, WireError> {
-        Ok(match v {
-            1 => Self::Challenge,
-            2 => Self::Register,
-            3 => Self::Connect,
-            4 => Self::Verdict,
-            5 => Self::Forward,
-            k => return Err(WireError::UnknownKind(k)),
-        })
+wire_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RelayKind refusing(WireError::UnknownKind) {
+        Challenge = 1,
+        Register = 2,
+        Connect = 3,
+        Verdict = 4,
+        Forward = 5,
     }
 }
 
-/// A relay's verdict on a registration or a connection request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RelayStatus {
-    Accepted = 0,
-    /// No rank of this job registered here.
-    UnknownJob = 1,
-    /// The job is known, the rank is not registered here.
-    UnknownRank = 2,
-    /// The proof (CONNECT) or the relay key (REGISTER) does not match the job's.
-    BadProof = 3,
-    /// A limit of the relay (jobs, registrations or connections per job) is reached.
-    Busy = 4,
-    /// The registered rank did not accept the forwarded stream.
-    Unreachable = 5,
-    /// The relay does not speak this protocol version.
-    Version = 6,
-    /// The rank is registered already, over another live connection.
-    Conflict = 7,
-    /// A FORWARD to where this relay does not forward (a private or local address).
-    Forbidden = 8,
-}
-
-impl RelayStatus {
-    fn from_u8(v: u8) -> Result<Self, WireError> {
-        Ok(match v {
-            0 => Self::Accepted,
-            1 => Self::UnknownJob,
-            2 => Self::UnknownRank,
-            3 => Self::BadProof,
-            4 => Self::Busy,
-            5 => Self::Unreachable,
-            6 => Self::Version,
-            7 => Self::Conflict,
-            8 => Self::Forbidden,
-            _ => return Err(WireError::Field("relay status")),
-        })
+wire_enum! {
+    /// A relay's verdict on a registration or a connection request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RelayStatus refusing(|_| WireError::Field("relay status")) {
+        Accepted = 0,
+        /// No rank of this job registered here.
+        UnknownJob = 1,
+        /// The job is known, the rank is not registered here.
+        UnknownRank = 2,
+        /// The proof (CONNECT) or the relay key (REGISTER) does not match the job's.
+        BadProof = 3,
+        /// A limit of the relay (jobs, registrations or connections per job) is reached.
+        Busy = 4,
+        /// The registered rank did not accept the forwarded stream.
+        Unreachable = 5,
+        /// The relay does not speak this protocol version.
+        Version = 6,
+        /// The rank is registered already, over another live connection.
+        Conflict = 7,
+        /// A FORWARD to where this relay does not forward (a private or local address).
+        Forbidden = 8,
     }
 }
 

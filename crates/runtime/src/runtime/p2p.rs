@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use proto::limits::IMMEDIATE_MAX;
 use proto::{Failure, LaneId, Rank, ReqId, Status};
 use transport::{Buffer, Link, LinkError, TakenNow};
 
@@ -19,12 +20,6 @@ const RECV_NOW_PASS_EVERY: u32 = 64;
 const RECV_NOW_CLOCK_EVERY: u32 = 16 * RECV_NOW_PASS_EVERY;
 
 impl Runtime {
-    /// Largest message of the immediate paths ([`Runtime::send_small_now`],
-    /// [`Runtime::recv_small_now`]): a copy this small costs less than the request it
-    /// saves, should the lane not take it at once (the transport's small frames hold
-    /// a 4 KiB message).
-    pub const SMALL_SEND: usize = 4096;
-
     pub fn isend(&mut self, buf: Buffer, dest: Rank, ctx: u32, tag: i32, sync: bool) -> ReqId {
         let len = buf.len() as u64;
         let packed = !sync && self.coalesce(dest, ctx, tag, buf.slice(0, len));
@@ -84,7 +79,7 @@ impl Runtime {
         ctx: u32,
         tag: i32,
     ) -> Option<Result<(), Error>> {
-        if data.len() > Self::SMALL_SEND {
+        if data.len() > IMMEDIATE_MAX {
             return None;
         }
         if self.coalesce(dest, ctx, tag, data) {
@@ -123,7 +118,7 @@ impl Runtime {
         // Requests in flight (and non-blocking collectives) want every pass; ranks that
         // share CPUs must yield between passes, or sleep at once (PONTOON_SPIN_US=0),
         // which the general path does.
-        if dst.len() > Self::SMALL_SEND
+        if dst.len() > IMMEDIATE_MAX
             || !self.reqs.is_empty()
             || self.background.armed
             || self.passes.yield_when_idle
