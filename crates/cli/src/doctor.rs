@@ -151,7 +151,7 @@ fn ping_all(world: &pontoon::Comm) -> Vec<(u32, Result<(), String>)> {
 }
 
 fn path_report(universe: &pontoon::Universe, peer: u32, p: runtime::PathInfo) -> PathReport {
-    let caps = universe.lane_caps(p.lane);
+    let caps = universe.diag().lane_caps(p.lane);
     let (local, remote, class, family) = match p.route {
         runtime::Route::Ip { local, remote, class } => (
             Some(local.to_string()),
@@ -191,22 +191,23 @@ fn path_report(universe: &pontoon::Universe, peer: u32, p: runtime::PathInfo) ->
         single_copy: caps.is_some_and(|c| c.single_copy),
         wide_area: caps.is_some_and(|c| c.is_wan()),
         sealed: p.sealed,
-        carries: universe.lane_use(peer, p.lane),
+        carries: universe.diag().lane_use(peer, p.lane),
     }
 }
 
 fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), String>)>) -> RankReport {
     let me = universe.world().rank();
-    let card = universe.card(me);
+    let card = universe.diag().card(me);
     let peers = results
         .into_iter()
         .map(|(peer, result)| PeerReport {
             peer,
             ok: result.is_ok(),
             error: result.err(),
-            path: universe.path(peer).map(|p| path_report(universe, peer, p)),
-            punch: universe.punch_note(peer),
+            path: universe.diag().path(peer).map(|p| path_report(universe, peer, p)),
+            punch: universe.diag().punch_note(peer),
             refused: universe
+                .diag()
                 .refusals(peer)
                 .into_iter()
                 .map(|r| RefusalReport {
@@ -217,11 +218,13 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
                 })
                 .collect(),
             lanes: universe
+                .diag()
                 .lanes(peer)
                 .into_iter()
                 .map(|p| path_report(universe, peer, p))
                 .collect(),
             attempts: universe
+                .diag()
                 .attempts(peer)
                 .iter()
                 .map(|a| AttemptReport {
@@ -267,7 +270,7 @@ fn rank_report(universe: &pontoon::Universe, results: Vec<(u32, Result<(), Strin
                 format!("{}{bridge}: {}", i.name, addrs.join(" "))
             })
             .collect(),
-        raw_ethernet: match universe.raw_ethernet() {
+        raw_ethernet: match universe.diag().raw_ethernet() {
             Some(Ok(ifaces)) => format!("on {}", ifaces.join(" ")),
             Some(Err(why)) => format!("off: {why}"),
             None => "not allowed (add `eth` to PONTOON_TRANSPORTS)".into(),
@@ -540,7 +543,7 @@ pub fn main(json: bool) -> ExitCode {
     // Further lanes come up in the background after the first message: let them, then
     // exchange again, so that every rank progresses while its peers finish theirs.
     let first = ping_all(&world);
-    universe.settle_wireup(std::time::Duration::from_secs(10));
+    universe.diag().settle_wireup(std::time::Duration::from_secs(10));
     // Network lanes are measured every 200 ms: progress long enough for one look.
     let measured = std::time::Instant::now() + std::time::Duration::from_millis(250);
     while std::time::Instant::now() < measured {

@@ -18,7 +18,7 @@ use crate::p2p::{finish_recv, recv_tag};
 use crate::state::{try_mpi, Mpi};
 
 /// Largest message (bytes) worth trying here: the runtime's own limit.
-const SMALL: u64 = pontoon::Comm::NOW_MAX as u64;
+const SMALL: u64 = pontoon::for_c::NOW_MAX as u64;
 
 /// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
 /// predefined and gapless and the message small.
@@ -65,7 +65,7 @@ pub unsafe fn send(
     if dest as u32 >= c.peer_size() {
         return None;
     }
-    Some(c.send_now(data, dest as Rank, tag)?.map_err(Into::into))
+    Some(pontoon::for_c::send_now(c, data, dest as Rank, tag)?.map_err(Into::into))
 }
 
 /// MPI_Recv's immediate path.
@@ -100,7 +100,7 @@ pub unsafe fn recv(
         // the MPI contract.
         len => unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) },
     };
-    let got = c.recv_now(room, source as Rank, tag)?;
+    let got = pontoon::for_c::recv_now(c, room, source as Rank, tag)?;
     // SAFETY: the caller's optional status.
     Some(unsafe { finish_recv(Ok(got), status) })
 }

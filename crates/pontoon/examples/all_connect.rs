@@ -22,7 +22,7 @@ fn main() -> Result<(), pontoon::Error> {
         st?;
         assert_eq!(v, vec![r, me], "message from rank {r}");
     }
-    let (links, yielded) = universe.wireup_stats();
+    let (links, yielded) = universe.diag().wireup_stats();
     println!("rank {me}: {links} connections, {yielded} simultaneous attempts yielded");
     universe.finalize()
 }

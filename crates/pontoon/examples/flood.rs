@@ -55,7 +55,7 @@ fn main() -> Result<(), pontoon::Error> {
              unexpected eager messages; peak RSS {} KiB",
             count * (ranks - 1),
             ranks - 1,
-            universe.unexpected_peak(),
+            universe.diag().unexpected_peak(),
             peak_rss_kib()
         );
         if bad > 0 {

@@ -28,6 +28,7 @@ fn main() -> Result<(), pontoon::Error> {
     let world = universe.world();
     if world.rank() == 1 {
         let addr = *universe
+            .diag()
             .peer_addresses(0)
             .iter()
             .find(|a| a.ip().is_loopback())

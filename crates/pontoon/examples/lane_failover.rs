@@ -117,11 +117,11 @@ fn main() -> Result<(), pontoon::Error> {
     // Connect (lanes come up with the first message), with both lanes before the transfer.
     let peer = 1 - world.rank().min(1);
     world.sendrecv(&[0u8], peer, 9, &mut [0u8], Some(peer), 9)?;
-    universe.settle_wireup(Duration::from_secs(10));
+    universe.diag().settle_wireup(Duration::from_secs(10));
     match world.rank() {
         0 => {
-            let lanes = universe.lanes(1);
-            let control = universe.path(1).map(|p| p.lane);
+            let lanes = universe.diag().lanes(1);
+            let control = universe.diag().path(1).map(|p| p.lane);
             let control_nic = lanes
                 .iter()
                 .find(|l| Some(l.lane) == control)
@@ -195,7 +195,8 @@ fn main() -> Result<(), pontoon::Error> {
             // outlast a fast transfer: wait for it (bounded) before counting the lanes.
             let until = Instant::now() + Duration::from_secs(10);
             let raw_left = |u: &pontoon::Universe| {
-                u.lanes(1)
+                u.diag()
+                    .lanes(1)
                     .iter()
                     .any(|l| matches!(l.route, runtime::Route::Eth { .. }))
             };
@@ -206,7 +207,7 @@ fn main() -> Result<(), pontoon::Error> {
             println!(
                 "rank 0: sent {len} bytes; receiver says {}; {} lane(s) left to rank 1",
                 if ok[0] == 1 { "intact" } else { "CORRUPT" },
-                universe.lanes(1).len()
+                universe.diag().lanes(1).len()
             );
             if ok[0] != 1 {
                 std::process::exit(1);

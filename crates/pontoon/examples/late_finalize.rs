@@ -11,12 +11,12 @@ fn main() -> Result<(), pontoon::Error> {
     if world.rank() != 0 {
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
-    let (start, passes) = (universe.wtime(), universe.housekeeping_passes());
+    let (start, passes) = (universe.wtime(), universe.diag().housekeeping_passes());
     universe.finalize()?;
     if world.rank() == 0 {
         println!(
             "# finalize: {} looks in {:.0} ms",
-            universe.housekeeping_passes() - passes,
+            universe.diag().housekeeping_passes() - passes,
             (universe.wtime() - start) * 1e3
         );
     }

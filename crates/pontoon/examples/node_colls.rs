@@ -143,7 +143,10 @@ fn main() -> Result<(), Error> {
     for kind in [0, 1, 3, 4, 5, 6] {
         check_round(&world, kind, 8)?;
     }
-    let lanes: usize = (0..p).filter(|&r| r != me).map(|r| universe.lanes(r).len()).sum();
+    let lanes: usize = (0..p)
+        .filter(|&r| r != me)
+        .map(|r| universe.diag().lanes(r).len())
+        .sum();
     println!("rank {me}: {lanes} lanes after the first collectives");
 
     // Back to back from root 0, the others late: the root's ninth broadcast reuses

@@ -42,7 +42,7 @@ fn main() -> Result<(), pontoon::Error> {
     let mut size = 0usize;
     loop {
         if size == 1 {
-            since = (universe.wtime(), universe.housekeeping_passes());
+            since = (universe.wtime(), universe.diag().housekeeping_passes());
         }
         // Fewer iterations for large messages, as osu_latency does.
         let iters = if size > 64 << 10 {
@@ -82,7 +82,7 @@ fn main() -> Result<(), pontoon::Error> {
     }
     if rank == 0 {
         let ms = (universe.wtime() - since.0) * 1e3;
-        let passes = universe.housekeeping_passes() - since.1;
+        let passes = universe.diag().housekeeping_passes() - since.1;
         println!("# housekeeping: {passes} passes in {ms:.0} ms");
     }
     universe.finalize()

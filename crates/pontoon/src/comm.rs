@@ -250,14 +250,11 @@ impl<'u> Comm<'u> {
 
     // ---- point to point ------------------------------------------------------
 
-    /// Largest message of [`Comm::send_now`] and [`Comm::recv_now`].
-    pub const NOW_MAX: usize = proto::limits::IMMEDIATE_MAX;
-
     /// A standard send of a small message on the runtime's immediate path (written to
     /// the lane at once, no request); `None` when it must take the general path
     /// ([`Comm::send`] does both).
     #[inline]
-    pub fn send_now(&self, data: &[u8], dest: Rank, tag: i32) -> Option<Result<()>> {
+    pub(crate) fn send_now(&self, data: &[u8], dest: Rank, tag: i32) -> Option<Result<()>> {
         let dest = self.world_rank_now(dest)?;
         let done = self
             .u
@@ -271,7 +268,7 @@ impl<'u> Comm<'u> {
     /// path (taken straight off its lane); `None` when it must take the general path
     /// ([`Comm::recv`] does both).
     #[inline]
-    pub fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Status> {
+    pub(crate) fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Status> {
         let from = self.world_rank_now(source)?;
         let st = self
             .u

@@ -23,6 +23,9 @@ pub mod coll;
 mod comm;
 pub mod datatype;
 mod described;
+pub mod diag;
+#[doc(hidden)]
+pub mod for_c;
 pub mod group;
 mod inter;
 pub mod lent;
@@ -197,8 +200,13 @@ impl Universe {
     }
 
     /// The engine to look at (diagnostics); `None` while it is busy as for [`Self::engine`].
-    fn engine_ref(&self) -> Option<std::cell::Ref<'_, Runtime>> {
+    pub(crate) fn engine_ref(&self) -> Option<std::cell::Ref<'_, Runtime>> {
         self.rt.try_borrow().ok()
+    }
+
+    /// What wire-up did and what each lane is: diagnostics, not MPI.
+    pub fn diag(&self) -> diag::Diag<'_> {
+        diag::Diag { universe: self }
     }
 
     /// Moves whatever can move without blocking (a C caller's MPI_Test* with nothing
@@ -209,38 +217,9 @@ impl Universe {
         }
     }
 
-    /// (connected peers, connection attempts abandoned to a simultaneous one), for diagnostics.
-    pub fn wireup_stats(&self) -> (usize, usize) {
-        self.engine_ref().map_or((0, 0), |rt| rt.wireup_stats())
-    }
-
-    /// Most payload bytes of unmatched eager messages this rank ever held at once
-    /// (bounded by `PONTOON_UNEXPECTED_CAP`), for diagnostics.
-    pub fn unexpected_peak(&self) -> u64 {
-        self.engine_ref().map_or(0, |rt| rt.unexpected_peak())
-    }
-
-    /// How many progress passes looked at wire-up and the coordinator, for diagnostics
-    /// (they do on readiness and every few milliseconds: each look costs system calls).
-    pub fn housekeeping_passes(&self) -> u64 {
-        self.engine_ref().map_or(0, |rt| rt.housekeeping_passes())
-    }
-
-    /// Addresses rank `rank` listens on (its endpoint card), for diagnostics.
-    pub fn peer_addresses(&self, rank: Rank) -> Vec<std::net::SocketAddr> {
-        self.engine_ref()
-            .map(|rt| rt.peer_addresses(rank))
-            .unwrap_or_default()
-    }
-
     /// The node rank `rank` runs on (ranks of one node share memory), from its card.
     pub fn node(&self, rank: Rank) -> Option<u64> {
         self.engine_ref()?.node(rank)
-    }
-
-    /// Rank `rank`'s endpoint card (interfaces, addresses, node, site), for diagnostics.
-    pub fn card(&self, rank: Rank) -> Option<runtime::EndpointCard> {
-        self.engine_ref()?.card(rank).cloned()
     }
 
     /// Whether any rank has a site: without, no communicator spans sites.
@@ -252,63 +231,6 @@ impl Universe {
     /// from the endpoint cards (`net::sites`); `None`: the job is one site.
     pub fn site(&self, rank: Rank) -> Option<String> {
         self.engine_ref()?.site(rank).map(str::to_string)
-    }
-
-    /// The connection carrying traffic with `peer`, once connected, for diagnostics.
-    pub fn path(&self, peer: Rank) -> Option<runtime::PathInfo> {
-        self.engine_ref()?.path(peer)
-    }
-
-    /// Why punching through NATs towards `peer` ended without a lane, if it did.
-    pub fn punch_note(&self, peer: Rank) -> Option<String> {
-        self.engine_ref()?.punch_note(peer).map(str::to_string)
-    }
-
-    /// Progresses until this rank's connection attempts (further lanes included) are over,
-    /// or `limit` passes.
-    pub fn settle_wireup(&self, limit: std::time::Duration) {
-        if let Ok(mut rt) = self.engine() {
-            rt.settle_wireup(limit)
-        }
-    }
-
-    /// Every lane to `peer` (the first connection, then one per further interface pair).
-    pub fn lanes(&self, peer: Rank) -> Vec<runtime::PathInfo> {
-        self.engine_ref().map(|rt| rt.lanes(peer)).unwrap_or_default()
-    }
-
-    /// Where this rank takes raw-Ethernet lanes: its interfaces, or why it takes none
-    /// (`None`: raw Ethernet is not in `PONTOON_TRANSPORTS`), for diagnostics.
-    pub fn raw_ethernet(&self) -> Option<std::result::Result<Vec<String>, String>> {
-        let rt = self.engine_ref()?;
-        match rt.eth_refusal() {
-            Some(why) => Some(Err(why.to_string())),
-            None => Some(Ok(rt.eth_interfaces())).filter(|i| i.as_ref().is_ok_and(|v| !v.is_empty())),
-        }
-    }
-
-    /// Why each transport that carries no lane to `peer` does not (which, why, what
-    /// would help), for diagnostics.
-    pub fn refusals(&self, peer: Rank) -> Vec<runtime::Refusal> {
-        self.engine_ref().map(|rt| rt.refusals(peer)).unwrap_or_default()
-    }
-
-    /// What lane `lane` to `peer` carries (eager messages, bulk), or why nothing, for
-    /// diagnostics.
-    pub fn lane_use(&self, peer: Rank, lane: runtime::LaneId) -> Option<String> {
-        Some(self.engine_ref()?.lane_use(peer, lane)?.to_string())
-    }
-
-    /// What lane `lane` can do (latency, bandwidth: measured on TCP lanes), for diagnostics.
-    pub fn lane_caps(&self, lane: runtime::LaneId) -> Option<runtime::Caps> {
-        self.engine_ref()?.lane_caps(lane)
-    }
-
-    /// Every connection attempt this rank made to `peer`, for diagnostics.
-    pub fn attempts(&self, peer: Rank) -> Vec<runtime::Attempt> {
-        self.engine_ref()
-            .map(|rt| rt.attempts(peer).to_vec())
-            .unwrap_or_default()
     }
 
     /// Every rank publishes `value` under `topic`; returns all ranks' values, by rank,

@@ -2,7 +2,7 @@
 //! end with the caller's memory lent to the engine (no copy of dense data);
 //! non-blocking ones own their vectors and advance whenever the job progresses.
 
-pub mod algos;
+pub(crate) mod algos;
 mod choose;
 mod direct;
 pub(crate) mod hier;
@@ -13,7 +13,7 @@ mod inter_tests;
 mod node;
 mod nonblocking;
 mod plans;
-pub mod schedule;
+pub(crate) mod schedule;
 #[cfg(test)]
 mod sim_tests;
 

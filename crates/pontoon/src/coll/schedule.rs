@@ -88,6 +88,7 @@ pub struct Step {
     pub ahead: Vec<(usize, Xfer)>,
 }
 
+#[cfg(test)]
 impl Step {
     /// Every transfer the step posts.
     pub fn all_xfers(&self) -> impl Iterator<Item = &Xfer> {
