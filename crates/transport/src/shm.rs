@@ -6,7 +6,7 @@
 //!
 //! Why one segment per node: with a segment, a socket and a handshake per pair, the
 //! first alltoall of 256 ranks on one host set up 32,640 of each, and its time grew with
-//! the square of the ranks. Now a rank joins once (the runtime's `shm_wireup.rs`: the
+//! the square of the ranks. Now a rank joins once (the runtime's `fabric/shm/join.rs`: the
 //! job's authenticated handshake with the leader, over a Unix socket in the abstract
 //! namespace; the leader sends the segment's fd, `SCM_RIGHTS`, after checking the
 //! CONFIRM), and a lane between two members costs no handshake: the opener announces it

@@ -1,4 +1,4 @@
-//! Raw-Ethernet lanes as the event loop drives them (`eth_wireup.rs` has the
+//! Raw-Ethernet lanes as the event loop drives them (`fabric/eth` has the
 //! handshakes): when a peer is probed, what becomes of each probe, and the lanes that
 //! come out of them.
 

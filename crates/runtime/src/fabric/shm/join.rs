@@ -3,7 +3,7 @@
 //! namespace and runs the job's authenticated handshake; once the leader has checked its
 //! CONFIRM, the leader sends the segment's fd (`SCM_RIGHTS`). So only a rank that holds
 //! the job's secret, and answered this leader's nonce, gets the segment. Non-blocking
-//! state machines, driven by the event loop like the TCP ones in `wireup.rs`.
+//! state machines, driven by the event loop like the TCP ones in `fabric/tcp/wireup.rs`.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{BorrowedFd, OwnedFd};

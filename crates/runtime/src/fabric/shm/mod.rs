@@ -3,7 +3,7 @@
 //! it admits, this rank's own join, lanes opened at once to members and announced to
 //! them, lanes the others announced taken up, the end of a member's process (seen as its
 //! join connection closing), and the fall-back to TCP, with the reason, when shared
-//! memory cannot be had (see `transport::shm` and `shm_wireup.rs`).
+//! memory cannot be had (see `transport::shm` and `join.rs`).
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
