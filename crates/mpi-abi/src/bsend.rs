@@ -14,10 +14,12 @@ use std::os::raw::c_int;
 use pontoon::lent::Buffer;
 
 use crate::abi::*;
+use crate::args::{send_args, SendArgs};
 use crate::boundary::{count, fail, fit, out, Res};
-use crate::p2p::{data, send_args, SendArgs};
-use crate::requests::{start, wait_buffered, Buffered, ReqEntry};
+use crate::buffers::data;
+use crate::requests::{start, wait_buffered};
 use crate::state::{mpi, Mpi};
+use crate::state::{Buffered, ReqEntry};
 use crate::{mpi_fn, mpi_fn_c};
 
 /// Bytes each buffered message takes beyond its data (the constant of mpi.h).
@@ -207,7 +209,7 @@ fn buffered_entry(send: Option<Buffered>) -> ReqEntry {
             send,
             cancelled: false,
         },
-        None => ReqEntry::Done(crate::p2p::proc_null_status()),
+        None => ReqEntry::Done(crate::statuses::proc_null_status()),
     }
 }
 

@@ -7,8 +7,8 @@ use pontoon::{Comm, DataMut, Datatype, Rank};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
+use crate::buffers::{data, data_mut};
 use crate::intercolls;
-use crate::p2p::{data, data_mut};
 use crate::requests::blocking;
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};

@@ -78,7 +78,7 @@ unsafe fn idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request
     let (target, request) = unsafe { (out(newcomm, "newcomm")?, out(request, "request")?) };
     *target = MPI_COMM_NULL;
     let (op, result) = m.comm(comm)?.start_idup()?;
-    let finish: crate::requests::Finish = Box::new(move || {
+    let finish: crate::state::Finish = Box::new(move || {
         let made = result.communicator()?;
         // SAFETY: the program keeps `newcomm` for this request's completion (MPI's rule).
         let target = unsafe { out(newcomm, "newcomm")? };
@@ -87,7 +87,7 @@ unsafe fn idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request
     crate::requests::start(
         m,
         request,
-        crate::requests::ReqEntry::Coll {
+        crate::state::ReqEntry::Coll {
             op,
             comm,
             finish: Some(finish),

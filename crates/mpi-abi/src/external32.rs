@@ -14,8 +14,8 @@ use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, fit, out, Fail, Res};
+use crate::buffers::{data, data_mut};
 use crate::mpi_fn_c;
-use crate::p2p::{data, data_mut};
 use crate::state::{mpi, Contents, Mpi};
 use crate::typeinfo::{put_at, take_at};
 use pontoon::Datatype;

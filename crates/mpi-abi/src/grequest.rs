@@ -8,94 +8,13 @@
 //! wait for ever, and fails at once instead, saying so.
 
 use std::ffi::c_void;
-use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{fail, out, Fail, Res};
+use crate::boundary::{fail, out};
 use crate::mpi_fn;
-use crate::p2p::empty_status;
-use crate::requests::ReqEntry;
 use crate::state::mpi;
-
-pub type QueryFn = unsafe extern "C" fn(extra_state: *mut c_void, status: *mut MPI_Status) -> c_int;
-pub type FreeFn = unsafe extern "C" fn(extra_state: *mut c_void) -> c_int;
-pub type CancelFn = unsafe extern "C" fn(extra_state: *mut c_void, complete: c_int) -> c_int;
-
-/// The program's operation behind a request handle.
-#[derive(Clone, Copy)]
-pub struct Generalized {
-    query: Option<QueryFn>,
-    free: Option<FreeFn>,
-    cancel: Option<CancelFn>,
-    extra_state: *mut c_void,
-    /// MPI_Grequest_complete was called.
-    pub completed: bool,
-    /// MPI_Request_free was called before it completed: MPI_Grequest_complete frees it.
-    pub freed: bool,
-}
-
-impl Generalized {
-    /// The status `query_fn` gives, and its error.
-    pub fn query(&self) -> (MPI_Status, Res) {
-        let mut st = empty_status();
-        let Some(query) = self.query else {
-            return (st, Ok(()));
-        };
-        // SAFETY: the program's callback with its own state and a status to fill, as
-        // MPI_Grequest_start promised.
-        let code = unsafe { query(self.extra_state, &mut st) };
-        (st, callback_result(code, "query_fn"))
-    }
-
-    /// Completes it (it is complete): its status, then `free_fn`.
-    pub fn finish(self) -> (MPI_Status, Res) {
-        let (mut st, queried) = self.query();
-        let freed = self.free();
-        let res = queried.and(freed);
-        if let Err(f) = &res {
-            st.MPI_ERROR = f.class;
-        }
-        (st, res)
-    }
-
-    /// Runs `free_fn`.
-    pub fn free(self) -> Res {
-        let Some(free) = self.free else { return Ok(()) };
-        // SAFETY: the program's callback with its own state.
-        callback_result(unsafe { free(self.extra_state) }, "free_fn")
-    }
-
-    /// MPI_Cancel: the program's `cancel_fn` decides.
-    pub fn cancel(&self) -> Res {
-        let Some(cancel) = self.cancel else { return Ok(()) };
-        // SAFETY: the program's callback with its own state.
-        callback_result(
-            unsafe { cancel(self.extra_state, self.completed as c_int) },
-            "cancel_fn",
-        )
-    }
-}
-
-fn callback_result(code: c_int, which: &str) -> Res {
-    if code == MPI_SUCCESS {
-        return Ok(());
-    }
-    fail(
-        code,
-        format!("the generalized request's {which} returned error {code}"),
-    )
-}
-
-/// Why a wait for `h` fails instead of blocking.
-pub fn never_completed(h: MPI_Request) -> Fail {
-    Fail::new(
-        MPI_ERR_REQUEST,
-        format!(
-            "waiting for generalized request {h:#x}, which MPI_Grequest_complete has not completed: \
-             with MPI_THREAD_FUNNELED nothing else can complete it, so the wait would never end"
-        ),
-    )
-}
+use crate::state::ReqEntry;
+use crate::state::{CancelFn, FreeFn, Generalized, QueryFn};
 
 mpi_fn! {
     fn MPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>, cancel_fn: Option<CancelFn>, extra_state: *mut c_void, request: *mut MPI_Request) {

@@ -13,9 +13,10 @@ use std::os::raw::c_int;
 use pontoon::Rank;
 
 use crate::abi::*;
+use crate::args::recv_tag;
 use crate::boundary::Res;
-use crate::p2p::{finish_recv, recv_tag};
 use crate::state::{try_mpi, Mpi};
+use crate::statuses::finish_recv;
 
 /// Largest message (bytes) worth trying here: the runtime's own limit.
 const SMALL: u64 = pontoon::for_c::NOW_MAX as u64;
@@ -128,7 +129,7 @@ pub unsafe fn allreduce(
         .predefined_types
         .get(datatype.checked_sub(DATATYPE_FIRST)?)?
         .as_ref()?;
-    let op = crate::types::predefined_op(op)?;
+    let op = crate::state::predefined_op(op)?;
     let in_place = sendbuf as usize == MPI_IN_PLACE;
     if recvbuf as usize == MPI_IN_PLACE || (!in_place && len > 0 && sendbuf.is_null()) {
         return None;

@@ -16,7 +16,7 @@ use crate::boundary::{count, fail, Fail, Res, Wide};
 use crate::colls::{in_place, Which};
 use crate::comms::inter_root;
 use crate::nbcolls::{blocks, input, launch, none, output, pieces_output};
-use crate::requests::Finish;
+use crate::state::Finish;
 use crate::state::{mpi, Mpi};
 use crate::vcolls::Pieces;
 

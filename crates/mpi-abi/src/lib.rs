@@ -15,14 +15,17 @@
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod abi;
+mod args;
 mod boundary;
 mod bsend;
+mod buffers;
 mod colls;
 mod comms;
 mod darray;
 mod env;
 mod errors;
 mod external32;
+mod fail;
 mod grequest;
 mod handles;
 mod immediate;
@@ -36,6 +39,7 @@ mod pcolls;
 mod persistent;
 mod requests;
 mod state;
+mod statuses;
 mod topo;
 mod typeattr;
 mod typeinfo;

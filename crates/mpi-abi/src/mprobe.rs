@@ -9,18 +9,15 @@ use pontoon::lent::Message;
 use pontoon::Comm;
 
 use crate::abi::*;
+use crate::args::{recv_tag, source_rank};
 use crate::boundary::{count, fail, out, Fail, Res};
-use crate::p2p::{proc_null_status, put_status, recv_tag, recv_target, source_rank, status_of};
-use crate::requests::{start, wait_one, ReqEntry};
+use crate::p2p::recv_target;
+use crate::requests::{start, wait_one};
+use crate::state::MessageEntry;
+use crate::state::ReqEntry;
 use crate::state::{mpi, Mpi};
+use crate::statuses::{proc_null_status, put_status, status_of};
 use crate::{mpi_fn, mpi_fn_c};
-
-/// A probed message: the communicator it came on (and its handle) and its claim.
-pub struct MessageEntry {
-    comm: Comm<'static>,
-    handle: MPI_Comm,
-    msg: Message,
-}
 
 fn publish(m: &Mpi, comm: MPI_Comm, c: Comm<'static>, msg: Message) -> Result<MPI_Message, Fail> {
     m.messages

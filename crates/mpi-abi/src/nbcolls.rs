@@ -11,11 +11,12 @@ use pontoon::{Comm, Datatype, Plan};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
+use crate::buffers::{data, data_mut};
 use crate::colls::{in_place, root_rank, significant_counts, Which};
 use crate::intercolls;
-use crate::p2p::{data, data_mut};
-use crate::requests::{start, Finish, ReqEntry};
+use crate::requests::start;
 use crate::state::{mpi, Mpi};
+use crate::state::{Finish, ReqEntry};
 use crate::vcolls::{rank_counts, Pieces};
 use crate::{mpi_fn, mpi_fn_c};
 

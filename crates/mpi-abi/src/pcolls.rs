@@ -9,8 +9,9 @@ use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{fit_signed, Fail, Res, Wide};
-use crate::requests::{persistent, ReqEntry};
+use crate::requests::persistent;
 use crate::state::mpi;
+use crate::state::ReqEntry;
 use crate::{mpi_fn, mpi_fn_c};
 
 /// A copy of an argument array of `n` entries (none for a null pointer: an array that is

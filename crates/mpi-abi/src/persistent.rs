@@ -5,8 +5,9 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
+use crate::args::{recv_args, send_args};
 use crate::mpi_fn_c;
-use crate::p2p::{recv_args, recv_entry_with, send_args, send_entry_with};
+use crate::p2p::{recv_entry_with, send_entry_with};
 use crate::requests::persistent;
 
 #[allow(clippy::too_many_arguments)]

@@ -1,65 +1,14 @@
 //! Requests: completing them (wait/test in all their forms), cancelling, freeing.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
-
-use pontoon::lent::Pending;
-use pontoon::Datatype;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, out, out_opt, slice_mut, Fail, Res};
+use crate::buffers::data_mut;
 use crate::mpi_fn;
-use crate::p2p::{data_mut, empty_status, put_status, set_cancelled, status_of};
 use crate::state::{mpi, Mpi};
-
-/// What a request handle stands for.
-pub enum ReqEntry {
-    /// Finished when started (MPI_PROC_NULL).
-    Done(MPI_Status),
-    /// Completed where it stands by a status query (MPI_Request_get_status): its data is
-    /// in place and its last step ran; Wait, Test or free takes it.
-    Ended { status: MPI_Status, result: Res },
-    P2p {
-        op: Pending<'static>,
-        comm: MPI_Comm,
-        /// For a receive with a non-dense datatype: where the packed bytes go at the end.
-        unpack: Option<Unpack>,
-    },
-    Coll {
-        op: pontoon::CollPending<'static>,
-        comm: MPI_Comm,
-        finish: Option<Finish>,
-    },
-    /// MPI_Isendrecv: a receive and a send completing as one; the status is the receive's.
-    Pair {
-        recv: Box<ReqEntry>,
-        send: Box<ReqEntry>,
-    },
-    /// MPI_Buffer_iflush / MPI_Comm_iflush_buffer: the buffered sends it waits for.
-    Flush(Vec<Buffered>),
-    /// MPI_Ibsend: complete at once, unless the program cancels it; then it completes
-    /// with the send's answer.
-    Bsend { send: Buffered, cancelled: bool },
-    /// MPI_Send_init / MPI_Recv_init: `restart` makes the operation MPI_Start runs;
-    /// `active` is the one in flight.
-    Persistent {
-        restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>,
-        active: Option<Box<ReqEntry>>,
-    },
-    /// MPI_Grequest_start: the program's own operation.
-    Generalized(crate::grequest::Generalized),
-}
-
-/// The last step of a collective whose results went to a packed copy: unpacking it.
-pub type Finish = Box<dyn FnOnce() -> Res>;
-
-/// A receive into a packed copy, to be unpacked into the program's memory.
-pub struct Unpack {
-    pub tmp: Vec<u8>,
-    pub buf: *mut c_void,
-    pub count: u64,
-    pub dt: Datatype,
-}
+use crate::state::{Buffered, ReqEntry};
+use crate::statuses::{empty_status, put_status, set_cancelled, status_of};
 
 /// Runs a non-blocking start to completion (blocking forms built on non-blocking ones).
 pub(crate) fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
@@ -195,10 +144,6 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
     }
 }
 
-/// A buffered send in flight: its buffer's accounting and, for MPI_Ibsend, its request
-/// share it (each only looks at the result, so either may come first).
-pub type Buffered = std::rc::Rc<std::cell::RefCell<Pending<'static>>>;
-
 /// Waits for a buffered send and looks at its result (`Ok(None)`: cancelled).
 fn finished(send: &Buffered) -> pontoon::Result<Option<pontoon::Status>> {
     loop {
@@ -244,7 +189,7 @@ pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
     // A persistent request stays; its operation in flight completes.
     let in_flight = match m.reqs.borrow_mut().get_mut(*h) {
         Some(ReqEntry::Persistent { active, .. }) => Some(active.take()),
-        Some(ReqEntry::Generalized(g)) if !g.completed => return Err(crate::grequest::never_completed(*h)),
+        Some(ReqEntry::Generalized(g)) if !g.completed => return Err(crate::state::never_completed(*h)),
         Some(_) => None,
         None => return Err(bad_request(*h)),
     };
@@ -362,7 +307,7 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
             .iter()
             .all(|&i| matches!(table.get(reqs[i]), Some(ReqEntry::Generalized(_))))
         {
-            return Err(crate::grequest::never_completed(reqs[live[0]]));
+            return Err(crate::state::never_completed(reqs[live[0]]));
         }
         drop(table);
         std::thread::yield_now();
@@ -682,7 +627,7 @@ fn operation(e: &mut ReqEntry) -> Option<&mut ReqEntry> {
 
 /// What [`get_status_at`] does with a finished request once the table is let go.
 enum Settle {
-    Query(crate::grequest::Generalized),
+    Query(crate::state::Generalized),
     Complete(ReqEntry),
 }
 

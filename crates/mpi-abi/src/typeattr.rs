@@ -7,7 +7,6 @@
 //! Type keyvals have numbers of their own, so that a communicator keyval given to a
 //! datatype call (or the reverse) fails with `MPI_ERR_KEYVAL`.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::rc::Rc;
@@ -16,54 +15,7 @@ use crate::abi::*;
 use crate::boundary::{fail, out, Fail, Res};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
-
-pub type TypeCopyFn =
-    unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
-pub type TypeDeleteFn = unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_void) -> c_int;
-
-/// Type keyvals are numbered from here (communicator keyvals stay far below).
-const TYPE_KEYVAL_BASE: c_int = 1 << 24;
-
-pub struct TypeKeyval {
-    id: c_int,
-    /// 0: MPI_TYPE_NULL_COPY_FN, 1: MPI_TYPE_DUP_FN, else the program's function.
-    copy: usize,
-    delete: Option<TypeDeleteFn>,
-    extra: usize,
-}
-
-struct TypeAttr {
-    kv: Rc<TypeKeyval>,
-    value: usize,
-}
-
-/// The type keyvals and the attributes of every datatype, predefined ones included.
-#[derive(Default)]
-pub struct TypeAttrs {
-    next: c_int,
-    keyvals: HashMap<c_int, Rc<TypeKeyval>>,
-    /// Freed by the program while values set with them remained.
-    retired: HashMap<c_int, Rc<TypeKeyval>>,
-    /// Each datatype's values, in the order they were set.
-    values: HashMap<MPI_Datatype, Vec<TypeAttr>>,
-}
-
-impl TypeAttrs {
-    /// The keyval `k` names; `retired` ones too for reading and deleting values.
-    fn keyval(&mut self, k: c_int, retired: bool) -> Result<Rc<TypeKeyval>, Fail> {
-        if let Some(kv) = self.keyvals.get(&k) {
-            return Ok(kv.clone());
-        }
-        self.retired.retain(|_, kv| Rc::strong_count(kv) > 1);
-        match self.retired.get(&k) {
-            Some(kv) if retired => Ok(kv.clone()),
-            _ => fail(
-                MPI_ERR_KEYVAL,
-                format!("{k} is not a datatype keyval (freed already?)"),
-            ),
-        }
-    }
-}
+use crate::state::{TypeAttr, TypeCopyFn, TypeDeleteFn, TypeKeyval, TYPE_KEYVAL_BASE};
 
 fn callback(what: &str, rc: c_int) -> Res {
     if rc == MPI_SUCCESS {

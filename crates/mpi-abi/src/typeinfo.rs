@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{c_str, count, fail, fit, fit_signed, out, slice, slice_mut, Fail, Res, Wide};
-use crate::p2p::{data, data_mut};
+use crate::buffers::{data, data_mut};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
 
@@ -205,7 +205,7 @@ mpi_fn! {
                 Ok(())
             }
             None => {
-                crate::types::PREDEFINED_RENAMED.with(|r| r.borrow_mut().insert(datatype, name));
+                crate::state::PREDEFINED_RENAMED.with(|r| r.borrow_mut().insert(datatype, name));
                 Ok(())
             }
         }

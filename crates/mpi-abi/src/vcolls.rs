@@ -9,10 +9,10 @@ use pontoon::{Comm, Datatype, Input};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, slice, Fail, Res, Wide};
+use crate::buffers::{data, data_mut};
 use crate::colls::{in_place, root_rank};
 use crate::intercolls;
 use crate::mpi_fn_c;
-use crate::p2p::{data, data_mut};
 use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
 

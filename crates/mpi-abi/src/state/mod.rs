@@ -10,9 +10,19 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
 
 use crate::abi::*;
-use crate::boundary::{fail, Fail};
+use crate::fail::{fail, Fail};
 use crate::handles::{Kind, Slab};
-use crate::requests::ReqEntry;
+mod generalized;
+mod messages;
+mod predefined;
+mod requests;
+mod typeattrs;
+
+pub use generalized::{never_completed, CancelFn, FreeFn, Generalized, QueryFn};
+pub use messages::MessageEntry;
+pub use predefined::{predefined, predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
+pub use requests::{Buffered, Finish, ReqEntry, Unpack};
+pub use typeattrs::{TypeAttr, TypeAttrs, TypeCopyFn, TypeDeleteFn, TypeKeyval, TYPE_KEYVAL_BASE};
 
 /// Where the library is in its life (any thread may ask: MPI_Initialized/Finalized).
 static PHASE: AtomicU8 = AtomicU8::new(BEFORE);
@@ -117,8 +127,8 @@ pub struct Mpi {
     /// still be read and deleted through them (MPI-4.1 §7.7.2).
     pub retired_keyvals: RefCell<HashMap<i32, Keyval>>,
     /// Datatype keyvals and attributes (`typeattr`).
-    pub type_attrs: RefCell<crate::typeattr::TypeAttrs>,
-    pub messages: RefCell<Slab<crate::mprobe::MessageEntry>>,
+    pub type_attrs: RefCell<TypeAttrs>,
+    pub messages: RefCell<Slab<MessageEntry>>,
 }
 
 const WORLD_SLOT: usize = 0;
@@ -139,7 +149,7 @@ impl Mpi {
         }
         let comm_by_context = HashMap::from([(0, MPI_COMM_WORLD), (1, MPI_COMM_SELF)]);
         let predefined_types: Vec<Option<Datatype>> = (0..DATATYPE_SPAN)
-            .map(|i| crate::types::predefined(DATATYPE_FIRST + i))
+            .map(|i| predefined(DATATYPE_FIRST + i))
             .collect();
         let dense_sizes = predefined_types
             .iter()
@@ -271,7 +281,7 @@ impl Mpi {
                     MPI_ERR_TYPE,
                     format!(
                         "datatype {} is not supported by pontoon (no such C type on this platform)",
-                        crate::types::predefined_name(h).unwrap_or("?")
+                        predefined_name(h).unwrap_or("?")
                     ),
                 ),
             };
@@ -312,7 +322,7 @@ impl Mpi {
     }
 
     pub fn op(&self, h: MPI_Op) -> Result<Op, Fail> {
-        if let Some(op) = crate::types::predefined_op(h) {
+        if let Some(op) = predefined_op(h) {
             return Ok(op);
         }
         match self.ops.borrow().get(h) {
