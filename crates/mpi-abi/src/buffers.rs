@@ -32,6 +32,8 @@ pub unsafe fn data<'a>(buf: *const c_void, n: u64, dt: &'a Datatype) -> Result<D
     let bytes = if len == 0 {
         &[][..]
     } else {
+        // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+        // describe and untouched until completion (MPI's contract).
         unsafe { std::slice::from_raw_parts(start, len) }
     };
     Ok(Data {

@@ -150,6 +150,7 @@ unsafe fn gather_like(
     let m = mpi()?;
     let c = m.comm(comm)?;
     if c.is_inter() {
+        // SAFETY: the program's arguments, valid as the MPI call's contract says.
         return blocking(|r| unsafe {
             intercolls::blocks_of(
                 sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r, which,

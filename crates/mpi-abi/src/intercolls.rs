@@ -144,11 +144,15 @@ pub(crate) unsafe fn reduce(
     let receives = matches!(root, None | Some(InterRoot::Here));
     // SAFETY: as documented.
     let inp = if sends {
+        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+        // untouched until completion (MPI's contract).
         unsafe { input(sendbuf, n, &dt)? }
     } else {
         none()
     };
     let out = if receives {
+        // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+        // describe and untouched until completion (MPI's contract).
         unsafe { output(recvbuf, n, &dt, false)? }
     } else {
         (none(), None)
@@ -203,6 +207,8 @@ pub(crate) unsafe fn blocks_of(
             let st = m.committed(sendtype)?;
             let n = count(sendcount, "sendcount")?;
             send = (n * st.size()) as usize;
+            // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+            // untouched until completion (MPI's contract).
             unsafe { input(sendbuf, n * k, &st)? }
         }
         None => none(),
@@ -212,6 +218,8 @@ pub(crate) unsafe fn blocks_of(
             let rt = m.committed(recvtype)?;
             let n = count(recvcount, "recvcount")?;
             recv = (n * rt.size()) as usize;
+            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+            // describe and untouched until completion (MPI's contract).
             unsafe { output(recvbuf, n * k, &rt, false)? }
         }
         None => (none(), None),
@@ -271,6 +279,7 @@ pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
     let (what, inp, out) = match root {
         InterRoot::Here => {
             not_in_place(&[recvbuf])?;
+            // SAFETY: the program's arguments, valid as the MPI call's contract says.
             let pieces = unsafe {
                 Pieces::uniform(
                     m,
@@ -286,6 +295,8 @@ pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
                 send: 0,
                 blocks: blocks(&pieces),
             };
+            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+            // describe and untouched until completion (MPI's contract).
             (what, none(), unsafe { pieces_output(pieces, false)? })
         }
         InterRoot::ElsewhereHere => (
@@ -298,6 +309,8 @@ pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
             (none(), None),
         ),
         InterRoot::Remote(_) => {
+            // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+            // untouched until completion (MPI's contract).
             let (inp, send) = unsafe { one_block(m, sendbuf, sendcount, sendtype)? };
             (
                 InterColl::Gatherv {
@@ -335,6 +348,7 @@ pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
     let (what, inp, out) = match root {
         InterRoot::Here => {
             not_in_place(&[sendbuf])?;
+            // SAFETY: the program's arguments, valid as the MPI call's contract says.
             let pieces = unsafe {
                 Pieces::uniform(
                     m,
@@ -345,6 +359,8 @@ pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
                     sendtype,
                 )?
             };
+            // SAFETY: the program's buffer, valid for the pieces the counts and displacements
+            // describe (MPI's contract).
             let inp = pontoon::lent::Buffer::owned(unsafe { pieces.pack()? });
             (
                 InterColl::Scatterv {
@@ -369,6 +385,8 @@ pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
             not_in_place(&[recvbuf])?;
             let rt = m.committed(recvtype)?;
             let n = count(recvcount, "recvcount")?;
+            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+            // describe and untouched until completion (MPI's contract).
             let out = unsafe { output(recvbuf, n, &rt, false)? };
             (
                 InterColl::Scatterv {
@@ -401,8 +419,10 @@ pub(crate) unsafe fn allgatherv<C: Wide, D: Wide>(
     let m = mpi()?;
     let c = m.comm(comm)?;
     not_in_place(&[recvbuf])?;
-    // SAFETY (every block): as documented.
+    // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+    // untouched until completion (MPI's contract).
     let (inp, send) = unsafe { one_block(m, sendbuf, sendcount, sendtype)? };
+    // SAFETY: the program's arguments, valid as the MPI call's contract says.
     let pieces = unsafe {
         Pieces::uniform(
             m,
@@ -417,6 +437,8 @@ pub(crate) unsafe fn allgatherv<C: Wide, D: Wide>(
         send,
         blocks: blocks(&pieces),
     };
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let out = unsafe { pieces_output(pieces, false)? };
     go(m, &c, comm, what, None, inp, out, request)
 }
@@ -443,6 +465,8 @@ pub(crate) unsafe fn alltoall_pieces(
     };
     // SAFETY: as documented.
     let inp = pontoon::lent::Buffer::owned(unsafe { send.pack()? });
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let out = unsafe { pieces_output(recv, false)? };
     go(m, &c, comm, what, None, inp, out, request)
 }
@@ -477,6 +501,8 @@ pub(crate) unsafe fn reduce_scatter(
     let mine = counts[c.rank() as usize];
     // SAFETY: as documented.
     let inp = unsafe { input(sendbuf, total, &dt)? };
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let out = unsafe { output(recvbuf, mine, &dt, false)? };
     let what = InterColl::ReduceScatter {
         bytes: (total * size) as usize,

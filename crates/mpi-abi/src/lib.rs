@@ -13,6 +13,7 @@
 //! The library provides `MPI_THREAD_FUNNELED`: MPI is called from the thread that
 //! initialized it.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 pub mod abi;
 mod args;

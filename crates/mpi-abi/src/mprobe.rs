@@ -48,6 +48,7 @@ unsafe fn probe(
         if let Some(f) = flag {
             *f = 1;
         }
+        // SAFETY: the program's output argument, null or valid for writes (MPI's contract).
         unsafe { put_status(status, proc_null_status()) };
         return Ok(());
     };

@@ -83,6 +83,8 @@ pub(crate) unsafe fn output(
 pub(crate) unsafe fn pieces_output(p: Pieces, load: bool) -> Result<(Buffer, Option<Finish>), Fail> {
     // SAFETY: the caller's memory, as for `output`.
     let mut tmp = if load {
+        // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
+        // (MPI's contract).
         unsafe { p.pack()? }
     } else {
         vec![0; p.total()]
@@ -245,10 +247,14 @@ unsafe fn start_gather_like(
                 sn
             };
             let inp = match &sdt {
+                // SAFETY: the program's send buffer, valid for what its count and datatype describe
+                // and untouched until completion (MPI's contract).
                 Some(s) => unsafe { input(sendbuf, per_send, s)? },
                 None => none(),
             };
             let o = match &rdt {
+                // SAFETY: the program's receive buffer or array, valid for what its count and
+                // datatype describe and untouched until completion (MPI's contract).
                 Some(r) => unsafe { output(recvbuf, rn * p, r, ip)? },
                 None => (none(), None),
             };
@@ -275,10 +281,14 @@ unsafe fn start_gather_like(
             };
             let plan = c.plan_scatter(root, ip, block)?;
             let inp = match &sdt {
+                // SAFETY: the program's send buffer, valid for what its count and datatype describe
+                // and untouched until completion (MPI's contract).
                 Some(s) => unsafe { input(sendbuf, sn * p, s)? },
                 None => none(),
             };
             let o = match &rdt {
+                // SAFETY: the program's receive buffer or array, valid for what its count and
+                // datatype describe and untouched until completion (MPI's contract).
                 Some(r) => unsafe { output(recvbuf, rn, r, false)? },
                 None => (none(), None),
             };
@@ -423,9 +433,13 @@ unsafe fn start_alltoall_pieces(
     let plan = c.plan_alltoallv(sblocks.as_deref(), &blocks(&recv))?;
     // SAFETY: the caller's buffers, untouched until completion.
     let inp = match &send {
+        // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
+        // (MPI's contract).
         Some(s) => Buffer::owned(unsafe { s.pack()? }),
         None => none(),
     };
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let o = unsafe { pieces_output(recv, send.is_none())? };
     launch(m, c, comm, plan, inp, o, request)
 }
@@ -477,8 +491,12 @@ unsafe fn start_reduce_scatter(
     let inp = if ip {
         none()
     } else {
+        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+        // untouched until completion (MPI's contract).
         unsafe { input(sendbuf, total, &dt)? }
     };
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let o = unsafe { output(recvbuf, if ip { total } else { mine }, &dt, ip)? };
     launch(m, &c, comm, plan, inp, o, request)
 }
@@ -519,9 +537,13 @@ unsafe fn start_scan(
     let inp = if ip {
         none()
     } else {
+        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+        // untouched until completion (MPI's contract).
         unsafe { input(sendbuf, n, &dt)? }
     };
     // Exscan leaves rank 0's buffer as it was: a packed copy starts from it.
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let o = unsafe { output(recvbuf, n, &dt, ip || exclusive)? };
     launch(m, &c, comm, plan, inp, o, request)
 }

@@ -47,7 +47,8 @@ unsafe fn start_allgather<C: Wide, D: Wide>(
     let (c, k, k_out) = comm_and_neighbors(m, comm)?;
     let st = m.committed(sendtype)?;
     let n = count(sendcount, "sendcount")?;
-    // SAFETY (both blocks): as documented.
+    // SAFETY: the program's send buffer, valid for what its count and datatype describe and
+    // untouched until completion (MPI's contract).
     let inp = unsafe { input(sendbuf, n, &st)? };
     let send = vec![(0, (n * st.size()) as usize); k_out];
     match recv {
@@ -55,12 +56,18 @@ unsafe fn start_allgather<C: Wide, D: Wide>(
             let rt = m.committed(recvtype)?;
             let rn = count(recvcount, "recvcount")?;
             let plan = c.plan_neighbor_alltoallv(&send, &equal(k, (rn * rt.size()) as usize))?;
+            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+            // describe and untouched until completion (MPI's contract).
             let o = unsafe { output(recvbuf, rn * k as u64, &rt, true)? };
             launch(m, &c, comm, plan, inp, o, request)
         }
         Recv::Pieces(counts, displs) => {
+            // SAFETY: the program's buffer and its counts and displacements arrays, one per
+            // neighbour (MPI's contract).
             let pieces = unsafe { Pieces::uniform(m, recvbuf, k, counts, displs, recvtype)? };
             let plan = c.plan_neighbor_alltoallv(&send, &blocks(&pieces))?;
+            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
+            // describe and untouched until completion (MPI's contract).
             let o = unsafe { pieces_output(pieces, true)? };
             launch(m, &c, comm, plan, inp, o, request)
         }

@@ -206,6 +206,7 @@ unsafe fn start_send(
 ) -> Res {
     // SAFETY: the caller's arguments (MPI's contract).
     let request = unsafe { out(request, "request")? };
+    // SAFETY: the program's send arguments, valid as MPI's contract says.
     let entry = unsafe { send_entry(buf, n, datatype, dest, tag, comm, sync)? };
     start(mpi()?, request, entry)
 }

@@ -439,6 +439,7 @@ unsafe fn some(
     reap_detached(m);
     // SAFETY: the caller's arrays, sized as the MPI signature says.
     let reqs = unsafe { slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")? };
+    // SAFETY: the program's output argument, null or valid for writes (MPI's contract).
     let outcount = unsafe { out(outcount, "outcount")? };
     let live = active(m, reqs);
     if live.is_empty() {

@@ -162,7 +162,7 @@ unsafe fn contents(
             "the arrays are smaller than MPI_Type_get_envelope said",
         );
     }
-    // SAFETY (every block): as documented.
+    // SAFETY: the program's arguments, valid as the MPI call's contract says.
     unsafe {
         slice_mut(integers, c.ints.len(), "array_of_integers")?.copy_from_slice(&c.ints);
         slice_mut(addresses, c.aints.len(), "array_of_addresses")?.copy_from_slice(&c.aints);
@@ -170,6 +170,8 @@ unsafe fn contents(
             slice_mut(p, c.counts.len(), "array_of_large_counts")?.copy_from_slice(&c.counts);
         }
     }
+    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
+    // and untouched until completion (MPI's contract).
     let out_types = unsafe { slice_mut(datatypes, c.types.len(), "array_of_datatypes")? };
     for (slot, arg) in out_types.iter_mut().zip(&c.types) {
         *slot = match &arg.contents {

@@ -211,14 +211,19 @@ mpi_fn_c! {
 /// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
 unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: Pieces) -> Res {
     if c.is_inter() {
+        // SAFETY: the program's arguments, valid as the MPI call's contract says.
         return blocking(move |r| unsafe { intercolls::alltoall_pieces(comm, send, recv, r) });
     }
     // SAFETY (both blocks): the caller's buffers, which hold the pieces they describe.
     let mut out = if send.is_none() {
+        // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
+        // (MPI's contract).
         unsafe { recv.pack()? }
     } else {
         vec![0; recv.total()]
     };
+    // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
+    // (MPI's contract).
     let sent = send.as_ref().map(|s| unsafe { s.pack() }).transpose()?;
     let (scounts, soffsets) = send
         .as_ref()
@@ -283,6 +288,7 @@ unsafe fn reduce_scatter(
     let m = mpi()?;
     let c = m.comm(comm)?;
     if c.is_inter() {
+        // SAFETY: the program's arguments, valid as the MPI call's contract says.
         return blocking(move |r| unsafe {
             intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, r)
         });
@@ -295,8 +301,10 @@ unsafe fn reduce_scatter(
     let send = if in_place(sendbuf) {
         None
     } else {
+        // SAFETY: the program's arguments, valid as the MPI call's contract says.
         Some(unsafe { data(sendbuf, total, &dt)? })
     };
+    // SAFETY: the program's arguments, valid as the MPI call's contract says.
     let mut recv = unsafe { data_mut(recvbuf, if send.is_some() { mine } else { total }, &dt)? };
     c.reduce_scatter_data(send.as_ref(), &mut recv, &counts, &op)?;
     Ok(())
@@ -335,8 +343,10 @@ unsafe fn prefix(
     let send = if in_place(sendbuf) {
         None
     } else {
+        // SAFETY: the program's arguments, valid as the MPI call's contract says.
         Some(unsafe { data(sendbuf, n, &dt)? })
     };
+    // SAFETY: the program's arguments, valid as the MPI call's contract says.
     let mut recv = unsafe { data_mut(recvbuf, n, &dt)? };
     if exclusive {
         c.exscan_data(send.as_ref(), &mut recv, &op)?;

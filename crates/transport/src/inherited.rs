@@ -18,8 +18,9 @@ pub fn adopt_socket(fd: RawFd) -> io::Result<UnixStream> {
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(not("is not open"));
     }
-    // SAFETY: `fd` is open (checked above); `stat` is written by fstat before it is read.
+    // SAFETY: `libc::stat` is plain integers, for which all zeroes is a valid value.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open (checked above); `stat` is a valid place for fstat to write.
     if unsafe { libc::fstat(fd, &mut stat) } < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -3,6 +3,8 @@
 //!
 //! This crate and `mpi-abi` are the only places with `unsafe` (syscalls, user memory).
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 pub mod cma;
 pub mod copy;
 pub mod eth;
