@@ -18,7 +18,6 @@ use std::rc::Rc;
 use runtime::{Buffer, Runtime};
 pub use runtime::{Failure, Rank, ANY_SOURCE, ANY_TAG};
 
-mod attr;
 pub mod coll;
 mod comm;
 pub mod datatype;
@@ -27,18 +26,17 @@ pub mod diag;
 #[doc(hidden)]
 pub mod for_c;
 pub mod group;
-mod inter;
 pub mod lent;
 pub mod op;
-pub mod topo;
 
-pub use attr::{CopyFn, DeleteFn, Keyval};
 pub use coll::{CollPending, CollRequest, Input, InterColl, Plan};
+pub use comm::attr::{CopyFn, DeleteFn, Keyval};
+pub use comm::inter::InterRoot;
+pub use comm::topo;
 pub use comm::{Comm, MAX_CONTEXTS, UNDEFINED};
 pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
-pub use inter::InterRoot;
 pub use op::Op;
 pub use topo::{Cart, Neighbors, Topology, Weights};
 
@@ -250,7 +248,7 @@ impl Universe {
         }
         drop(self.engine()?);
         self.finalized.set(true);
-        let attrs = attr::delete_all(&self.self_comm()).and(attr::delete_all(&self.world()));
+        let attrs = comm::attr::delete_all(&self.self_comm()).and(comm::attr::delete_all(&self.world()));
         self.engine()?.finalize().map_err(Error::from)?;
         attrs
     }
@@ -275,8 +273,8 @@ impl Universe {
 impl Drop for Universe {
     fn drop(&mut self) {
         if !self.finalized.get() {
-            let _ = attr::delete_all(&self.self_comm());
-            let _ = attr::delete_all(&self.world());
+            let _ = comm::attr::delete_all(&self.self_comm());
+            let _ = comm::attr::delete_all(&self.world());
             if let Ok(mut rt) = self.engine() {
                 let _ = rt.finalize();
             }

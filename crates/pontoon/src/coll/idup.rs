@@ -115,7 +115,7 @@ impl<'u> IdupResult<'u> {
             ),
             false => p.with_members(p.d.group.members().to_vec(), id),
         };
-        crate::attr::copy_all(p, &c)?;
+        crate::comm::attr::copy_all(p, &c)?;
         c.set_topology(p.topology());
         Ok(c)
     }

@@ -13,8 +13,8 @@ use super::algos::{self, Shape, Tuning};
 use super::hier::embed;
 use super::plans::Plan;
 use super::schedule::{region, Schedule, INPUT, OUTPUT};
+use crate::comm::inter::InterRoot;
 use crate::comm::Comm;
-use crate::inter::InterRoot;
 use crate::{Datatype, Error, Op, Result};
 
 /// This rank's place in an intercommunicator.

@@ -10,7 +10,7 @@ use super::algos::Tuning;
 use super::inter::{schedule, InterColl, Sides};
 use super::schedule::Schedule;
 use super::sim_tests::{data, fold, reduction, run_named, tuning};
-use crate::inter::InterRoot;
+use crate::comm::inter::InterRoot;
 
 /// Group A is simulator ranks `0..a`, group B `a..a + b`.
 #[derive(Clone, Copy, Debug)]

@@ -31,21 +31,7 @@ pub use inter::InterColl;
 pub use nonblocking::CollRequest;
 pub(crate) use nonblocking::{background, Active};
 pub use plans::{CollPending, Plan};
-use schedule::{region, P2p, Running, Schedule, INPUT, OUTPUT};
-
-/// What a cached schedule was built for: the collective and its arguments that shape
-/// it (the communicator's shape and tuning are fixed).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SchedKey {
-    what: &'static str,
-    args: [usize; 4],
-}
-
-impl SchedKey {
-    fn new(what: &'static str, args: [usize; 4]) -> SchedKey {
-        SchedKey { what, args }
-    }
-}
+use schedule::{region, P2p, Running, SchedKey, Schedule, INPUT, OUTPUT};
 
 /// Point-to-point in one collective: communicator ranks, its collective context and tag.
 pub(crate) struct RtP2p<'a> {
@@ -113,15 +99,7 @@ fn bytes_mut<T: bytemuck::Pod>(v: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(v)
 }
 
-/// What a collective that intercommunicators do not have says.
-pub fn not_on_intercomms() -> Error {
-    Error::Arg(
-        "this collective is not defined on intercommunicators (MPI 4.1 §6.2.2: scans and \
-         neighbourhood collectives are not); merge the intercommunicator (MPI_Intercomm_merge) \
-         and use it there"
-            .into(),
-    )
-}
+pub use crate::comm::not_on_intercomms;
 
 impl Comm<'_> {
     /// The job ranks a schedule's ranks name: this communicator's members, or on an

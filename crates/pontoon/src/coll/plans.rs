@@ -191,7 +191,7 @@ impl<'u> Comm<'u> {
     /// destination i of [`Comm::neighbors`], block i of the output from source i; blocks
     /// of neighbours off a grid are left alone. One step, every transfer at once.
     pub fn plan_neighbor_alltoallv(&self, send: &[(usize, usize)], recv: &[(usize, usize)]) -> Result<Plan> {
-        let crate::topo::Neighbors {
+        let crate::comm::topo::Neighbors {
             sources,
             destinations,
         } = self.neighbors()?;
@@ -214,7 +214,10 @@ impl<'u> Comm<'u> {
         // neighbour on both sides of a grid's dimension (periodic, of 1 or 2), what it
         // sends towards "before" arrives from "after": receive each dimension's pair in
         // the opposite order to the sends. A graph's edges match in their order.
-        let grid = matches!(self.topology().as_deref(), Some(crate::topo::Topology::Cart(_)));
+        let grid = matches!(
+            self.topology().as_deref(),
+            Some(crate::comm::topo::Topology::Cart(_))
+        );
         let order: Vec<usize> = if grid {
             (0..sources.len()).map(|i| i ^ 1).collect()
         } else {

@@ -455,3 +455,17 @@ mod tests {
         assert_ne!(third.as_ptr(), big_at, "the pool is empty: a new buffer");
     }
 }
+
+/// What a cached schedule was built for: the collective and its arguments that shape
+/// it (the communicator's shape and tuning are fixed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SchedKey {
+    what: &'static str,
+    args: [usize; 4],
+}
+
+impl SchedKey {
+    pub(crate) fn new(what: &'static str, args: [usize; 4]) -> SchedKey {
+        SchedKey { what, args }
+    }
+}

@@ -7,13 +7,17 @@
 //! all of them, so communicators created concurrently by disjoint sets of
 //! processes never collide at any process.
 
+pub(crate) mod attr;
+pub(crate) mod inter;
+pub mod topo;
+
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use runtime::Buffer;
 
-use crate::attr::{Attr, Keyval};
+use crate::comm::attr::{Attr, Keyval};
 use crate::group::{Compare, Group};
 use crate::{status, Error, Rank, Request, Result, Status, Universe, ANY_SOURCE};
 
@@ -87,16 +91,33 @@ pub(crate) struct CommData {
     /// COMM_WORLD and COMM_SELF live as long as the universe.
     predefined: bool,
     /// Schedules of recent blocking collectives, most recently used last.
-    pub(crate) schedules: RefCell<Vec<(crate::coll::SchedKey, Rc<crate::coll::schedule::Schedule>)>>,
+    pub(crate) schedules: RefCell<
+        Vec<(
+            crate::coll::schedule::SchedKey,
+            Rc<crate::coll::schedule::Schedule>,
+        )>,
+    >,
     /// The sites of its ranks when it spans two or more (found on first use).
     pub(crate) sites: std::cell::OnceCell<Option<Rc<crate::coll::hier::Sites>>>,
     /// Its members on the node's collective area, when they are exactly one node's
     /// ranks (`coll/node.rs`; found on first use).
     pub(crate) node: std::cell::OnceCell<Option<Rc<runtime::NodeMembers>>>,
     /// Its process topology, if it has one (`topo.rs`).
-    pub(crate) topology: RefCell<Option<Rc<crate::topo::Topology>>>,
+    pub(crate) topology: RefCell<Option<Rc<crate::comm::topo::Topology>>>,
     /// The other group of an intercommunicator (`inter.rs`).
-    pub(crate) remote: Option<crate::inter::Remote>,
+    pub(crate) remote: Option<Remote>,
+}
+
+/// The other side of an intercommunicator.
+pub(crate) struct Remote {
+    pub(crate) group: Group,
+    /// Remote rank of each job rank (`u32::MAX`: not in the remote group).
+    pub(crate) by_world: Vec<u32>,
+    /// This side's own members as an intracommunicator.
+    pub(crate) local: Rc<CommData>,
+    /// The job ranks of this group then of the remote group: whom the collectives'
+    /// schedules name.
+    pub(crate) both: Rc<[Rank]>,
 }
 
 /// A communicator. Cloning gives another handle to the same communicator; it is
@@ -429,7 +450,7 @@ impl<'u> Comm<'u> {
         }
         let id = self.agree_on_context()?;
         let c = self.with_members(self.d.group.members().to_vec(), id);
-        crate::attr::copy_all(self, &c)?;
+        crate::comm::attr::copy_all(self, &c)?;
         // A duplicate keeps the topology (MPI 4.1 §7.4.2).
         c.set_topology(self.topology());
         Ok(c)
@@ -506,7 +527,7 @@ impl<'u> Comm<'u> {
     /// A process outside `group` gets `None` at once (a local call).
     pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Comm<'u>>> {
         if self.is_inter() {
-            return Err(crate::coll::not_on_intercomms());
+            return Err(not_on_intercomms());
         }
         if let Some(outsider) = group
             .members()
@@ -537,7 +558,7 @@ impl<'u> Comm<'u> {
         if self.d.predefined {
             return Err(Error::Arg("COMM_WORLD and COMM_SELF cannot be freed".into()));
         }
-        crate::attr::delete_all(&self)
+        crate::comm::attr::delete_all(&self)
     }
 
     /// MPI_Comm_compare.
@@ -560,13 +581,13 @@ impl<'u> Comm<'u> {
 
     /// Sets attribute `kv` (its delete callback runs on a value it replaces).
     pub fn set_attr(&self, kv: &Keyval, value: usize) -> Result<()> {
-        crate::attr::set(self, kv, value)
+        crate::comm::attr::set(self, kv, value)
     }
     pub fn get_attr(&self, kv: &Keyval) -> Option<usize> {
-        crate::attr::get(self, kv)
+        crate::comm::attr::get(self, kv)
     }
     pub fn delete_attr(&self, kv: &Keyval) -> Result<()> {
-        crate::attr::delete(self, kv)
+        crate::comm::attr::delete(self, kv)
     }
     /// Largest usable tag (the predefined attribute `TAG_UB`).
     pub fn tag_ub(&self) -> i32 {
@@ -578,11 +599,21 @@ impl Drop for Comm<'_> {
     fn drop(&mut self) {
         // The last handle of a communicator: free it.
         if Rc::strong_count(&self.d) == 1 && !self.d.predefined {
-            let _ = crate::attr::delete_all(self);
+            let _ = crate::comm::attr::delete_all(self);
             self.u.contexts.borrow_mut().release(self.d.id);
             if let Some(r) = &self.d.remote {
                 self.u.contexts.borrow_mut().release(r.local.id);
             }
         }
     }
+}
+
+/// What a collective that intercommunicators do not have says.
+pub fn not_on_intercomms() -> Error {
+    Error::Arg(
+        "this collective is not defined on intercommunicators (MPI 4.1 §6.2.2: scans and \
+         neighbourhood collectives are not); merge the intercommunicator (MPI_Intercomm_merge) \
+         and use it there"
+            .into(),
+    )
 }

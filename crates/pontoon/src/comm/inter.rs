@@ -9,21 +9,9 @@
 
 use std::rc::Rc;
 
-use crate::comm::{new_comm_data, no_context_left, ranks_by_world, CommData, UNDEFINED};
+use crate::comm::{new_comm_data, no_context_left, ranks_by_world, Remote, UNDEFINED};
 use crate::group::Group;
 use crate::{Comm, Datatype, Error, Op, Rank, Result};
-
-/// The other side of an intercommunicator.
-pub(crate) struct Remote {
-    pub(crate) group: Group,
-    /// Remote rank of each job rank (`u32::MAX`: not in the remote group).
-    pub(crate) by_world: Vec<u32>,
-    /// This side's own members as an intracommunicator.
-    pub(crate) local: Rc<CommData>,
-    /// The job ranks of this group then of the remote group: whom the collectives'
-    /// schedules name.
-    pub(crate) both: Rc<[Rank]>,
-}
 
 /// Who an intercommunicator's bcast is rooted at, as each process sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +215,7 @@ impl<'u> Comm<'u> {
         let (free, _) = self.free_across(&[], 0)?;
         let remote = self.remote()?.group.members().to_vec();
         let c = self.inter_with(self.d.group.members().to_vec(), remote, &free)?;
-        crate::attr::copy_all(self, &c)?;
+        crate::comm::attr::copy_all(self, &c)?;
         Ok(c)
     }
 
