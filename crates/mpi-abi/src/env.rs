@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use crate::abi::*;
-use crate::boundary::{fail, out, put_c_string, Res};
+use crate::boundary::{fail, out, Res};
+use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{mpi, phase, set_phase, Mpi, AFTER, BEFORE, RUNNING};
 
@@ -33,7 +34,7 @@ fn init() -> Res {
 }
 
 mpi_fn! {
-    fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) {
+    safe fn MPI_Init(argc: Out<c_int>, argv: Out<*mut *mut c_char>) {
         let _ = (argc, argv);
         init()
     }
@@ -41,9 +42,9 @@ mpi_fn! {
 
 mpi_fn! {
     /// pontoon gives MPI_THREAD_FUNNELED at most: MPI is called from the main thread.
-    fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) {
+    safe fn MPI_Init_thread(argc: Out<c_int>, argv: Out<*mut *mut c_char>, required: c_int, provided: Out<c_int>) {
         let _ = (argc, argv);
-        let provided = out(provided, "provided")?;
+        let provided = provided.place("provided")?;
         init()?;
         *provided = required.min(MPI_THREAD_FUNNELED);
         Ok(())
@@ -51,21 +52,19 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Initialized(flag: *mut c_int) {
-        *out(flag, "flag")? = (phase() != BEFORE) as c_int;
-        Ok(())
+    safe fn MPI_Initialized(flag: Out<c_int>) {
+        flag.set("flag", (phase() != BEFORE) as c_int)
     }
 }
 
 mpi_fn! {
-    fn MPI_Finalized(flag: *mut c_int) {
-        *out(flag, "flag")? = (phase() == AFTER) as c_int;
-        Ok(())
+    safe fn MPI_Finalized(flag: Out<c_int>) {
+        flag.set("flag", (phase() == AFTER) as c_int)
     }
 }
 
 mpi_fn! {
-    fn MPI_Finalize() {
+    safe fn MPI_Finalize() {
         let m = mpi()?;
         let r = m.u.finalize();
         set_phase(AFTER);
@@ -74,23 +73,22 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Query_thread(provided: *mut c_int) {
+    safe fn MPI_Query_thread(provided: Out<c_int>) {
         mpi()?;
-        *out(provided, "provided")? = MPI_THREAD_FUNNELED;
-        Ok(())
+        provided.set("provided", MPI_THREAD_FUNNELED)
     }
 }
 
 mpi_fn! {
-    fn MPI_Is_thread_main(flag: *mut c_int) {
-        let flag = out(flag, "flag")?;
+    safe fn MPI_Is_thread_main(flag: Out<c_int>) {
+        let flag = flag.place("flag")?;
         *flag = (MAIN_THREAD.get() == Some(&std::thread::current().id())) as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) on comm {
+    safe fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) on comm {
         let m = mpi()?;
         let rank = m.u.world().rank();
         m.u.abort(errorcode, &format!("MPI_Abort called by rank {rank} with error code {errorcode}"))
@@ -98,18 +96,16 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
-        *out(version, "version")? = MPI_VERSION;
-        *out(subversion, "subversion")? = MPI_SUBVERSION;
-        Ok(())
+    safe fn MPI_Get_version(version: Out<c_int>, subversion: Out<c_int>) {
+        version.set("version", MPI_VERSION)?;
+        subversion.set("subversion", MPI_SUBVERSION)
     }
 }
 
 mpi_fn! {
-    fn MPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int) {
-        *out(abi_major, "abi_major")? = MPI_ABI_VERSION;
-        *out(abi_minor, "abi_minor")? = MPI_ABI_SUBVERSION;
-        Ok(())
+    safe fn MPI_Abi_get_version(abi_major: Out<c_int>, abi_minor: Out<c_int>) {
+        abi_major.set("abi_major", MPI_ABI_VERSION)?;
+        abi_minor.set("abi_minor", MPI_ABI_SUBVERSION)
     }
 }
 
@@ -122,23 +118,30 @@ pub fn library_version() -> String {
 }
 
 mpi_fn! {
-    fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) {
-        put_c_string(version, MPI_MAX_LIBRARY_VERSION_STRING, &library_version(), resultlen)
+    safe fn MPI_Get_library_version(version: Out<c_char>, resultlen: Out<c_int>) {
+        version.put_str(MPI_MAX_LIBRARY_VERSION_STRING, &library_version(), &resultlen)
     }
 }
 
 mpi_fn! {
-    fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) {
+    safe fn MPI_Get_processor_name(name: Out<c_char>, resultlen: Out<c_int>) {
         // Under a testbed the launcher names the host; otherwise the kernel does.
-        let host = std::env::var("PONTOON_NODE").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| {
-            let mut buf = [0u8; 256];
-            // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
-            // within it or truncates.
-            let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) };
-            let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-            if rc == 0 { String::from_utf8_lossy(&buf[..end]).into_owned() } else { "localhost".into() }
-        });
-        put_c_string(name, MPI_MAX_PROCESSOR_NAME, &host, resultlen)
+        let host = std::env::var("PONTOON_NODE").ok().filter(|h| !h.is_empty()).unwrap_or_else(host_name);
+        name.put_str(MPI_MAX_PROCESSOR_NAME, &host, &resultlen)
+    }
+}
+
+/// This host's name as the kernel has it.
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; gethostname NUL-terminates within it
+    // or truncates.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    if rc == 0 {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".into()
     }
 }
 

@@ -20,6 +20,7 @@ mod args;
 mod boundary;
 mod bsend;
 mod buffers;
+mod cargs;
 mod colls;
 mod comms;
 mod darray;
@@ -51,6 +52,27 @@ mod vcolls;
 /// module `$name` (whose `f` is the function). `on comm` names the argument whose error
 /// handler reports the errors (default: MPI_COMM_SELF's).
 macro_rules! mpi_fn {
+    // A body of safe code: its pointer arguments are typed (`cargs::Out`, `cargs::In`),
+    // whose accessors are where the C caller's contract is relied on.
+    ($(#[$m:meta])* safe fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $(#[$m])*
+        #[allow(non_snake_case, unused_imports)]
+        pub mod $name {
+            use super::*;
+            #[export_name = concat!("P", stringify!($name))]
+            pub unsafe extern "C" fn f($($arg: $ty),*) -> ::std::os::raw::c_int {
+                #[allow(unused_mut, unused_assignments)]
+                let mut on: usize = $crate::abi::MPI_COMM_SELF;
+                $(on = $on as usize;)?
+                $crate::boundary::enter(stringify!($name), on, || $body)
+            }
+            #[export_name = stringify!($name)]
+            pub unsafe extern "C" fn exported($($arg: $ty),*) -> ::std::os::raw::c_int {
+                // SAFETY: the same contract as the function it forwards to.
+                unsafe { f($($arg),*) }
+            }
+        }
+    };
     ($(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
         $crate::mpi_fn!(@with {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
     };

@@ -4,25 +4,25 @@ use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use super::*;
-use crate::boundary::{fail, out, put_c_string};
+use crate::cargs::{In, Out};
+use crate::fail::fail;
 use crate::mpi_fn;
 use crate::state::{mpi, ErrhandlerFn};
 
 mpi_fn! {
-    fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) {
-        *out(errorclass, "errorclass")? = class_of(errorcode);
-        Ok(())
+    safe fn MPI_Error_class(errorcode: c_int, errorclass: Out<c_int>) {
+        errorclass.set("errorclass", class_of(errorcode))
     }
 }
 
 mpi_fn! {
-    fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {
-        put_c_string(string, MPI_MAX_ERROR_STRING, &text_of(errorcode), resultlen)
+    safe fn MPI_Error_string(errorcode: c_int, string: Out<c_char>, resultlen: Out<c_int>) {
+        string.put_str(MPI_MAX_ERROR_STRING, &text_of(errorcode), &resultlen)
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) on comm {
+    safe fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) on comm {
         let m = mpi()?;
         errhandler_ok(m, errhandler)?;
         m.set_comm_errhandler(comm, errhandler)
@@ -30,18 +30,17 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: *mut MPI_Errhandler) on comm {
+    safe fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: Out<MPI_Errhandler>) on comm {
         let m = mpi()?;
         let h = m
             .comm_errhandler(comm)
             .ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("{comm:#x} is not a communicator")))?;
-        *out(errhandler, "errhandler")? = h;
-        Ok(())
+        errhandler.set("errhandler", h)
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_create_errhandler(function: Option<ErrhandlerFn>, errhandler: *mut MPI_Errhandler) {
+    safe fn MPI_Comm_create_errhandler(function: Option<ErrhandlerFn>, errhandler: Out<MPI_Errhandler>) {
         let m = mpi()?;
         let Some(f) = function else {
             return fail(MPI_ERR_ARG, "the error handler function is NULL");
@@ -51,15 +50,14 @@ mpi_fn! {
             .borrow_mut()
             .insert(f)
             .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many error handlers"))?;
-        *out(errhandler, "errhandler")? = h;
-        Ok(())
+        errhandler.set("errhandler", h)
     }
 }
 
 mpi_fn! {
-    fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) {
+    safe fn MPI_Errhandler_free(errhandler: Out<MPI_Errhandler>) {
         let m = mpi()?;
-        let h = out(errhandler, "errhandler")?;
+        let h = errhandler.place("errhandler")?;
         errhandler_ok(m, *h)?;
         // A handler still set on a communicator keeps working: entries are only
         // dropped for created handlers nobody can name any more; keeping it is simplest.
@@ -69,7 +67,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
+    safe fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         // The handler runs on the program's own code; the call itself succeeds (unless
@@ -123,9 +121,9 @@ mod tests {
 }
 
 mpi_fn! {
-    fn MPI_Add_error_class(errorclass: *mut c_int) {
+    safe fn MPI_Add_error_class(errorclass: Out<c_int>) {
         mpi()?;
-        let out_class = out(errorclass, "errorclass")?;
+        let out_class = errorclass.place("errorclass")?;
         let class = USER.with(|u| {
             let mut u = u.borrow_mut();
             let next = u.classes.iter().copied().max().map_or(USER_CLASS_BASE, |c| c + 1);
@@ -145,12 +143,12 @@ fn class_known(class: c_int) -> bool {
 }
 
 mpi_fn! {
-    fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) {
+    safe fn MPI_Add_error_code(errorclass: c_int, errorcode: Out<c_int>) {
         mpi()?;
         if !class_known(errorclass) {
             return fail(MPI_ERR_ARG, format!("{errorclass} is not an error class"));
         }
-        let out_code = out(errorcode, "errorcode")?;
+        let out_code = errorcode.place("errorcode")?;
         let code = USER.with(|u| {
             let mut u = u.borrow_mut();
             let code = u.codes.keys().next_back().map_or(USER_CODE_BASE, |c| c + 1);
@@ -163,9 +161,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) {
+    safe fn MPI_Add_error_string(errorcode: c_int, string: In<c_char>) {
         mpi()?;
-        let text = crate::boundary::c_str(string, "string")?;
+        let text = string.str("string")?;
         let user_made = USER.with(|u| {
             let u = u.borrow();
             u.classes.contains(&errorcode) || u.codes.contains_key(&errorcode)
@@ -180,7 +178,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: only a class the program added, once its codes and string are removed.
-    fn MPI_Remove_error_class(errorclass: c_int) {
+    safe fn MPI_Remove_error_class(errorclass: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();
@@ -202,7 +200,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: only a code the program added, once its string is removed.
-    fn MPI_Remove_error_code(errorcode: c_int) {
+    safe fn MPI_Remove_error_code(errorcode: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();
@@ -220,7 +218,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: the string of a class or code the program added.
-    fn MPI_Remove_error_string(errorcode: c_int) {
+    safe fn MPI_Remove_error_string(errorcode: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();
