@@ -17,8 +17,30 @@ pub(crate) fn nonce() -> [u8; 16] {
 
 use std::collections::HashMap;
 
-use proto::Rank;
-use transport::Transport;
+use proto::{PayloadToken, Rank};
+use transport::{AnyLink, Transport};
+
+use crate::lanes::LaneSetup;
+
+/// What a fabric reports from a pass over its wire-up; the event loop takes each at one
+/// place (`Runtime::take_fabric_events`).
+pub enum FabricEvent {
+    /// A lane to `peer` came up, authenticated: its link and how it was set up.
+    LaneUp {
+        peer: Rank,
+        link: Box<AnyLink<PayloadToken>>,
+        setup: LaneSetup,
+    },
+    /// The fabric could not make a lane to `peer`; `first_lane`: it was to be the
+    /// peer's first.
+    Refused {
+        peer: Rank,
+        refusal: Refusal,
+        first_lane: bool,
+    },
+    /// The peer's simultaneous first lane wins: this rank's gave way.
+    Yielded { peer: Rank },
+}
 
 /// Why a transport does not carry lanes to a peer: which, why, and what would help.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use super::Runtime;
 use crate::boot::config::Encrypt;
 use crate::clock;
 use crate::fabric::tcp::wireup::{Incoming, Outgoing, Progress, Seal};
-use crate::fabric::{nonce, Refusal};
+use crate::fabric::{nonce, FabricEvent, Refusal};
 use crate::lanes::{Lane, LaneSetup, Lanes, PathInfo, Route, Via};
 use crate::waiter::Waiter;
 use net::{EndpointCard, PathKind};
@@ -277,6 +277,35 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// Takes what the fabrics reported: lanes to the engine, refusals kept (for errors
+    /// and `pontoon doctor`), yields as set-ups that wait for the peer's lane. Returns
+    /// whether there was anything.
+    pub(super) fn take_fabric_events(&mut self, events: Vec<FabricEvent>) -> bool {
+        let any = !events.is_empty();
+        for e in events {
+            match e {
+                FabricEvent::LaneUp { peer, link, setup } => {
+                    self.add_lane(peer, *link, setup);
+                }
+                FabricEvent::Refused {
+                    peer,
+                    refusal,
+                    first_lane,
+                } => {
+                    if !first_lane {
+                        tracing::debug!(peer, "no further lane: {refusal}");
+                    }
+                    self.dialing.refusals.record(peer, refusal);
+                }
+                FabricEvent::Yielded { peer } => {
+                    self.passes.yielded += 1;
+                    self.dialing.setups.yielded(peer, clock::now());
+                }
+            }
+        }
+        any
     }
 
     /// Hands a new lane to the engine, which names it, and watches it. Returns whether

@@ -3,14 +3,12 @@
 //! come out of them.
 
 use proto::handshake::Contention;
-use proto::{PayloadToken, Rank};
-use transport::eth::{eth_caps, eth_link};
-use transport::{AnyLink, Transport};
+use proto::Rank;
+use transport::Transport;
 
 use super::Runtime;
-use crate::fabric::eth::wireup::{EthProgress, EthWireup};
+use crate::fabric::eth::wireup::EthWireup;
 use crate::fabric::Refusal;
-use crate::lanes::{LaneSetup, Route, Via};
 use net::PathKind;
 
 impl Runtime {
@@ -101,63 +99,17 @@ impl Runtime {
                 Contention::None if first.contains(&r) => Contention::Connecting(PathKind::Direct),
                 c => c,
             };
-            self.eth.poll(&self.job.id, self.cfg.attempt_timeout, contention)
+            let has_eth = |peer: Rank| {
+                self.lanes.of_peer(peer).iter().any(|&l| {
+                    self.lanes
+                        .get(l)
+                        .is_some_and(|l| l.info.transport == Transport::Eth)
+                })
+            };
+            let timeout = self.cfg.attempt_timeout;
+            self.eth
+                .progress(&self.job.id, timeout, self.cfg.eager_limit, contention, has_eth)
         };
-        let any = !events.is_empty();
-        for e in events {
-            match e {
-                EthProgress::Established {
-                    peer,
-                    pipe,
-                    initiated,
-                    lane_tag,
-                    ifindex,
-                    remote,
-                } => {
-                    let has_eth = |l: &proto::LaneId| {
-                        self.lanes
-                            .get(*l)
-                            .is_some_and(|l| l.info.transport == Transport::Eth)
-                    };
-                    if self.lanes.of_peer(peer).iter().any(has_eth) {
-                        continue; // one raw-Ethernet lane per peer
-                    }
-                    let route = Route::Eth {
-                        ifindex,
-                        local: pipe.local_mac(),
-                        remote,
-                    };
-                    let caps = eth_caps(self.cfg.eager_limit, pipe.one_datagram());
-                    let link: AnyLink<PayloadToken> = AnyLink::Eth(eth_link(*pipe, caps));
-                    let setup = LaneSetup {
-                        route,
-                        initiated,
-                        via: Via::default(),
-                        tag: lane_tag,
-                        // Not counted as a first lane even when it is one: a TCP first
-                        // lane that comes up beside it is kept.
-                        first: false,
-                    };
-                    self.add_lane(peer, link, setup);
-                }
-                EthProgress::Failed {
-                    peer,
-                    first_lane,
-                    why,
-                } => {
-                    if !first_lane {
-                        tracing::debug!(peer, "no raw-Ethernet lane: {why}");
-                    }
-                    self.dialing
-                        .refusals
-                        .record(peer, Refusal::new(Transport::Eth, why));
-                }
-                EthProgress::Yielded { peer } => {
-                    self.passes.yielded += 1;
-                    self.dialing.setups.yielded(peer, crate::clock::now());
-                }
-            }
-        }
-        any
+        self.take_fabric_events(events)
     }
 }
