@@ -79,6 +79,14 @@ impl Runtime {
             LinkError::Closed => "its connection closed unexpectedly (the process probably died)".to_string(),
             other => format!("its connection failed: {other}"),
         };
+        if self.life.aborting {
+            // The job is ending: a peer whose lane breaks now heard the abort and exited
+            // (or died). Its other lanes cannot say so (a raw-Ethernet lane sees no close),
+            // and the aborting rank waits for every peer to be gone.
+            self.ep.handle_peer_failed(peer, &cause);
+            self.drop_lanes(peer);
+            return;
+        }
         let received = ledger.received();
         let loss = self.ep.handle_lane_down(peer, lane, &cause, replayable);
         if loss == LaneLoss::FailedOver {
