@@ -10,7 +10,7 @@
 # raw-Ethernet lane beside TCP; then two sites 50 ms apart, whose path gets parallel TCP
 # streams, encrypted; then Slurm on two clusters of the testbed (`srun --mpi=pmi2`, plain `srun` without
 # PMI, `salloc … pontoon run`, and one job across both clusters' Slurms), and seed 004's experiment in short (`pontoon bench experiment 004 --quick`); then N ranks on this
-# host over shared memory, with a C program's collectives across an intercommunicator and sends
+# host over shared memory (doctor naming the transports refused when 2 are held to TCP), with a C program's collectives across an intercommunicator and sends
 # cancelled before anything matched them. As another user only the local ranks, saying why.
 #
 #   scripts/demo.sh [NP]     (NP: ranks of the local fallback, default 4)
@@ -24,6 +24,8 @@ np=${1:-4}
 local_ranks() {
     echo "demo: $np ranks on this host: shared-memory lanes between them (pontoon doctor)"
     "$pontoon" run -n "$np" "$pontoon" doctor | sed -n '/^paths/,/^attempts/p' | sed '$d'
+    echo "demo: 2 of them held to TCP: doctor names every transport refused, why, and what would help"
+    "$pontoon" run -n 2 -x PONTOON_TRANSPORTS=tcp "$pontoon" doctor | sed -n '/^transports refused/,/^$/p'
     "$pontoon" run -n "$np" "$examples/ring"
     echo "demo: a C program through the standard ABI: every collective between the even and odd"
     echo "      ranks as an intercommunicator, blocking, non-blocking and persistent (tests/c/intercoll.c)"
