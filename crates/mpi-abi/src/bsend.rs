@@ -250,7 +250,7 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Buffer_flush() {
+    safe fn MPI_Buffer_flush() {
         mpi()?;
         wait_buffered(take_in_flight(Owner::Process))
     }
@@ -278,7 +278,7 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
+    safe fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
         mpi()?.comm(comm)?;
         wait_buffered(take_in_flight(Owner::Comm(comm)))
     }

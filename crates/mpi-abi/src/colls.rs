@@ -43,7 +43,7 @@ fn nothing(dt: &Datatype) -> DataMut<'_> {
 }
 
 mpi_fn! {
-    fn MPI_Barrier(comm: MPI_Comm) on comm {
+    safe fn MPI_Barrier(comm: MPI_Comm) on comm {
         let c = mpi()?.comm(comm)?;
         if c.is_inter() {
             return blocking(|r| intercolls::barrier(comm, r));

@@ -6,7 +6,8 @@ use std::os::raw::c_int;
 use pontoon::{Comm, Compare, Group, Keyval};
 
 use crate::abi::*;
-use crate::boundary::{c_str, count, fail, out, put_c_string, slice, slice_mut, Fail, Res};
+use crate::boundary::{count, fail, out, put_c_string, slice, slice_mut, Fail, Res};
+use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
 
@@ -30,15 +31,15 @@ pub(crate) fn publish(m: &Mpi, parent: MPI_Comm, made: Option<Comm<'static>>, ne
 }
 
 mpi_fn! {
-    fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) on comm {
-        *out(size, "size")? = mpi()?.comm(comm)?.size() as c_int;
+    safe fn MPI_Comm_size(comm: MPI_Comm, size: Out<c_int>) on comm {
+        size.set("size", mpi()?.comm(comm)?.size() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) on comm {
-        *out(rank, "rank")? = mpi()?.comm(comm)?.rank() as c_int;
+    safe fn MPI_Comm_rank(comm: MPI_Comm, rank: Out<c_int>) on comm {
+        rank.set("rank", mpi()?.comm(comm)?.rank() as c_int)?;
         Ok(())
     }
 }
@@ -109,7 +110,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
+    safe fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         crate::info::accepted(info)
@@ -118,10 +119,10 @@ mpi_fn! {
 
 mpi_fn! {
     /// No hint is in use, so the info is empty.
-    fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on comm {
+    safe fn MPI_Comm_get_info(comm: MPI_Comm, info_used: Out<MPI_Info>) on comm {
         let m = mpi()?;
         m.comm(comm)?;
-        *out(info_used, "info_used")? = crate::info::add(Vec::new())?;
+        info_used.set("info_used", crate::info::add(Vec::new())?)?;
         Ok(())
     }
 }
@@ -229,9 +230,9 @@ fn string_tag(s: &str) -> i32 {
 }
 
 mpi_fn! {
-    fn MPI_Comm_free(comm: *mut MPI_Comm) {
+    safe fn MPI_Comm_free(comm: Out<MPI_Comm>) {
         let m = mpi()?;
-        let h = out(comm, "comm")?;
+        let h = comm.place("comm")?;
         let c = m.comm(*h).map_err(|f| f.on(MPI_COMM_SELF))?;
         if *h == MPI_COMM_WORLD || *h == MPI_COMM_SELF {
             return fail(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
@@ -246,17 +247,17 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) on comm1 {
+    safe fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: Out<c_int>) on comm1 {
         let m = mpi()?;
         let (a, b) = (m.comm(comm1)?, m.comm(comm2)?);
-        *out(result, "result")? = compare_value(a.compare(&b));
+        result.set("result", compare_value(a.compare(&b)))?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) on comm {
-        *out(flag, "flag")? = mpi()?.comm(comm)?.is_inter() as c_int;
+    safe fn MPI_Comm_test_inter(comm: MPI_Comm, flag: Out<c_int>) on comm {
+        flag.set("flag", mpi()?.comm(comm)?.is_inter() as c_int)?;
         Ok(())
     }
 }
@@ -279,19 +280,19 @@ pub(crate) fn inter_root(c: &Comm, root: c_int) -> Result<pontoon::InterRoot, Fa
 }
 
 mpi_fn! {
-    fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) on comm {
+    safe fn MPI_Comm_remote_size(comm: MPI_Comm, size: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let n = c.remote_size().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
-        *out(size, "size")? = n as c_int;
+        size.set("size", n as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) on comm {
+    safe fn MPI_Comm_remote_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
         let m = mpi()?;
         let g = m.comm(comm)?.remote_group().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
-        *out(group, "group")? = m.add_group(g)?;
+        group.set("group", m.add_group(g)?)?;
         Ok(())
     }
 }
@@ -367,9 +368,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) on comm {
+    safe fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: In<c_char>) on comm {
         let c = mpi()?.comm(comm)?;
-        c.set_name(c_str(comm_name, "comm_name")?);
+        c.set_name(comm_name.str("comm_name")?);
         Ok(())
     }
 }
@@ -385,10 +386,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) on comm {
+    safe fn MPI_Comm_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
         let m = mpi()?;
         let g = m.comm(comm)?.group();
-        *out(group, "group")? = m.add_group(g)?;
+        group.set("group", m.add_group(g)?)?;
         Ok(())
     }
 }
@@ -420,15 +421,15 @@ fn new_group(m: &Mpi, made: pontoon::Result<Group>, newgroup: *mut MPI_Group) ->
 }
 
 mpi_fn! {
-    fn MPI_Group_size(group: MPI_Group, size: *mut c_int) {
-        *out(size, "size")? = mpi()?.group(group)?.size() as c_int;
+    safe fn MPI_Group_size(group: MPI_Group, size: Out<c_int>) {
+        size.set("size", mpi()?.group(group)?.size() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) {
-        *out(rank, "rank")? = mpi()?.group(group)?.rank().map_or(MPI_UNDEFINED, |r| r as c_int);
+    safe fn MPI_Group_rank(group: MPI_Group, rank: Out<c_int>) {
+        rank.set("rank", mpi()?.group(group)?.rank().map_or(MPI_UNDEFINED, |r| r as c_int))?;
         Ok(())
     }
 }
@@ -520,18 +521,18 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) {
+    safe fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: Out<c_int>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
-        *out(result, "result")? = compare_value(a.compare(&b));
+        result.set("result", compare_value(a.compare(&b)))?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Group_free(group: *mut MPI_Group) {
+    safe fn MPI_Group_free(group: Out<MPI_Group>) {
         let m = mpi()?;
-        let h = out(group, "group")?;
+        let h = group.place("group")?;
         if *h != MPI_GROUP_EMPTY && m.groups.borrow_mut().remove(*h).is_none() {
             return fail(MPI_ERR_GROUP, format!("{:#x} is not a group", *h));
         }
@@ -758,14 +759,14 @@ unsafe fn get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, f
 }
 
 mpi_fn! {
-    fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
+    safe fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
         delete_attr(comm, keyval_)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    fn MPI_Attr_delete(comm: MPI_Comm, keyval_: c_int) on comm {
+    safe fn MPI_Attr_delete(comm: MPI_Comm, keyval_: c_int) on comm {
         delete_attr(comm, keyval_)
     }
 }
@@ -779,23 +780,23 @@ fn delete_attr(comm: MPI_Comm, keyval_: c_int) -> Res {
 
 mpi_fn! {
     /// No virtual topologies yet: every communicator has none.
-    fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) on comm {
+    safe fn MPI_Topo_test(comm: MPI_Comm, status: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
-        *out(status, "status")? = match c.topology().as_deref() {
+        status.set("status", match c.topology().as_deref() {
             Some(pontoon::Topology::Cart(_)) => MPI_CART,
             Some(pontoon::Topology::Graph { .. }) => MPI_GRAPH,
             Some(pontoon::Topology::DistGraph { .. }) => MPI_DIST_GRAPH,
             None => MPI_UNDEFINED,
-        };
+        })?;
         Ok(())
     }
 }
 
 mpi_fn! {
     /// Not started by MPI_Comm_spawn: no parent.
-    fn MPI_Comm_get_parent(parent: *mut MPI_Comm) {
+    safe fn MPI_Comm_get_parent(parent: Out<MPI_Comm>) {
         mpi()?;
-        *out(parent, "parent")? = MPI_COMM_NULL;
+        parent.set("parent", MPI_COMM_NULL)?;
         Ok(())
     }
 }

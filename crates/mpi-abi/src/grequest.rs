@@ -33,7 +33,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Grequest_complete(request: MPI_Request) {
+    safe fn MPI_Grequest_complete(request: MPI_Request) {
         let m = mpi()?;
         let mut reqs = m.reqs.borrow_mut();
         match reqs.get_mut(request) {

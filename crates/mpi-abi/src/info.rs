@@ -12,6 +12,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::abi::*;
 use crate::boundary::{c_str, fail, out, put_c_string, Fail, Res};
+use crate::cargs::{In, Out};
 use crate::handles::{Kind, Slab};
 use crate::mpi_fn;
 
@@ -100,15 +101,15 @@ fn with_entries<R>(h: MPI_Info, f: impl FnOnce(&mut InfoEntries) -> Result<R, Fa
 }
 
 mpi_fn! {
-    fn MPI_Info_create(info: *mut MPI_Info) {
-        *out(info, "info")? = add(Vec::new())?;
+    safe fn MPI_Info_create(info: Out<MPI_Info>) {
+        info.set("info", add(Vec::new())?)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Info_free(info: *mut MPI_Info) {
-        let h = out(info, "info")?;
+    safe fn MPI_Info_free(info: Out<MPI_Info>) {
+        let h = info.place("info")?;
         if infos().remove(*h).is_none() {
             return fail(MPI_ERR_INFO, format!("{:#x} is not an info object that can be freed", *h));
         }
@@ -118,17 +119,17 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) {
+    safe fn MPI_Info_dup(info: MPI_Info, newinfo: Out<MPI_Info>) {
         let e = entries(info)?;
-        *out(newinfo, "newinfo")? = add(e)?;
+        newinfo.set("newinfo", add(e)?)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) {
+    fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: In<c_char>) {
         let k = key_arg(key)?;
-        let v = c_str(value, "value")?;
+        let v = value.str("value")?;
         if info == MPI_INFO_ENV {
             return fail(MPI_ERR_INFO, "MPI_INFO_ENV cannot be changed");
         }
@@ -151,8 +152,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) {
-        *out(nkeys, "nkeys")? = entries(info)?.len() as c_int;
+    safe fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: Out<c_int>) {
+        nkeys.set("nkeys", entries(info)?.len() as c_int)?;
         Ok(())
     }
 }
@@ -223,17 +224,17 @@ mpi_fn! {
 
 mpi_fn! {
     /// A new info with what MPI_INFO_ENV holds.
-    fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) {
+    fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: Out<MPI_Info>) {
         let _ = (argc, argv);
-        *out(info, "info")? = add(env_entries())?;
+        info.set("info", add(env_entries())?)?;
         Ok(())
     }
 }
 
 mpi_fn! {
     /// pontoon describes no hardware resources yet: an empty info.
-    fn MPI_Get_hw_resource_info(hw_info: *mut MPI_Info) {
-        *out(hw_info, "hw_info")? = add(Vec::new())?;
+    safe fn MPI_Get_hw_resource_info(hw_info: Out<MPI_Info>) {
+        hw_info.set("hw_info", add(Vec::new())?)?;
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ use crate::abi::*;
 use crate::args::*;
 use crate::boundary::{count, out, Fail, Res};
 use crate::buffers::{data, data_mut, region};
+use crate::cargs::Out;
 use crate::immediate;
 use crate::requests::start;
 use crate::state::mpi;
@@ -377,8 +378,8 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) {
-        set_cancelled(out(status, "status")?, flag != 0);
+    safe fn MPI_Status_set_cancelled(status: Out<MPI_Status>, flag: c_int) {
+        set_cancelled(status.place("status")?, flag != 0);
         Ok(())
     }
 }
@@ -413,22 +414,22 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Status_set_source(status: *mut MPI_Status, source: c_int) {
-        out(status, "status")?.MPI_SOURCE = source;
+    safe fn MPI_Status_set_source(status: Out<MPI_Status>, source: c_int) {
+        status.place("status")?.MPI_SOURCE = source;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Status_set_tag(status: *mut MPI_Status, tag: c_int) {
-        out(status, "status")?.MPI_TAG = tag;
+    safe fn MPI_Status_set_tag(status: Out<MPI_Status>, tag: c_int) {
+        status.place("status")?.MPI_TAG = tag;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Status_set_error(status: *mut MPI_Status, error: c_int) {
-        out(status, "status")?.MPI_ERROR = error;
+    safe fn MPI_Status_set_error(status: Out<MPI_Status>, error: c_int) {
+        status.place("status")?.MPI_ERROR = error;
         Ok(())
     }
 }

@@ -5,6 +5,7 @@ use std::os::raw::c_int;
 use crate::abi::*;
 use crate::boundary::{count, fail, out, out_opt, slice_mut, Fail, Res};
 use crate::buffers::data_mut;
+use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
 use crate::state::{Buffered, ReqEntry};
@@ -315,10 +316,10 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
 }
 
 mpi_fn! {
-    fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) {
+    fn MPI_Wait(request: Out<MPI_Request>, status: *mut MPI_Status) {
         let m = mpi()?;
         reap_detached(m);
-        wait_one(m, out(request, "request")?, status)
+        wait_one(m, request.place("request")?, status)
     }
 }
 
@@ -509,9 +510,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cancel(request: *mut MPI_Request) {
+    safe fn MPI_Cancel(request: Out<MPI_Request>) {
         let m = mpi()?;
-        let h = *out(request, "request")?;
+        let h = *request.place("request")?;
         let mut reqs = m.reqs.borrow_mut();
         let entry = reqs.get_mut(h).ok_or_else(|| bad_request(h))?;
         if let ReqEntry::Generalized(g) = entry {
@@ -587,9 +588,9 @@ fn start_persistent(m: &Mpi, h: MPI_Request) -> Res {
 }
 
 mpi_fn! {
-    fn MPI_Start(request: *mut MPI_Request) {
+    safe fn MPI_Start(request: Out<MPI_Request>) {
         let m = mpi()?;
-        start_persistent(m, *out(request, "request")?)
+        start_persistent(m, *request.place("request")?)
     }
 }
 

@@ -9,6 +9,7 @@ use pontoon::{Cart, Topology};
 
 use crate::abi::*;
 use crate::boundary::{fail, out, slice, slice_mut, Fail};
+use crate::cargs::Out;
 use crate::comms::publish;
 use crate::mpi_fn;
 use crate::state::mpi;
@@ -73,8 +74,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) on comm {
-        *out(ndims, "ndims")? = cart_of(comm)?.dims().len() as c_int;
+    safe fn MPI_Cartdim_get(comm: MPI_Comm, ndims: Out<c_int>) on comm {
+        ndims.set("ndims", cart_of(comm)?.dims().len() as c_int)?;
         Ok(())
     }
 }
@@ -122,14 +123,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) on comm {
+    safe fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: Out<c_int>, rank_dest: Out<c_int>) on comm {
         let m = mpi()?;
         let g = cart_of(comm)?;
         let dim = usize::try_from(direction).map_err(|_| Fail::new(MPI_ERR_ARG, format!("direction {direction} is negative")))?;
         let (from, to) = g.shift(m.comm(comm)?.rank(), dim, disp).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))?;
         let rank = |r: Option<u32>| r.map_or(MPI_PROC_NULL, |r| r as c_int);
-        *out(rank_source, "rank_source")? = rank(from);
-        *out(rank_dest, "rank_dest")? = rank(to);
+        rank_source.set("rank_source", rank(from))?;
+        rank_dest.set("rank_dest", rank(to))?;
         Ok(())
     }
 }
@@ -403,10 +404,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) on comm {
+    safe fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: Out<c_int>, nedges: Out<c_int>) on comm {
         let (n, e) = with_graph(comm, |index, edges| (index.len(), edges.len()))?;
-        *out(nnodes, "nnodes")? = n as c_int;
-        *out(nedges, "nedges")? = e as c_int;
+        nnodes.set("nnodes", n as c_int)?;
+        nedges.set("nedges", e as c_int)?;
         Ok(())
     }
 }
@@ -428,8 +429,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) on comm {
-        *out(nneighbors, "nneighbors")? = graph_neighbors(comm, rank)?.len() as c_int;
+    safe fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: Out<c_int>) on comm {
+        nneighbors.set("nneighbors", graph_neighbors(comm, rank)?.len() as c_int)?;
         Ok(())
     }
 }
@@ -544,11 +545,11 @@ fn dist_neighbors(comm: MPI_Comm) -> Result<(Vec<c_int>, Vec<c_int>, pontoon::We
 }
 
 mpi_fn! {
-    fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) on comm {
+    safe fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, indegree: Out<c_int>, outdegree: Out<c_int>, weighted: Out<c_int>) on comm {
         let (s, d, w) = dist_neighbors(comm)?;
-        *out(indegree, "indegree")? = s.len() as c_int;
-        *out(outdegree, "outdegree")? = d.len() as c_int;
-        *out(weighted, "weighted")? = w.is_some() as c_int;
+        indegree.set("indegree", s.len() as c_int)?;
+        outdegree.set("outdegree", d.len() as c_int)?;
+        weighted.set("weighted", w.is_some() as c_int)?;
         Ok(())
     }
 }

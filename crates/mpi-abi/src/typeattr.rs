@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use crate::abi::*;
 use crate::boundary::{fail, out, Fail, Res};
+use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
 use crate::state::{TypeAttr, TypeCopyFn, TypeDeleteFn, TypeKeyval, TYPE_KEYVAL_BASE};
@@ -110,9 +111,9 @@ pub(crate) fn delete_all(m: &Mpi, h: MPI_Datatype) -> Res {
 }
 
 mpi_fn! {
-    fn MPI_Type_create_keyval(type_copy_attr_fn: usize, type_delete_attr_fn: Option<TypeDeleteFn>, type_keyval: *mut c_int, extra_state: *mut c_void) {
+    fn MPI_Type_create_keyval(type_copy_attr_fn: usize, type_delete_attr_fn: Option<TypeDeleteFn>, type_keyval: Out<c_int>, extra_state: *mut c_void) {
         let m = mpi()?;
-        let k = out(type_keyval, "type_keyval")?;
+        let k = type_keyval.place("type_keyval")?;
         let mut t = m.type_attrs.borrow_mut();
         let id = TYPE_KEYVAL_BASE + t.next;
         t.next += 1;
@@ -124,9 +125,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_free_keyval(type_keyval: *mut c_int) {
+    safe fn MPI_Type_free_keyval(type_keyval: Out<c_int>) {
         let m = mpi()?;
-        let k = out(type_keyval, "type_keyval")?;
+        let k = type_keyval.place("type_keyval")?;
         let mut t = m.type_attrs.borrow_mut();
         let Some(kv) = t.keyvals.remove(k) else {
             return fail(MPI_ERR_KEYVAL, format!("{} is not a datatype keyval", *k));
@@ -168,7 +169,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_delete_attr(datatype: MPI_Datatype, type_keyval: c_int) {
+    safe fn MPI_Type_delete_attr(datatype: MPI_Datatype, type_keyval: c_int) {
         let m = mpi()?;
         m.datatype(datatype)?;
         let kv = m.type_attrs.borrow_mut().keyval(type_keyval, true)?;

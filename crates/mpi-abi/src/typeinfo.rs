@@ -5,8 +5,9 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{c_str, count, fail, fit, fit_signed, out, slice, slice_mut, Fail, Res, Wide};
+use crate::boundary::{count, fail, fit, fit_signed, out, slice, slice_mut, Fail, Res, Wide};
 use crate::buffers::{data, data_mut};
+use crate::cargs::{In, Out};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
 
@@ -110,24 +111,24 @@ fn envelope(h: MPI_Datatype, large: bool) -> Result<(usize, usize, usize, usize,
 }
 
 mpi_fn! {
-    fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) {
+    safe fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: Out<c_int>, num_addresses: Out<c_int>, num_datatypes: Out<c_int>, combiner: Out<c_int>) {
         let (i, a, _, d, c) = envelope(datatype, false)?;
-        *out(num_integers, "num_integers")? = i as c_int;
-        *out(num_addresses, "num_addresses")? = a as c_int;
-        *out(num_datatypes, "num_datatypes")? = d as c_int;
-        *out(combiner, "combiner")? = c;
+        num_integers.set("num_integers", i as c_int)?;
+        num_addresses.set("num_addresses", a as c_int)?;
+        num_datatypes.set("num_datatypes", d as c_int)?;
+        combiner.set("combiner", c)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) {
+    safe fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: Out<MPI_Count>, num_addresses: Out<MPI_Count>, num_large_counts: Out<MPI_Count>, num_datatypes: Out<MPI_Count>, combiner: Out<c_int>) {
         let (i, a, l, d, c) = envelope(datatype, true)?;
-        *out(num_integers, "num_integers")? = i as MPI_Count;
-        *out(num_addresses, "num_addresses")? = a as MPI_Count;
-        *out(num_large_counts, "num_large_counts")? = l as MPI_Count;
-        *out(num_datatypes, "num_datatypes")? = d as MPI_Count;
-        *out(combiner, "combiner")? = c;
+        num_integers.set("num_integers", i as MPI_Count)?;
+        num_addresses.set("num_addresses", a as MPI_Count)?;
+        num_large_counts.set("num_large_counts", l as MPI_Count)?;
+        num_datatypes.set("num_datatypes", d as MPI_Count)?;
+        combiner.set("combiner", c)?;
         Ok(())
     }
 }
@@ -197,10 +198,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_set_name(datatype: MPI_Datatype, type_name: *const c_char) {
+    safe fn MPI_Type_set_name(datatype: MPI_Datatype, type_name: In<c_char>) {
         let m = mpi()?;
         m.datatype(datatype)?;
-        let name = c_str(type_name, "type_name")?.to_string();
+        let name = type_name.str("type_name")?.to_string();
         match m.types.borrow_mut().get_mut(datatype) {
             Some(e) => {
                 e.name = name;
@@ -259,7 +260,7 @@ const TYPECLASS_COMPLEX: c_int = 194;
 mpi_fn! {
     /// The Fortran-sized predefined type of a class and size (MPI_INTEGERn, MPI_REALn,
     /// MPI_COMPLEXn), for the sizes C has here.
-    fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut MPI_Datatype) {
+    safe fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: Out<MPI_Datatype>) {
         mpi()?;
         let h: Handle = match (typeclass, size) {
             (TYPECLASS_INTEGER, 1) => 0x2c1,
@@ -276,7 +277,7 @@ mpi_fn! {
             (TYPECLASS_COMPLEX, 32) => 0x224,
             _ => return fail(MPI_ERR_ARG, format!("no predefined type of class {typeclass} and size {size} here")),
         };
-        *out(datatype, "datatype")? = h;
+        datatype.set("datatype", h)?;
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use pontoon::{Datatype, Op};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, fit_signed, out, put_c_string, slice, Fail, Res, Wide};
+use crate::cargs::Out;
 use crate::state::{mpi, Contents, TypeArg};
 use crate::state::{predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
 use crate::{mpi_fn, mpi_fn_c};
@@ -246,9 +247,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_commit(datatype: *mut MPI_Datatype) {
+    safe fn MPI_Type_commit(datatype: Out<MPI_Datatype>) {
         let m = mpi()?;
-        let h = *out(datatype, "datatype")?;
+        let h = *datatype.place("datatype")?;
         m.datatype(h)?;
         if let Some(e) = m.types.borrow_mut().get_mut(h) {
             e.committed = true;
@@ -258,9 +259,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_free(datatype: *mut MPI_Datatype) {
+    safe fn MPI_Type_free(datatype: Out<MPI_Datatype>) {
         let m = mpi()?;
-        let h = out(datatype, "datatype")?;
+        let h = datatype.place("datatype")?;
         if *h < DATATYPE_FIRST + DATATYPE_SPAN {
             return fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed");
         }
@@ -293,8 +294,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) {
-        *out(address, "address")? = location as MPI_Aint;
+    fn MPI_Get_address(location: *const c_void, address: Out<MPI_Aint>) {
+        address.set("address", location as MPI_Aint)?;
         Ok(())
     }
 }
@@ -330,9 +331,9 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Op_free(op: *mut MPI_Op) {
+    safe fn MPI_Op_free(op: Out<MPI_Op>) {
         let m = mpi()?;
-        let h = out(op, "op")?;
+        let h = op.place("op")?;
         if predefined_op(*h).is_some() {
             return fail(MPI_ERR_OP, "predefined operations cannot be freed");
         }
@@ -345,8 +346,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) {
-        *out(commute, "commute")? = mpi()?.op(op)?.is_commutative() as c_int;
+    safe fn MPI_Op_commutative(op: MPI_Op, commute: Out<c_int>) {
+        commute.set("commute", mpi()?.op(op)?.is_commutative() as c_int)?;
         Ok(())
     }
 }
