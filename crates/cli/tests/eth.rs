@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{c_program, is_root, pontoon, preset, text, Bed};
+use common::{c_program, is_root, pontoon, preset, refusal, text, Bed};
 use testbed::PresetOptions;
 
 fn run(bed: &Bed, transports: &str, prog: &std::path::Path) -> (bool, String) {
@@ -154,12 +154,8 @@ fn without_cap_net_raw_doctor_says_why_and_tcp_carries_everything() {
             assert_eq!(p["ok"], true, "{p:#}");
             assert_eq!(p["path"]["transport"], "tcp");
             // The pair lists raw Ethernet as refused, with what would help.
-            let eth = p["refused"]
-                .as_array()
-                .expect("refused")
-                .iter()
-                .find(|r| r["transport"] == "eth")
-                .unwrap_or_else(|| panic!("raw Ethernet is not listed as refused: {p:#}"));
+            let eth =
+                refusal(p, "eth").unwrap_or_else(|| panic!("raw Ethernet is not listed as refused: {p:#}"));
             assert!(
                 eth["why"].as_str().unwrap().contains("no raw-Ethernet port"),
                 "{eth}"

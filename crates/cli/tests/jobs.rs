@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{c_program, example, pontoon, text};
+use common::{c_program, example, pontoon, refusal, text};
 
 fn run(args: &[&str], prog: &str, prog_args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
@@ -449,19 +449,11 @@ fn doctor_lists_every_refused_transport_per_pair_and_why() {
         assert_eq!(peers.len(), 2, "{report:#}");
         peers
     };
-    let refused = |p: &serde_json::Value, transport: &str| {
-        p["refused"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["transport"] == transport)
-            .cloned()
-    };
     for p in doctor("tcp") {
         assert_eq!(p["path"]["transport"], "tcp", "{p:#}");
-        assert_eq!(refused(&p, "tcp"), None, "TCP carries the lane: {p:#}");
+        assert_eq!(refusal(&p, "tcp"), None, "TCP carries the lane: {p:#}");
         for other in ["shm", "eth"] {
-            let r = refused(&p, other).unwrap_or_else(|| panic!("{other} is not listed: {p:#}"));
+            let r = refusal(&p, other).unwrap_or_else(|| panic!("{other} is not listed: {p:#}"));
             assert_eq!(r["why"], "not in PONTOON_TRANSPORTS=tcp", "{r}");
             assert_eq!(r["help"], format!("add `{other}` to PONTOON_TRANSPORTS"), "{r}");
             assert_eq!(r["expected"], false, "{r}");
@@ -476,7 +468,7 @@ fn doctor_lists_every_refused_transport_per_pair_and_why() {
             1,
             "only raw Ethernet: {p:#}"
         );
-        let eth = refused(&p, "eth").expect("raw Ethernet is listed");
+        let eth = refusal(&p, "eth").expect("raw Ethernet is listed");
         assert!(
             eth["why"].as_str().unwrap().contains("runs on this node"),
             "{eth}"

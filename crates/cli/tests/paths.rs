@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use testbed::{PresetOptions, Topology};
 
 mod common;
-use common::{example, is_root, pontoon, preset, text, Bed};
+use common::{example, is_root, pontoon, preset, refusal, text, Bed};
 
 /// Runs `pontoon doctor --json` on every host of the testbed, one rank each (the
 /// testbed's forwarding hosts run relays).
@@ -211,12 +211,7 @@ fn without_ipv6_and_without_relays_pairs_across_nat_fail_within_the_deadline_and
             // The coordinator's view explains it: one of the two is behind its head's NAT.
             assert!(error.contains("behind NAT"), "{error}");
             // Doctor lists TCP as refused: what was tried, and what would help.
-            let tcp = p["refused"]
-                .as_array()
-                .expect("refused")
-                .iter()
-                .find(|r| r["transport"] == "tcp")
-                .unwrap_or_else(|| panic!("TCP is not listed as refused: {p:#}"));
+            let tcp = refusal(&p, "tcp").unwrap_or_else(|| panic!("TCP is not listed as refused: {p:#}"));
             assert!(
                 tcp["help"].as_str().unwrap().contains("pontoon run --relay HOST"),
                 "{tcp}"

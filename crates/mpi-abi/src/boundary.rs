@@ -3,11 +3,12 @@
 //! communicator's error handler; and the pointer helpers below, which check what a C
 //! caller passed before it is used.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::abi::*;
+use crate::cargs::{In, Out};
 use crate::errors;
 pub use crate::fail::{fail, Fail, Res};
 
@@ -48,8 +49,8 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> Fail {
 /// # Safety
 /// `p` is null or valid for writes of a `T` (the C caller's contract).
 pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
-    // SAFETY: non-null pointers from the caller are valid by contract.
-    unsafe { p.as_mut() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, format!("`{what}` is NULL")))
+    // SAFETY: the caller's contract is `Out`'s.
+    unsafe { Out::from_raw(p) }.place(what)
 }
 
 /// Writes `v` through `p` if `p` is not null (optional outputs such as statuses).
@@ -57,10 +58,8 @@ pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
 /// # Safety
 /// As [`out`].
 pub unsafe fn out_opt<T>(p: *mut T, v: T) {
-    // SAFETY: as `out`.
-    if let Some(r) = unsafe { p.as_mut() } {
-        *r = v;
-    }
+    // SAFETY: the caller's contract is `Out`'s.
+    unsafe { Out::from_raw(p) }.set_if_given(v)
 }
 
 /// `n` elements at `p` (null allowed when `n` is 0).
@@ -68,17 +67,8 @@ pub unsafe fn out_opt<T>(p: *mut T, v: T) {
 /// # Safety
 /// `p` is valid for reads of `n` elements of `T` when `n > 0`.
 pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Fail> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return fail(
-            MPI_ERR_ARG,
-            format!("`{what}` is NULL but {n} elements are needed"),
-        );
-    }
-    // SAFETY: non-null and valid for `n` elements by contract.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+    // SAFETY: the caller's contract is `In`'s.
+    unsafe { In::from_raw(p) }.slice(n, what)
 }
 
 /// The mutable form of [`slice`].
@@ -86,17 +76,8 @@ pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T],
 /// # Safety
 /// `p` is valid for writes of `n` elements of `T` when `n > 0`.
 pub unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
-    if n == 0 {
-        return Ok(&mut []);
-    }
-    if p.is_null() {
-        return fail(
-            MPI_ERR_ARG,
-            format!("`{what}` is NULL but {n} elements are needed"),
-        );
-    }
-    // SAFETY: non-null and valid for `n` elements by contract.
-    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+    // SAFETY: the caller's contract is `Out`'s.
+    unsafe { Out::from_raw(p) }.slice(n, what)
 }
 
 /// A NUL-terminated string argument.
@@ -104,13 +85,8 @@ pub unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mu
 /// # Safety
 /// `p` is null or points to a NUL-terminated string.
 pub unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("`{what}` is NULL"));
-    }
-    // SAFETY: NUL-terminated by contract.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Fail::new(MPI_ERR_ARG, format!("`{what}` is not UTF-8")))
+    // SAFETY: the caller's contract is `In`'s.
+    unsafe { In::from_raw(p) }.str(what)
 }
 
 /// Copies `s` into the caller's `cap`-byte buffer `dst` (truncated, NUL-terminated)
@@ -119,14 +95,9 @@ pub unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
 /// # Safety
 /// `dst` is valid for `cap` bytes; `len` is null or valid.
 pub unsafe fn put_c_string(dst: *mut c_char, cap: usize, s: &str, len: *mut c_int) -> Res {
-    let n = s.len().min(cap.saturating_sub(1));
-    // SAFETY: `dst` holds `cap >= n + 1` bytes by contract.
-    let d = unsafe { slice_mut(dst as *mut u8, n + 1, "string buffer")? };
-    d[..n].copy_from_slice(&s.as_bytes()[..n]);
-    d[n] = 0;
-    // SAFETY: as documented.
-    unsafe { out_opt(len, n as c_int) };
-    Ok(())
+    // SAFETY: the caller's contract is `Out`'s, for both.
+    let (dst, len) = unsafe { (Out::from_raw(dst), Out::from_raw(len)) };
+    dst.put_str(cap, s, &len)
 }
 
 /// An integer argument of either width: `int` in the classic forms, `MPI_Count` or

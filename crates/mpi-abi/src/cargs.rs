@@ -3,8 +3,9 @@
 //! so an exported function's signature takes it where the C prototype has the pointer.
 //!
 //! The MPI standard's contract is that every pointer argument is null or valid for what
-//! the function's signature says, for the length of the call. Only a C caller (or a
-//! test, through the `unsafe` `from_raw`) makes one,
+//! the function's signature says, for the length of the call. Only a C caller (or
+//! `from_raw`, which is `unsafe` for that reason: `boundary`'s raw-pointer helpers go
+//! through it) makes one,
 //! so the accessors below are safe: they are the only places where the contract is
 //! relied on, and an entry point whose arguments are all typed has a body of safe code
 //! (`mpi_fn!`'s `safe fn`).
@@ -28,7 +29,6 @@ impl<T> Out<T> {
     /// # Safety
     /// `p` is null or valid for writes of what the caller will ask for, for as long as
     /// the result is used (the contract a C caller has).
-    #[cfg(test)]
     pub unsafe fn from_raw(p: *mut T) -> Out<T> {
         Out(p)
     }
@@ -89,9 +89,24 @@ impl Out<c_char> {
 impl<T> In<T> {
     /// # Safety
     /// As [`Out::from_raw`], for reads.
-    #[cfg(test)]
     pub unsafe fn from_raw(p: *const T) -> In<T> {
         In(p, PhantomData)
+    }
+
+    /// `n` elements (null allowed when `n` is 0).
+    pub fn slice<'a>(&self, n: usize, what: &str) -> Result<&'a [T], Fail> {
+        if n == 0 {
+            return Ok(&[]);
+        }
+        if self.0.is_null() {
+            return fail(
+                MPI_ERR_ARG,
+                format!("`{what}` is NULL but {n} elements are needed"),
+            );
+        }
+        // SAFETY: non-null and valid for the `n` elements the signature gives it by the
+        // caller's contract.
+        Ok(unsafe { std::slice::from_raw_parts(self.0, n) })
     }
 }
 

@@ -33,6 +33,15 @@ pub fn example(name: &str) -> PathBuf {
     p
 }
 
+/// What `pontoon doctor --json` says of `transport` for one pair (its `refused` entry).
+pub fn refusal<'a>(pair: &'a serde_json::Value, transport: &str) -> Option<&'a serde_json::Value> {
+    pair["refused"]
+        .as_array()
+        .expect("every pair has a refused list")
+        .iter()
+        .find(|r| r["transport"] == transport)
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

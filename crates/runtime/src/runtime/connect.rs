@@ -587,13 +587,14 @@ impl Runtime {
                 .of(peer, Transport::Tcp)
                 .cloned()
                 .unwrap_or_else(|| Refusal::new(Transport::Tcp, report.clone()));
-            let help = format!("{nat}{relay}");
-            let help = help.trim_start_matches(['.', ';', ' ']);
+            let help: Vec<&str> = nat.iter().chain(&relay).map(String::as_str).collect();
             if !help.is_empty() {
-                tcp.help = Some(help.to_string());
+                tcp.help = Some(help.join(". "));
             }
             self.dialing.refusals.record(peer, tcp);
         }
+        let nat = nat.map(|n| format!("; {n}")).unwrap_or_default();
+        let relay = relay.map(|r| format!(". {r}")).unwrap_or_default();
         format!("{timeout}: {report}{nat}{relay}")
     }
 
@@ -612,7 +613,7 @@ impl Runtime {
 
     /// What the coordinator saw of the NATs between it and the two ranks, when they differ:
     /// the likely reason why private addresses led nowhere.
-    fn nat_note(&self, peer: Rank) -> String {
+    fn nat_note(&self, peer: Rank) -> Option<String> {
         let nat = |r: Rank| self.job.cards.get(r).and_then(EndpointCard::nat);
         let seen = |n: Option<std::net::IpAddr>| match n {
             Some(ip) => format!("behind NAT {ip}"),
@@ -620,24 +621,24 @@ impl Runtime {
         };
         let (mine, theirs) = (nat(self.job.id.rank), nat(peer));
         if mine == theirs {
-            return String::new();
+            return None;
         }
-        format!(
-            "; the launcher's coordinator sees this rank {} and rank {peer} {}: probably \
+        Some(format!(
+            "the launcher's coordinator sees this rank {} and rank {peer} {}: probably \
              different private networks",
             seen(mine),
             seen(theirs)
-        )
+        ))
     }
 
     /// What relays could do for `peer`, or why they did not.
-    fn relay_note(&self, peer: Rank) -> String {
+    fn relay_note(&self, peer: Rank) -> Option<String> {
         let theirs = self.job.cards.get(peer).map_or(0, |c| c.relays.len());
         if theirs > 0 {
-            return String::new(); // its relays were tried: the report says how each failed
+            return None; // its relays were tried: the report says how each failed
         }
         let mut note = format!(
-            ". Rank {peer} is registered with no relay: between different private networks, run \
+            "Rank {peer} is registered with no relay: between different private networks, run \
              `pontoon relay` on the front-end node of its cluster (`pontoon run --relay HOST`, or \
              PONTOON_RELAYS for relays already running), or give both sites IPv6"
         );
@@ -650,7 +651,7 @@ impl Runtime {
                 self.cfg.relays.len()
             ));
         }
-        note
+        Some(note)
     }
 
     /// A rank sends one first-lane HELLO at a time, so of two accepted first connections

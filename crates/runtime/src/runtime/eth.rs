@@ -11,6 +11,10 @@ use crate::fabric::eth::wireup::EthWireup;
 use crate::fabric::Refusal;
 use net::PathKind;
 
+/// What raw-Ethernet lanes need, for the warning and the refusal alike.
+const NEEDS_CAP_NET_RAW: &str =
+    "raw-Ethernet lanes need CAP_NET_RAW: run as root, or `setcap cap_net_raw+ep` on the program";
+
 impl Runtime {
     /// Says, once, why there are no raw-Ethernet ports where a peer on another node
     /// could have used them.
@@ -23,8 +27,7 @@ impl Runtime {
                 });
             if wanted {
                 tracing::warn!(
-                    "rank {}: no raw Ethernet, TCP carries everything: {why}. Raw-Ethernet lanes need \
-                     CAP_NET_RAW (run as root, or `setcap cap_net_raw+ep` on the program)",
+                    "rank {}: no raw Ethernet, TCP carries everything: {why} ({NEEDS_CAP_NET_RAW})",
                     self.job.id.rank
                 );
             } else {
@@ -53,9 +56,11 @@ impl Runtime {
                 .as_deref()
                 .unwrap_or("no peer of another node when it started");
             return Some(
-                Refusal::new(Transport::Eth, format!("this rank has no raw-Ethernet port: {why}")).helped_by(
-                    "raw-Ethernet lanes need CAP_NET_RAW: run as root, or `setcap cap_net_raw+ep` on the program",
-                ),
+                Refusal::new(
+                    Transport::Eth,
+                    format!("this rank has no raw-Ethernet port: {why}"),
+                )
+                .helped_by(NEEDS_CAP_NET_RAW),
             );
         }
         if !self.job.cards.get(peer).is_some_and(EthWireup::offers) {

@@ -224,7 +224,7 @@ impl EthWireup {
 
     /// Reads the handshakes that arrived and drives ours; `timeout` bounds each
     /// probe. `contention` says what this rank has going with a peer.
-    pub fn poll(
+    pub(super) fn poll(
         &mut self,
         id: &Identity,
         timeout: Duration,
