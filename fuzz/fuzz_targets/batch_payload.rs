@@ -30,7 +30,6 @@ fuzz_target!(|data: &[u8]| {
         latency_ns: 1000,
         bandwidth: 1 << 30,
         max_frame: 1 << 16,
-        max_eager: 4096,
         reliable: true,
         ordered: true,
         node_local: false,

@@ -39,7 +39,6 @@ fn caps() -> Caps {
         latency_ns: 1,
         bandwidth: 1,
         max_frame: 1 << 20,
-        max_eager: 1 << 16,
         reliable: true,
         ordered: true,
         node_local: true,

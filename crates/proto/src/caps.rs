@@ -28,8 +28,6 @@ pub struct Caps {
     pub bandwidth: u64,
     /// Largest payload one frame may carry on this lane.
     pub max_frame: u32,
-    /// Messages up to this size go eagerly (payload inline); larger ones use rendezvous.
-    pub max_eager: u32,
     pub reliable: bool,
     pub ordered: bool,
     /// Both ends are on one node (shared memory): no network in between. Such a lane
@@ -46,7 +44,7 @@ pub struct Caps {
     pub raw: bool,
     /// Largest eager message one datagram of this lane carries (raw lanes; 0 for a
     /// stream). A raw lane beside a kernel lane carries eager messages up to this size
-    /// only (seed 003's "below 1488 bytes"); alone, it carries up to `max_eager`, cut
+    /// only (seed 003's "below 1488 bytes"); alone, it carries up to the eager limit, cut
     /// into datagrams by its reliability layer.
     pub datagram: u32,
     /// The peer's memory can be read from this end in one copy (`process_vm_readv`
@@ -393,7 +391,6 @@ mod tests {
             latency_ns,
             bandwidth: 1,
             max_frame: 1 << 20,
-            max_eager: 1 << 16,
             reliable: true,
             ordered: true,
             node_local,

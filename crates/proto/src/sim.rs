@@ -697,7 +697,6 @@ impl Sim {
             latency_ns: self.cfg.latency_ns.0,
             bandwidth: 1 << 30,
             max_frame: self.cfg.mtu,
-            max_eager: self.cfg.eager_limit.max(self.cfg.wan_eager_limit),
             reliable: true,
             ordered: true,
             node_local: false,

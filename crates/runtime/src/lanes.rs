@@ -221,7 +221,7 @@ mod tests {
         let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (other, remote) = listener.accept().unwrap();
         let local = sock.local_addr().unwrap();
-        let link = tcp_link(sock, tcp_caps(65536)).unwrap();
+        let link = tcp_link(sock, tcp_caps()).unwrap();
         let info = PathInfo {
             lane: LaneId(id),
             transport: Transport::Tcp,

@@ -15,11 +15,7 @@ use crate::boot::control::JobEnded;
 use crate::boot::rendezvous::{Event, NoFinalize, Rendezvous};
 use crate::boot::{Job, Started};
 use crate::clock;
-use crate::fabric::eth::wireup::EthWireup;
-use crate::fabric::shm::Shm;
-use crate::fabric::tcp::wireup::Attempt;
-use crate::fabric::tcp::Tcp;
-use crate::fabric::Refusals;
+use crate::fabric::{Fabrics, Refusals};
 use crate::lanes::{Lane, Lanes};
 use crate::requests::Requests;
 use crate::waiter::{ReadySet, Waiter};
@@ -37,6 +33,7 @@ mod connect;
 mod eth;
 mod health;
 mod inspect;
+mod lane_up;
 mod node_coll;
 mod p2p;
 mod pulls;
@@ -44,6 +41,7 @@ mod punch;
 mod replay;
 mod shm;
 mod sleep;
+mod unreachable;
 mod wan;
 pub use crate::fabric::shm::coll::{NodeMembers, NODE_COLL_DATA};
 pub use crate::fabric::tcp::wan::tcp_window_limit;
@@ -119,12 +117,9 @@ pub struct Runtime {
     reqs: Requests,
     /// Every open lane, by the identity the engine gave it.
     lanes: Lanes,
-    /// TCP wire-up: listeners, connects, accepts, relays and hole punches.
-    tcp: Tcp,
-    /// Shared memory with the ranks of this node (`fabric::shm`, `runtime/shm.rs`).
-    shm: Shm,
-    /// Raw-Ethernet ports and handshakes.
-    eth: EthWireup,
+    /// Each transport's wire-up (`fabric/`): TCP's listeners, connects, relays and hole
+    /// punches; shared memory with the ranks of this node; raw-Ethernet ports.
+    fabrics: Fabrics,
     /// First-lane set-ups under way and what each attempt came to.
     dialing: Dialing,
     waiter: Waiter,
@@ -145,8 +140,6 @@ struct Dialing {
     /// Each peer's deadline, and the retry after this rank gave way to a peer's
     /// simultaneous connection (timers as data, in `proto`).
     setups: proto::dial::Setups,
-    /// Every connection attempt to each peer, for errors and `pontoon doctor`.
-    attempt_log: HashMap<Rank, Vec<Attempt>>,
     /// Why each transport passed over or failed did not carry a first lane, for error
     /// messages and `pontoon doctor`.
     refusals: Refusals,
@@ -215,15 +208,13 @@ impl Runtime {
             cfg,
             job,
             engine,
-            tcp,
-            shm,
-            eth,
+            fabrics,
             yield_when_idle,
         } = started;
         let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", job.id.rank));
         let waiter = Waiter::new().map_err(epoll_error)?;
         let ready = ReadySet::new(&waiter).map_err(epoll_error)?;
-        for s in tcp.listeners.iter().flat_map(|l| l.sockets.iter()) {
+        for s in fabrics.tcp.listeners.iter().flat_map(|l| l.sockets.iter()) {
             waiter.watch_as(s, Waiter::LISTENING);
         }
         if let Some(fd) = job.rendezvous.as_ref().and_then(Rendezvous::as_fd) {
@@ -236,9 +227,7 @@ impl Runtime {
             lanes: Lanes::new(job.id.size as usize),
             cfg,
             job,
-            tcp,
-            shm,
-            eth,
+            fabrics,
             dialing: Dialing::default(),
             waiter,
             passes: Passes {
@@ -274,7 +263,8 @@ impl Runtime {
     /// `limit` passes (further lanes are set up in the background meanwhile).
     pub fn settle_wireup(&mut self, limit: Duration) {
         let deadline = Deadline::after(clock::now(), clock::nanos(limit));
-        while (self.setting_up_lanes() || self.tcp.punching.busy()) && !deadline.passed(clock::now()) {
+        while (self.setting_up_lanes() || self.fabrics.tcp.punching.busy()) && !deadline.passed(clock::now())
+        {
             if !self.progress() {
                 self.sleep(Duration::from_millis(1));
             }
@@ -392,11 +382,11 @@ impl Runtime {
     /// Whether wire-up and the coordinator need looking at: every pass while a connection
     /// is being set up.
     fn setting_up_lanes(&self) -> bool {
-        !self.tcp.outgoing.is_empty()
-            || !self.tcp.incoming.is_empty()
-            || self.shm.busy()
-            || self.eth.busy()
-            || self.tcp.punching.dialling()
+        !self.fabrics.tcp.outgoing.is_empty()
+            || !self.fabrics.tcp.incoming.is_empty()
+            || self.fabrics.shm.busy()
+            || self.fabrics.eth.busy()
+            || self.fabrics.tcp.punching.dialling()
     }
 
     /// Every 1024th pass (well under a millisecond), one `epoll_wait` on the rarely busy

@@ -21,6 +21,8 @@ pub struct Waiter {
     /// Keys of handshake sockets reported since the wire-up last looked
     /// ([`Waiter::take_ready`]).
     ready: HashSet<u64>,
+    /// The last key given to a handshake's socket ([`Waiter::watch_handshake`]).
+    handshake_keys: u64,
 }
 
 impl Waiter {
@@ -42,6 +44,7 @@ impl Waiter {
             epoll: epoll::create(CreateFlags::CLOEXEC)?,
             events: Vec::with_capacity(64),
             ready: HashSet::new(),
+            handshake_keys: 0,
         })
     }
 
@@ -62,6 +65,13 @@ impl Waiter {
             // Without the registration the rank still works, only wakes up later (timeout).
             tracing::warn!("cannot watch a socket with epoll: {e}");
         }
+    }
+
+    /// Watches a handshake's socket under a fresh key (never 0), which it returns.
+    pub fn watch_handshake(&mut self, fd: impl AsFd) -> u64 {
+        self.handshake_keys += 1;
+        self.watch_as(fd, self.handshake_keys);
+        self.handshake_keys
     }
 
     /// Like [`watch_as`](Self::watch_as), for reading only: a socket that can always be

@@ -50,13 +50,13 @@ const RX_STAGING: usize = 64 << 10;
 
 /// Starting capabilities of an eth lane until measured: reliable and ordered as the
 /// engine sees it (the channel makes it so); `datagram` from [`EthPipe::one_datagram`].
-pub fn eth_caps(max_eager: u32, datagram: u32) -> Caps {
+pub fn eth_caps(datagram: u32) -> Caps {
     Caps {
         latency_ns: 5_000,
         raw: true,
         datagram,
         single_copy: false,
-        ..crate::tcp::tcp_caps(max_eager)
+        ..crate::tcp::tcp_caps()
     }
 }
 

@@ -145,12 +145,11 @@ const HEADER_VERDICT: usize = 32;
 pub type ShmLink<T> = StreamLink<ShmPipe, T>;
 
 /// Starting capabilities of a shared-memory lane, until it is measured.
-pub fn shm_caps(max_eager: u32) -> Caps {
+pub fn shm_caps() -> Caps {
     Caps {
         latency_ns: 300,
         bandwidth: 8_000_000_000,
         max_frame: 1 << 30,
-        max_eager,
         reliable: true,
         ordered: true,
         node_local: true,

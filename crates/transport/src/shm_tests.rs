@@ -209,8 +209,8 @@ fn a_box_is_read_in_place_only_when_no_ring_bytes_come_before_it() {
 #[test]
 fn a_small_frame_is_taken_from_its_box_and_the_stream_stays_in_order() {
     let (a, b) = pair(MIN_RING);
-    let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps(1024));
-    let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps(1024));
+    let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps());
+    let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps());
     let matching = |seq, len| {
         HeaderBytes::new(&DataRepr::Match {
             env: proto::wire::data::Envelope {
@@ -635,8 +635,8 @@ fn a_segment_that_is_not_ours_or_not_as_expected_is_refused() {
 #[test]
 fn frames_large_and_small_cross_a_shared_memory_lane() {
     let (a, b) = pair(MIN_RING);
-    let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps(1024));
-    let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps(1024));
+    let mut tx: ShmLink<DataRepr> = shm_link(a, shm_caps());
+    let mut rx: ShmLink<DataRepr> = shm_link(b, shm_caps());
     let big: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7) as u8).collect();
     let big_buf = Buffer::owned(big.clone());
     let h_big = HeaderBytes::new(&DataRepr::Frag {

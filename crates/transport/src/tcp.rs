@@ -22,14 +22,12 @@ pub type TcpLink<T> = StreamLink<TcpPipe, T>;
 /// A TCP lane whose bytes travel encrypted.
 pub type SealedTcpLink<T> = StreamLink<Sealed<TcpPipe>, T>;
 
-/// Starting capabilities of a TCP lane, until it is measured; `max_eager` comes from
-/// the configuration.
-pub fn tcp_caps(max_eager: u32) -> Caps {
+/// Starting capabilities of a TCP lane, until it is measured.
+pub fn tcp_caps() -> Caps {
     Caps {
         latency_ns: 10_000,
         bandwidth: 1_250_000_000,
         max_frame: 1 << 30,
-        max_eager,
         reliable: true,
         ordered: true,
         node_local: false,
@@ -238,7 +236,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut receiver, _) = listener.accept().unwrap();
-        let mut link: TcpLink<()> = tcp_link(sender, tcp_caps(1024)).unwrap();
+        let mut link: TcpLink<()> = tcp_link(sender, tcp_caps()).unwrap();
         // A frame larger than the socket buffers: part of it stays queued.
         let big = Buffer::owned(vec![1u8; 16 << 20]);
         let big_header = HeaderBytes::new(&DataRepr::Frag {
@@ -279,7 +277,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut receiver, _) = listener.accept().unwrap();
-        let mut link: TcpLink<()> = tcp_link(sender, tcp_caps(1024)).unwrap();
+        let mut link: TcpLink<()> = tcp_link(sender, tcp_caps()).unwrap();
         // Far more than the socket buffers take, as small and large frames.
         let payload = Buffer::owned(vec![7u8; 1 << 20]);
         let mut total = 0u64;
@@ -350,9 +348,9 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (receiver, _) = listener.accept().unwrap();
-        let mut rx: TcpLink<()> = tcp_link(receiver, tcp_caps(1024)).unwrap();
+        let mut rx: TcpLink<()> = tcp_link(receiver, tcp_caps()).unwrap();
         let mut raw = sender.try_clone().unwrap();
-        let mut tx: TcpLink<()> = tcp_link(sender, tcp_caps(1024)).unwrap();
+        let mut tx: TcpLink<()> = tcp_link(sender, tcp_caps()).unwrap();
         // The header and the first 200 KiB of a 1 MiB frame: read into user memory.
         let len = 1u32 << 20;
         let header = HeaderBytes::new(&DataRepr::Frag {

@@ -81,7 +81,7 @@ fn lanes() -> (EthLink<DataRepr>, EthLink<DataRepr>, EthPort) {
         ChannelConfig::default(),
     )
     .unwrap();
-    let caps = eth_caps(1 << 16, 1400);
+    let caps = eth_caps(1400);
     (eth_link(a, caps), eth_link(b, caps), pa)
 }
 

@@ -83,7 +83,6 @@ fn caps() -> Caps {
         latency_ns: 1,
         bandwidth: 1,
         max_frame: 1 << 30,
-        max_eager: 1 << 30,
         reliable: true,
         ordered: true,
         node_local: false,

@@ -136,17 +136,16 @@ impl Endpoint {
             return false;
         };
         p.control = Some(p.lanes[plan.eager].id);
-        let eager_max = plan.large_eager.map_or(0, |i| caps[i].max_eager);
-        let limit = if caps[plan.eager].is_wan() {
+        // The eager limit is configuration: a WAN lane's is larger.
+        p.eager_limit = if caps[plan.eager].is_wan() {
             cfg.wan_eager_limit
         } else {
             cfg.eager_limit
         };
-        p.eager_limit = limit.min(caps[plan.eager].max_eager.max(eager_max));
         p.small_eager = caps[plan.eager]
             .datagram
             .min(crate::caps::RAW_SMALL_MAX)
-            .min(caps[plan.eager].max_eager);
+            .min(p.eager_limit);
         p.frag_size = plan
             .bulk
             .iter()

@@ -19,6 +19,7 @@ use crate::fabric::eth::wireup::EthWireup;
 use crate::fabric::shm::Shm;
 use crate::fabric::tcp::wireup::Listeners;
 use crate::fabric::tcp::Tcp;
+use crate::fabric::Fabrics;
 use config::{Bind, Config, Yield};
 use control::ControlClient;
 use jobenv::JobEnv;
@@ -61,9 +62,8 @@ pub(crate) struct Started {
     pub cfg: Config,
     pub job: Job,
     pub engine: EngineConfig,
-    pub tcp: Tcp,
-    pub shm: Shm,
-    pub eth: EthWireup,
+    /// Each transport's wire-up, its sockets bound.
+    pub fabrics: Fabrics,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     pub yield_when_idle: bool,
 }
@@ -132,9 +132,11 @@ fn singleton(cfg: Config) -> Started {
         engine: engine_config(&cfg),
         cfg,
         job: Job::new(id, CardTable::default(), None),
-        tcp: Tcp::new(rank, None, Vec::new(), Vec::new()),
-        shm: Shm::off(),
-        eth: EthWireup::default(),
+        fabrics: Fabrics {
+            tcp: Tcp::new(rank, None, Vec::new(), Vec::new()),
+            shm: Shm::off(),
+            eth: EthWireup::default(),
+        },
         yield_when_idle: false,
     }
 }
@@ -258,14 +260,16 @@ pub(crate) fn start() -> Result<Started, String> {
         engine: engine_config(&cfg),
         cfg,
         job: Job::new(id, cards, Some(rendezvous)),
-        tcp: Tcp::new(
-            env.rank,
-            Some(listeners),
-            registered.registrations,
-            registered.reflections,
-        ),
-        shm,
-        eth,
+        fabrics: Fabrics {
+            tcp: Tcp::new(
+                env.rank,
+                Some(listeners),
+                registered.registrations,
+                registered.reflections,
+            ),
+            shm,
+            eth,
+        },
         yield_when_idle,
     })
 }

@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use transport::{Link, PathFigures};
+use transport::Link;
+
+use crate::fabric::tcp::progress::measured;
 
 use super::Runtime;
 
@@ -41,43 +43,5 @@ impl Runtime {
                 Err(e) => self.lane_down(lane, e),
             }
         }
-    }
-}
-
-/// `caps` with what the kernel measured: one-way latency is half the smallest round
-/// trip, bandwidth the delivery rate once data has flowed (rounded to 1/16 of a power
-/// of two, so that small wobbles do not re-plan the lanes).
-pub(super) fn measured(caps: proto::Caps, f: PathFigures) -> proto::Caps {
-    let mut c = caps;
-    if f.min_rtt_ns > 0 {
-        c.latency_ns = coarse(f.min_rtt_ns / 2);
-    }
-    if f.delivery_rate > 0 {
-        c.bandwidth = coarse(f.delivery_rate);
-    }
-    c
-}
-
-fn coarse(v: u64) -> u64 {
-    let shift = (63 - v.max(1).leading_zeros()).saturating_sub(4);
-    (v >> shift) << shift
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn figures_are_rounded_so_wobbles_do_not_replan() {
-        assert_eq!(coarse(1000), coarse(1010));
-        assert_eq!(coarse(17), 17);
-        assert_ne!(coarse(1000), coarse(1200));
-        let caps = transport::tcp::tcp_caps(65536);
-        let f = PathFigures {
-            min_rtt_ns: 40_000,
-            delivery_rate: 0,
-        };
-        let m = measured(caps, f);
-        assert_eq!((m.latency_ns, m.bandwidth), (coarse(20_000), caps.bandwidth));
     }
 }

@@ -71,7 +71,7 @@ impl Runtime {
 
     /// Why punching through NATs towards `peer` ended without a lane, if it did.
     pub fn punch_note(&self, peer: Rank) -> Option<&str> {
-        self.tcp.punching.note(peer)
+        self.fabrics.tcp.punching.note(peer)
     }
 
     /// Every lane to `peer`, in the order they came up: the first connection (shared
@@ -128,6 +128,6 @@ impl Runtime {
 
     /// Every connection attempt this rank made to `peer`, in order.
     pub fn attempts(&self, peer: Rank) -> &[Attempt] {
-        self.dialing.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
+        self.fabrics.tcp.attempt_log.get(&peer).map_or(&[], Vec::as_slice)
     }
 }

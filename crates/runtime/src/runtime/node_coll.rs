@@ -18,26 +18,26 @@ impl Runtime {
     /// the segment. Waits until that is settled (the leader settles it when it stops
     /// waiting for joins at the latest), so every member decides alike.
     pub fn node_members(&mut self, members: &[Rank]) -> Option<NodeMembers> {
-        let n = self.shm.local.len();
+        let n = self.fabrics.shm.local.len();
         if n < 2 || members.len() != n {
             return None;
         }
         // Members of a communicator are distinct: n of this node's ranks are all of them.
         let slots = members
             .iter()
-            .map(|&r| self.shm.index(r))
+            .map(|&r| self.fabrics.shm.index(r))
             .collect::<Option<Vec<usize>>>()?;
         // A rank still joining waits for its join (which has its own deadline).
         let give_up = Deadline::after(clock::now(), clock::nanos(2 * self.cfg.connect_timeout));
         loop {
-            if !self.shm.joining() {
-                let verdict = self.shm.node()?.collectives_verdict();
+            if !self.fabrics.shm.joining() {
+                let verdict = self.fabrics.shm.node()?.collectives_verdict();
                 if let Some(serves) = verdict {
                     return serves.then_some(NodeMembers { slots });
                 }
                 if give_up.passed(clock::now()) {
                     // The leader may be gone: settle it here rather than wait on.
-                    let node = self.shm.node()?;
+                    let node = self.fabrics.shm.node()?;
                     let serves = node.decide_collectives(false);
                     node.wake_all();
                     return serves.then_some(NodeMembers { slots });
@@ -124,7 +124,7 @@ impl Runtime {
         };
         if me == root {
             let (seq, _) = self.node_post(m, what, post)?;
-            if let Some(node) = self.shm.node() {
+            if let Some(node) = self.fabrics.shm.node() {
                 node.wake_sleepers();
             }
             self.node_done(seq);
@@ -136,7 +136,7 @@ impl Runtime {
             phase,
         };
         self.node_wait(m, what, stamp)?;
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        let node = self.fabrics.shm.node().ok_or_else(|| lost(what))?;
         node.coll_read(root_slot, phase, posted, offset, dest)
             .map_err(|e| broken(what, e))?;
         self.node_done(seq);
@@ -147,7 +147,7 @@ impl Runtime {
     /// done with the buffer's last use); returns its number and phase.
     fn node_post(&mut self, m: &NodeMembers, what: &str, post: &[u8]) -> Result<(u64, usize), Error> {
         let (seq, phase) = self.node_begin(m, what)?;
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        let node = self.fabrics.shm.node().ok_or_else(|| lost(what))?;
         node.coll_post(phase, seq, post).map_err(|e| broken(what, e))?;
         Ok((seq, phase))
     }
@@ -158,10 +158,10 @@ impl Runtime {
         let (seq, phase) = self.node_post(m, what, post)?;
         // On a node that counts arrivals: the count once everybody posted.
         let everybody = m.counted().then(|| {
-            self.shm.colls.synced[phase] += 1;
-            m.len() as u64 * self.shm.colls.synced[phase]
+            self.fabrics.shm.colls.synced[phase] += 1;
+            m.len() as u64 * self.fabrics.shm.colls.synced[phase]
         });
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        let node = self.fabrics.shm.node().ok_or_else(|| lost(what))?;
         match everybody {
             Some(all) if node.coll_arrive(phase) == all => node.wake_all(),
             Some(_) => {}
@@ -187,7 +187,7 @@ impl Runtime {
                 m.len()
             )));
         }
-        let node = self.shm.node().ok_or_else(|| lost(what))?;
+        let node = self.fabrics.shm.node().ok_or_else(|| lost(what))?;
         for (part, &slot) in dest.chunks_exact_mut(len.max(1)).zip(&m.slots) {
             node.coll_read(slot, phase, posted, offset, &mut part[..len])
                 .map_err(|e| broken(what, e))?;
@@ -197,8 +197,8 @@ impl Runtime {
 
     /// Numbers the next collective: its number and phase.
     fn node_next(&mut self) -> (u64, usize) {
-        self.shm.colls.seq += 1;
-        let seq = self.shm.colls.seq;
+        self.fabrics.shm.colls.seq += 1;
+        let seq = self.fabrics.shm.colls.seq;
         (seq, (seq % COLL_PHASES as u64) as usize)
     }
 
@@ -207,19 +207,19 @@ impl Runtime {
     fn node_begin(&mut self, m: &NodeMembers, what: &str) -> Result<(u64, usize), Error> {
         let (seq, phase) = self.node_next();
         if let Some(before) = seq.checked_sub(COLL_PHASES as u64) {
-            if self.shm.colls.all_done < before {
+            if self.fabrics.shm.colls.all_done < before {
                 // Looking once tells how far everyone is: usually far enough for the
                 // next few collectives too.
-                self.shm.colls.all_done = self.node_least_done(m);
+                self.fabrics.shm.colls.all_done = self.node_least_done(m);
             }
-            if self.shm.colls.all_done < before {
+            if self.fabrics.shm.colls.all_done < before {
                 // A rank this far ahead (a root broadcasting over and over) waits until
                 // the others are half the buffers behind, not just one: then it runs
                 // that many collectives without looking again. Looking at every post
                 // pulled each reader's "done" line away from it once per collective.
                 let target = before.max(seq - COLL_PHASES as u64 / 2);
                 self.node_wait(m, what, Await::Done(target))?;
-                self.shm.colls.all_done = target;
+                self.fabrics.shm.colls.all_done = target;
             }
         }
         Ok((seq, phase))
@@ -227,7 +227,7 @@ impl Runtime {
 
     /// This rank is done with collective `seq`.
     fn node_done(&mut self, seq: u64) {
-        if let Some(node) = self.shm.node() {
+        if let Some(node) = self.fabrics.shm.node() {
             if node.coll_done(seq) {
                 node.wake_sleepers();
             }
@@ -236,7 +236,7 @@ impl Runtime {
 
     /// The last collective every member is done with.
     fn node_least_done(&self, m: &NodeMembers) -> u64 {
-        let Some(node) = self.shm.node() else {
+        let Some(node) = self.fabrics.shm.node() else {
             return 0;
         };
         m.slots.iter().map(|&i| node.coll_done_of(i)).min().unwrap_or(0)
@@ -244,10 +244,10 @@ impl Runtime {
 
     /// Whether `what` holds in the area.
     fn node_ready(&self, m: &NodeMembers, what: Await) -> bool {
-        let Some(node) = self.shm.node() else {
+        let Some(node) = self.fabrics.shm.node() else {
             return true; // the caller finds the node gone
         };
-        let c = &self.shm.colls;
+        let c = &self.fabrics.shm.colls;
         match what {
             Await::Done(seq) => self.node_least_done(m) >= seq,
             Await::Arrivals(phase) if m.counted() => {
@@ -271,7 +271,7 @@ impl Runtime {
         loop {
             for _ in 0..LOOKS_PER_PASS {
                 if self.node_ready(m, what) {
-                    return self.shm.node().map(|_| ()).ok_or_else(|| lost(op));
+                    return self.fabrics.shm.node().map(|_| ()).ok_or_else(|| lost(op));
                 }
                 std::hint::spin_loop();
             }
@@ -280,7 +280,7 @@ impl Runtime {
                 continue;
             }
             let say_so = |rt: &Runtime| {
-                if let (Await::Done(_), Some(node)) = (what, rt.shm.node()) {
+                if let (Await::Done(_), Some(node)) = (what, rt.fabrics.shm.node()) {
                     node.coll_want_departures();
                 }
             };
@@ -290,7 +290,7 @@ impl Runtime {
 
     /// Fails when a member's process ended without finalizing: it will never post.
     fn node_check_members(&self, m: &NodeMembers, op: &str) -> Result<(), Error> {
-        let Some(node) = self.shm.node() else {
+        let Some(node) = self.fabrics.shm.node() else {
             return Err(lost(op));
         };
         if node.gone_count() == 0 {
@@ -298,7 +298,7 @@ impl Runtime {
         }
         match m.slots.iter().find(|&&slot| node.failed(slot)) {
             Some(&slot) => Err(Error::Failed(Failure::PeerFailed {
-                rank: self.shm.local[slot],
+                rank: self.fabrics.shm.local[slot],
                 cause: format!(
                     "its process ended while rank {} waited for it in {op} on the node's shared memory",
                     self.job.id.rank

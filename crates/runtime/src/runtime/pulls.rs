@@ -17,7 +17,7 @@ impl Runtime {
         let mut pulls = std::mem::take(&mut self.passes.pulls);
         for group in pulls.chunk_by(|a, b| a.0 == b.0) {
             let peer = group[0].0;
-            let whole = match self.shm.pid_of(peer) {
+            let whole = match self.fabrics.shm.pid_of(peer) {
                 Some(pid) => {
                     let parts: Vec<_> = group
                         .iter()
@@ -38,7 +38,7 @@ impl Runtime {
 
     /// Reads one message alone: whether it worked (a failure is logged).
     fn read_one(&self, peer: Rank, req: ReqId, at: u64, len: u64) -> bool {
-        let read = match (self.reqs.get(req), self.shm.pid_of(peer)) {
+        let read = match (self.reqs.get(req), self.fabrics.shm.pid_of(peer)) {
             (Some(r), Some(pid)) => transport::cma::read_into(pid, at, &r.buf, len),
             _ => Err(std::io::Error::other("no request or pid")),
         };

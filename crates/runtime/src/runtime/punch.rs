@@ -7,6 +7,7 @@ use proto::punch::PunchEvent;
 use proto::{Nanos, PathKind, Rank};
 
 use super::Runtime;
+use crate::fabric::tcp;
 use crate::fabric::tcp::punch::{failure, poll_connect, Connect};
 use crate::fabric::tcp::wireup::Outgoing;
 
@@ -18,7 +19,7 @@ impl Runtime {
     /// A relayed lane that this rank set up with `peer` is up: try for a direct one.
     pub(super) fn start_punch(&mut self, peer: Rank) {
         if self.cfg.paths.contains(&PathKind::Punched) {
-            self.tcp.punching.puncher.start(peer);
+            self.fabrics.tcp.punching.puncher.start(peer);
             self.drive_puncher();
         }
     }
@@ -26,19 +27,19 @@ impl Runtime {
     /// A PUNCH frame from `peer`.
     pub(super) fn punch_frame(&mut self, peer: Rank, msg: proto::wire::PunchMsg) {
         let now = self.punch_clock();
-        self.tcp.punching.puncher.handle(peer, msg, now);
+        self.fabrics.tcp.punching.puncher.handle(peer, msg, now);
         self.drive_puncher();
     }
 
     /// Carries out what the puncher asks.
     fn drive_puncher(&mut self) {
-        while let Some(ev) = self.tcp.punching.puncher.poll() {
+        while let Some(ev) = self.fabrics.tcp.punching.puncher.poll() {
             match ev {
                 PunchEvent::Send { peer, msg } => self.ep.send_punch(peer, msg),
                 PunchEvent::Bind { peer, round, like } => {
-                    let mine = self.tcp.punching.bind(peer, round, like);
+                    let mine = self.fabrics.tcp.punching.bind(peer, round, like);
                     let now = self.punch_clock();
-                    self.tcp.punching.puncher.address(peer, round, mine, now);
+                    self.fabrics.tcp.punching.puncher.address(peer, round, mine, now);
                 }
                 PunchEvent::Dial {
                     peer,
@@ -49,6 +50,7 @@ impl Runtime {
                 } => {
                     let when = self.life.start + Duration::from_nanos(at);
                     if let Some(d) = self
+                        .fabrics
                         .tcp
                         .punching
                         .dials
@@ -65,8 +67,8 @@ impl Runtime {
                         "rank {}: no punched lane with rank {peer}, the relay carries on: {why}",
                         self.job.id.rank
                     );
-                    self.tcp.punching.dials.retain(|d| d.peer != peer);
-                    self.tcp.punching.notes.insert(peer, why);
+                    self.fabrics.tcp.punching.dials.retain(|d| d.peer != peer);
+                    self.fabrics.tcp.punching.notes.insert(peer, why);
                 }
             }
         }
@@ -79,6 +81,7 @@ impl Runtime {
         // An accepted side's handshake that failed does not say with whom: its round ends
         // here once a handshake would have finished.
         let stale: Vec<Rank> = self
+            .fabrics
             .tcp
             .punching
             .handshaking
@@ -90,8 +93,8 @@ impl Runtime {
             self.punch_handshake_done(peer, Err("the handshake did not finish".into()));
         }
         let mut i = 0;
-        while i < self.tcp.punching.dials.len() {
-            let d = &mut self.tcp.punching.dials[i];
+        while i < self.fabrics.tcp.punching.dials.len() {
+            let d = &mut self.fabrics.tcp.punching.dials[i];
             let Some((to, when, lead)) = d.plan else {
                 i += 1;
                 continue;
@@ -119,27 +122,28 @@ impl Runtime {
             match outcome {
                 Connect::Pending => i += 1,
                 Connect::Failed(why) => {
-                    self.tcp.punching.dials.swap_remove(i);
+                    self.fabrics.tcp.punching.dials.swap_remove(i);
                     tracing::debug!(
                         "rank {}: punching rank {peer}, round {round}: {to}: {why}",
                         self.job.id.rank
                     );
-                    self.tcp
+                    self.fabrics
+                        .tcp
                         .punching
                         .puncher
                         .failed(peer, round, &format!("{to}: {why}"));
                     self.drive_puncher();
                 }
                 Connect::Done => {
-                    let d = self.tcp.punching.dials.swap_remove(i);
+                    let d = self.fabrics.tcp.punching.dials.swap_remove(i);
                     let sock: TcpStream = d.sock.into();
-                    self.tcp.punching.handshaking.insert(peer, (round, now));
+                    self.fabrics.tcp.punching.handshaking.insert(peer, (round, now));
                     if lead {
-                        let timing = self.race_timing(self.cfg.attempt_timeout);
+                        let timing = tcp::race_timing(&self.cfg, self.cfg.attempt_timeout);
                         let at = crate::clock::now();
                         let mut o = Outgoing::punched(peer, sock, to, timing, at);
-                        o.seal = self.seal_for(peer);
-                        self.tcp.outgoing.push(o);
+                        o.seal = tcp::seal(&self.cfg, &self.job.cards, self.job.id.rank, peer);
+                        self.fabrics.tcp.outgoing.push(o);
                     } else {
                         self.take_incoming(sock);
                     }
@@ -150,15 +154,15 @@ impl Runtime {
 
     /// The handshake on a punched connection with `peer` ended.
     pub(super) fn punch_handshake_done(&mut self, peer: Rank, result: Result<(), String>) {
-        let Some((round, _)) = self.tcp.punching.handshaking.remove(&peer) else {
+        let Some((round, _)) = self.fabrics.tcp.punching.handshaking.remove(&peer) else {
             return;
         };
         match result {
             Ok(()) => {
-                self.tcp.punching.notes.remove(&peer);
-                self.tcp.punching.puncher.succeeded(peer);
+                self.fabrics.tcp.punching.notes.remove(&peer);
+                self.fabrics.tcp.punching.puncher.succeeded(peer);
             }
-            Err(why) => self.tcp.punching.puncher.failed(peer, round, &why),
+            Err(why) => self.fabrics.tcp.punching.puncher.failed(peer, round, &why),
         }
         self.drive_puncher();
     }

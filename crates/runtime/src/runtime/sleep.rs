@@ -85,6 +85,7 @@ impl Runtime {
     pub(super) fn sleep_unless(&mut self, max: Duration, ready: &mut dyn FnMut(&Runtime) -> bool) {
         // A punching dial must leave at its moment, not after a wake-up.
         if self
+            .fabrics
             .tcp
             .punching
             .dial_due_before(std::time::Instant::now() + max.min(Duration::from_millis(2)))
@@ -92,7 +93,7 @@ impl Runtime {
             return;
         }
         // Outgoing connects are short-lived: wake up often while they run.
-        let max = if self.tcp.outgoing.is_empty() && !self.tcp.punching.dialling() {
+        let max = if self.fabrics.tcp.outgoing.is_empty() && !self.fabrics.tcp.punching.dialling() {
             max
         } else {
             Duration::from_millis(1)
@@ -116,8 +117,8 @@ impl Runtime {
         // Handshakes answered and joins to shared memory wake the rank through their
         // sockets, or when their time is up (the wake-up looks at the wire-up: one
         // already up waits for that, as a set-up's does).
-        let handshakes = (self.tcp.incoming.iter().map(Incoming::deadline))
-            .chain(self.shm.join_deadlines())
+        let handshakes = (self.fabrics.tcp.incoming.iter().map(Incoming::deadline))
+            .chain(self.fabrics.shm.join_deadlines())
             .map(|d| d.at().saturating_add(1))
             .filter(|&due| due > now)
             .min();
@@ -193,7 +194,13 @@ impl Runtime {
             .filter(|l| l.link.watch_while_sleeping())
             .filter_map(|l| l.link.fd())
             .map(|fd| (fd, 0))
-            .chain(self.eth.wake.iter().map(|fd| (fd.as_fd(), Waiter::LISTENING)));
+            .chain(
+                self.fabrics
+                    .eth
+                    .wake
+                    .iter()
+                    .map(|fd| (fd.as_fd(), Waiter::LISTENING)),
+            );
         for (fd, key) in fds {
             if watch {
                 self.waiter.watch_readable(fd, key);

@@ -22,8 +22,7 @@ impl Runtime {
         };
         // The peer's listening address on the first lane's IP (an accepted lane's remote
         // port is the peer's ephemeral one).
-        let Some(cand) = self
-            .candidates_for(peer)
+        let Some(cand) = crate::fabric::tcp::candidates(&self.cfg, &self.job.cards, self.job.id.rank, peer)
             .into_iter()
             .find(|c| c.kind == net::PathKind::Direct && c.addr.ip() == remote)
         else {

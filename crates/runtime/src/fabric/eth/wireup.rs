@@ -169,7 +169,7 @@ impl EthWireup {
     }
 
     /// Whether a first lane to `peer` is being probed by us.
-    pub fn dialling_first(&self, peer: Rank) -> bool {
+    pub fn dials_first(&self, peer: Rank) -> bool {
         self.dials.iter().any(|d| d.peer == peer && d.first_lane)
     }
 

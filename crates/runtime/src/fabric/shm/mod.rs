@@ -15,6 +15,7 @@ use transport::shm::{Bell, Layout, ShmNode};
 
 pub(crate) mod coll;
 pub(crate) mod join;
+pub(crate) mod wireup;
 
 use crate::fabric::shm::join::{ShmAdmit, ShmJoin};
 use coll::NodeColls;
