@@ -123,25 +123,14 @@ fn crate_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn the_runtime_and_the_rust_api_have_no_import_circle() {
-    for name in ["runtime", "pontoon"] {
+fn the_runtime_the_rust_api_and_the_c_library_have_no_import_circle() {
+    for name in ["runtime", "pontoon", "mpi-abi"] {
         assert_eq!(
             circles(&crate_dir(name)),
             Vec::<BTreeSet<String>>::new(),
             "{name}"
         );
     }
-}
-
-/// The circle still to break (issue 54), so that no new one comes: the C library's
-/// collectives, cut by form rather than by operation.
-#[test]
-fn mpi_abi_has_no_circle_but_the_known_one() {
-    let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<String>>();
-    assert_eq!(
-        circles(&crate_dir("mpi-abi")),
-        vec![set(&["colls", "intercolls", "nbcolls", "vcolls"])]
-    );
 }
 
 #[test]

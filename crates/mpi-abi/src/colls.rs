@@ -3,39 +3,16 @@
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
-use pontoon::{Comm, DataMut, Datatype, Rank};
+use pontoon::{DataMut, Datatype};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, Fail, Res};
+use crate::boundary::{count, fail, Res};
 use crate::buffers::{data, data_mut};
+use crate::collargs::{in_place, root_rank, significant_counts, Which};
 use crate::intercolls;
 use crate::requests::blocking;
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
-
-/// A root argument, checked against the communicator.
-pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
-    if c.is_inter() {
-        // A root on an intercommunicator is MPI_ROOT, MPI_PROC_NULL or a remote rank:
-        // the collectives that take those go to `intercolls` before this.
-        return Err(pontoon::coll::not_on_intercomms().into());
-    }
-    if root < 0 || root as u32 >= c.size() {
-        return fail(
-            MPI_ERR_ROOT,
-            format!(
-                "root {root} is not a rank of this communicator of {} ranks",
-                c.size()
-            ),
-        );
-    }
-    Ok(root as Rank)
-}
-
-/// Whether a buffer argument is `MPI_IN_PLACE`.
-pub(crate) fn in_place(p: *const c_void) -> bool {
-    p as usize == MPI_IN_PLACE
-}
 
 /// A receive side that does not matter here (non-root ranks).
 fn nothing(dt: &Datatype) -> DataMut<'_> {
@@ -227,29 +204,6 @@ unsafe fn gather_like(
         }
     }
     Ok(())
-}
-
-/// The send and receive counts, each checked only where the standard makes it
-/// significant, which is where its datatype is (`Some`): not a non-root's receive side,
-/// not the send side given MPI_IN_PLACE (programs pass -1 there). Insignificant ones are 0.
-pub(crate) fn significant_counts(
-    send: (i64, &Option<Datatype>),
-    recv: (i64, &Option<Datatype>),
-) -> Result<(u64, u64), Fail> {
-    let one = |(n, dt): (i64, &Option<Datatype>), what| match dt {
-        Some(_) => count(n, what),
-        None => Ok(0),
-    };
-    Ok((one(send, "sendcount")?, one(recv, "recvcount")?))
-}
-
-/// Which of the collectives with one block size per side.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Which {
-    Gather,
-    Scatter,
-    Allgather,
-    Alltoall,
 }
 
 mpi_fn_c! {

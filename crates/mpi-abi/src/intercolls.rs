@@ -13,12 +13,11 @@ use pontoon::{Comm, InterColl, InterRoot};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res, Wide};
-use crate::colls::{in_place, Which};
+use crate::collargs::{in_place, Pieces, Which};
 use crate::comms::inter_root;
-use crate::nbcolls::{blocks, input, launch, none, output, pieces_output};
+use crate::started::{blocks, input, launch, none, output, pieces_output};
 use crate::state::Finish;
 use crate::state::{mpi, Mpi};
-use crate::vcolls::Pieces;
 
 /// Fails on `MPI_IN_PLACE`, which no intercommunicator collective takes.
 fn not_in_place(bufs: &[*const c_void]) -> Res {

@@ -10,11 +10,11 @@ use pontoon::Comm;
 
 use crate::abi::*;
 use crate::boundary::{count, out, Fail, Res, Wide};
+use crate::collargs::Pieces;
 use crate::mpi_fn_c;
-use crate::nbcolls::{blocks, input, launch, output, pieces_output};
 use crate::requests::blocking;
+use crate::started::{blocks, input, launch, output, pieces_output};
 use crate::state::{mpi, Mpi};
-use crate::vcolls::Pieces;
 
 /// `k` blocks of `bytes` back to back.
 fn equal(k: usize, bytes: usize) -> Vec<(usize, usize)> {

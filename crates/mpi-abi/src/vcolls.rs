@@ -5,127 +5,16 @@
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
-use pontoon::{Comm, Datatype, Input};
+use pontoon::{Comm, Input};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, slice, Fail, Res, Wide};
+use crate::boundary::{count, fail, Fail, Res};
 use crate::buffers::{data, data_mut};
-use crate::colls::{in_place, root_rank};
+use crate::collargs::{in_place, rank_counts, root_rank, Pieces};
 use crate::intercolls;
 use crate::mpi_fn_c;
 use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
-
-/// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.
-pub(crate) struct Pieces {
-    base: *mut c_void,
-    list: Vec<(u64, i64, Datatype)>,
-}
-
-impl Pieces {
-    /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
-    pub(crate) unsafe fn uniform<C: Wide, D: Wide>(
-        m: &Mpi,
-        base: *const c_void,
-        n: usize,
-        counts: *const C,
-        displs: *const D,
-        dt: MPI_Datatype,
-    ) -> Result<Pieces, Fail> {
-        let dt = m.committed(dt)?;
-        let ext = dt.extent().1;
-        // SAFETY: the caller's arrays of one entry per rank.
-        let (c, d) = unsafe { (slice(counts, n, "counts")?, slice(displs, n, "displs")?) };
-        let list = c
-            .iter()
-            .zip(d)
-            .map(|(c, d)| Ok((count(c.wide(), "count")?, d.wide() * ext, dt.clone())))
-            .collect::<Result<_, Fail>>()?;
-        Ok(Pieces {
-            base: base as *mut c_void,
-            list,
-        })
-    }
-
-    /// Alltoallw's form: a datatype per piece, displacements in bytes (`int`, or
-    /// `MPI_Aint` for the neighbourhood form).
-    pub(crate) unsafe fn typed<C: Wide, D: Wide>(
-        m: &Mpi,
-        base: *const c_void,
-        n: usize,
-        counts: *const C,
-        displs: *const D,
-        types: *const MPI_Datatype,
-    ) -> Result<Pieces, Fail> {
-        // SAFETY: the caller's arrays of one entry per rank.
-        let (c, d, t) = unsafe {
-            (
-                slice(counts, n, "counts")?,
-                slice(displs, n, "displs")?,
-                slice(types, n, "types")?,
-            )
-        };
-        let mut list = Vec::with_capacity(n);
-        for i in 0..n {
-            list.push((count(c[i].wide(), "count")?, d[i].wide(), m.committed(t[i])?));
-        }
-        Ok(Pieces {
-            base: base as *mut c_void,
-            list,
-        })
-    }
-
-    pub(crate) fn counts(&self) -> Vec<usize> {
-        self.list
-            .iter()
-            .map(|(c, _, t)| (*c * t.size()) as usize)
-            .collect()
-    }
-
-    /// Where each piece sits in the packed buffer, back to back.
-    pub(crate) fn offsets(&self) -> Vec<usize> {
-        let mut at = 0;
-        self.counts()
-            .iter()
-            .map(|n| {
-                let o = at;
-                at += n;
-                o
-            })
-            .collect()
-    }
-
-    pub(crate) fn total(&self) -> usize {
-        self.counts().iter().sum()
-    }
-
-    fn at(&self, disp: i64) -> *mut c_void {
-        (self.base as *mut u8).wrapping_offset(disp as isize) as *mut c_void
-    }
-
-    /// # Safety
-    /// The pieces lie in the caller's memory, as MPI requires.
-    pub(crate) unsafe fn pack(&self) -> Result<Vec<u8>, Fail> {
-        let mut out = Vec::with_capacity(self.total());
-        for (c, d, t) in &self.list {
-            // SAFETY: as documented.
-            out.extend_from_slice(&unsafe { data(self.at(*d), *c, t)? }.packed()?);
-        }
-        Ok(out)
-    }
-
-    /// # Safety
-    /// As [`Pieces::pack`], for writing.
-    pub(crate) unsafe fn unpack(&self, packed: &[u8]) -> Res {
-        for ((c, d, t), off) in self.list.iter().zip(self.offsets()) {
-            // SAFETY: as documented.
-            let dst = unsafe { data_mut(self.at(*d), *c, t)? };
-            let n = (*c * t.size()) as usize;
-            t.unpack(*c, &packed[off..off + n], dst.bytes, dst.origin)?;
-        }
-        Ok(())
-    }
-}
 
 /// The packed form of `count` elements of `datatype` at `buf`.
 unsafe fn packed_send(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Result<Vec<u8>, Fail> {
@@ -261,19 +150,6 @@ mpi_fn_c! {
         let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
         alltoall_pieces(&c, comm, send, recv)
     }
-}
-
-/// The per-rank counts of a reduce_scatter.
-///
-/// # Safety
-/// `recvcounts` holds one entry per rank of `comm`.
-pub(crate) unsafe fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: *const C) -> Result<Vec<u64>, Fail> {
-    let p = mpi()?.comm(comm)?.size() as usize;
-    // SAFETY: as documented.
-    unsafe { slice(recvcounts, p, "recvcounts")? }
-        .iter()
-        .map(|n| count(n.wide(), "recvcounts"))
-        .collect()
 }
 
 /// Reduce_scatter with `counts` elements per rank.

@@ -1,0 +1,184 @@
+//! What every form of a collective (blocking, non-blocking, persistent, on an
+//! intercommunicator) decodes from its C arguments the same way: the root, MPI_IN_PLACE,
+//! which counts are significant, and the per-rank pieces of the `v` and `w` forms.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+use pontoon::{Comm, Datatype, Rank};
+
+use crate::abi::*;
+use crate::boundary::{count, fail, slice, Fail, Res, Wide};
+use crate::buffers::{data, data_mut};
+use crate::state::{mpi, Mpi};
+
+/// A root argument, checked against the communicator.
+pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
+    if c.is_inter() {
+        // A root on an intercommunicator is MPI_ROOT, MPI_PROC_NULL or a remote rank:
+        // the collectives that take those go to `intercolls` before this.
+        return Err(pontoon::coll::not_on_intercomms().into());
+    }
+    if root < 0 || root as u32 >= c.size() {
+        return fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of this communicator of {} ranks",
+                c.size()
+            ),
+        );
+    }
+    Ok(root as Rank)
+}
+
+/// Whether a buffer argument is `MPI_IN_PLACE`.
+pub(crate) fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// The send and receive counts, each checked only where the standard makes it
+/// significant, which is where its datatype is (`Some`): not a non-root's receive side,
+/// not the send side given MPI_IN_PLACE (programs pass -1 there). Insignificant ones are 0.
+pub(crate) fn significant_counts(
+    send: (i64, &Option<Datatype>),
+    recv: (i64, &Option<Datatype>),
+) -> Result<(u64, u64), Fail> {
+    let one = |(n, dt): (i64, &Option<Datatype>), what| match dt {
+        Some(_) => count(n, what),
+        None => Ok(0),
+    };
+    Ok((one(send, "sendcount")?, one(recv, "recvcount")?))
+}
+
+/// Which of the collectives with one block size per side.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
+    Gather,
+    Scatter,
+    Allgather,
+    Alltoall,
+}
+
+/// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.
+pub(crate) struct Pieces {
+    base: *mut c_void,
+    list: Vec<(u64, i64, Datatype)>,
+}
+
+impl Pieces {
+    /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
+    pub(crate) unsafe fn uniform<C: Wide, D: Wide>(
+        m: &Mpi,
+        base: *const c_void,
+        n: usize,
+        counts: *const C,
+        displs: *const D,
+        dt: MPI_Datatype,
+    ) -> Result<Pieces, Fail> {
+        let dt = m.committed(dt)?;
+        let ext = dt.extent().1;
+        // SAFETY: the caller's arrays of one entry per rank.
+        let (c, d) = unsafe { (slice(counts, n, "counts")?, slice(displs, n, "displs")?) };
+        let list = c
+            .iter()
+            .zip(d)
+            .map(|(c, d)| Ok((count(c.wide(), "count")?, d.wide() * ext, dt.clone())))
+            .collect::<Result<_, Fail>>()?;
+        Ok(Pieces {
+            base: base as *mut c_void,
+            list,
+        })
+    }
+
+    /// Alltoallw's form: a datatype per piece, displacements in bytes (`int`, or
+    /// `MPI_Aint` for the neighbourhood form).
+    pub(crate) unsafe fn typed<C: Wide, D: Wide>(
+        m: &Mpi,
+        base: *const c_void,
+        n: usize,
+        counts: *const C,
+        displs: *const D,
+        types: *const MPI_Datatype,
+    ) -> Result<Pieces, Fail> {
+        // SAFETY: the caller's arrays of one entry per rank.
+        let (c, d, t) = unsafe {
+            (
+                slice(counts, n, "counts")?,
+                slice(displs, n, "displs")?,
+                slice(types, n, "types")?,
+            )
+        };
+        let mut list = Vec::with_capacity(n);
+        for i in 0..n {
+            list.push((count(c[i].wide(), "count")?, d[i].wide(), m.committed(t[i])?));
+        }
+        Ok(Pieces {
+            base: base as *mut c_void,
+            list,
+        })
+    }
+
+    pub(crate) fn counts(&self) -> Vec<usize> {
+        self.list
+            .iter()
+            .map(|(c, _, t)| (*c * t.size()) as usize)
+            .collect()
+    }
+
+    /// Where each piece sits in the packed buffer, back to back.
+    pub(crate) fn offsets(&self) -> Vec<usize> {
+        let mut at = 0;
+        self.counts()
+            .iter()
+            .map(|n| {
+                let o = at;
+                at += n;
+                o
+            })
+            .collect()
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        self.counts().iter().sum()
+    }
+
+    fn at(&self, disp: i64) -> *mut c_void {
+        (self.base as *mut u8).wrapping_offset(disp as isize) as *mut c_void
+    }
+
+    /// # Safety
+    /// The pieces lie in the caller's memory, as MPI requires.
+    pub(crate) unsafe fn pack(&self) -> Result<Vec<u8>, Fail> {
+        let mut out = Vec::with_capacity(self.total());
+        for (c, d, t) in &self.list {
+            // SAFETY: as documented.
+            out.extend_from_slice(&unsafe { data(self.at(*d), *c, t)? }.packed()?);
+        }
+        Ok(out)
+    }
+
+    /// # Safety
+    /// As [`Pieces::pack`], for writing.
+    pub(crate) unsafe fn unpack(&self, packed: &[u8]) -> Res {
+        for ((c, d, t), off) in self.list.iter().zip(self.offsets()) {
+            // SAFETY: as documented.
+            let dst = unsafe { data_mut(self.at(*d), *c, t)? };
+            let n = (*c * t.size()) as usize;
+            t.unpack(*c, &packed[off..off + n], dst.bytes, dst.origin)?;
+        }
+        Ok(())
+    }
+}
+
+/// The per-rank counts of a reduce_scatter.
+///
+/// # Safety
+/// `recvcounts` holds one entry per rank of `comm`.
+pub(crate) unsafe fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: *const C) -> Result<Vec<u64>, Fail> {
+    let p = mpi()?.comm(comm)?.size() as usize;
+    // SAFETY: as documented.
+    unsafe { slice(recvcounts, p, "recvcounts")? }
+        .iter()
+        .map(|n| count(n.wide(), "recvcounts"))
+        .collect()
+}
