@@ -4,6 +4,11 @@
 
 use std::time::Duration;
 
+mod parse;
+
+use parse::{choice, get, num, paths, relays, site, srun_ports, transports, within};
+pub use parse::{ConfigError, MAX_RELAYS};
+
 /// One documented parameter.
 pub struct Param {
     pub name: &'static str,
@@ -353,113 +358,6 @@ pub struct Config {
     pub coll_hier: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{name}={value:?} is not valid: {why} (see `pontoon info`)")]
-pub struct ConfigError {
-    pub name: &'static str,
-    pub value: String,
-    pub why: String,
-}
-
-fn get(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> String {
-    env(name).unwrap_or_else(|| {
-        PARAMS
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.default.to_string())
-            .expect("parameter is listed")
-    })
-}
-
-fn num<T: std::str::FromStr>(
-    env: &dyn Fn(&str) -> Option<String>,
-    name: &'static str,
-) -> Result<T, ConfigError>
-where
-    T::Err: std::fmt::Display,
-{
-    let v = get(env, name);
-    v.trim().parse::<T>().map_err(|e| ConfigError {
-        name,
-        value: v.clone(),
-        why: e.to_string(),
-    })
-}
-
-/// Most relays one job may name: a card lists a rank's relays, and cards are bounded.
-pub const MAX_RELAYS: usize = net::card::MAX_RELAYS;
-
-/// Parses `PONTOON_RELAYS` (`net::card::parse_relays`).
-fn relays(value: &str) -> Result<Vec<Vec<std::net::SocketAddr>>, ConfigError> {
-    net::card::parse_relays(value).map_err(|why| ConfigError {
-        name: "PONTOON_RELAYS",
-        value: value.to_string(),
-        why,
-    })
-}
-
-/// Parses `PONTOON_PATHS`.
-fn paths(value: &str) -> Result<Vec<net::PathKind>, ConfigError> {
-    use net::PathKind;
-    const KINDS: [PathKind; 4] = [
-        PathKind::Direct,
-        PathKind::NatProxy,
-        PathKind::TwoProxy,
-        PathKind::Punched,
-    ];
-    let value = value.trim();
-    if value.is_empty() || value == "all" {
-        return Ok(KINDS.to_vec());
-    }
-    let mut out = Vec::new();
-    for name in value.split(',').map(str::trim) {
-        match KINDS.iter().find(|k| k.name() == name) {
-            Some(k) if !out.contains(k) => out.push(*k),
-            Some(_) => {}
-            None => {
-                return Err(ConfigError {
-                    name: "PONTOON_PATHS",
-                    value: value.to_string(),
-                    why: format!(
-                        "`{name}` is not a path kind; known: direct, nat-proxy, two-proxy, punched (or `all`)"
-                    ),
-                })
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Parses `PONTOON_TRANSPORTS`.
-fn transports(value: &str) -> Result<Vec<transport::Transport>, ConfigError> {
-    use transport::Transport;
-    let value = value.trim();
-    if value.is_empty() {
-        return Ok(Transport::DEFAULT.to_vec());
-    }
-    if value == "all" {
-        return Ok(Transport::ALL.to_vec());
-    }
-    let mut out = Vec::new();
-    for name in value.split(',').map(str::trim) {
-        match Transport::from_name(name) {
-            Some(t) if !out.contains(&t) => out.push(t),
-            Some(_) => {}
-            None => {
-                return Err(ConfigError {
-                    name: "PONTOON_TRANSPORTS",
-                    value: value.to_string(),
-                    why: format!(
-                        "`{name}` is not a transport; known: {} (or `all`)",
-                        Transport::list(&Transport::ALL)
-                    ),
-                })
-            }
-        }
-    }
-    Ok(out)
-}
-
 impl Config {
     /// `ranks` ranks share `cpus` CPUs on this node: a handshake or an acknowledgement
     /// waits for a process that runs only every `ranks / cpus` turns, so each timeout
@@ -490,61 +388,31 @@ impl Config {
 
     /// Reads every parameter through `env` (a test passes a map).
     pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let eager_limit: u32 = num(env, "PONTOON_EAGER_LIMIT")?;
-        let frag_size: u32 = num(env, "PONTOON_FRAG_SIZE")?;
-        if !(4096..=(1 << 30)).contains(&frag_size) {
-            return Err(ConfigError {
-                name: "PONTOON_FRAG_SIZE",
-                value: frag_size.to_string(),
-                why: "must be between 4096 and 1073741824".into(),
-            });
-        }
-        let wan_eager_limit: u32 = num(env, "PONTOON_WAN_EAGER_LIMIT")?;
-        for (name, limit) in [
-            ("PONTOON_EAGER_LIMIT", eager_limit),
-            ("PONTOON_WAN_EAGER_LIMIT", wan_eager_limit),
-        ] {
-            if limit > (1 << 24) {
-                return Err(ConfigError {
-                    name,
-                    value: limit.to_string(),
-                    why: "must be at most 16777216".into(),
-                });
-            }
-        }
+        let eager_limit = within(env, "PONTOON_EAGER_LIMIT", 0..=1 << 24)?;
+        let wan_eager_limit = within(env, "PONTOON_WAN_EAGER_LIMIT", 0..=1 << 24)?;
         let wan_streams = match get(env, "PONTOON_WAN_STREAMS").trim() {
             "auto" | "" => None,
-            n => match n.parse::<u32>() {
-                Ok(n @ 1..=16) => Some(n),
-                _ => {
-                    return Err(ConfigError {
+            n => Some(
+                n.parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=16).contains(n))
+                    .ok_or_else(|| ConfigError {
                         name: "PONTOON_WAN_STREAMS",
                         value: n.to_string(),
                         why: "must be `auto` or a number from 1 to 16".into(),
-                    })
-                }
-            },
+                    })?,
+            ),
         };
-        let coalesce_bytes: u32 = num(env, "PONTOON_COALESCE_BYTES")?;
-        if !(4096..=65536).contains(&coalesce_bytes) {
-            return Err(ConfigError {
-                name: "PONTOON_COALESCE_BYTES",
-                value: coalesce_bytes.to_string(),
-                why: "must be between 4096 and 65536".into(),
-            });
-        }
-        let encrypt = match get(env, "PONTOON_ENCRYPT").trim() {
-            "none" => Encrypt::None,
-            "wan" | "" => Encrypt::Wan,
-            "all" => Encrypt::All,
-            other => {
-                return Err(ConfigError {
-                    name: "PONTOON_ENCRYPT",
-                    value: other.to_string(),
-                    why: "must be `none`, `wan` or `all`".into(),
-                })
-            }
-        };
+        let encrypt = choice(
+            env,
+            "PONTOON_ENCRYPT",
+            &[
+                ("none", Encrypt::None),
+                ("wan", Encrypt::Wan),
+                ("", Encrypt::Wan),
+                ("all", Encrypt::All),
+            ],
+        )?;
         let mut transports = transports(&get(env, "PONTOON_TRANSPORTS"))?;
         if encrypt == Encrypt::All {
             // Raw-Ethernet frames are authenticated, not encrypted.
@@ -559,44 +427,20 @@ impl Config {
                 });
             }
         }
-        let pmi_v1_only = match get(env, "PONTOON_PMI").trim() {
-            "1" => true,
-            "2" => false,
-            other => {
-                return Err(ConfigError {
-                    name: "PONTOON_PMI",
-                    value: other.to_string(),
-                    why: "must be 1 or 2".into(),
-                })
-            }
-        };
-        let srun_ports = get(env, "PONTOON_SRUN_PORTS");
-        let srun_ports = srun_ports
-            .trim()
-            .split_once('-')
-            .and_then(|(lo, hi)| Some(lo.trim().parse::<u16>().ok()?..=hi.trim().parse::<u16>().ok()?))
-            .filter(|r| *r.start() >= 1024 && r.start() <= r.end())
-            .ok_or_else(|| ConfigError {
-                name: "PONTOON_SRUN_PORTS",
-                value: srun_ports.clone(),
-                why: "must be LOW-HIGH, two ports from 1024 to 65535, LOW not above HIGH".into(),
-            })?;
-        let single_copy = match get(env, "PONTOON_SINGLE_COPY").trim() {
-            "auto" | "" => Some(proto::SingleCopy::Backlogged),
-            "on" => Some(proto::SingleCopy::Always),
-            "off" => None,
-            other => {
-                return Err(ConfigError {
-                    name: "PONTOON_SINGLE_COPY",
-                    value: other.to_string(),
-                    why: "must be `auto`, `on` or `off`".into(),
-                })
-            }
-        };
+        use proto::SingleCopy;
         Ok(Config {
-            pmi_v1_only,
-            single_copy,
-            srun_ports,
+            pmi_v1_only: choice(env, "PONTOON_PMI", &[("1", true), ("2", false)])?,
+            single_copy: choice(
+                env,
+                "PONTOON_SINGLE_COPY",
+                &[
+                    ("auto", Some(SingleCopy::Backlogged)),
+                    ("", Some(SingleCopy::Backlogged)),
+                    ("on", Some(SingleCopy::Always)),
+                    ("off", None),
+                ],
+            )?,
+            srun_ports: srun_ports(&get(env, "PONTOON_SRUN_PORTS"))?,
             pontoon_bin: get(env, "PONTOON_BIN"),
             pmi_fence_timeout: Duration::from_secs(num(env, "PONTOON_PMI_FENCE_TIMEOUT_S")?),
             transports,
@@ -604,23 +448,21 @@ impl Config {
             wan_eager_limit,
             wan_streams,
             coalesce_us: num(env, "PONTOON_COALESCE_US")?,
-            coalesce_bytes,
+            coalesce_bytes: within(env, "PONTOON_COALESCE_BYTES", 4096..=65536)?,
             encrypt,
-            frag_size,
+            frag_size: within(env, "PONTOON_FRAG_SIZE", 4096..=1 << 30)?,
             unexpected_cap: num(env, "PONTOON_UNEXPECTED_CAP")?,
             spin: Duration::from_micros(num(env, "PONTOON_SPIN_US")?),
-            yield_when_idle: match get(env, "PONTOON_YIELD").trim() {
-                "auto" | "" => Yield::Auto,
-                "always" => Yield::Always,
-                "never" => Yield::Never,
-                other => {
-                    return Err(ConfigError {
-                        name: "PONTOON_YIELD",
-                        value: other.to_string(),
-                        why: "must be `auto`, `always` or `never`".into(),
-                    })
-                }
-            },
+            yield_when_idle: choice(
+                env,
+                "PONTOON_YIELD",
+                &[
+                    ("auto", Yield::Auto),
+                    ("", Yield::Auto),
+                    ("always", Yield::Always),
+                    ("never", Yield::Never),
+                ],
+            )?,
             sockbuf: num(env, "PONTOON_SOCKBUF")?,
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
@@ -642,31 +484,19 @@ impl Config {
                     value: get(env, e.var),
                     why: e.why,
                 })?,
-            site: match get(env, "PONTOON_SITE").trim() {
-                "" => None,
-                s if s.len() > net::card::MAX_NAME => {
-                    return Err(ConfigError {
-                        name: "PONTOON_SITE",
-                        value: s.to_string(),
-                        why: format!("longer than {} bytes", net::card::MAX_NAME),
-                    })
-                }
-                s => Some(s.to_string()),
-            },
+            site: site(&get(env, "PONTOON_SITE"))?,
             relays: relays(&get(env, "PONTOON_RELAYS"))?,
             paths: paths(&get(env, "PONTOON_PATHS"))?,
-            bind: match get(env, "PONTOON_BIND").trim() {
-                "core" => Bind::ByLocalRank,
-                "core-by-rank" => Bind::ByRank,
-                "none" | "" => Bind::None,
-                other => {
-                    return Err(ConfigError {
-                        name: "PONTOON_BIND",
-                        value: other.to_string(),
-                        why: "must be `core`, `core-by-rank` or `none`".into(),
-                    })
-                }
-            },
+            bind: choice(
+                env,
+                "PONTOON_BIND",
+                &[
+                    ("core", Bind::ByLocalRank),
+                    ("core-by-rank", Bind::ByRank),
+                    ("none", Bind::None),
+                    ("", Bind::None),
+                ],
+            )?,
         })
     }
 }
