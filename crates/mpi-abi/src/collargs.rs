@@ -39,7 +39,7 @@ pub(crate) fn in_place(p: *const c_void) -> bool {
 /// The send and receive counts, each checked only where the standard makes it
 /// significant, which is where its datatype is (`Some`): not a non-root's receive side,
 /// not the send side given MPI_IN_PLACE (programs pass -1 there). Insignificant ones are 0.
-pub(crate) fn significant_counts(
+fn significant_counts(
     send: (i64, &Option<Datatype>),
     recv: (i64, &Option<Datatype>),
 ) -> Result<(u64, u64), Fail> {
@@ -57,6 +57,86 @@ pub(crate) enum Which {
     Scatter,
     Allgather,
     Alltoall,
+}
+
+/// A gather, scatter, allgather or alltoall as it stands at this rank of an
+/// intracommunicator, decoded once for the blocking, non-blocking and persistent forms:
+/// its root, and each side that is significant here, with its count per block and its
+/// datatype. `in_place`: MPI_IN_PLACE stands for the side that is not there (the send
+/// side of the gathers and alltoall, the receive side of a scatter).
+pub(crate) struct Blocks {
+    pub which: Which,
+    pub root: Option<Rank>,
+    pub in_place: bool,
+    pub send: Option<(u64, Datatype)>,
+    pub recv: Option<(u64, Datatype)>,
+}
+
+/// One side of a collective's C arguments: buffer, count, datatype.
+pub(crate) type Side<B> = (B, i64, MPI_Datatype);
+
+impl Blocks {
+    pub(crate) fn decode(
+        m: &Mpi,
+        c: &Comm,
+        which: Which,
+        (sendbuf, sendcount, sendtype): Side<*const c_void>,
+        (recvbuf, recvcount, recvtype): Side<*const c_void>,
+        root: Option<c_int>,
+    ) -> Result<Blocks, Fail> {
+        let root = root.map(|r| root_rank(c, r)).transpose()?;
+        let at_root = root.is_none_or(|r| r == c.rank());
+        let (ip, send_here, recv_here) = match which {
+            Which::Scatter => {
+                let ip = in_place(recvbuf);
+                (ip, root == Some(c.rank()), !ip)
+            }
+            _ => {
+                let ip = in_place(sendbuf);
+                (ip, !ip, at_root)
+            }
+        };
+        if ip && !at_root {
+            return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+        }
+        let rdt = recv_here.then(|| m.committed(recvtype)).transpose()?;
+        let sdt = send_here.then(|| m.committed(sendtype)).transpose()?;
+        let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
+        Ok(Blocks {
+            which,
+            root,
+            in_place: ip,
+            send: sdt.map(|t| (sn, t)),
+            recv: rdt.map(|t| (rn, t)),
+        })
+    }
+
+    /// Bytes of one rank's block: what it sends (a scatter: what it receives), else
+    /// the other side's.
+    pub(crate) fn block_bytes(&self) -> usize {
+        let bytes = |s: &Option<(u64, Datatype)>| s.as_ref().map(|(n, t)| (n * t.size()) as usize);
+        match self.which {
+            Which::Scatter => bytes(&self.recv).or(bytes(&self.send)),
+            _ => bytes(&self.send).or(bytes(&self.recv)),
+        }
+        .unwrap_or(0)
+    }
+
+    /// Elements of the send side's datatype this rank sends (`size`: the communicator's).
+    pub(crate) fn send_count(&self, size: u64) -> u64 {
+        let per_rank = matches!(self.which, Which::Alltoall | Which::Scatter);
+        self.send
+            .as_ref()
+            .map_or(0, |(n, _)| if per_rank { n * size } else { *n })
+    }
+
+    /// Elements of the receive side's datatype this rank receives.
+    pub(crate) fn recv_count(&self, size: u64) -> u64 {
+        let one = matches!(self.which, Which::Scatter);
+        self.recv
+            .as_ref()
+            .map_or(0, |(n, _)| if one { *n } else { n * size })
+    }
 }
 
 /// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.

@@ -8,7 +8,7 @@ use pontoon::{DataMut, Datatype};
 use crate::abi::*;
 use crate::boundary::{count, fail, Res};
 use crate::buffers::{data, data_mut};
-use crate::collargs::{in_place, root_rank, significant_counts, Which};
+use crate::collargs::{in_place, root_rank, Blocks, Which};
 use crate::intercolls;
 use crate::requests::blocking;
 use crate::state::mpi;
@@ -134,72 +134,44 @@ unsafe fn gather_like(
             )
         });
     }
-    let root = root.map(|r| root_rank(&c, r)).transpose()?;
-    let receives = root.is_none_or(|r| r == c.rank());
+    let b = Blocks::decode(
+        m,
+        &c,
+        which,
+        (sendbuf, sendcount, sendtype),
+        (recvbuf as *const c_void, recvcount, recvtype),
+        root,
+    )?;
     let p = c.size() as u64;
-    // Scatter in place at the root: the receive side is not there at all.
-    let scatter_in_place = matches!(which, Which::Scatter) && in_place(recvbuf);
-    let rdt = if (receives || matches!(which, Which::Scatter)) && !scatter_in_place {
-        Some(m.committed(recvtype)?)
-    } else {
-        None
-    };
-    // A scatter's send side matters at the root only.
-    let sends = !matches!(which, Which::Scatter) || root == Some(c.rank());
-    let sdt = if sends && !in_place(sendbuf) {
-        Some(m.committed(sendtype)?)
-    } else {
-        None
-    };
-    let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
+    let root = b.root.unwrap_or(0);
+    let fallback = Datatype::basic(pontoon::Basic::Byte);
     // SAFETY: the program's buffers, which hold the data their counts and datatypes
     // describe (MPI's contract); `data`/`data_mut` check them for null.
     unsafe {
+        let send = match &b.send {
+            Some((_, t)) => Some(data(sendbuf, b.send_count(p), t)?),
+            None => None,
+        };
+        let mut recv = match &b.recv {
+            Some((_, t)) => Some(data_mut(recvbuf, b.recv_count(p), t)?),
+            None => None,
+        };
         match which {
             Which::Gather | Which::Allgather | Which::Alltoall => {
-                let per_send = if matches!(which, Which::Alltoall) {
-                    sn * p
-                } else {
-                    sn
-                };
-                let send = match &sdt {
-                    Some(t) => Some(data(sendbuf, per_send, t)?),
-                    None if receives => None,
-                    None => return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only"),
-                };
-                let fallback = Datatype::basic(pontoon::Basic::Byte);
-                let rt = rdt.as_ref().unwrap_or(&fallback);
-                let mut recv = if receives {
-                    data_mut(recvbuf, rn * p, rt)?
-                } else {
-                    nothing(rt)
-                };
+                let mut none = nothing(&fallback);
+                let recv = recv.as_mut().unwrap_or(&mut none);
                 match which {
-                    Which::Gather => c.gather_data(send.as_ref(), &mut recv, root.unwrap_or(0))?,
-                    Which::Allgather => c.allgather_data(send.as_ref(), &mut recv)?,
-                    _ => c.alltoall_data(send.as_ref(), &mut recv)?,
+                    Which::Gather => c.gather_data(send.as_ref(), recv, root)?,
+                    Which::Allgather => c.allgather_data(send.as_ref(), recv)?,
+                    _ => c.alltoall_data(send.as_ref(), recv)?,
                 }
             }
             Which::Scatter => {
-                let root = root.unwrap_or(0);
-                let at_root = c.rank() == root;
-                let fallback = Datatype::basic(pontoon::Basic::Byte);
-                let st = sdt.as_ref().unwrap_or(&fallback);
-                let send = if at_root {
-                    data(sendbuf, sn * p, st)?
-                } else {
-                    data(std::ptr::null(), 0, st)?
+                let send = match send {
+                    Some(send) => send,
+                    None => data(std::ptr::null(), 0, &fallback)?,
                 };
-                if scatter_in_place {
-                    if !at_root {
-                        return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-                    }
-                    c.scatter_data(&send, None, root)?;
-                } else {
-                    let rt = rdt.as_ref().expect("committed above");
-                    let mut recv = data_mut(recvbuf, rn, rt)?;
-                    c.scatter_data(&send, Some(&mut recv), root)?;
-                }
+                c.scatter_data(&send, recv.as_mut(), root)?;
             }
         }
     }

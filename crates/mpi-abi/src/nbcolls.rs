@@ -11,7 +11,7 @@ use pontoon::Comm;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
-use crate::collargs::{in_place, rank_counts, root_rank, significant_counts, Pieces, Which};
+use crate::collargs::{in_place, rank_counts, root_rank, Blocks, Pieces, Which};
 use crate::intercolls;
 use crate::started::{blocks, input, launch, none, output, pieces_output};
 use crate::state::{mpi, Mpi};
@@ -104,87 +104,34 @@ unsafe fn start_gather_like(
             )
         };
     }
-    let p = c.size() as u64;
-    let root = root.map(|r| root_rank(&c, r)).transpose()?;
-    let receives = root.is_none_or(|r| r == c.rank());
-    // SAFETY (every block below): the caller's buffers, untouched until completion.
-    let (plan, inp, o) = match which {
-        Which::Gather | Which::Allgather | Which::Alltoall => {
-            let ip = in_place(sendbuf);
-            if ip && !receives {
-                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-            }
-            let rdt = if receives {
-                Some(m.committed(recvtype)?)
-            } else {
-                None
-            };
-            let sdt = if ip { None } else { Some(m.committed(sendtype)?) };
-            let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
-            // Bytes per rank: what one rank sends (in place: what it receives).
-            let block = match (&sdt, &rdt) {
-                (Some(s), _) => (sn * s.size()) as usize,
-                (None, Some(r)) => (rn * r.size()) as usize,
-                (None, None) => 0,
-            };
-            let plan = match which {
-                Which::Gather => c.plan_gather(root.unwrap_or(0), ip, block)?,
-                Which::Allgather => c.plan_allgather(ip, block),
-                _ => c.plan_alltoall(ip, block),
-            };
-            let per_send = if matches!(which, Which::Alltoall) {
-                sn * p
-            } else {
-                sn
-            };
-            let inp = match &sdt {
-                // SAFETY: the program's send buffer, valid for what its count and datatype describe
-                // and untouched until completion (MPI's contract).
-                Some(s) => unsafe { input(sendbuf, per_send, s)? },
-                None => none(),
-            };
-            let o = match &rdt {
-                // SAFETY: the program's receive buffer or array, valid for what its count and
-                // datatype describe and untouched until completion (MPI's contract).
-                Some(r) => unsafe { output(recvbuf, rn * p, r, ip)? },
-                None => (none(), None),
-            };
-            (plan, inp, o)
-        }
-        Which::Scatter => {
-            let root = root.unwrap_or(0);
-            let at_root = c.rank() == root;
-            let ip = in_place(recvbuf);
-            if ip && !at_root {
-                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-            }
-            let rdt = if ip { None } else { Some(m.committed(recvtype)?) };
-            let sdt = if at_root {
-                Some(m.committed(sendtype)?)
-            } else {
-                None
-            };
-            let (sn, rn) = significant_counts((sendcount, &sdt), (recvcount, &rdt))?;
-            let block = match (&rdt, &sdt) {
-                (Some(r), _) => (rn * r.size()) as usize,
-                (None, Some(s)) => (sn * s.size()) as usize,
-                (None, None) => 0,
-            };
-            let plan = c.plan_scatter(root, ip, block)?;
-            let inp = match &sdt {
-                // SAFETY: the program's send buffer, valid for what its count and datatype describe
-                // and untouched until completion (MPI's contract).
-                Some(s) => unsafe { input(sendbuf, sn * p, s)? },
-                None => none(),
-            };
-            let o = match &rdt {
-                // SAFETY: the program's receive buffer or array, valid for what its count and
-                // datatype describe and untouched until completion (MPI's contract).
-                Some(r) => unsafe { output(recvbuf, rn, r, false)? },
-                None => (none(), None),
-            };
-            (plan, inp, o)
-        }
+    let b = Blocks::decode(
+        m,
+        &c,
+        which,
+        (sendbuf, sendcount, sendtype),
+        (recvbuf as *const c_void, recvcount, recvtype),
+        root,
+    )?;
+    let (p, root, ip, block) = (c.size() as u64, b.root.unwrap_or(0), b.in_place, b.block_bytes());
+    let plan = match which {
+        Which::Gather => c.plan_gather(root, ip, block)?,
+        Which::Allgather => c.plan_allgather(ip, block),
+        Which::Alltoall => c.plan_alltoall(ip, block),
+        Which::Scatter => c.plan_scatter(root, ip, block)?,
+    };
+    let inp = match &b.send {
+        // SAFETY: the program's send buffer, valid for what its count and datatype describe
+        // and untouched until completion (MPI's contract).
+        Some((_, s)) => unsafe { input(sendbuf, b.send_count(p), s)? },
+        None => none(),
+    };
+    // What a gather receives in place starts from the buffer's own block.
+    let load = ip && which != Which::Scatter;
+    let o = match &b.recv {
+        // SAFETY: the program's receive buffer or array, valid for what its count and
+        // datatype describe and untouched until completion (MPI's contract).
+        Some((_, r)) => unsafe { output(recvbuf, b.recv_count(p), r, load)? },
+        None => (none(), None),
     };
     launch(m, &c, comm, plan, inp, o, request)
 }
