@@ -3,7 +3,6 @@
 //! communicator's error handler; and the pointer helpers below, which check what a C
 //! caller passed before it is used.
 
-use std::ffi::c_char;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -53,15 +52,6 @@ pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
     unsafe { Out::from_raw(p) }.place(what)
 }
 
-/// Writes `v` through `p` if `p` is not null (optional outputs such as statuses).
-///
-/// # Safety
-/// As [`out`].
-pub unsafe fn out_opt<T>(p: *mut T, v: T) {
-    // SAFETY: the caller's contract is `Out`'s.
-    unsafe { Out::from_raw(p) }.set_if_given(v)
-}
-
 /// `n` elements at `p` (null allowed when `n` is 0).
 ///
 /// # Safety
@@ -78,26 +68,6 @@ pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T],
 pub unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
     // SAFETY: the caller's contract is `Out`'s.
     unsafe { Out::from_raw(p) }.slice(n, what)
-}
-
-/// A NUL-terminated string argument.
-///
-/// # Safety
-/// `p` is null or points to a NUL-terminated string.
-pub unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
-    // SAFETY: the caller's contract is `In`'s.
-    unsafe { In::from_raw(p) }.str(what)
-}
-
-/// Copies `s` into the caller's `cap`-byte buffer `dst` (truncated, NUL-terminated)
-/// and its length into `len`.
-///
-/// # Safety
-/// `dst` is valid for `cap` bytes; `len` is null or valid.
-pub unsafe fn put_c_string(dst: *mut c_char, cap: usize, s: &str, len: *mut c_int) -> Res {
-    // SAFETY: the caller's contract is `Out`'s, for both.
-    let (dst, len) = unsafe { (Out::from_raw(dst), Out::from_raw(len)) };
-    dst.put_str(cap, s, &len)
 }
 
 /// An integer argument of either width: `int` in the classic forms, `MPI_Count` or

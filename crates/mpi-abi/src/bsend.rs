@@ -17,6 +17,7 @@ use crate::abi::*;
 use crate::args::{send_args, SendArgs};
 use crate::boundary::{count, fail, fit, out, Res};
 use crate::buffers::data;
+use crate::cargs::Out;
 use crate::requests::{start, wait_buffered};
 use crate::state::{mpi, Mpi};
 use crate::state::{Buffered, ReqEntry};
@@ -117,12 +118,8 @@ unsafe fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: *mut c_void, size: 
 }
 
 /// Starts a request that completes once the buffer's sends in flight now are out.
-///
-/// # Safety
-/// `request` is null or points to a writable request handle.
-unsafe fn iflush(m: &Mpi, owner: Owner, request: *mut MPI_Request) -> Res {
-    // SAFETY: as documented.
-    let request = unsafe { out(request, "request")? };
+fn iflush(m: &Mpi, owner: Owner, request: Out<MPI_Request>) -> Res {
+    let request = request.place("request")?;
     start(m, request, ReqEntry::Flush(take_in_flight(owner)))
 }
 
@@ -257,7 +254,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Buffer_iflush(request: *mut MPI_Request) {
+    safe fn MPI_Buffer_iflush(request: Out<MPI_Request>) {
         iflush(mpi()?, Owner::Process, request)
     }
 }
@@ -285,7 +282,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         iflush(m, Owner::Comm(comm), request)

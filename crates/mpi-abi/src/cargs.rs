@@ -25,6 +25,20 @@ pub struct Out<T>(*mut T);
 #[repr(transparent)]
 pub struct In<T>(*const T, PhantomData<T>);
 
+// A copy is the same argument: it carries the same contract.
+impl<T> Clone for Out<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Out<T> {}
+impl<T> Clone for In<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for In<T> {}
+
 impl<T> Out<T> {
     /// # Safety
     /// `p` is null or valid for writes of what the caller will ask for, for as long as
@@ -33,11 +47,32 @@ impl<T> Out<T> {
         Out(p)
     }
 
+    /// An argument not given (as a C caller passes NULL): every accessor sees it so.
+    pub fn absent() -> Out<T> {
+        Out(std::ptr::null_mut())
+    }
+
     /// The place the argument names; `what` names it in the error when it is null.
     pub fn place<'a>(&self, what: &str) -> Result<&'a mut T, Fail> {
         // SAFETY: null or valid for writes of a `T` by the caller's contract (see the
         // module doc); null is refused here.
         unsafe { self.0.as_mut() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, format!("`{what}` is NULL")))
+    }
+
+    /// The place, if the argument was given (an optional output such as a status).
+    pub fn given<'a>(&self) -> Option<&'a mut T> {
+        // SAFETY: as in `place`.
+        unsafe { self.0.as_mut() }
+    }
+
+    /// Element `i` of the array the argument points to (null stays null: an array
+    /// that was not given).
+    pub fn nth(&self, i: usize) -> Out<T> {
+        match self.0.is_null() {
+            true => *self,
+            // Within the caller's array, by the contract of whoever asks for element `i`.
+            false => Out(self.0.wrapping_add(i)),
+        }
     }
 
     /// Writes `v` to the argument (an error naming it when it is null).
@@ -91,6 +126,18 @@ impl<T> In<T> {
     /// As [`Out::from_raw`], for reads.
     pub unsafe fn from_raw(p: *const T) -> In<T> {
         In(p, PhantomData)
+    }
+
+    /// The address the caller passed, to compare with the standard's sentinels
+    /// (MPI_UNWEIGHTED, MPI_IN_PLACE, ...).
+    pub fn addr(&self) -> usize {
+        self.0 as usize
+    }
+
+    /// What the argument points to, if it was given.
+    pub fn given<'a>(&self) -> Option<&'a T> {
+        // SAFETY: null or valid for reads of a `T` by the caller's contract.
+        unsafe { self.0.as_ref() }
     }
 
     /// `n` elements (null allowed when `n` is 0).

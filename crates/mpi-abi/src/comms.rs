@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use pontoon::{Comm, Compare, Group, Keyval};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, put_c_string, slice, slice_mut, Fail, Res};
+use crate::boundary::{count, fail, out, slice, Fail, Res};
 use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
@@ -45,9 +45,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_dup(comm: MPI_Comm, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         // A failed dup (a copy callback refused) leaves no communicator behind.
         *newcomm = MPI_COMM_NULL;
         let made = m.comm(comm)?.dup()?;
@@ -56,10 +56,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         crate::info::accepted(info)?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         // A failed dup (a copy callback refused) leaves no communicator behind.
         *newcomm = MPI_COMM_NULL;
         let made = m.comm(comm)?.dup()?;
@@ -70,19 +70,15 @@ mpi_fn! {
 /// MPI_Comm_idup(_with_info): the request completes once the members agreed on a context
 /// (in the background, `pontoon::coll::idup`); its completion makes the communicator and
 /// writes its handle to `newcomm`, which the program must leave alone until then.
-///
-/// # Safety
-/// `newcomm` and `request` are writable, `newcomm` until the request completes.
-unsafe fn idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> Res {
+fn idup(comm: MPI_Comm, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) -> Res {
     let m = mpi()?;
-    // SAFETY: as documented.
-    let (target, request) = unsafe { (out(newcomm, "newcomm")?, out(request, "request")?) };
+    let (target, request) = (newcomm.place("newcomm")?, request.place("request")?);
     *target = MPI_COMM_NULL;
     let (op, result) = m.comm(comm)?.start_idup()?;
     let finish: crate::state::Finish = Box::new(move || {
         let made = result.communicator()?;
-        // SAFETY: the program keeps `newcomm` for this request's completion (MPI's rule).
-        let target = unsafe { out(newcomm, "newcomm")? };
+        // The program keeps `newcomm` for this request's completion (MPI's rule).
+        let target = newcomm.place("newcomm")?;
         publish(mpi()?, comm, Some(made), target)
     });
     crate::requests::start(
@@ -97,13 +93,13 @@ unsafe fn idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request
 }
 
 mpi_fn! {
-    fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Comm_idup(comm: MPI_Comm, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
         idup(comm, newcomm, request)
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         idup(comm, newcomm, request)
     }
@@ -138,10 +134,10 @@ mpi_fn! {
     ///   `mpi_hw_resource_type=mpi_shared_memory`, else MPI_COMM_NULL;
     /// - _HW_UNGUIDED: the node when it is smaller than `comm` (the info then names it),
     ///   else MPI_COMM_NULL.
-    fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         crate::info::accepted(info)?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         let c = m.comm(comm)?;
         let asks_shared = info != MPI_INFO_NULL
             && crate::info::entries(info)?.iter().any(|(k, v)| k == RESOURCE_KEY && v == SHARED_MEMORY);
@@ -164,18 +160,18 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         let made = m.comm(comm)?.split(color, key)?;
         publish(m, comm, made, newcomm)
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         let g = m.group(group)?;
         let made = m.comm(comm)?.create(&g)?;
         publish(m, comm, made, newcomm)
@@ -184,9 +180,9 @@ mpi_fn! {
 
 mpi_fn! {
     /// Collective over `group`'s members only; others get MPI_COMM_NULL at once.
-    fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
-        let newcomm = out(newcomm, "newcomm")?;
+        let newcomm = newcomm.place("newcomm")?;
         if tag < 0 {
             return fail(MPI_ERR_TAG, format!("tag {tag} is negative"));
         }
@@ -201,10 +197,10 @@ mpi_fn! {
     /// it with the same `stringtag`. Every group is part of MPI_COMM_WORLD's here (pontoon
     /// has no sessions), so the members agree on a context over it, with a tag derived
     /// from `stringtag` that keeps concurrent creations apart.
-    fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) {
+    safe fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: Out<MPI_Comm>) {
         let m = mpi()?;
-        let newcomm = out(newcomm, "newcomm")?;
-        let tag = crate::boundary::c_str(stringtag, "stringtag")?;
+        let newcomm = newcomm.place("newcomm")?;
+        let tag = stringtag.str("stringtag")?;
         crate::info::accepted(info)?;
         let errhandler = if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler };
         crate::errors::errhandler_ok(m, errhandler)?;
@@ -300,9 +296,9 @@ mpi_fn! {
 mpi_fn! {
     /// Collective over `local_comm`; its `local_leader` and `peer_comm`'s `remote_leader`
     /// exchange the two groups on `peer_comm` with `tag`.
-    fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) on local_comm {
+    safe fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: Out<MPI_Comm>) on local_comm {
         let m = mpi()?;
-        let newintercomm = out(newintercomm, "newintercomm")?;
+        let newintercomm = newintercomm.place("newintercomm")?;
         let local = m.comm(local_comm)?;
         if local_leader < 0 || local_leader as u32 >= local.size() {
             return fail(MPI_ERR_RANK, format!("local leader {local_leader} is not a rank of the local communicator"));
@@ -326,10 +322,10 @@ mpi_fn! {
     /// sessions), so the local group becomes a communicator as in
     /// MPI_Comm_create_from_group, and the leaders meet on MPI_COMM_WORLD with a tag
     /// derived from `stringtag`.
-    fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) {
+    safe fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: Out<MPI_Comm>) {
         let m = mpi()?;
-        let newintercomm = out(newintercomm, "newintercomm")?;
-        let tag = string_tag(crate::boundary::c_str(stringtag, "stringtag")?);
+        let newintercomm = newintercomm.place("newintercomm")?;
+        let tag = string_tag(stringtag.str("stringtag")?);
         crate::info::accepted(info)?;
         let errhandler = if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler };
         crate::errors::errhandler_ok(m, errhandler)?;
@@ -355,9 +351,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm) on intercomm {
+    safe fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: Out<MPI_Comm>) on intercomm {
         let m = mpi()?;
-        let newintracomm = out(newintracomm, "newintracomm")?;
+        let newintracomm = newintracomm.place("newintracomm")?;
         let c = m.comm(intercomm)?;
         if !c.is_inter() {
             return fail(MPI_ERR_COMM, "MPI_Intercomm_merge needs an intercommunicator");
@@ -376,12 +372,12 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) on comm {
+    safe fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: Out<c_char>, resultlen: Out<c_int>) on comm {
         if comm == MPI_COMM_NULL {
-            return put_c_string(comm_name, MPI_MAX_OBJECT_NAME, "MPI_COMM_NULL", resultlen);
+            return comm_name.put_str(MPI_MAX_OBJECT_NAME, "MPI_COMM_NULL", &resultlen);
         }
         let c = mpi()?.comm(comm)?;
-        put_c_string(comm_name, MPI_MAX_OBJECT_NAME, &c.name(), resultlen)
+        comm_name.put_str(MPI_MAX_OBJECT_NAME, &c.name(), &resultlen)
     }
 }
 
@@ -501,11 +497,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) {
+    safe fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: In<c_int>, group2: MPI_Group, ranks2: Out<c_int>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
-        let given = slice(ranks1, count(n as i64, "n")? as usize, "ranks1")?;
-        let result = slice_mut(ranks2, given.len(), "ranks2")?;
+        let given = ranks1.slice(count(n as i64, "n")? as usize, "ranks1")?;
+        let result = ranks2.slice(given.len(), "ranks2")?;
         // MPI_PROC_NULL translates to itself; the rest through the groups.
         let real: Vec<u32> = given.iter().filter(|r| **r != MPI_PROC_NULL).map(|r| *r as u32).collect();
         let mut mapped = a.translate_ranks(&real, &b).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?.into_iter();
@@ -656,22 +652,21 @@ fn keyval(m: &Mpi, k: c_int, retired: bool) -> Result<Keyval, Fail> {
 }
 
 mpi_fn! {
-    fn MPI_Comm_free_keyval(keyval: *mut c_int) {
+    safe fn MPI_Comm_free_keyval(keyval: Out<c_int>) {
         free_keyval(keyval)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    fn MPI_Keyval_free(keyval: *mut c_int) {
+    safe fn MPI_Keyval_free(keyval: Out<c_int>) {
         free_keyval(keyval)
     }
 }
 
-fn free_keyval(keyval: *mut c_int) -> Res {
+fn free_keyval(keyval: Out<c_int>) -> Res {
     let m = mpi()?;
-    // SAFETY: the caller's keyval pointer.
-    let k = unsafe { out(keyval, "comm_keyval")? };
+    let k = keyval.place("comm_keyval")?;
     let Some(kv) = m.keyvals.borrow_mut().remove(k) else {
         return fail(MPI_ERR_KEYVAL, format!("{} is not a communicator keyval", *k));
     };

@@ -9,7 +9,8 @@ use std::os::raw::c_int;
 use pontoon::Datatype;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, slice, Fail};
+use crate::boundary::{count, fail, Fail};
+use crate::cargs::{In, Out};
 use crate::mpi_fn_c;
 use crate::state::mpi;
 use crate::types::{contents, contents_with, new_type, wide, ORDER_C, ORDER_FORTRAN};
@@ -99,14 +100,14 @@ fn darray(
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_darray | MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_darray | MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: In<Count>, array_of_distribs: In<c_int>, array_of_dargs: In<c_int>, array_of_psizes: In<c_int>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         let (g, dist, darg, p) = (
-            wide(slice(array_of_gsizes, n, "array_of_gsizes")?),
-            slice(array_of_distribs, n, "array_of_distribs")?,
-            slice(array_of_dargs, n, "array_of_dargs")?,
-            slice(array_of_psizes, n, "array_of_psizes")?,
+            wide(array_of_gsizes.slice(n, "array_of_gsizes")?),
+            array_of_distribs.slice(n, "array_of_distribs")?,
+            array_of_dargs.slice(n, "array_of_dargs")?,
+            array_of_psizes.slice(n, "array_of_psizes")?,
         );
         if g.iter().any(|&x| x < 1) || p.iter().any(|&x| x < 1) {
             return fail(MPI_ERR_ARG, "global sizes and process counts must be positive");

@@ -13,8 +13,9 @@ use std::ffi::{c_char, c_void};
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit, out, Fail, Res};
+use crate::boundary::{count, fail, fit, Fail, Res};
 use crate::buffers::{data, data_mut};
+use crate::cargs::{In, Out};
 use crate::mpi_fn_c;
 use crate::state::{mpi, Contents, Mpi};
 use crate::typeinfo::{put_at, take_at};
@@ -217,9 +218,8 @@ fn native_of_quad(q: u128) -> [u8; 16] {
     q.to_le_bytes()
 }
 
-fn check_datarep(datarep: *const c_char) -> Res {
-    // SAFETY: the caller's NUL-terminated string (checked for null).
-    let rep = unsafe { crate::boundary::c_str(datarep, "datarep")? };
+fn check_datarep(datarep: In<c_char>) -> Res {
+    let rep = datarep.str("datarep")?;
     if rep != "external32" {
         return fail(
             MPI_ERR_ARG,
@@ -259,11 +259,11 @@ fn internalize(ext: &[u8], n: u64, elems: &Elems) -> Result<Vec<u8>, Fail> {
 }
 
 mpi_fn_c! {
-    fn MPI_Pack_external_size | MPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: MPI_Datatype, size: *mut AintCount) {
+    safe fn MPI_Pack_external_size | MPI_Pack_external_size_c(datarep: In<c_char>, incount: Count, datatype: MPI_Datatype, size: Out<AintCount>) {
         let incount = incount.wide();
         check_datarep(datarep)?;
         let (_, elems) = Elems::of_handle(mpi()?, datatype)?;
-        *out(size, "size")? = fit(count(incount, "incount")? * elems.external_size(), "the packed size")?;
+        *size.place("size")? = fit(count(incount, "incount")? * elems.external_size(), "the packed size")?;
         Ok(())
     }
 }
@@ -272,7 +272,7 @@ mpi_fn_c! {
     fn MPI_Pack_external | MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: AintCount, position: *mut AintCount) {
         let incount = incount.wide();
         let outsize = outsize.wide();
-        check_datarep(datarep)?;
+        check_datarep(In::from_raw(datarep))?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(incount, "incount")?;
         let ext = externalize(&data(inbuf, n, &dt)?.packed()?, n, &elems)?;
@@ -284,7 +284,7 @@ mpi_fn_c! {
     fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: AintCount, position: *mut AintCount, outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype) {
         let insize = insize.wide();
         let outcount = outcount.wide();
-        check_datarep(datarep)?;
+        check_datarep(In::from_raw(datarep))?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(outcount, "outcount")?;
         let src = take_at(inbuf, insize, position, (n * elems.external_size()) as usize)?;

@@ -15,6 +15,7 @@ use pontoon::Rank;
 use crate::abi::*;
 use crate::args::recv_tag;
 use crate::boundary::Res;
+use crate::cargs::Out;
 use crate::state::{try_mpi, Mpi};
 use crate::statuses::finish_recv;
 
@@ -82,7 +83,7 @@ pub unsafe fn recv(
     source: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    status: *mut MPI_Status,
+    status: Out<MPI_Status>,
 ) -> Option<Res> {
     let m = try_mpi()?;
     let len = small_len(m, buf, n, datatype)?;

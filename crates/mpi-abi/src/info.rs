@@ -11,7 +11,7 @@ use std::os::raw::c_int;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::abi::*;
-use crate::boundary::{c_str, fail, out, put_c_string, Fail, Res};
+use crate::boundary::{fail, Fail, Res};
 use crate::cargs::{In, Out};
 use crate::handles::{Kind, Slab};
 use crate::mpi_fn;
@@ -28,9 +28,8 @@ fn infos() -> MutexGuard<'static, Slab<InfoEntries>> {
 
 const MAX_KEY: usize = 255;
 
-fn key_arg(p: *const c_char) -> Result<String, Fail> {
-    // SAFETY: the caller's NUL-terminated key.
-    let k = unsafe { c_str(p, "key")? };
+fn key_arg(p: In<c_char>) -> Result<String, Fail> {
+    let k = p.str("key")?;
     if k.is_empty() || k.len() > MAX_KEY {
         return fail(
             MPI_ERR_INFO_KEY,
@@ -127,7 +126,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: In<c_char>) {
+    safe fn MPI_Info_set(info: MPI_Info, key: In<c_char>, value: In<c_char>) {
         let k = key_arg(key)?;
         let v = value.str("value")?;
         if info == MPI_INFO_ENV {
@@ -138,7 +137,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_delete(info: MPI_Info, key: *const c_char) {
+    safe fn MPI_Info_delete(info: MPI_Info, key: In<c_char>) {
         let k = key_arg(key)?;
         with_entries(info, |e| {
             let before = e.len();
@@ -159,21 +158,21 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) {
+    safe fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: Out<c_char>) {
         let e = entries(info)?;
         let Some((k, _)) = usize::try_from(n).ok().and_then(|i| e.get(i)) else {
             return fail(MPI_ERR_ARG, format!("key number {n} of an info with {} keys", e.len()));
         };
-        put_c_string(key, MAX_KEY + 1, k, std::ptr::null_mut())
+        key.put_str(MAX_KEY + 1, k, &Out::absent())
     }
 }
 
 mpi_fn! {
     /// `*buflen` in: the buffer's size; out: the value's length + 1.
-    fn MPI_Info_get_string(info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) {
+    safe fn MPI_Info_get_string(info: MPI_Info, key: In<c_char>, buflen: Out<c_int>, value: Out<c_char>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
-        let (buflen, flag) = (out(buflen, "buflen")?, out(flag, "flag")?);
+        let (buflen, flag) = (buflen.place("buflen")?, flag.place("flag")?);
         let Some((_, v)) = e.iter().find(|(ek, _)| *ek == k) else {
             *flag = 0;
             return Ok(());
@@ -181,7 +180,7 @@ mpi_fn! {
         *flag = 1;
         let cap = usize::try_from(*buflen).unwrap_or(0);
         if cap > 0 {
-            put_c_string(value, cap, v, std::ptr::null_mut())?;
+            value.put_str(cap, v, &Out::absent())?;
         }
         *buflen = v.len() as c_int + 1;
         Ok(())
@@ -189,14 +188,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) {
+    safe fn MPI_Info_get(info: MPI_Info, key: In<c_char>, valuelen: c_int, value: Out<c_char>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
-        let flag = out(flag, "flag")?;
+        let flag = flag.place("flag")?;
         match e.iter().find(|(ek, _)| *ek == k) {
             Some((_, v)) => {
                 *flag = 1;
-                put_c_string(value, usize::try_from(valuelen).unwrap_or(0) + 1, v, std::ptr::null_mut())
+                value.put_str(usize::try_from(valuelen).unwrap_or(0) + 1, v, &Out::absent())
             }
             None => {
                 *flag = 0;
@@ -207,10 +206,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) {
+    safe fn MPI_Info_get_valuelen(info: MPI_Info, key: In<c_char>, valuelen: Out<c_int>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
-        let (valuelen, flag) = (out(valuelen, "valuelen")?, out(flag, "flag")?);
+        let (valuelen, flag) = (valuelen.place("valuelen")?, flag.place("flag")?);
         match e.iter().find(|(ek, _)| *ek == k) {
             Some((_, v)) => {
                 *flag = 1;

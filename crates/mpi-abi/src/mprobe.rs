@@ -11,6 +11,7 @@ use pontoon::Comm;
 use crate::abi::*;
 use crate::args::{recv_tag, source_rank};
 use crate::boundary::{count, fail, out, Fail, Res};
+use crate::cargs::Out;
 use crate::p2p::recv_target;
 use crate::requests::{start, wait_one};
 use crate::state::MessageEntry;
@@ -36,7 +37,7 @@ unsafe fn probe(
     comm: MPI_Comm,
     flag: Option<&mut c_int>,
     message: *mut MPI_Message,
-    status: *mut MPI_Status,
+    status: Out<MPI_Status>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
@@ -48,8 +49,7 @@ unsafe fn probe(
         if let Some(f) = flag {
             *f = 1;
         }
-        // SAFETY: the program's output argument, null or valid for writes (MPI's contract).
-        unsafe { put_status(status, proc_null_status()) };
+        put_status(status, proc_null_status());
         return Ok(());
     };
     let hit = match flag {
@@ -61,21 +61,20 @@ unsafe fn probe(
         }
     };
     if let Some((st, msg)) = hit {
-        // SAFETY: as above.
-        unsafe { put_status(status, status_of(&st)) };
+        put_status(status, status_of(&st));
         *message = publish(m, comm, c, msg)?;
     }
     Ok(())
 }
 
 mpi_fn! {
-    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) on comm {
+    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: Out<MPI_Status>) on comm {
         probe(source, tag, comm, None, message, status)
     }
 }
 
 mpi_fn! {
-    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) on comm {
+    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: Out<MPI_Status>) on comm {
         probe(source, tag, comm, Some(out(flag, "flag")?), message, status)
     }
 }
@@ -119,7 +118,7 @@ unsafe fn start_mrecv(
 }
 
 mpi_fn_c! {
-    fn MPI_Mrecv | MPI_Mrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) {
+    fn MPI_Mrecv | MPI_Mrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: Out<MPI_Status>) {
         let n = n.wide();
         let m = mpi()?;
         let mut req = MPI_REQUEST_NULL;

@@ -10,7 +10,7 @@ use crate::abi::*;
 use crate::args::*;
 use crate::boundary::{count, out, Fail, Res};
 use crate::buffers::{data, data_mut, region};
-use crate::cargs::Out;
+use crate::cargs::{In, Out};
 use crate::immediate;
 use crate::requests::start;
 use crate::state::mpi;
@@ -75,7 +75,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Recv | MPI_Recv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+    fn MPI_Recv | MPI_Recv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
         if let Some(got) = immediate::recv(buf, n, datatype, source, tag, comm, status) {
             return got;
@@ -95,7 +95,7 @@ mpi_fn_c! {
     fn MPI_Sendrecv | MPI_Sendrecv_c(
         sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
-        comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         let m = mpi()?;
@@ -113,7 +113,7 @@ mpi_fn_c! {
 mpi_fn_c! {
     fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
         buf: *mut c_void, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+        source: c_int, recvtag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
         let m = mpi()?;
         m.comm(comm)?;
@@ -305,7 +305,7 @@ mpi_fn_c! {
 // ---- probes and statuses -------------------------------------------------------
 
 mpi_fn! {
-    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on comm {
+    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
@@ -320,11 +320,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) on comm {
+    safe fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, status: Out<MPI_Status>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
-        let flag = out(flag, "flag")?;
+        let flag = flag.place("flag")?;
         let Some(from) = source_rank(&c, source)? else {
             *flag = 1;
             put_status(status, proc_null_status());
@@ -350,29 +350,29 @@ fn received(status: &MPI_Status) -> Status {
 }
 
 mpi_fn_c! {
-    fn MPI_Get_count | MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
+    safe fn MPI_Get_count | MPI_Get_count_c(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
         // MPI_UNDEFINED also when the count does not fit this form's width.
-        *out(n, "count")? = st.count_of(&dt).and_then(|k| Count::try_from(k).ok()).unwrap_or(Count::from(MPI_UNDEFINED));
+        *n.place("count")? = st.count_of(&dt).and_then(|k| Count::try_from(k).ok()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Get_elements | MPI_Get_elements_c | MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, n: *mut Count) {
+    safe fn MPI_Get_elements | MPI_Get_elements_c | MPI_Get_elements_x(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
-        *out(n, "count")? = Count::try_from(st.elements_of(&dt)).unwrap_or(Count::from(MPI_UNDEFINED));
+        *n.place("count")? = Count::try_from(st.elements_of(&dt)).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, n: Count) {
+    safe fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: Out<MPI_Status>, datatype: MPI_Datatype, n: Count) {
         let n = n.wide();
         let dt = mpi()?.datatype(datatype)?;
-        set_bytes(out(status, "status")?, dt.bytes_of_elements(count(n, "count")?));
+        set_bytes(status.place("status")?, dt.bytes_of_elements(count(n, "count")?));
         Ok(())
     }
 }
@@ -385,30 +385,30 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) {
+    safe fn MPI_Test_cancelled(status: In<MPI_Status>, flag: Out<c_int>) {
         let st = status_arg(status)?;
-        *out(flag, "flag")? = (st.internal[2] != 0) as c_int;
+        *flag.place("flag")? = (st.internal[2] != 0) as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) {
-        *out(source, "source")? = status_arg(status)?.MPI_SOURCE;
+    safe fn MPI_Status_get_source(status: In<MPI_Status>, source: Out<c_int>) {
+        *source.place("source")? = status_arg(status)?.MPI_SOURCE;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) {
-        *out(tag, "tag")? = status_arg(status)?.MPI_TAG;
+    safe fn MPI_Status_get_tag(status: In<MPI_Status>, tag: Out<c_int>) {
+        *tag.place("tag")? = status_arg(status)?.MPI_TAG;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) {
-        *out(error, "error")? = status_arg(status)?.MPI_ERROR;
+    safe fn MPI_Status_get_error(status: In<MPI_Status>, error: Out<c_int>) {
+        *error.place("error")? = status_arg(status)?.MPI_ERROR;
         Ok(())
     }
 }

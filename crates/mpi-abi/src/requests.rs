@@ -3,9 +3,9 @@
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, out_opt, slice_mut, Fail, Res};
+use crate::boundary::{count, fail, out, slice_mut, Fail, Res};
 use crate::buffers::data_mut;
-use crate::cargs::Out;
+use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
 use crate::state::{Buffered, ReqEntry};
@@ -15,7 +15,7 @@ use crate::statuses::{empty_status, put_status, set_cancelled, status_of};
 pub(crate) fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
     let mut req = MPI_REQUEST_NULL;
     start(&mut req)?;
-    wait_one(mpi()?, &mut req, std::ptr::null_mut())
+    wait_one(mpi()?, &mut req, Out::absent())
 }
 
 /// Gives `entry` a handle in `*request`.
@@ -181,10 +181,9 @@ fn reap_detached(m: &Mpi) {
 }
 
 /// Waits for `*h`, writes its status, sets it to MPI_REQUEST_NULL.
-pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
+pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: Out<MPI_Status>) -> Res {
     if *h == MPI_REQUEST_NULL {
-        // SAFETY: the caller's optional status.
-        unsafe { put_status(status, empty_status()) };
+        put_status(status, empty_status());
         return Ok(());
     }
     // A persistent request stays; its operation in flight completes.
@@ -203,26 +202,16 @@ pub fn wait_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Res {
             complete(entry)
         }
     };
-    // SAFETY: as above.
-    unsafe { put_status(status, st) };
+    put_status(status, st);
     res
 }
 
 /// Tests `*h`: true (and completed as by [`wait_one`]) if it is done.
-fn test_one(m: &Mpi, h: &mut MPI_Request, status: *mut MPI_Status) -> Result<bool, Fail> {
+fn test_one(m: &Mpi, h: &mut MPI_Request, status: Out<MPI_Status>) -> Result<bool, Fail> {
     if *h != MPI_REQUEST_NULL && !ready(m, *h)? {
         return Ok(false);
     }
     wait_one(m, h, status).map(|_| true)
-}
-
-/// The `i`th status of an array (null: MPI_STATUSES_IGNORE).
-fn nth(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
-    if statuses.is_null() {
-        statuses
-    } else {
-        statuses.wrapping_add(i)
-    }
 }
 
 /// Completes the requests at `which` of `reqs`; with any failure, every status gets its
@@ -231,14 +220,15 @@ fn complete_set(
     m: &Mpi,
     reqs: &mut [MPI_Request],
     which: &[usize],
-    statuses: *mut MPI_Status,
+    statuses: Out<MPI_Status>,
     out_index: &mut dyn FnMut(usize, usize),
 ) -> Res {
     let mut failed = None;
     let mut done = Vec::with_capacity(which.len());
     for (k, &i) in which.iter().enumerate() {
         let mut own = MPI_Status::default();
-        let res = wait_one(m, &mut reqs[i], &mut own);
+        // SAFETY: a local status, valid for the call.
+        let res = wait_one(m, &mut reqs[i], unsafe { Out::from_raw(&mut own) });
         own.MPI_ERROR = res.as_ref().map_or_else(|f| f.class, |()| MPI_SUCCESS);
         done.push(own);
         out_index(k, i);
@@ -250,13 +240,11 @@ fn complete_set(
     // MPI_SUCCESS for those that succeeded), and left alone otherwise.
     let in_status = failed.is_some() && which.len() > 1;
     for (k, own) in done.into_iter().enumerate() {
-        // SAFETY: the caller's status array holds `which.len()` entries (or is null).
-        unsafe {
-            if in_status {
-                out_opt(nth(statuses, k), own);
-            } else {
-                put_status(nth(statuses, k), own);
-            }
+        // The caller's status array holds `which.len()` entries (or is null).
+        if in_status {
+            statuses.nth(k).set_if_given(own);
+        } else {
+            put_status(statuses.nth(k), own);
         }
     }
     match failed {
@@ -316,7 +304,7 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
 }
 
 mpi_fn! {
-    fn MPI_Wait(request: Out<MPI_Request>, status: *mut MPI_Status) {
+    fn MPI_Wait(request: Out<MPI_Request>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         wait_one(m, request.place("request")?, status)
@@ -324,26 +312,27 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) {
+    safe fn MPI_Test(request: Out<MPI_Request>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
-        let flag = out(flag, "flag")?;
+        let flag = flag.place("flag")?;
         *flag = 0;
-        *flag = test_one(m, out(request, "request")?, status)? as c_int;
+        *flag = test_one(m, request.place("request")?, status)? as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Waitall(n: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status) {
+    safe fn MPI_Waitall(n: c_int, requests: Out<MPI_Request>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
-        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
         let mut failed = None;
         let mut done = Vec::with_capacity(reqs.len());
         for h in reqs.iter_mut() {
             let mut own = MPI_Status::default();
-            let res = wait_one(m, h, &mut own);
+            // SAFETY: a local status, valid for the call.
+            let res = wait_one(m, h, unsafe { Out::from_raw(&mut own) });
             own.MPI_ERROR = res.as_ref().map_or_else(|f| f.class, |()| MPI_SUCCESS);
             done.push(own);
             if let Err(f) = res {
@@ -354,9 +343,9 @@ mpi_fn! {
         // MPI_ERROR is left alone, as the standard says.
         for (i, own) in done.into_iter().enumerate() {
             if failed.is_some() {
-                out_opt(nth(statuses, i), own);
+                statuses.nth(i).set_if_given(own);
             } else {
-                put_status(nth(statuses, i), own);
+                put_status(statuses.nth(i), own);
             }
         }
         match failed {
@@ -367,11 +356,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Testall(n: c_int, requests: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) {
+    safe fn MPI_Testall(n: c_int, requests: Out<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
-        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let flag = out(flag, "flag")?;
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+        let flag = flag.place("flag")?;
         let live = active(m, reqs);
         if ready_among(m, reqs, &live)?.len() < live.len() {
             *flag = 0;
@@ -384,11 +373,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Waitany(n: c_int, requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) {
+    safe fn MPI_Waitany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
-        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let index = out(index, "index")?;
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+        let index = index.place("index")?;
         let live = active(m, reqs);
         if live.is_empty() {
             *index = MPI_UNDEFINED;
@@ -402,11 +391,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Testany(n: c_int, requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+    safe fn MPI_Testany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
-        let reqs = slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let (index, flag) = (out(index, "index")?, out(flag, "flag")?);
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+        let (index, flag) = (index.place("index")?, flag.place("flag")?);
         let live = active(m, reqs);
         *index = MPI_UNDEFINED;
         if live.is_empty() {
@@ -433,7 +422,7 @@ unsafe fn some(
     requests: *mut MPI_Request,
     outcount: *mut c_int,
     indices: *mut c_int,
-    statuses: *mut MPI_Status,
+    statuses: Out<MPI_Status>,
     block: bool,
 ) -> Res {
     let m = mpi()?;
@@ -459,21 +448,21 @@ unsafe fn some(
 }
 
 mpi_fn! {
-    fn MPI_Waitsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+    fn MPI_Waitsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, true)
     }
 }
 
 mpi_fn! {
-    fn MPI_Testsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+    fn MPI_Testsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, false)
     }
 }
 
 mpi_fn! {
-    fn MPI_Request_free(request: *mut MPI_Request) {
+    safe fn MPI_Request_free(request: Out<MPI_Request>) {
         let m = mpi()?;
-        let h = out(request, "request")?;
+        let h = request.place("request")?;
         if *h == MPI_REQUEST_NULL {
             return fail(MPI_ERR_REQUEST, "the request is MPI_REQUEST_NULL");
         }
@@ -595,9 +584,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Startall(n: c_int, requests: *mut MPI_Request) {
+    safe fn MPI_Startall(n: c_int, requests: Out<MPI_Request>) {
         let m = mpi()?;
-        for h in slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")?.iter() {
+        for h in requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?.iter() {
             start_persistent(m, *h)?;
         }
         Ok(())
@@ -606,9 +595,9 @@ mpi_fn! {
 
 mpi_fn! {
     /// Like MPI_Test, but the request stays as it is.
-    fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) {
+    safe fn MPI_Request_get_status(request: MPI_Request, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
-        let flag = out(flag, "flag")?;
+        let flag = flag.place("flag")?;
         let st = get_status_at(m, request)?;
         *flag = st.is_some() as c_int;
         if let Some(st) = st {
@@ -673,15 +662,15 @@ fn get_status_at(m: &Mpi, h: MPI_Request) -> Result<Option<MPI_Status>, Fail> {
 }
 
 mpi_fn! {
-    fn MPI_Request_get_status_all(n: c_int, requests: *const MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) {
+    safe fn MPI_Request_get_status_all(n: c_int, requests: In<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
-        let reqs = crate::boundary::slice(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let flag = out(flag, "flag")?;
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+        let flag = flag.place("flag")?;
         let got = reqs.iter().map(|h| get_status_at(m, *h)).collect::<Result<Vec<_>, _>>()?;
         *flag = got.iter().all(Option::is_some) as c_int;
         if *flag == 1 {
             for (i, st) in got.into_iter().enumerate() {
-                out_opt(nth(statuses, i), st.unwrap_or_default());
+                statuses.nth(i).set_if_given(st.unwrap_or_default());
             }
         }
         Ok(())
@@ -689,10 +678,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Request_get_status_any(n: c_int, requests: *const MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+    safe fn MPI_Request_get_status_any(n: c_int, requests: In<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
-        let reqs = crate::boundary::slice(requests, count(n as i64, "count")? as usize, "array_of_requests")?;
-        let (index, flag) = (out(index, "index")?, out(flag, "flag")?);
+        let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+        let (index, flag) = (index.place("index")?, flag.place("flag")?);
         let live = active(m, reqs);
         *index = MPI_UNDEFINED;
         if live.is_empty() {
@@ -714,10 +703,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Request_get_status_some(incount: c_int, requests: *const MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) {
+    safe fn MPI_Request_get_status_some(incount: c_int, requests: In<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
-        let reqs = crate::boundary::slice(requests, count(incount as i64, "count")? as usize, "array_of_requests")?;
-        let outcount = out(outcount, "outcount")?;
+        let reqs = requests.slice(count(incount as i64, "count")? as usize, "array_of_requests")?;
+        let outcount = outcount.place("outcount")?;
         let live = active(m, reqs);
         if live.is_empty() {
             *outcount = MPI_UNDEFINED;
@@ -730,10 +719,10 @@ mpi_fn! {
             }
         }
         *outcount = done.len() as c_int;
-        let idx = slice_mut(indices, done.len(), "array_of_indices")?;
+        let idx = indices.slice(done.len(), "array_of_indices")?;
         for (k, (i, st)) in done.into_iter().enumerate() {
             idx[k] = i as c_int;
-            out_opt(nth(statuses, k), st);
+            statuses.nth(k).set_if_given(st);
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use std::os::raw::c_int;
 use pontoon::Status;
 
 use crate::abi::*;
+use crate::cargs::{In, Out};
 use crate::fail::{Fail, Res};
 
 pub fn status_of(st: &Status) -> MPI_Status {
@@ -22,13 +23,9 @@ pub fn status_of(st: &Status) -> MPI_Status {
 /// that field, and only when they fail with MPI_ERR_IN_STATUS (MPI-4.1 §3.2.5). The
 /// empty status (of a null or inactive request, a send, a collective) is defined whole,
 /// error MPI_SUCCESS included (§3.7.3), and written whole.
-///
-/// # Safety
-/// `p` is null or valid for writes.
-pub unsafe fn put_status(p: *mut MPI_Status, v: MPI_Status) {
+pub fn put_status(p: Out<MPI_Status>, v: MPI_Status) {
     let empty = v.MPI_SOURCE == MPI_ANY_SOURCE && v.MPI_TAG == MPI_ANY_TAG;
-    // SAFETY: as documented.
-    if let Some(r) = unsafe { p.as_mut() } {
+    if let Some(r) = p.given() {
         let error = if empty { v.MPI_ERROR } else { r.MPI_ERROR };
         *r = MPI_Status {
             MPI_ERROR: error,
@@ -69,11 +66,10 @@ pub fn set_cancelled(s: &mut MPI_Status, yes: bool) {
 }
 
 /// Fills the status of a finished receive; a truncation still reports what arrived.
-pub unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) -> Res {
+pub unsafe fn finish_recv(st: pontoon::Result<Status>, status: Out<MPI_Status>) -> Res {
     match st {
         Ok(st) => {
-            // SAFETY: the caller's optional status.
-            unsafe { put_status(status, status_of(&st)) };
+            put_status(status, status_of(&st));
             Ok(())
         }
         Err(pontoon::Error::Truncated {
@@ -86,8 +82,7 @@ pub unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) 
                 tag,
                 bytes: count,
             };
-            // SAFETY: as above.
-            unsafe { put_status(status, status_of(&st)) };
+            put_status(status, status_of(&st));
             Err(pontoon::Error::Truncated {
                 source_rank,
                 tag,
@@ -100,10 +95,8 @@ pub unsafe fn finish_recv(st: pontoon::Result<Status>, status: *mut MPI_Status) 
 }
 
 /// The status argument of a status query.
-///
-/// # Safety
-/// `status` is null or points to a status.
-pub unsafe fn status_arg<'a>(status: *const MPI_Status) -> Result<&'a MPI_Status, Fail> {
-    // SAFETY: as documented.
-    unsafe { status.as_ref() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))
+pub fn status_arg<'a>(status: In<MPI_Status>) -> Result<&'a MPI_Status, Fail> {
+    status
+        .given()
+        .ok_or_else(|| Fail::new(MPI_ERR_ARG, "`status` is NULL"))
 }

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use pontoon::{Cart, Topology};
 
 use crate::abi::*;
-use crate::boundary::{fail, out, slice, slice_mut, Fail};
-use crate::cargs::Out;
+use crate::boundary::{fail, slice_mut, Fail};
+use crate::cargs::{In, Out};
 use crate::comms::publish;
 use crate::mpi_fn;
 use crate::state::mpi;
@@ -23,32 +23,22 @@ fn cart_of(comm: MPI_Comm) -> Result<Cart, Fail> {
 }
 
 /// `ndims` entries of a C array (none for 0 dimensions, where the pointer may be null).
-///
-/// # Safety
-/// `p` holds `ndims` entries when `ndims` > 0.
-unsafe fn dims_arg<'a>(p: *const c_int, ndims: c_int, what: &str) -> Result<&'a [c_int], Fail> {
+fn dims_arg<'a>(p: In<c_int>, ndims: c_int, what: &str) -> Result<&'a [c_int], Fail> {
     let n =
         usize::try_from(ndims).map_err(|_| Fail::new(MPI_ERR_DIMS, format!("ndims {ndims} is negative")))?;
-    // SAFETY: as documented.
-    unsafe { slice(p, n, what) }
+    p.slice(n, what)
 }
 
 /// A grid's `dims` and `periods` arguments.
-///
-/// # Safety
-/// Both arrays hold `ndims` entries.
-unsafe fn grid_args<'a>(
+fn grid_args<'a>(
     ndims: c_int,
-    dims: *const c_int,
-    periods: *const c_int,
+    dims: In<c_int>,
+    periods: In<c_int>,
 ) -> Result<(&'a [c_int], Vec<bool>), Fail> {
-    // SAFETY: as documented.
-    let (dims, periods) = unsafe {
-        (
-            dims_arg(dims, ndims, "dims")?,
-            dims_arg(periods, ndims, "periods")?,
-        )
-    };
+    let (dims, periods) = (
+        dims_arg(dims, ndims, "dims")?,
+        dims_arg(periods, ndims, "periods")?,
+    );
     Ok((dims, periods.iter().map(|p| *p != 0).collect()))
 }
 
@@ -63,10 +53,10 @@ fn place(rank: u32, n: u32) -> c_int {
 }
 
 mpi_fn! {
-    fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) on comm_old {
+    safe fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, reorder: c_int, comm_cart: Out<MPI_Comm>) on comm_old {
         let _ = reorder; // ranks keep their order: MPI allows it
         let m = mpi()?;
-        let newcomm = out(comm_cart, "comm_cart")?;
+        let newcomm = comm_cart.place("comm_cart")?;
         let (dims, periods) = grid_args(ndims, dims, periods)?;
         let made = m.comm(comm_old)?.cart_create(dims, &periods)?;
         publish(m, comm_old, made, newcomm)
@@ -81,17 +71,17 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) on comm {
+    safe fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: Out<c_int>, periods: Out<c_int>, coords: Out<c_int>) on comm {
         let g = cart_of(comm)?;
         let n = g.dims().len().min(usize::try_from(maxdims).unwrap_or(0));
         let here = g.coords(mpi()?.comm(comm)?.rank())?;
-        for (i, d) in slice_mut(dims, n, "dims")?.iter_mut().enumerate() {
+        for (i, d) in dims.slice(n, "dims")?.iter_mut().enumerate() {
             *d = g.dims()[i] as c_int;
         }
-        for (i, p) in slice_mut(periods, n, "periods")?.iter_mut().enumerate() {
+        for (i, p) in periods.slice(n, "periods")?.iter_mut().enumerate() {
             *p = g.periods()[i] as c_int;
         }
-        for (i, c) in slice_mut(coords, n, "coords")?.iter_mut().enumerate() {
+        for (i, c) in coords.slice(n, "coords")?.iter_mut().enumerate() {
             *c = here[i] as c_int;
         }
         Ok(())
@@ -99,23 +89,23 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) on comm {
+    safe fn MPI_Cart_rank(comm: MPI_Comm, coords: In<c_int>, rank: Out<c_int>) on comm {
         let g = cart_of(comm)?;
-        let coords = slice(coords, g.dims().len(), "coords")?;
-        *out(rank, "rank")? = g.rank(coords).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))? as c_int;
+        let coords = coords.slice(g.dims().len(), "coords")?;
+        *rank.place("rank")? = g.rank(coords).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))? as c_int;
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) on comm {
+    safe fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: Out<c_int>) on comm {
         let g = cart_of(comm)?;
         let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
         let here = g.coords(r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
         if usize::try_from(maxdims).unwrap_or(0) < here.len() {
             return fail(MPI_ERR_ARG, format!("maxdims {maxdims} is below the grid's {} dimensions", here.len()));
         }
-        for (c, v) in slice_mut(coords, here.len(), "coords")?.iter_mut().zip(here) {
+        for (c, v) in coords.slice(here.len(), "coords")?.iter_mut().zip(here) {
             *c = v as c_int;
         }
         Ok(())
@@ -136,11 +126,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, newcomm: *mut MPI_Comm) on comm {
+    safe fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: In<c_int>, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let g = cart_of(comm)?;
-        let newcomm = out(newcomm, "newcomm")?;
-        let keep: Vec<bool> = slice(remain_dims, g.dims().len(), "remain_dims")?.iter().map(|k| *k != 0).collect();
+        let newcomm = newcomm.place("newcomm")?;
+        let keep: Vec<bool> = remain_dims.slice(g.dims().len(), "remain_dims")?.iter().map(|k| *k != 0).collect();
         let made = m.comm(comm)?.cart_sub(&keep)?;
         publish(m, comm, Some(made), newcomm)
     }
@@ -149,10 +139,10 @@ mpi_fn! {
 mpi_fn! {
     /// Without reordering, a rank's place in the grid is its rank; ranks beyond the
     /// grid get MPI_UNDEFINED.
-    fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) on comm {
+    safe fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, newrank: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let (dims, periods) = grid_args(ndims, dims, periods)?;
-        *out(newrank, "newrank")? = place(c.rank(), Cart::new(dims, &periods)?.size());
+        *newrank.place("newrank")? = place(c.rank(), Cart::new(dims, &periods)?.size());
         Ok(())
     }
 }
@@ -271,11 +261,11 @@ fn root(n: i64, k: usize) -> i64 {
 }
 
 mpi_fn! {
-    fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) {
+    safe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: Out<c_int>) {
         if ndims < 0 {
             return fail(MPI_ERR_DIMS, format!("ndims {ndims} is negative"));
         }
-        dims_create(nnodes, slice_mut(dims, ndims as usize, "dims")?)
+        dims_create(nnodes, dims.slice(ndims as usize, "dims")?)
     }
 }
 
@@ -362,19 +352,14 @@ fn topology_of(comm: MPI_Comm) -> Result<Rc<Topology>, Fail> {
 }
 
 /// A graph's `index` and `edges` arrays (`nnodes` entries, then as many as the last index).
-///
-/// # Safety
-/// The arrays hold what `nnodes` and the index say.
-unsafe fn graph_args<'a>(
+fn graph_args<'a>(
     nnodes: c_int,
-    index: *const c_int,
-    edges: *const c_int,
+    index: In<c_int>,
+    edges: In<c_int>,
 ) -> Result<(&'a [c_int], &'a [c_int]), Fail> {
-    // SAFETY: as documented.
-    let index = unsafe { dims_arg(index, nnodes, "index")? };
+    let index = dims_arg(index, nnodes, "index")?;
     let nedges = index.last().copied().unwrap_or(0).max(0) as usize;
-    // SAFETY: as documented.
-    Ok((index, unsafe { slice(edges, nedges, "edges")? }))
+    Ok((index, edges.slice(nedges, "edges")?))
 }
 
 /// `f` of the `index` and `edges` of a graph communicator.
@@ -393,10 +378,10 @@ fn graph_neighbors(comm: MPI_Comm, rank: c_int) -> Result<Vec<u32>, Fail> {
 }
 
 mpi_fn! {
-    fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) on comm_old {
+    safe fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, reorder: c_int, comm_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
-        let newcomm = out(comm_graph, "comm_graph")?;
+        let newcomm = comm_graph.place("comm_graph")?;
         let (index, edges) = graph_args(nnodes, index, edges)?;
         let made = m.comm(comm_old)?.graph_create(index, edges)?;
         publish(m, comm_old, made, newcomm)
@@ -413,14 +398,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) on comm {
+    safe fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: Out<c_int>, edges: Out<c_int>) on comm {
         with_graph(comm, |gi, ge| {
             let ni = gi.len().min(usize::try_from(maxindex).unwrap_or(0));
             let ne = ge.len().min(usize::try_from(maxedges).unwrap_or(0));
-            for (d, v) in slice_mut(index, ni, "index")?.iter_mut().zip(gi) {
+            for (d, v) in index.slice(ni, "index")?.iter_mut().zip(gi) {
                 *d = *v as c_int;
             }
-            for (d, v) in slice_mut(edges, ne, "edges")?.iter_mut().zip(ge) {
+            for (d, v) in edges.slice(ne, "edges")?.iter_mut().zip(ge) {
                 *d = *v as c_int;
             }
             Ok(())
@@ -436,10 +421,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm {
+    safe fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: Out<c_int>) on comm {
         let n = graph_neighbors(comm, rank)?;
         let k = n.len().min(usize::try_from(maxneighbors).unwrap_or(0));
-        for (d, v) in slice_mut(neighbors, k, "neighbors")?.iter_mut().zip(n) {
+        for (d, v) in neighbors.slice(k, "neighbors")?.iter_mut().zip(n) {
             *d = v as c_int;
         }
         Ok(())
@@ -449,11 +434,11 @@ mpi_fn! {
 mpi_fn! {
     /// Without reordering, a rank's place in the graph is its rank; ranks beyond it get
     /// MPI_UNDEFINED.
-    fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) on comm {
+    safe fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, newrank: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let (index, edges) = graph_args(nnodes, index, edges)?;
         Topology::graph(index, edges)?;
-        *out(newrank, "newrank")? = place(c.rank(), index.len() as u32);
+        *newrank.place("newrank")? = place(c.rank(), index.len() as u32);
         Ok(())
     }
 }
@@ -468,26 +453,22 @@ fn ranks(v: &[c_int]) -> Result<Vec<u32>, Fail> {
 }
 
 /// Edge weights: `None` for MPI_UNWEIGHTED; MPI_WEIGHTS_EMPTY (or no edges) is none.
-///
-/// # Safety
-/// A real weights array holds `n` entries.
-unsafe fn weights(p: *const c_int, n: usize) -> Result<Option<Vec<i32>>, Fail> {
-    if p as usize == MPI_UNWEIGHTED {
+fn weights(p: In<c_int>, n: usize) -> Result<Option<Vec<i32>>, Fail> {
+    if p.addr() == MPI_UNWEIGHTED {
         return Ok(None);
     }
-    if p as usize == MPI_WEIGHTS_EMPTY || n == 0 {
+    if p.addr() == MPI_WEIGHTS_EMPTY || n == 0 {
         return Ok(Some(Vec::new()));
     }
-    // SAFETY: as documented.
-    Ok(Some(unsafe { slice(p, n, "weights")? }.to_vec()))
+    Ok(Some(p.slice(n, "weights")?.to_vec()))
 }
 
 mpi_fn! {
-    fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) on comm_old {
+    safe fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: In<c_int>, sourceweights: In<c_int>, outdegree: c_int, destinations: In<c_int>, destweights: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
         crate::info::accepted(info)?;
-        let newcomm = out(comm_dist_graph, "comm_dist_graph")?;
+        let newcomm = comm_dist_graph.place("comm_dist_graph")?;
         let src = ranks(dims_arg(sources, indegree, "sources")?)?;
         let dst = ranks(dims_arg(destinations, outdegree, "destinations")?)?;
         let w = match (weights(sourceweights, src.len())?, weights(destweights, dst.len())?) {
@@ -500,15 +481,15 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) on comm_old {
+    safe fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, sources: In<c_int>, degrees: In<c_int>, destinations: In<c_int>, weights_: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
         crate::info::accepted(info)?;
-        let newcomm = out(comm_dist_graph, "comm_dist_graph")?;
+        let newcomm = comm_dist_graph.place("comm_dist_graph")?;
         let src = ranks(dims_arg(sources, n, "sources")?)?;
         let deg = dims_arg(degrees, n, "degrees")?;
         let total: usize = deg.iter().map(|d| (*d).max(0) as usize).sum();
-        let dst = ranks(slice(destinations, total, "destinations")?)?;
+        let dst = ranks(destinations.slice(total, "destinations")?)?;
         let w = weights(weights_, total)?;
         let mut edges = Vec::with_capacity(total);
         let mut at = 0;

@@ -216,12 +216,12 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    fn MPI_Pack_size | MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut Count) on comm {
+    safe fn MPI_Pack_size | MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm, size: Out<Count>) on comm {
         let incount = incount.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let n = count(incount, "incount")? * m.datatype(datatype)?.size();
-        *out(size, "size")? = fit(n, "the packed size")?;
+        *size.place("size")? = fit(n, "the packed size")?;
         Ok(())
     }
 }

@@ -7,8 +7,8 @@ use std::os::raw::c_int;
 use pontoon::{Datatype, Op};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit_signed, out, put_c_string, slice, Fail, Res, Wide};
-use crate::cargs::Out;
+use crate::boundary::{count, fail, fit_signed, out, Fail, Res, Wide};
+use crate::cargs::{In, Out};
 use crate::state::{mpi, Contents, TypeArg};
 use crate::state::{predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
 use crate::{mpi_fn, mpi_fn_c};
@@ -86,13 +86,11 @@ pub(crate) fn contents_with(
 pub(crate) fn new_type(
     made: pontoon::Result<Datatype>,
     how: Rc<Contents>,
-    newtype: *mut MPI_Datatype,
+    newtype: Out<MPI_Datatype>,
 ) -> Res {
     let dt = made.map_err(|e| Fail::new(MPI_ERR_TYPE, e.to_string()))?;
     let h = mpi()?.add_type(dt, how)?;
-    // SAFETY: the caller's output pointer, checked by `out`.
-    *unsafe { out(newtype, "newtype") }? = h;
-    Ok(())
+    newtype.set("newtype", h)
 }
 
 fn counts<N: Wide>(v: &[N], what: &str) -> Result<Vec<u64>, Fail> {
@@ -104,33 +102,33 @@ pub(crate) fn wide<N: Wide>(v: &[N]) -> Vec<i64> {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_size | MPI_Type_size_c | MPI_Type_size_x(datatype: MPI_Datatype, size: *mut Count) {
+    safe fn MPI_Type_size | MPI_Type_size_c | MPI_Type_size_x(datatype: MPI_Datatype, size: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
-        *out(size, "size")? = Count::try_from(dt.size()).unwrap_or(Count::from(MPI_UNDEFINED));
+        *size.place("size")? = Count::try_from(dt.size()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Type_get_extent | MPI_Type_get_extent_c | MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: *mut AintCount, extent: *mut AintCount) {
+    safe fn MPI_Type_get_extent | MPI_Type_get_extent_c | MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: Out<AintCount>, extent: Out<AintCount>) {
         let (l, e) = mpi()?.datatype(datatype)?.extent();
-        *out(lb, "lb")? = fit_signed(l, "lb")?;
-        *out(extent, "extent")? = fit_signed(e, "extent")?;
+        *lb.place("lb")? = fit_signed(l, "lb")?;
+        *extent.place("extent")? = fit_signed(e, "extent")?;
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c | MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut AintCount, true_extent: *mut AintCount) {
+    safe fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c | MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: Out<AintCount>, true_extent: Out<AintCount>) {
         let (l, e) = mpi()?.datatype(datatype)?.true_extent();
-        *out(true_lb, "true_lb")? = fit_signed(l, "true_lb")?;
-        *out(true_extent, "true_extent")? = fit_signed(e, "true_extent")?;
+        *true_lb.place("true_lb")? = fit_signed(l, "true_lb")?;
+        *true_extent.place("true_extent")? = fit_signed(e, "true_extent")?;
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Type_contiguous | MPI_Type_contiguous_c(n: Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_contiguous | MPI_Type_contiguous_c(n: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let how = record(LARGE, COMBINER_CONTIGUOUS, &[n], &[], &[oldtype])?;
@@ -139,7 +137,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_vector | MPI_Type_vector_c(n: Count, blocklength: Count, stride: Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_vector | MPI_Type_vector_c(n: Count, blocklength: Count, stride: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
         let made = old.vector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
@@ -148,7 +146,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_hvector | MPI_Type_create_hvector_c(n: Count, blocklength: Count, stride: AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_hvector | MPI_Type_create_hvector_c(n: Count, blocklength: Count, stride: AintCount, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
         let made = old.hvector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
@@ -157,11 +155,11 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_indexed | MPI_Type_indexed_c(n: Count, blocklengths: *const Count, displacements: *const Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_indexed | MPI_Type_indexed_c(n: Count, blocklengths: In<Count>, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
-        let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
+        let (bl, ds) = (blocklengths.slice(k, "array_of_blocklengths")?, displacements.slice(k, "array_of_displacements")?);
         let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
         let how = record(LARGE, COMBINER_INDEXED, &[&[n][..], &wide(bl), &displs].concat(), &[], &[oldtype])?;
         new_type(old.indexed(&lens, &displs), how, newtype)
@@ -169,11 +167,11 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_hindexed | MPI_Type_create_hindexed_c(n: Count, blocklengths: *const Count, displacements: *const AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_hindexed | MPI_Type_create_hindexed_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
-        let (bl, ds) = (slice(blocklengths, k, "array_of_blocklengths")?, slice(displacements, k, "array_of_displacements")?);
+        let (bl, ds) = (blocklengths.slice(k, "array_of_blocklengths")?, displacements.slice(k, "array_of_displacements")?);
         let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
         let how = record(LARGE, COMBINER_HINDEXED, &[&[n][..], &wide(bl)].concat(), &displs, &[oldtype])?;
         new_type(old.hindexed(&lens, &displs), how, newtype)
@@ -181,36 +179,36 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_indexed_block | MPI_Type_create_indexed_block_c(n: Count, blocklength: Count, displacements: *const Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_indexed_block | MPI_Type_create_indexed_block_c(n: Count, blocklength: Count, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
-        let displs = wide(slice(displacements, k, "array_of_displacements")?);
+        let displs = wide(displacements.slice(k, "array_of_displacements")?);
         let how = record(LARGE, COMBINER_INDEXED_BLOCK, &[&[n, blocklength][..], &displs].concat(), &[], &[oldtype])?;
         new_type(old.indexed_block(count(blocklength, "blocklength")?, &displs), how, newtype)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_hindexed_block | MPI_Type_create_hindexed_block_c(n: Count, blocklength: Count, displacements: *const AintCount, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_hindexed_block | MPI_Type_create_hindexed_block_c(n: Count, blocklength: Count, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
-        let displs = wide(slice(displacements, k, "array_of_displacements")?);
+        let displs = wide(displacements.slice(k, "array_of_displacements")?);
         let how = record(LARGE, COMBINER_HINDEXED_BLOCK, &[n, blocklength], &displs, &[oldtype])?;
         new_type(old.hindexed_block(count(blocklength, "blocklength")?, &displs), how, newtype)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_struct | MPI_Type_create_struct_c(n: Count, blocklengths: *const Count, displacements: *const AintCount, types: *const MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_struct | MPI_Type_create_struct_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, types: In<MPI_Datatype>, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let m = mpi()?;
         let k = count(n, "count")? as usize;
         let (bl, ds, th) = (
-            slice(blocklengths, k, "array_of_blocklengths")?,
-            slice(displacements, k, "array_of_displacements")?,
-            slice(types, k, "array_of_types")?,
+            blocklengths.slice(k, "array_of_blocklengths")?,
+            displacements.slice(k, "array_of_displacements")?,
+            types.slice(k, "array_of_types")?,
         );
         let (lens, displs) = (counts(bl, "blocklength")?, wide(ds));
         let types = th.iter().map(|t| m.datatype(*t)).collect::<Result<Vec<_>, _>>()?;
@@ -220,7 +218,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_resized | MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: AintCount, extent: AintCount, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_resized | MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: AintCount, extent: AintCount, newtype: Out<MPI_Datatype>) {
         let (lb, extent) = (lb.wide(), extent.wide());
         let old = mpi()?.datatype(oldtype)?;
         let how = record(LARGE, COMBINER_RESIZED, &[], &[lb, extent], &[oldtype])?;
@@ -229,10 +227,11 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let m = mpi()?;
         let old = m.datatype(oldtype)?;
         new_type(Ok(old.dup()), contents(COMBINER_DUP, vec![], vec![], &[oldtype])?, newtype)?;
+        let newtype = newtype.place("newtype")?;
         // A duplicate of a committed type is committed.
         let committed = oldtype < DATATYPE_FIRST + DATATYPE_SPAN
             || m.types.borrow().get(oldtype).is_some_and(|e| e.committed);
@@ -277,10 +276,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
+    safe fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: Out<c_char>, resultlen: Out<c_int>) {
         let m = mpi()?;
         if datatype == MPI_DATATYPE_NULL {
-            return put_c_string(type_name, MPI_MAX_OBJECT_NAME, "MPI_DATATYPE_NULL", resultlen);
+            return type_name.put_str(MPI_MAX_OBJECT_NAME, "MPI_DATATYPE_NULL", &resultlen);
         }
         m.datatype(datatype)?;
         let renamed = PREDEFINED_RENAMED.with(|r| r.borrow().get(&datatype).cloned());
@@ -289,7 +288,7 @@ mpi_fn! {
             (None, Some(n)) => n.to_string(),
             (None, None) => m.types.borrow().get(datatype).map(|e| e.name.clone()).unwrap_or_default(),
         };
-        put_c_string(type_name, MPI_MAX_OBJECT_NAME, &name, resultlen)
+        type_name.put_str(MPI_MAX_OBJECT_NAME, &name, &resultlen)
     }
 }
 
@@ -390,13 +389,13 @@ fn subarray(
 }
 
 mpi_fn_c! {
-    fn MPI_Type_create_subarray | MPI_Type_create_subarray_c(ndims: c_int, sizes: *const Count, subsizes: *const Count, starts: *const Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_subarray | MPI_Type_create_subarray_c(ndims: c_int, sizes: In<Count>, subsizes: In<Count>, starts: In<Count>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         if n == 0 {
             return fail(MPI_ERR_DIMS, "ndims must be at least 1");
         }
-        let (sz, sub, st) = (wide(slice(sizes, n, "sizes")?), wide(slice(subsizes, n, "subsizes")?), wide(slice(starts, n, "starts")?));
+        let (sz, sub, st) = (wide(sizes.slice(n, "sizes")?), wide(subsizes.slice(n, "subsizes")?), wide(starts.slice(n, "starts")?));
         for i in 0..n {
             if sz[i] < 1 || sub[i] < 1 || sub[i] > sz[i] || st[i] < 0 || st[i] > sz[i] - sub[i] {
                 return fail(MPI_ERR_ARG, format!("dimension {i}: size {}, subsize {}, start {} do not describe a subarray", sz[i], sub[i], st[i]));
