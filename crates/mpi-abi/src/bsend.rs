@@ -227,7 +227,7 @@ mpi_fn_c! {
         send_args(n, datatype, dest, tag, comm)?;
         // SAFETY: the program keeps the buffer valid while the request exists.
         crate::requests::persistent(
-            request,
+            Out::from_raw(request),
             Box::new(move || unsafe { bsend(buf, n, datatype, dest, tag, comm) }.map(buffered_entry)),
         )
     }

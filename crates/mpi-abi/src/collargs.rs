@@ -2,14 +2,14 @@
 //! intercommunicator) decodes from its C arguments the same way: the root, MPI_IN_PLACE,
 //! which counts are significant, and the per-rank pieces of the `v` and `w` forms.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::{Comm, Datatype, Rank};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, slice, Fail, Res, Wide};
-use crate::buffers::{data, data_mut};
+use crate::boundary::{count, fail, Fail, Res, Wide};
+use crate::buffers::{RecvBuf, SendBuf};
+use crate::cargs::In;
 use crate::state::{mpi, Mpi};
 
 /// A root argument, checked against the communicator.
@@ -29,11 +29,6 @@ pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
         );
     }
     Ok(root as Rank)
-}
-
-/// Whether a buffer argument is `MPI_IN_PLACE`.
-pub(crate) fn in_place(p: *const c_void) -> bool {
-    p as usize == MPI_IN_PLACE
 }
 
 /// The send and receive counts, each checked only where the standard makes it
@@ -80,19 +75,19 @@ impl Blocks {
         m: &Mpi,
         c: &Comm,
         which: Which,
-        (sendbuf, sendcount, sendtype): Side<*const c_void>,
-        (recvbuf, recvcount, recvtype): Side<*const c_void>,
+        (sendbuf, sendcount, sendtype): Side<SendBuf>,
+        (recvbuf, recvcount, recvtype): Side<RecvBuf>,
         root: Option<c_int>,
     ) -> Result<Blocks, Fail> {
         let root = root.map(|r| root_rank(c, r)).transpose()?;
         let at_root = root.is_none_or(|r| r == c.rank());
         let (ip, send_here, recv_here) = match which {
             Which::Scatter => {
-                let ip = in_place(recvbuf);
+                let ip = recvbuf.in_place();
                 (ip, root == Some(c.rank()), !ip)
             }
             _ => {
-                let ip = in_place(sendbuf);
+                let ip = sendbuf.in_place();
                 (ip, !ip, at_root)
             }
         };
@@ -139,63 +134,70 @@ impl Blocks {
     }
 }
 
+/// A buffer argument pieces are read from (a receive buffer is written to as well).
+pub(crate) trait PieceBase: Copy {
+    fn read(&self) -> SendBuf;
+}
+
+impl PieceBase for SendBuf {
+    fn read(&self) -> SendBuf {
+        *self
+    }
+}
+
+impl PieceBase for RecvBuf {
+    fn read(&self) -> SendBuf {
+        self.as_send()
+    }
+}
+
 /// Pieces of a C buffer, one per rank: `(count, byte displacement, datatype)`.
-pub(crate) struct Pieces {
-    base: *mut c_void,
+pub(crate) struct Pieces<B> {
+    base: B,
     list: Vec<(u64, i64, Datatype)>,
 }
 
-impl Pieces {
+impl<B: PieceBase> Pieces<B> {
     /// `counts[i]` elements of `dt` at element displacement `displs[i]` (in extents).
-    pub(crate) unsafe fn uniform<C: Wide, D: Wide>(
+    pub(crate) fn uniform<C: Wide, D: Wide>(
         m: &Mpi,
-        base: *const c_void,
+        base: B,
         n: usize,
-        counts: *const C,
-        displs: *const D,
+        counts: In<C>,
+        displs: In<D>,
         dt: MPI_Datatype,
-    ) -> Result<Pieces, Fail> {
+    ) -> Result<Pieces<B>, Fail> {
         let dt = m.committed(dt)?;
         let ext = dt.extent().1;
-        // SAFETY: the caller's arrays of one entry per rank.
-        let (c, d) = unsafe { (slice(counts, n, "counts")?, slice(displs, n, "displs")?) };
+        let (c, d) = (counts.slice(n, "counts")?, displs.slice(n, "displs")?);
         let list = c
             .iter()
             .zip(d)
             .map(|(c, d)| Ok((count(c.wide(), "count")?, d.wide() * ext, dt.clone())))
             .collect::<Result<_, Fail>>()?;
-        Ok(Pieces {
-            base: base as *mut c_void,
-            list,
-        })
+        Ok(Pieces { base, list })
     }
 
     /// Alltoallw's form: a datatype per piece, displacements in bytes (`int`, or
     /// `MPI_Aint` for the neighbourhood form).
-    pub(crate) unsafe fn typed<C: Wide, D: Wide>(
+    pub(crate) fn typed<C: Wide, D: Wide>(
         m: &Mpi,
-        base: *const c_void,
+        base: B,
         n: usize,
-        counts: *const C,
-        displs: *const D,
-        types: *const MPI_Datatype,
-    ) -> Result<Pieces, Fail> {
-        // SAFETY: the caller's arrays of one entry per rank.
-        let (c, d, t) = unsafe {
-            (
-                slice(counts, n, "counts")?,
-                slice(displs, n, "displs")?,
-                slice(types, n, "types")?,
-            )
-        };
+        counts: In<C>,
+        displs: In<D>,
+        types: In<MPI_Datatype>,
+    ) -> Result<Pieces<B>, Fail> {
+        let (c, d, t) = (
+            counts.slice(n, "counts")?,
+            displs.slice(n, "displs")?,
+            types.slice(n, "types")?,
+        );
         let mut list = Vec::with_capacity(n);
         for i in 0..n {
             list.push((count(c[i].wide(), "count")?, d[i].wide(), m.committed(t[i])?));
         }
-        Ok(Pieces {
-            base: base as *mut c_void,
-            list,
-        })
+        Ok(Pieces { base, list })
     }
 
     pub(crate) fn counts(&self) -> Vec<usize> {
@@ -222,27 +224,21 @@ impl Pieces {
         self.counts().iter().sum()
     }
 
-    fn at(&self, disp: i64) -> *mut c_void {
-        (self.base as *mut u8).wrapping_offset(disp as isize) as *mut c_void
-    }
-
-    /// # Safety
-    /// The pieces lie in the caller's memory, as MPI requires.
-    pub(crate) unsafe fn pack(&self) -> Result<Vec<u8>, Fail> {
+    /// The pieces, packed back to back.
+    pub(crate) fn pack(&self) -> Result<Vec<u8>, Fail> {
         let mut out = Vec::with_capacity(self.total());
         for (c, d, t) in &self.list {
-            // SAFETY: as documented.
-            out.extend_from_slice(&unsafe { data(self.at(*d), *c, t)? }.packed()?);
+            out.extend_from_slice(&self.base.read().offset(*d).data(*c, t)?.packed()?);
         }
         Ok(out)
     }
+}
 
-    /// # Safety
-    /// As [`Pieces::pack`], for writing.
-    pub(crate) unsafe fn unpack(&self, packed: &[u8]) -> Res {
+impl Pieces<RecvBuf> {
+    /// Unpacks `packed` (the pieces back to back) into them.
+    pub(crate) fn unpack(&self, packed: &[u8]) -> Res {
         for ((c, d, t), off) in self.list.iter().zip(self.offsets()) {
-            // SAFETY: as documented.
-            let dst = unsafe { data_mut(self.at(*d), *c, t)? };
+            let dst = self.base.offset(*d).data_mut(*c, t)?;
             let n = (*c * t.size()) as usize;
             t.unpack(*c, &packed[off..off + n], dst.bytes, dst.origin)?;
         }
@@ -252,12 +248,10 @@ impl Pieces {
 
 /// The per-rank counts of a reduce_scatter.
 ///
-/// # Safety
-/// `recvcounts` holds one entry per rank of `comm`.
-pub(crate) unsafe fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: *const C) -> Result<Vec<u64>, Fail> {
+pub(crate) fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: In<C>) -> Result<Vec<u64>, Fail> {
     let p = mpi()?.comm(comm)?.size() as usize;
-    // SAFETY: as documented.
-    unsafe { slice(recvcounts, p, "recvcounts")? }
+    recvcounts
+        .slice(p, "recvcounts")?
         .iter()
         .map(|n| count(n.wide(), "recvcounts"))
         .collect()

@@ -7,7 +7,6 @@
 //! and says what is wrong. MPI_Bcast of such a datatype, and MPI_Allreduce of a
 //! predefined operation on one, skip the same handling on their way to the collective.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::Rank;
@@ -15,6 +14,7 @@ use pontoon::Rank;
 use crate::abi::*;
 use crate::args::recv_tag;
 use crate::boundary::Res;
+use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::Out;
 use crate::state::{try_mpi, Mpi};
 use crate::statuses::finish_recv;
@@ -24,26 +24,22 @@ const SMALL: u64 = pontoon::for_c::NOW_MAX as u64;
 
 /// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
 /// predefined and gapless and the message small.
-fn small_len(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Option<usize> {
-    dense_len(m, buf, n, datatype).filter(|&len| len as u64 <= SMALL)
+fn small_len(m: &Mpi, n: i64, datatype: MPI_Datatype) -> Option<usize> {
+    dense_len(m, n, datatype).filter(|&len| len as u64 <= SMALL)
 }
 
-/// The length in bytes of `n` elements of `datatype` at `buf`, if the type is
-/// predefined and gapless (its packed form is the memory itself).
-fn dense_len(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Option<usize> {
+/// The length in bytes of `n` elements of `datatype`, if the type is predefined and
+/// gapless (its packed form is the memory itself).
+fn dense_len(m: &Mpi, n: i64, datatype: MPI_Datatype) -> Option<usize> {
     let slot = datatype.checked_sub(DATATYPE_FIRST)?;
     let size = (*m.dense_sizes.get(slot)?)?;
-    let len = usize::try_from(u64::try_from(n).ok()?.checked_mul(size)?).ok()?;
-    (len == 0 || !buf.is_null()).then_some(len)
+    usize::try_from(u64::try_from(n).ok()?.checked_mul(size)?).ok()
 }
 
 /// MPI_Send's immediate path.
-///
-/// # Safety
-/// As MPI_Send.
 #[inline(always)]
-pub unsafe fn send(
-    buf: *const c_void,
+pub fn send(
+    buf: SendBuf,
     n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -51,12 +47,7 @@ pub unsafe fn send(
     comm: MPI_Comm,
 ) -> Option<Res> {
     let m = try_mpi()?;
-    let len = small_len(m, buf, n, datatype)?;
-    let data = match len {
-        0 => &[][..],
-        // SAFETY: `len` bytes of the caller's buffer (not null), per the MPI contract.
-        len => unsafe { std::slice::from_raw_parts(buf as *const u8, len) },
-    };
+    let data = buf.bytes(small_len(m, n, datatype)?)?;
     if tag < 0 || dest < 0 {
         return None;
     }
@@ -71,13 +62,10 @@ pub unsafe fn send(
 }
 
 /// MPI_Recv's immediate path.
-///
-/// # Safety
-/// As MPI_Recv.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub unsafe fn recv(
-    buf: *mut c_void,
+pub fn recv(
+    buf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     source: c_int,
@@ -86,7 +74,7 @@ pub unsafe fn recv(
     status: Out<MPI_Status>,
 ) -> Option<Res> {
     let m = try_mpi()?;
-    let len = small_len(m, buf, n, datatype)?;
+    let len = small_len(m, n, datatype)?;
     let tag = recv_tag(tag).ok()?;
     if source < 0 {
         return None;
@@ -96,15 +84,9 @@ pub unsafe fn recv(
     if source as u32 >= c.peer_size() {
         return None;
     }
-    let room = match len {
-        0 => &mut [][..],
-        // SAFETY: `len` writable bytes of the caller's receive buffer (not null), per
-        // the MPI contract.
-        len => unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) },
-    };
+    let room = buf.bytes_mut(len)?;
     let got = pontoon::for_c::recv_now(c, room, source as Rank, tag)?;
-    // SAFETY: the caller's optional status.
-    Some(unsafe { finish_recv(Ok(got), status) })
+    Some(finish_recv(Ok(got), status))
 }
 
 /// MPI_Allreduce's immediate path: a predefined operation on a predefined, gapless
@@ -112,30 +94,30 @@ pub unsafe fn recv(
 /// memory as it is (for such a type it is the packed form), without building described
 /// buffers. A user operation takes the general path: it may call MPI, which must not
 /// find the communicator table borrowed.
-///
-/// # Safety
-/// As MPI_Allreduce.
 #[inline(always)]
-pub unsafe fn allreduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+pub fn allreduce(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
 ) -> Option<Res> {
     let m = try_mpi()?;
-    let len = dense_len(m, recvbuf, n, datatype)?;
+    let len = dense_len(m, n, datatype)?;
+    if len > 0 && recvbuf.is_null() {
+        return None;
+    }
     let dt = m
         .predefined_types
         .get(datatype.checked_sub(DATATYPE_FIRST)?)?
         .as_ref()?;
     let op = crate::state::predefined_op(op)?;
-    let in_place = sendbuf as usize == MPI_IN_PLACE;
-    if recvbuf as usize == MPI_IN_PLACE || (!in_place && len > 0 && sendbuf.is_null()) {
+    let in_place = sendbuf.in_place();
+    if recvbuf.in_place() || (!in_place && len > 0 && sendbuf.is_null()) {
         return None;
     }
-    let (send_at, recv_at) = (sendbuf as usize, recvbuf as usize);
+    let (send_at, recv_at) = (sendbuf.addr(), recvbuf.addr());
     if !in_place && len > 0 && send_at < recv_at + len && recv_at < send_at + len {
         return None; // overlapping buffers: erroneous, left to the general path
     }
@@ -144,35 +126,23 @@ pub unsafe fn allreduce(
     if c.is_inter() {
         return None;
     }
-    let (input, out) = match len {
-        0 => (None, &mut [][..]),
-        // SAFETY: `len` bytes of each of the caller's buffers (neither null, not
-        // overlapping: checked above), per the MPI contract.
-        len => unsafe {
-            let input = (!in_place).then(|| std::slice::from_raw_parts(sendbuf as *const u8, len));
-            (input, std::slice::from_raw_parts_mut(recvbuf as *mut u8, len))
-        },
+    // Neither null, not overlapping: checked above.
+    let input = match in_place {
+        true => None,
+        false => Some(sendbuf.bytes(len)?),
     };
+    let out = recvbuf.bytes_mut(len)?;
     // The operation is predefined: no user code runs while the table is borrowed.
     Some(c.allreduce_bytes(input, out, dt, &op).map_err(Into::into))
 }
 
 /// MPI_Bcast's immediate path: a predefined, gapless datatype over an
 /// intracommunicator goes to `Comm::bcast` on the caller's memory as it is.
-///
-/// # Safety
-/// As MPI_Bcast.
 #[inline(always)]
-pub unsafe fn bcast(
-    buffer: *mut c_void,
-    n: i64,
-    datatype: MPI_Datatype,
-    root: c_int,
-    comm: MPI_Comm,
-) -> Option<Res> {
+pub fn bcast(buffer: RecvBuf, n: i64, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> Option<Res> {
     let m = try_mpi()?;
-    let len = dense_len(m, buffer, n, datatype)?;
-    if root < 0 {
+    let len = dense_len(m, n, datatype)?;
+    if root < 0 || (len > 0 && buffer.is_null()) {
         return None;
     }
     let comms = m.comms.borrow();
@@ -180,11 +150,7 @@ pub unsafe fn bcast(
     if c.is_inter() || root as u32 >= c.size() {
         return None;
     }
-    let buf = match len {
-        0 => &mut [][..],
-        // SAFETY: `len` bytes of the caller's buffer (not null), per the MPI contract.
-        len => unsafe { std::slice::from_raw_parts_mut(buffer as *mut u8, len) },
-    };
+    let buf = buffer.bytes_mut(len)?;
     // No user code runs on a broadcast: the table may stay borrowed.
     Some(c.bcast(buf, root as Rank).map_err(Into::into))
 }

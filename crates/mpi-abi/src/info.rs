@@ -223,7 +223,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// A new info with what MPI_INFO_ENV holds.
-    fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: Out<MPI_Info>) {
+    safe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: Out<MPI_Info>) {
         let _ = (argc, argv);
         info.set("info", add(env_entries())?)?;
         Ok(())

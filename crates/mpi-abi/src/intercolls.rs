@@ -6,22 +6,23 @@
 //! side for gathers, its send side for scatters), at `MPI_PROC_NULL` none, in the other
 //! group the other side. `MPI_IN_PLACE` is not allowed on an intercommunicator.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::{Comm, InterColl, InterRoot};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res, Wide};
-use crate::collargs::{in_place, Pieces, Which};
+use crate::buffers::{RecvBuf, SendBuf};
+use crate::cargs::{In, Out};
+use crate::collargs::{Pieces, Which};
 use crate::comms::inter_root;
-use crate::started::{blocks, input, launch, none, output, pieces_output};
+use crate::started::{blocks, launch, none, output, pieces_output};
 use crate::state::Finish;
 use crate::state::{mpi, Mpi};
 
 /// Fails on `MPI_IN_PLACE`, which no intercommunicator collective takes.
-fn not_in_place(bufs: &[*const c_void]) -> Res {
-    match bufs.iter().any(|&b| in_place(b)) {
+fn not_in_place(in_place: &[bool]) -> Res {
+    match in_place.iter().any(|&b| b) {
         true => in_place_refused(),
         false => Ok(()),
     }
@@ -34,7 +35,7 @@ fn in_place_refused() -> Res {
     )
 }
 
-type Out = (pontoon::lent::Buffer, Option<Finish>);
+type Landing = (pontoon::lent::Buffer, Option<Finish>);
 
 /// Plans `what` and starts it on `inp` and `out`.
 #[allow(clippy::too_many_arguments)]
@@ -45,14 +46,14 @@ fn go(
     what: InterColl,
     reduction: Option<(&pontoon::Op, &pontoon::Datatype)>,
     inp: pontoon::lent::Buffer,
-    out: Out,
-    request: *mut MPI_Request,
+    out: Landing,
+    request: Out<MPI_Request>,
 ) -> Res {
     let plan = c.plan_inter(&what, reduction)?;
     launch(m, c, comm, plan, inp, out, request)
 }
 
-pub(crate) fn barrier(comm: MPI_Comm, request: *mut MPI_Request) -> Res {
+pub(crate) fn barrier(comm: MPI_Comm, request: Out<MPI_Request>) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     go(
@@ -67,15 +68,13 @@ pub(crate) fn barrier(comm: MPI_Comm, request: *mut MPI_Request) -> Res {
     )
 }
 
-/// # Safety
-/// The caller's buffer holds `n` elements of `datatype`, untouched until completion.
-pub(crate) unsafe fn bcast(
-    buffer: *mut c_void,
+pub(crate) fn bcast(
+    buffer: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
@@ -85,8 +84,7 @@ pub(crate) unsafe fn bcast(
         _ => {
             let dt = m.committed(datatype)?;
             let n = count(n, "count")?;
-            // SAFETY: as documented.
-            let o = unsafe { output(buffer, n, &dt, root == InterRoot::Here)? };
+            let o = output(buffer, n, &dt, root == InterRoot::Here)?;
             (o, (n * dt.size()) as usize)
         }
     };
@@ -103,23 +101,20 @@ pub(crate) unsafe fn bcast(
 }
 
 /// Reduce (`root` Some) or allreduce.
-///
-/// # Safety
-/// The caller's buffers hold `n` elements of `datatype`, untouched until completion.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+pub(crate) fn reduce(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     root: Option<c_int>,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    not_in_place(&[sendbuf, recvbuf])?;
+    not_in_place(&[sendbuf.in_place(), recvbuf.in_place()])?;
     let root = root.map(|r| inter_root(&c, r)).transpose()?;
     if root == Some(InterRoot::ElsewhereHere) {
         return go(
@@ -141,18 +136,9 @@ pub(crate) unsafe fn reduce(
     let bytes = (n * dt.size()) as usize;
     let sends = root != Some(InterRoot::Here);
     let receives = matches!(root, None | Some(InterRoot::Here));
-    // SAFETY: as documented.
-    let inp = if sends {
-        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-        // untouched until completion (MPI's contract).
-        unsafe { input(sendbuf, n, &dt)? }
-    } else {
-        none()
-    };
+    let inp = if sends { sendbuf.lend(n, &dt)? } else { none() };
     let out = if receives {
-        // SAFETY: the program's receive buffer or array, valid for what its count and datatype
-        // describe and untouched until completion (MPI's contract).
-        unsafe { output(recvbuf, n, &dt, false)? }
+        output(recvbuf, n, &dt, false)?
     } else {
         (none(), None)
     };
@@ -163,20 +149,17 @@ pub(crate) unsafe fn reduce(
     go(m, &c, comm, what, Some((&op, &dt)), inp, out, request)
 }
 
-/// # Safety
-/// The caller's buffers hold what the counts and datatypes describe, untouched until
-/// completion.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn blocks_of(
-    sendbuf: *const c_void,
+pub(crate) fn blocks_of(
+    sendbuf: SendBuf,
     sendcount: i64,
     sendtype: MPI_Datatype,
-    recvbuf: *mut c_void,
+    recvbuf: RecvBuf,
     recvcount: i64,
     recvtype: MPI_Datatype,
     root: Option<c_int>,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
     which: Which,
 ) -> Res {
     let m = mpi()?;
@@ -194,21 +177,18 @@ pub(crate) unsafe fn blocks_of(
         (Which::Alltoall, _) => (Some(r), Some(r)),
     };
     if send_blocks.is_some() {
-        not_in_place(&[sendbuf])?;
+        not_in_place(&[sendbuf.in_place()])?;
     }
     if recv_blocks.is_some() {
-        not_in_place(&[recvbuf])?;
+        not_in_place(&[recvbuf.in_place()])?;
     }
     let (mut send, mut recv) = (0, 0);
-    // SAFETY (both blocks): as documented.
     let inp = match send_blocks {
         Some(k) => {
             let st = m.committed(sendtype)?;
             let n = count(sendcount, "sendcount")?;
             send = (n * st.size()) as usize;
-            // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-            // untouched until completion (MPI's contract).
-            unsafe { input(sendbuf, n * k, &st)? }
+            sendbuf.lend(n * k, &st)?
         }
         None => none(),
     };
@@ -217,9 +197,7 @@ pub(crate) unsafe fn blocks_of(
             let rt = m.committed(recvtype)?;
             let n = count(recvcount, "recvcount")?;
             recv = (n * rt.size()) as usize;
-            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
-            // describe and untouched until completion (MPI's contract).
-            unsafe { output(recvbuf, n * k, &rt, false)? }
+            output(recvbuf, n * k, &rt, false)?
         }
         None => (none(), None),
     };
@@ -240,63 +218,51 @@ pub(crate) unsafe fn blocks_of(
 }
 
 /// One block of `n` elements of `dt` at `buf`: the send side of the v forms.
-///
-/// # Safety
-/// As [`blocks_of`].
-unsafe fn one_block(
+fn one_block(
     m: &Mpi,
-    buf: *const c_void,
+    buf: SendBuf,
     n: i64,
     dt: MPI_Datatype,
 ) -> Result<(pontoon::lent::Buffer, usize), Fail> {
-    not_in_place(&[buf])?;
+    not_in_place(&[buf.in_place()])?;
     let dt = m.committed(dt)?;
     let n = count(n, "sendcount")?;
-    // SAFETY: as documented.
-    Ok((unsafe { input(buf, n, &dt)? }, (n * dt.size()) as usize))
+    Ok((buf.lend(n, &dt)?, (n * dt.size()) as usize))
 }
 
-/// # Safety
-/// As [`blocks_of`]; `recvcounts` and `displs` hold one entry per remote rank at the root.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
-    sendbuf: *const c_void,
+pub(crate) fn gatherv<C: Wide, D: Wide>(
+    sendbuf: SendBuf,
     sendcount: i64,
     sendtype: MPI_Datatype,
-    recvbuf: *mut c_void,
-    recvcounts: *const C,
-    displs: *const D,
+    recvbuf: RecvBuf,
+    recvcounts: In<C>,
+    displs: In<D>,
     recvtype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     let root = inter_root(&c, root)?;
-    // SAFETY (every block): as documented.
     let (what, inp, out) = match root {
         InterRoot::Here => {
-            not_in_place(&[recvbuf])?;
-            // SAFETY: the program's arguments, valid as the MPI call's contract says.
-            let pieces = unsafe {
-                Pieces::uniform(
-                    m,
-                    recvbuf,
-                    c.remote_size()? as usize,
-                    recvcounts,
-                    displs,
-                    recvtype,
-                )?
-            };
+            not_in_place(&[recvbuf.in_place()])?;
+            let pieces = Pieces::uniform(
+                m,
+                recvbuf,
+                c.remote_size()? as usize,
+                recvcounts,
+                displs,
+                recvtype,
+            )?;
             let what = InterColl::Gatherv {
                 root,
                 send: 0,
                 blocks: blocks(&pieces),
             };
-            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
-            // describe and untouched until completion (MPI's contract).
-            (what, none(), unsafe { pieces_output(pieces, false)? })
+            (what, none(), pieces_output(pieces, false)?)
         }
         InterRoot::ElsewhereHere => (
             InterColl::Gatherv {
@@ -308,9 +274,7 @@ pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
             (none(), None),
         ),
         InterRoot::Remote(_) => {
-            // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-            // untouched until completion (MPI's contract).
-            let (inp, send) = unsafe { one_block(m, sendbuf, sendcount, sendtype)? };
+            let (inp, send) = one_block(m, sendbuf, sendcount, sendtype)?;
             (
                 InterColl::Gatherv {
                     root,
@@ -325,42 +289,34 @@ pub(crate) unsafe fn gatherv<C: Wide, D: Wide>(
     go(m, &c, comm, what, None, inp, out, request)
 }
 
-/// # Safety
-/// As [`gatherv`], for `sendcounts` and `displs`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
-    sendbuf: *const c_void,
-    sendcounts: *const C,
-    displs: *const D,
+pub(crate) fn scatterv<C: Wide, D: Wide>(
+    sendbuf: SendBuf,
+    sendcounts: In<C>,
+    displs: In<D>,
     sendtype: MPI_Datatype,
-    recvbuf: *mut c_void,
+    recvbuf: RecvBuf,
     recvcount: i64,
     recvtype: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     let root = inter_root(&c, root)?;
-    // SAFETY (every block): as documented.
     let (what, inp, out) = match root {
         InterRoot::Here => {
-            not_in_place(&[sendbuf])?;
-            // SAFETY: the program's arguments, valid as the MPI call's contract says.
-            let pieces = unsafe {
-                Pieces::uniform(
-                    m,
-                    sendbuf,
-                    c.remote_size()? as usize,
-                    sendcounts,
-                    displs,
-                    sendtype,
-                )?
-            };
-            // SAFETY: the program's buffer, valid for the pieces the counts and displacements
-            // describe (MPI's contract).
-            let inp = pontoon::lent::Buffer::owned(unsafe { pieces.pack()? });
+            not_in_place(&[sendbuf.in_place()])?;
+            let pieces = Pieces::uniform(
+                m,
+                sendbuf,
+                c.remote_size()? as usize,
+                sendcounts,
+                displs,
+                sendtype,
+            )?;
+            let inp = pontoon::lent::Buffer::owned(pieces.pack()?);
             (
                 InterColl::Scatterv {
                     root,
@@ -381,12 +337,10 @@ pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
             (none(), None),
         ),
         InterRoot::Remote(_) => {
-            not_in_place(&[recvbuf])?;
+            not_in_place(&[recvbuf.in_place()])?;
             let rt = m.committed(recvtype)?;
             let n = count(recvcount, "recvcount")?;
-            // SAFETY: the program's receive buffer or array, valid for what its count and datatype
-            // describe and untouched until completion (MPI's contract).
-            let out = unsafe { output(recvbuf, n, &rt, false)? };
+            let out = output(recvbuf, n, &rt, false)?;
             (
                 InterColl::Scatterv {
                     root,
@@ -401,57 +355,45 @@ pub(crate) unsafe fn scatterv<C: Wide, D: Wide>(
     go(m, &c, comm, what, None, inp, out, request)
 }
 
-/// # Safety
-/// As [`gatherv`]: `recvcounts` and `displs` hold one entry per remote rank.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn allgatherv<C: Wide, D: Wide>(
-    sendbuf: *const c_void,
+pub(crate) fn allgatherv<C: Wide, D: Wide>(
+    sendbuf: SendBuf,
     sendcount: i64,
     sendtype: MPI_Datatype,
-    recvbuf: *mut c_void,
-    recvcounts: *const C,
-    displs: *const D,
+    recvbuf: RecvBuf,
+    recvcounts: In<C>,
+    displs: In<D>,
     recvtype: MPI_Datatype,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    not_in_place(&[recvbuf])?;
-    // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-    // untouched until completion (MPI's contract).
-    let (inp, send) = unsafe { one_block(m, sendbuf, sendcount, sendtype)? };
-    // SAFETY: the program's arguments, valid as the MPI call's contract says.
-    let pieces = unsafe {
-        Pieces::uniform(
-            m,
-            recvbuf,
-            c.remote_size()? as usize,
-            recvcounts,
-            displs,
-            recvtype,
-        )?
-    };
+    not_in_place(&[recvbuf.in_place()])?;
+    let (inp, send) = one_block(m, sendbuf, sendcount, sendtype)?;
+    let pieces = Pieces::uniform(
+        m,
+        recvbuf,
+        c.remote_size()? as usize,
+        recvcounts,
+        displs,
+        recvtype,
+    )?;
     let what = InterColl::Allgatherv {
         send,
         blocks: blocks(&pieces),
     };
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let out = unsafe { pieces_output(pieces, false)? };
+    let out = pieces_output(pieces, false)?;
     go(m, &c, comm, what, None, inp, out, request)
 }
 
 /// Alltoallv and alltoallw: both sides as pieces of one entry per remote rank (`send`
 /// None: the program passed `MPI_IN_PLACE`, refused here).
-///
-/// # Safety
-/// As [`blocks_of`].
-pub(crate) unsafe fn alltoall_pieces(
+pub(crate) fn alltoall_pieces(
     comm: MPI_Comm,
-    send: Option<Pieces>,
-    recv: Pieces,
-    request: *mut MPI_Request,
+    send: Option<Pieces<SendBuf>>,
+    recv: Pieces<RecvBuf>,
+    request: Out<MPI_Request>,
 ) -> Res {
     let Some(send) = send else {
         return in_place_refused();
@@ -462,29 +404,23 @@ pub(crate) unsafe fn alltoall_pieces(
         send: blocks(&send),
         recv: blocks(&recv),
     };
-    // SAFETY: as documented.
-    let inp = pontoon::lent::Buffer::owned(unsafe { send.pack()? });
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let out = unsafe { pieces_output(recv, false)? };
+    let inp = pontoon::lent::Buffer::owned(send.pack()?);
+    let out = pieces_output(recv, false)?;
     go(m, &c, comm, what, None, inp, out, request)
 }
 
-/// # Safety
-/// The caller's buffers: `counts` summed elements of `datatype` to send, this rank's
-/// count to receive, untouched until completion.
-pub(crate) unsafe fn reduce_scatter(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+pub(crate) fn reduce_scatter(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     counts: Vec<u64>,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    not_in_place(&[sendbuf, recvbuf])?;
+    not_in_place(&[sendbuf.in_place(), recvbuf.in_place()])?;
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
     let size = dt.size();
     let total: u64 = counts.iter().sum();
@@ -498,11 +434,8 @@ pub(crate) unsafe fn reduce_scatter(
         })
         .collect();
     let mine = counts[c.rank() as usize];
-    // SAFETY: as documented.
-    let inp = unsafe { input(sendbuf, total, &dt)? };
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let out = unsafe { output(recvbuf, mine, &dt, false)? };
+    let inp = sendbuf.lend(total, &dt)?;
+    let out = output(recvbuf, mine, &dt, false)?;
     let what = InterColl::ReduceScatter {
         bytes: (total * size) as usize,
         blocks,

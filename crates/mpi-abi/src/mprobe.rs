@@ -11,8 +11,8 @@ use pontoon::Comm;
 use crate::abi::*;
 use crate::args::{recv_tag, source_rank};
 use crate::boundary::{count, fail, out, Fail, Res};
+use crate::buffers::RecvBuf;
 use crate::cargs::Out;
-use crate::p2p::recv_target;
 use crate::requests::{start, wait_one};
 use crate::state::MessageEntry;
 use crate::state::ReqEntry;
@@ -103,8 +103,8 @@ unsafe fn start_mrecv(
         );
     };
     *message = MPI_MESSAGE_NULL;
-    // SAFETY: the program leaves the buffer alone until the receive completes.
-    let (buffer, unpack) = unsafe { recv_target(buf, n, &dt)? };
+    // SAFETY: the program's buffer, left alone until the receive completes.
+    let (buffer, unpack) = unsafe { RecvBuf::from_raw(buf) }.lend(n, &dt, false)?;
     let op = e.comm.irecv_message(buffer, e.msg)?;
     start(
         m,

@@ -3,7 +3,6 @@
 //! packed copies that are unpacked when the request completes. The engine's background
 //! task advances them while the program does anything else with MPI.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::lent::Buffer;
@@ -11,14 +10,16 @@ use pontoon::Comm;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
-use crate::collargs::{in_place, rank_counts, root_rank, Blocks, Pieces, Which};
+use crate::buffers::{RecvBuf, SendBuf};
+use crate::cargs::{In, Out};
+use crate::collargs::{rank_counts, root_rank, Blocks, Pieces, Which};
 use crate::intercolls;
-use crate::started::{blocks, input, launch, none, output, pieces_output};
+use crate::started::{blocks, launch, none, output, pieces_output};
 use crate::state::{mpi, Mpi};
 use crate::{mpi_fn, mpi_fn_c};
 
 mpi_fn! {
-    fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ibarrier(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -29,7 +30,7 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    fn MPI_Ibcast | MPI_Ibcast_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ibcast | MPI_Ibcast_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -46,7 +47,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Ireduce | MPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ireduce | MPI_Ireduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -56,16 +57,16 @@ mpi_fn_c! {
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
         let n = count(n, "count")?;
         let root = root_rank(&c, root)?;
-        let ip = in_place(sendbuf);
+        let ip = sendbuf.in_place();
         let plan = c.plan_reduce(root, ip, (n * dt.size()) as usize, &dt, &op)?;
-        let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
+        let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
         let o = if c.rank() == root { output(recvbuf, n, &dt, ip)? } else { (none(), None) };
         launch(m, &c, comm, plan, inp, o, request)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Iallreduce | MPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iallreduce | MPI_Iallreduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -74,42 +75,39 @@ mpi_fn_c! {
         }
         let (dt, op) = (m.committed(datatype)?, m.op(op)?);
         let n = count(n, "count")?;
-        let ip = in_place(sendbuf);
+        let ip = sendbuf.in_place();
         let plan = c.plan_allreduce(ip, (n * dt.size()) as usize, &dt, &op)?;
-        let inp = if ip { none() } else { input(sendbuf, n, &dt)? };
+        let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
         launch(m, &c, comm, plan, inp, output(recvbuf, n, &dt, ip)?, request)
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_gather_like(
-    sendbuf: *const c_void,
+fn start_gather_like(
+    sendbuf: SendBuf,
     sendcount: i64,
     sendtype: MPI_Datatype,
-    recvbuf: *mut c_void,
+    recvbuf: RecvBuf,
     recvcount: i64,
     recvtype: MPI_Datatype,
     root: Option<c_int>,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
     which: Which,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     if c.is_inter() {
-        // SAFETY: the caller's buffers, untouched until completion.
-        return unsafe {
-            intercolls::blocks_of(
-                sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, which,
-            )
-        };
+        return intercolls::blocks_of(
+            sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, which,
+        );
     }
     let b = Blocks::decode(
         m,
         &c,
         which,
         (sendbuf, sendcount, sendtype),
-        (recvbuf as *const c_void, recvcount, recvtype),
+        (recvbuf, recvcount, recvtype),
         root,
     )?;
     let (p, root, ip, block) = (c.size() as u64, b.root.unwrap_or(0), b.in_place, b.block_bytes());
@@ -120,24 +118,20 @@ unsafe fn start_gather_like(
         Which::Scatter => c.plan_scatter(root, ip, block)?,
     };
     let inp = match &b.send {
-        // SAFETY: the program's send buffer, valid for what its count and datatype describe
-        // and untouched until completion (MPI's contract).
-        Some((_, s)) => unsafe { input(sendbuf, b.send_count(p), s)? },
+        Some((_, s)) => sendbuf.lend(b.send_count(p), s)?,
         None => none(),
     };
     // What a gather receives in place starts from the buffer's own block.
     let load = ip && which != Which::Scatter;
     let o = match &b.recv {
-        // SAFETY: the program's receive buffer or array, valid for what its count and
-        // datatype describe and untouched until completion (MPI's contract).
-        Some((_, r)) => unsafe { output(recvbuf, b.recv_count(p), r, load)? },
+        Some((_, r)) => output(recvbuf, b.recv_count(p), r, load)?,
         None => (none(), None),
     };
     launch(m, &c, comm, plan, inp, o, request)
 }
 
 mpi_fn_c! {
-    fn MPI_Igather | MPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Igather | MPI_Igather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Gather)
@@ -145,7 +139,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Iscatter | MPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iscatter | MPI_Iscatter_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Scatter)
@@ -153,7 +147,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Iallgather | MPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iallgather | MPI_Iallgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Allgather)
@@ -161,7 +155,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Ialltoall | MPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ialltoall | MPI_Ialltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Alltoall)
@@ -169,23 +163,22 @@ mpi_fn_c! {
 }
 
 /// A v-collective's send side: its buffer and packed length, or nothing in place.
-unsafe fn send_side(
+fn send_side(
     m: &Mpi,
-    sendbuf: *const c_void,
+    sendbuf: SendBuf,
     sendcount: i64,
     sendtype: MPI_Datatype,
 ) -> Result<(Buffer, Option<usize>), Fail> {
-    if in_place(sendbuf) {
+    if sendbuf.in_place() {
         return Ok((none(), None));
     }
     let st = m.committed(sendtype)?;
     let n = count(sendcount, "sendcount")?;
-    // SAFETY: the caller's send buffer, untouched until completion.
-    Ok((unsafe { input(sendbuf, n, &st)? }, Some((n * st.size()) as usize)))
+    Ok((sendbuf.lend(n, &st)?, Some((n * st.size()) as usize)))
 }
 
 mpi_fn_c! {
-    fn MPI_Igatherv | MPI_Igatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Igatherv | MPI_Igatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -193,7 +186,7 @@ mpi_fn_c! {
             return intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
         }
         let root = root_rank(&c, root)?;
-        let ip = in_place(sendbuf);
+        let ip = sendbuf.in_place();
         let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
         if c.rank() != root {
             let plan = c.plan_gatherv(root, send_len, &[])?;
@@ -206,7 +199,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Iscatterv | MPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iscatterv | MPI_Iscatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -221,7 +214,7 @@ mpi_fn_c! {
         } else {
             (none(), Vec::new())
         };
-        if in_place(recvbuf) {
+        if recvbuf.in_place() {
             if !at_root {
                 return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
             }
@@ -236,14 +229,14 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Iallgatherv | MPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iallgatherv | MPI_Iallgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
             return intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
         }
-        let ip = in_place(sendbuf);
+        let ip = sendbuf.in_place();
         let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
         let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
         let plan = c.plan_allgatherv(send_len, &blocks(&pieces))?;
@@ -251,92 +244,76 @@ mpi_fn_c! {
     }
 }
 
-unsafe fn start_alltoall_pieces(
+fn start_alltoall_pieces(
     m: &Mpi,
     c: &Comm<'static>,
     comm: MPI_Comm,
-    send: Option<Pieces>,
-    recv: Pieces,
-    request: *mut MPI_Request,
+    send: Option<Pieces<SendBuf>>,
+    recv: Pieces<RecvBuf>,
+    request: Out<MPI_Request>,
 ) -> Res {
     if c.is_inter() {
-        // SAFETY: the caller's buffers, untouched until completion.
-        return unsafe { intercolls::alltoall_pieces(comm, send, recv, request) };
+        return intercolls::alltoall_pieces(comm, send, recv, request);
     }
     let sblocks = send.as_ref().map(blocks);
     let plan = c.plan_alltoallv(sblocks.as_deref(), &blocks(&recv))?;
-    // SAFETY: the caller's buffers, untouched until completion.
     let inp = match &send {
-        // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
-        // (MPI's contract).
-        Some(s) => Buffer::owned(unsafe { s.pack()? }),
+        Some(s) => Buffer::owned(s.pack()?),
         None => none(),
     };
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let o = unsafe { pieces_output(recv, send.is_none())? };
+    let o = pieces_output(recv, send.is_none())?;
     launch(m, c, comm, plan, inp, o, request)
 }
 
 mpi_fn_c! {
-    fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
-        let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
+        let send = if sendbuf.in_place() { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
         let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
         start_alltoall_pieces(m, &c, comm, send, recv, request)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
-        let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
+        let send = if sendbuf.in_place() { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
         let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
         start_alltoall_pieces(m, &c, comm, send, recv, request)
     }
 }
 
-unsafe fn start_reduce_scatter(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+fn start_reduce_scatter(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     counts: Vec<u64>,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     if c.is_inter() {
-        // SAFETY: the caller's buffers, untouched until completion.
-        return unsafe { intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request) };
+        return intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request);
     }
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
     let total: u64 = counts.iter().sum();
     let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
-    let ip = in_place(sendbuf);
+    let ip = sendbuf.in_place();
     let byte_counts: Vec<usize> = counts.iter().map(|n| (n * dt.size()) as usize).collect();
     let plan = c.plan_reduce_scatter(ip, &byte_counts, &dt, &op)?;
-    // SAFETY: the caller's buffers, untouched until completion.
-    let inp = if ip {
-        none()
-    } else {
-        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-        // untouched until completion (MPI's contract).
-        unsafe { input(sendbuf, total, &dt)? }
-    };
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let o = unsafe { output(recvbuf, if ip { total } else { mine }, &dt, ip)? };
+    let inp = if ip { none() } else { sendbuf.lend(total, &dt)? };
+    let o = output(recvbuf, if ip { total } else { mine }, &dt, ip)?;
     launch(m, &c, comm, plan, inp, o, request)
 }
 
 mpi_fn_c! {
-    fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
         start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm, request)
@@ -344,53 +321,44 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_scan(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+fn start_scan(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
     exclusive: bool,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     let (dt, op) = (m.committed(datatype)?, m.op(op)?);
     let n = count(n, "count")?;
-    let ip = in_place(sendbuf);
+    let ip = sendbuf.in_place();
     let plan = c.plan_scan(ip, (n * dt.size()) as usize, &dt, &op, exclusive)?;
-    // SAFETY: the caller's buffers, untouched until completion.
-    let inp = if ip {
-        none()
-    } else {
-        // SAFETY: the program's send buffer, valid for what its count and datatype describe and
-        // untouched until completion (MPI's contract).
-        unsafe { input(sendbuf, n, &dt)? }
-    };
+    let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
     // Exscan leaves rank 0's buffer as it was: a packed copy starts from it.
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let o = unsafe { output(recvbuf, n, &dt, ip || exclusive)? };
+    let o = output(recvbuf, n, &dt, ip || exclusive)?;
     launch(m, &c, comm, plan, inp, o, request)
 }
 
 mpi_fn_c! {
-    fn MPI_Iscan | MPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iscan | MPI_Iscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, false)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Iexscan | MPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Iexscan | MPI_Iexscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, true)
     }

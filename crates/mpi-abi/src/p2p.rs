@@ -1,27 +1,26 @@
 //! Point-to-point: sends, receives, probes and statuses.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::lent::Buffer;
-use pontoon::{Datatype, Rank, Status};
+use pontoon::{Data, Rank, Status};
 
 use crate::abi::*;
 use crate::args::*;
-use crate::boundary::{count, out, Fail, Res};
-use crate::buffers::{data, data_mut, region};
+use crate::boundary::{count, Fail, Res};
+use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
 use crate::immediate;
 use crate::requests::start;
 use crate::state::mpi;
-use crate::state::{ReqEntry, Unpack};
+use crate::state::ReqEntry;
 use crate::statuses::*;
 use crate::{mpi_fn, mpi_fn_c};
 
 // ---- blocking ------------------------------------------------------------------
 
-unsafe fn blocking_send(
-    buf: *const c_void,
+fn blocking_send(
+    buf: SendBuf,
     n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -39,8 +38,7 @@ unsafe fn blocking_send(
     let Some(dest) = dest else {
         return Ok(());
     };
-    // SAFETY: the caller's buffer, per the MPI contract.
-    let d = unsafe { data(buf, n, &dt)? };
+    let d = buf.data(n, &dt)?;
     if sync {
         c.ssend_data(&d, dest, tag)?;
     } else {
@@ -49,8 +47,17 @@ unsafe fn blocking_send(
     Ok(())
 }
 
+/// `packed` as bytes to `dest` (MPI_Sendrecv_replace's outgoing copy).
+fn send_packed(packed: &[u8], dest: c_int, tag: c_int, comm: MPI_Comm) -> Res {
+    let a = send_args(packed.len() as i64, MPI_BYTE, dest, tag, comm)?;
+    match a.dest {
+        Some(dest) => Ok(a.comm.send_data(&Data::new(packed, a.n, &a.dt), dest, a.tag)?),
+        None => Ok(()),
+    }
+}
+
 mpi_fn_c! {
-    fn MPI_Send | MPI_Send_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Send | MPI_Send_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         if let Some(sent) = immediate::send(buf, n, datatype, dest, tag, comm) {
             return sent;
@@ -60,7 +67,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Ssend | MPI_Ssend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Ssend | MPI_Ssend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, true)
     }
@@ -68,14 +75,14 @@ mpi_fn_c! {
 
 mpi_fn_c! {
     /// Ready mode: the receive is posted already, so a standard send is correct.
-    fn MPI_Rsend | MPI_Rsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Rsend | MPI_Rsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, false)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Recv | MPI_Recv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
+    safe fn MPI_Recv | MPI_Recv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
         if let Some(got) = immediate::recv(buf, n, datatype, source, tag, comm, status) {
             return got;
@@ -85,16 +92,16 @@ mpi_fn_c! {
             put_status(status, proc_null_status());
             return Ok(());
         };
-        let mut d = data_mut(buf, n, &dt)?;
+        let mut d = buf.data_mut(n, &dt)?;
         let st = c.recv_data(&mut d, from, tag);
         finish_recv(st, status)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Sendrecv | MPI_Sendrecv_c(
-        sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+    safe fn MPI_Sendrecv | MPI_Sendrecv_c(
+        sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
         comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
@@ -111,18 +118,18 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
-        buf: *mut c_void, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+    safe fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
+        buf: RecvBuf, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
         // The outgoing data is packed first; then the buffer is free to receive into.
-        let packed = data(buf, count(n, "count")?, &dt)?.packed()?.into_owned();
+        let packed = buf.as_send().data(count(n, "count")?, &dt)?.packed()?.into_owned();
         let mut recv = MPI_REQUEST_NULL;
         start(m, &mut recv, recv_entry(buf, n, datatype, source, recvtag, comm)?)?;
-        let sent = blocking_send(packed.as_ptr() as *const c_void, packed.len() as i64, MPI_BYTE, dest, sendtag, comm, false);
+        let sent = send_packed(&packed, dest, sendtag, comm);
         let got = crate::requests::wait_one(m, &mut recv, status);
         sent?;
         got
@@ -132,11 +139,8 @@ mpi_fn_c! {
 // ---- non-blocking --------------------------------------------------------------
 
 /// A send of the caller's memory (dense) or of a packed copy, as a request entry.
-///
-/// # Safety
-/// The program leaves the send buffer alone until the request completes (MPI's rule).
-pub unsafe fn send_entry(
-    buf: *const c_void,
+pub fn send_entry(
+    buf: SendBuf,
     n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -145,22 +149,13 @@ pub unsafe fn send_entry(
     sync: bool,
 ) -> Result<ReqEntry, Fail> {
     let args = send_args(n, datatype, dest, tag, comm)?;
-    // SAFETY: as documented.
-    unsafe { send_entry_with(buf, &args, comm, sync) }
+    send_entry_with(buf, &args, comm, sync)
 }
 
 /// [`send_entry`] with its arguments resolved already: a persistent request keeps its
 /// own references to the communicator and the datatype, which the program may free
 /// before it starts the request again (MPI counts the request as a user of both).
-///
-/// # Safety
-/// As [`send_entry`].
-pub unsafe fn send_entry_with(
-    buf: *const c_void,
-    a: &SendArgs,
-    comm: MPI_Comm,
-    sync: bool,
-) -> Result<ReqEntry, Fail> {
+pub fn send_entry_with(buf: SendBuf, a: &SendArgs, comm: MPI_Comm, sync: bool) -> Result<ReqEntry, Fail> {
     let SendArgs {
         comm: c,
         dt,
@@ -172,21 +167,7 @@ pub unsafe fn send_entry_with(
     let Some(dest) = *dest else {
         return Ok(ReqEntry::Done(empty_status()));
     };
-    // SAFETY: as documented.
-    let d = unsafe { data(buf, n, dt)? };
-    let buffer = if dt.is_dense() {
-        // SAFETY: as documented: the engine may read the memory until completion.
-        unsafe {
-            Buffer::from_raw(
-                d.bytes[d.origin..].as_ptr() as *mut u8,
-                (n * dt.size()) as usize,
-                false,
-            )
-        }
-    } else {
-        Buffer::owned(d.packed()?.into_owned())
-    };
-    let op = c.isend_lent(buffer, dest, tag, sync)?;
+    let op = c.isend_lent(buf.lend(n, dt)?, dest, tag, sync)?;
     Ok(ReqEntry::P2p {
         op,
         comm,
@@ -195,58 +176,25 @@ pub unsafe fn send_entry_with(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_send(
-    buf: *const c_void,
+fn start_send(
+    buf: SendBuf,
     n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
     sync: bool,
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
 ) -> Res {
-    // SAFETY: the caller's arguments (MPI's contract).
-    let request = unsafe { out(request, "request")? };
-    // SAFETY: the program's send arguments, valid as MPI's contract says.
-    let entry = unsafe { send_entry(buf, n, datatype, dest, tag, comm, sync)? };
+    let request = request.place("request")?;
+    let entry = send_entry(buf, n, datatype, dest, tag, comm, sync)?;
     start(mpi()?, request, entry)
-}
-
-/// Where a receive lands: the program's memory for a dense datatype, else a packed
-/// copy unpacked at completion.
-///
-/// # Safety
-/// The program leaves the receive buffer alone until the request completes.
-pub unsafe fn recv_target(buf: *mut c_void, n: u64, dt: &Datatype) -> Result<(Buffer, Option<Unpack>), Fail> {
-    let (start_at, _, origin) = region(buf, n, dt)?;
-    let packed_len = (n * dt.size()) as usize;
-    if dt.is_dense() {
-        // SAFETY: as documented; the engine writes at most `packed_len` bytes there.
-        let b = unsafe { Buffer::from_raw(start_at.wrapping_add(origin) as *mut u8, packed_len, true) };
-        return Ok((b, None));
-    }
-    let mut tmp = vec![0u8; packed_len];
-    // SAFETY: `tmp`'s heap block stays put when the vector moves into the request
-    // entry, which keeps it until the engine is done with it.
-    let b = unsafe { Buffer::from_raw(tmp.as_mut_ptr(), packed_len, true) };
-    Ok((
-        b,
-        Some(Unpack {
-            tmp,
-            buf,
-            count: n,
-            dt: dt.clone(),
-        }),
-    ))
 }
 
 /// A receive into the caller's memory, as a request entry; a non-dense datatype
 /// receives into a packed copy that is unpacked at completion.
-///
-/// # Safety
-/// The program leaves the receive buffer alone until the request completes.
-pub unsafe fn recv_entry(
-    buf: *mut c_void,
+pub fn recv_entry(
+    buf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     source: c_int,
@@ -254,49 +202,44 @@ pub unsafe fn recv_entry(
     comm: MPI_Comm,
 ) -> Result<ReqEntry, Fail> {
     let args = recv_args(n, datatype, source, tag, comm)?;
-    // SAFETY: as documented.
-    unsafe { recv_entry_with(buf, &args, comm) }
+    recv_entry_with(buf, &args, comm)
 }
 
 /// [`recv_entry`] with its arguments resolved already (see [`send_entry_with`]).
-///
-/// # Safety
-/// As [`recv_entry`].
-pub unsafe fn recv_entry_with(buf: *mut c_void, a: &RecvArgs, comm: MPI_Comm) -> Result<ReqEntry, Fail> {
+pub fn recv_entry_with(buf: RecvBuf, a: &RecvArgs, comm: MPI_Comm) -> Result<ReqEntry, Fail> {
     let Some(from) = a.source else {
         return Ok(ReqEntry::Done(proc_null_status()));
     };
-    // SAFETY: as documented.
-    let (buffer, unpack) = unsafe { recv_target(buf, a.n, &a.dt)? };
+    let (buffer, unpack) = buf.lend(a.n, &a.dt, false)?;
     let op = a.comm.irecv_lent(buffer, from, a.tag)?;
     Ok(ReqEntry::P2p { op, comm, unpack })
 }
 
 mpi_fn_c! {
-    fn MPI_Isend | MPI_Isend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Isend | MPI_Isend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Issend | MPI_Issend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Issend | MPI_Issend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, true, request)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Irsend | MPI_Irsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Irsend | MPI_Irsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Irecv | MPI_Irecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Irecv | MPI_Irecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
-        let request = out(request, "request")?;
+        let request = request.place("request")?;
         let entry = recv_entry(buf, n, datatype, source, tag, comm)?;
         start(mpi()?, request, entry)
     }
@@ -305,7 +248,7 @@ mpi_fn_c! {
 // ---- probes and statuses -------------------------------------------------------
 
 mpi_fn! {
-    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
+    safe fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
@@ -435,14 +378,14 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    fn MPI_Isendrecv | MPI_Isendrecv_c(
-        sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
-        comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Isendrecv | MPI_Isendrecv_c(
+        sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+        comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         let m = mpi()?;
-        let request = out(request, "request")?;
+        let request = request.place("request")?;
         let recv = recv_entry(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
         let send = send_entry(sendbuf, sendcount, sendtype, dest, sendtag, comm, false)?;
         start(m, request, ReqEntry::Pair { recv: Box::new(recv), send: Box::new(send) })
@@ -452,14 +395,14 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// The outgoing data is packed into memory of its own first; then the buffer is
     /// free to receive into.
-    fn MPI_Isendrecv_replace | MPI_Isendrecv_replace_c(
-        buf: *mut c_void, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Isendrecv_replace | MPI_Isendrecv_replace_c(
+        buf: RecvBuf, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
-        let request = out(request, "request")?;
+        let request = request.place("request")?;
         let a = send_args(n, datatype, dest, sendtag, comm)?;
-        let packed = data(buf, a.n, &a.dt)?.packed()?.into_owned();
+        let packed = buf.as_send().data(a.n, &a.dt)?.packed()?.into_owned();
         let send = match a.dest {
             None => ReqEntry::Done(empty_status()),
             Some(d) => ReqEntry::P2p { op: a.comm.isend_lent(Buffer::owned(packed), d, a.tag, false)?, comm, unpack: None },

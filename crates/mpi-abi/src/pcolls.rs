@@ -4,11 +4,12 @@
 //! arguments (widened: one path for both forms), whose checks and planning run then. The program keeps the buffers and the
 //! handles valid while the request exists (MPI's rule for persistent requests).
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{fit_signed, Fail, Res, Wide};
+use crate::buffers::{RecvBuf, SendBuf};
+use crate::cargs::{In, Out};
 use crate::requests::persistent;
 use crate::state::mpi;
 use crate::state::ReqEntry;
@@ -16,34 +17,29 @@ use crate::{mpi_fn, mpi_fn_c};
 
 /// A copy of an argument array of `n` entries (none for a null pointer: an array that is
 /// not significant at this rank).
-///
-/// # Safety
-/// A non-null `p` holds `n` entries.
-unsafe fn keep<T: Copy>(p: *const T, n: usize) -> Result<Option<Vec<T>>, Fail> {
-    if p.is_null() {
+fn keep<T: Copy>(p: In<T>, n: usize) -> Result<Option<Vec<T>>, Fail> {
+    if p.addr() == 0 {
         return Ok(None);
     }
-    // SAFETY: as documented.
-    Ok(Some(unsafe { crate::boundary::slice(p, n, "array")? }.to_vec()))
+    Ok(Some(p.slice(n, "array")?.to_vec()))
 }
 
 /// A copy of a count or displacement array in the large-count form's type, which every
 /// `MPI_Start` passes to the `_c` non-blocking form.
-///
-/// # Safety
-/// As [`keep`].
-unsafe fn keep_as<W: TryFrom<i64>, T: Wide>(p: *const T, n: usize) -> Result<Option<Vec<W>>, Fail> {
-    // SAFETY: as documented.
-    let Some(v) = (unsafe { keep(p, n)? }) else {
+fn keep_as<W: TryFrom<i64>, T: Wide>(p: In<T>, n: usize) -> Result<Option<Vec<W>>, Fail> {
+    let Some(v) = keep(p, n)? else {
         return Ok(None);
     };
     let wide = v.iter().map(|x| fit_signed(x.wide(), "an array entry"));
     Ok(Some(wide.collect::<Result<_, Fail>>()?))
 }
 
-/// The copy's address, as the non-blocking form takes it.
-fn at<T>(v: &Option<Vec<T>>) -> *const T {
-    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
+/// The copy, as the non-blocking form takes its array (null: not significant here).
+fn at<T>(v: &Option<Vec<T>>) -> In<T> {
+    let p = v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
+    // SAFETY: null, or the copy, which the request's restart closure owns: it outlives
+    // every start of the non-blocking form, which reads it during the call only.
+    unsafe { In::from_raw(p) }
 }
 
 /// The entries of a collective's arrays: one per rank (of the remote group on an
@@ -77,9 +73,9 @@ fn neighbour_entries(comm: MPI_Comm) -> Result<(usize, usize), Fail> {
 /// Makes the persistent request: reserves its collective's tag now, so that it matches in
 /// the order of the init calls (MPI-4), and each MPI_Start runs `start` with that tag.
 fn init(
-    request: *mut MPI_Request,
+    request: Out<MPI_Request>,
     comm: MPI_Comm,
-    start: impl Fn(*mut MPI_Request) -> c_int + 'static,
+    start: impl Fn(Out<MPI_Request>) -> c_int + 'static,
 ) -> Res {
     let tag = mpi()?.comm(comm)?.reserve_coll_tag();
     persistent(
@@ -90,9 +86,10 @@ fn init(
 
 /// Starts the non-blocking form on a request of its own and takes its entry back for the
 /// persistent request (the error, if any, went through the error handler already).
-fn restart(start: &dyn Fn(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fail> {
+fn restart(start: &dyn Fn(Out<MPI_Request>) -> c_int) -> Result<ReqEntry, Fail> {
     let mut h = MPI_REQUEST_NULL;
-    let rc = start(&mut h);
+    // SAFETY: a local request handle, valid while `start` runs.
+    let rc = start(unsafe { Out::from_raw(&mut h) });
     if rc != MPI_SUCCESS {
         return Err(Fail::new(rc, "starting the persistent collective failed"));
     }
@@ -104,7 +101,7 @@ fn restart(start: &dyn Fn(*mut MPI_Request) -> c_int) -> Result<ReqEntry, Fail> 
 }
 
 mpi_fn_c! {
-    fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -113,7 +110,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let n = entries(comm)?;
@@ -124,7 +121,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iallreduce_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -132,7 +129,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -141,7 +138,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
@@ -153,7 +150,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
@@ -167,14 +164,14 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ibarrier::f(comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: *mut c_void, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ibcast_c::f(buffer, n, datatype, root, comm, r))
@@ -182,7 +179,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iexscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -190,7 +187,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -199,7 +196,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
@@ -211,7 +208,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -220,7 +217,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let (n_in, _) = neighbour_entries(comm)?;
@@ -231,7 +228,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -240,7 +237,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
@@ -252,7 +249,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_c::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))
@@ -260,7 +257,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_block_c::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))
@@ -268,7 +265,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         // One count per rank of this group, on an intercommunicator too.
         let n = mpi()?.comm(comm)?.size() as usize;
@@ -278,7 +275,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -286,7 +283,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -295,7 +292,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
@@ -307,7 +304,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) on comm {
+    fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;

@@ -4,7 +4,6 @@ use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, out, slice_mut, Fail, Res};
-use crate::buffers::data_mut;
 use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
@@ -12,9 +11,10 @@ use crate::state::{Buffered, ReqEntry};
 use crate::statuses::{empty_status, put_status, set_cancelled, status_of};
 
 /// Runs a non-blocking start to completion (blocking forms built on non-blocking ones).
-pub(crate) fn blocking(start: impl FnOnce(*mut MPI_Request) -> Res) -> Res {
+pub(crate) fn blocking(start: impl FnOnce(Out<MPI_Request>) -> Res) -> Res {
     let mut req = MPI_REQUEST_NULL;
-    start(&mut req)?;
+    // SAFETY: a local request handle, valid while `start` runs.
+    start(unsafe { Out::from_raw(&mut req) })?;
     wait_one(mpi()?, &mut req, Out::absent())
 }
 
@@ -128,8 +128,8 @@ fn complete(entry: ReqEntry) -> (MPI_Status, Res) {
         Err((b, _)) => *b,
     };
     if let Some(u) = unpack {
-        // SAFETY: the program's receive buffer, lent until this completion.
-        let unpacked = unsafe { data_mut(u.buf, u.count, &u.dt) }.and_then(|d| {
+        // The program's receive buffer, lent until this completion.
+        let unpacked = u.buf.data_mut(u.count, &u.dt).and_then(|d| {
             Ok(u.dt.unpack(u.count, &u.tmp[..arrived as usize], d.bytes, d.origin)?)
         });
         if let Err(f) = unpacked {
@@ -304,7 +304,7 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
 }
 
 mpi_fn! {
-    fn MPI_Wait(request: Out<MPI_Request>, status: Out<MPI_Status>) {
+    safe fn MPI_Wait(request: Out<MPI_Request>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         wait_one(m, request.place("request")?, status)
@@ -539,10 +539,9 @@ fn cancel(entry: &mut ReqEntry) {
 }
 
 /// Makes a persistent request that runs `restart` at each MPI_Start.
-pub fn persistent(request: *mut MPI_Request, restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>) -> Res {
+pub fn persistent(request: Out<MPI_Request>, restart: Box<dyn Fn() -> Result<ReqEntry, Fail>>) -> Res {
     let m = mpi()?;
-    // SAFETY: the caller's request pointer.
-    let request = unsafe { out(request, "request")? };
+    let request = request.place("request")?;
     start(
         m,
         request,

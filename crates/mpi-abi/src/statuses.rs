@@ -66,7 +66,7 @@ pub fn set_cancelled(s: &mut MPI_Status, yes: bool) {
 }
 
 /// Fills the status of a finished receive; a truncation still reports what arrived.
-pub unsafe fn finish_recv(st: pontoon::Result<Status>, status: Out<MPI_Status>) -> Res {
+pub fn finish_recv(st: pontoon::Result<Status>, status: Out<MPI_Status>) -> Res {
     match st {
         Ok(st) => {
             put_status(status, status_of(&st));

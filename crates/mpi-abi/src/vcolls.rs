@@ -2,31 +2,28 @@
 //! the reductions that scatter or scan. Each side's pieces are packed into one
 //! contiguous buffer, moved by the Rust collective on byte blocks, and unpacked.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::{Comm, Input};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
-use crate::buffers::{data, data_mut};
-use crate::collargs::{in_place, rank_counts, root_rank, Pieces};
+use crate::buffers::{RecvBuf, SendBuf};
+use crate::cargs::In;
+use crate::collargs::{rank_counts, root_rank, Pieces};
 use crate::intercolls;
 use crate::mpi_fn_c;
 use crate::requests::blocking;
 use crate::state::{mpi, Mpi};
 
 /// The packed form of `count` elements of `datatype` at `buf`.
-unsafe fn packed_send(m: &Mpi, buf: *const c_void, n: i64, datatype: MPI_Datatype) -> Result<Vec<u8>, Fail> {
+fn packed_send(m: &Mpi, buf: SendBuf, n: i64, datatype: MPI_Datatype) -> Result<Vec<u8>, Fail> {
     let dt = m.committed(datatype)?;
-    // SAFETY: the caller's send buffer.
-    Ok(unsafe { data(buf, count(n, "sendcount")?, &dt)? }
-        .packed()?
-        .into_owned())
+    Ok(buf.data(count(n, "sendcount")?, &dt)?.packed()?.into_owned())
 }
 
 mpi_fn_c! {
-    fn MPI_Gatherv | MPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Gatherv | MPI_Gatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -34,7 +31,7 @@ mpi_fn_c! {
             return blocking(|r| intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, r));
         }
         let root = root_rank(&c, root)?;
-        let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
+        let send = if sendbuf.in_place() { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
         if c.rank() != root {
             c.gatherv(input, &mut [], &[], &[], root)?;
@@ -48,7 +45,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Scatterv | MPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Scatterv | MPI_Scatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -63,7 +60,7 @@ mpi_fn_c! {
         } else {
             (Vec::new(), Vec::new(), Vec::new())
         };
-        if in_place(recvbuf) {
+        if recvbuf.in_place() {
             if !at_root {
                 return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
             }
@@ -74,21 +71,21 @@ mpi_fn_c! {
         let n = count(recvcount, "recvcount")?;
         let mut got = vec![0u8; (n * rt.size()) as usize];
         c.scatterv(&packed, &counts, &offsets, Some(&mut got), root)?;
-        let dst = data_mut(recvbuf, n, &rt)?;
+        let dst = recvbuf.data_mut(n, &rt)?;
         rt.unpack(n, &got, dst.bytes, dst.origin)?;
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Allgatherv | MPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    safe fn MPI_Allgatherv | MPI_Allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
             return blocking(|r| intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r));
         }
-        let send = if in_place(sendbuf) { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
+        let send = if sendbuf.in_place() { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
         let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
         let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
@@ -98,22 +95,16 @@ mpi_fn_c! {
 }
 
 /// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
-unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: Pieces) -> Res {
+fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces<SendBuf>>, recv: Pieces<RecvBuf>) -> Res {
     if c.is_inter() {
-        // SAFETY: the program's arguments, valid as the MPI call's contract says.
-        return blocking(move |r| unsafe { intercolls::alltoall_pieces(comm, send, recv, r) });
+        return blocking(move |r| intercolls::alltoall_pieces(comm, send, recv, r));
     }
-    // SAFETY (both blocks): the caller's buffers, which hold the pieces they describe.
     let mut out = if send.is_none() {
-        // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
-        // (MPI's contract).
-        unsafe { recv.pack()? }
+        recv.pack()?
     } else {
         vec![0; recv.total()]
     };
-    // SAFETY: the program's buffer, valid for the pieces the counts and displacements describe
-    // (MPI's contract).
-    let sent = send.as_ref().map(|s| unsafe { s.pack() }).transpose()?;
+    let sent = send.as_ref().map(|s| s.pack()).transpose()?;
     let (scounts, soffsets) = send
         .as_ref()
         .map_or((Vec::new(), Vec::new()), |s| (s.counts(), s.offsets()));
@@ -126,36 +117,37 @@ unsafe fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces>, recv: 
         &recv.counts(),
         &recv.offsets(),
     )?;
-    // SAFETY: as above.
-    unsafe { recv.unpack(&out) }
+    {
+        recv.unpack(&out)
+    }
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    safe fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
-        let send = if in_place(sendbuf) { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
+        let send = if sendbuf.in_place() { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
         let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
         alltoall_pieces(&c, comm, send, recv)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Displ, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Displ, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm {
+    safe fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
-        let send = if in_place(sendbuf) { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
+        let send = if sendbuf.in_place() { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
         let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
         alltoall_pieces(&c, comm, send, recv)
     }
 }
 
 /// Reduce_scatter with `counts` elements per rank.
-unsafe fn reduce_scatter(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+fn reduce_scatter(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     counts: Vec<u64>,
     datatype: MPI_Datatype,
     op: MPI_Op,
@@ -164,8 +156,7 @@ unsafe fn reduce_scatter(
     let m = mpi()?;
     let c = m.comm(comm)?;
     if c.is_inter() {
-        // SAFETY: the program's arguments, valid as the MPI call's contract says.
-        return blocking(move |r| unsafe {
+        return blocking(move |r| {
             intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, r)
         });
     }
@@ -173,21 +164,18 @@ unsafe fn reduce_scatter(
     let op = m.op(op)?;
     let total: u64 = counts.iter().sum();
     let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
-    // SAFETY: the caller's buffers, holding what the counts describe.
-    let send = if in_place(sendbuf) {
+    let send = if sendbuf.in_place() {
         None
     } else {
-        // SAFETY: the program's arguments, valid as the MPI call's contract says.
-        Some(unsafe { data(sendbuf, total, &dt)? })
+        Some(sendbuf.data(total, &dt)?)
     };
-    // SAFETY: the program's arguments, valid as the MPI call's contract says.
-    let mut recv = unsafe { data_mut(recvbuf, if send.is_some() { mine } else { total }, &dt)? };
+    let mut recv = { recvbuf.data_mut(if send.is_some() { mine } else { total }, &dt)? };
     c.reduce_scatter_data(send.as_ref(), &mut recv, &counts, &op)?;
     Ok(())
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    safe fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
         reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm)
@@ -195,15 +183,15 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    safe fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
     }
 }
 
-unsafe fn prefix(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
+fn prefix(
+    sendbuf: SendBuf,
+    recvbuf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
     op: MPI_Op,
@@ -215,15 +203,12 @@ unsafe fn prefix(
     let dt = m.committed(datatype)?;
     let op = m.op(op)?;
     let n = count(n, "count")?;
-    // SAFETY: the caller's buffers.
-    let send = if in_place(sendbuf) {
+    let send = if sendbuf.in_place() {
         None
     } else {
-        // SAFETY: the program's arguments, valid as the MPI call's contract says.
-        Some(unsafe { data(sendbuf, n, &dt)? })
+        Some(sendbuf.data(n, &dt)?)
     };
-    // SAFETY: the program's arguments, valid as the MPI call's contract says.
-    let mut recv = unsafe { data_mut(recvbuf, n, &dt)? };
+    let mut recv = recvbuf.data_mut(n, &dt)?;
     if exclusive {
         c.exscan_data(send.as_ref(), &mut recv, &op)?;
     } else {
@@ -233,14 +218,14 @@ unsafe fn prefix(
 }
 
 mpi_fn_c! {
-    fn MPI_Scan | MPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    safe fn MPI_Scan | MPI_Scan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, false)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Exscan | MPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    safe fn MPI_Exscan | MPI_Exscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, true)
     }

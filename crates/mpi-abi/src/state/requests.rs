@@ -1,7 +1,5 @@
 //! What a request handle stands for, as the request table keeps it.
 
-use std::ffi::c_void;
-
 use pontoon::lent::Pending;
 use pontoon::Datatype;
 
@@ -52,7 +50,7 @@ pub type Finish = Box<dyn FnOnce() -> Res>;
 /// A receive into a packed copy, to be unpacked into the program's memory.
 pub struct Unpack {
     pub tmp: Vec<u8>,
-    pub buf: *mut c_void,
+    pub buf: crate::buffers::RecvBuf,
     pub count: u64,
     pub dt: Datatype,
 }
