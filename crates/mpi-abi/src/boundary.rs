@@ -7,7 +7,7 @@ use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::abi::*;
-use crate::cargs::{In, Out};
+use crate::cargs::Out;
 use crate::errors;
 pub use crate::fail::{fail, Fail, Res};
 
@@ -50,15 +50,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> Fail {
 pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
     // SAFETY: the caller's contract is `Out`'s.
     unsafe { Out::from_raw(p) }.place(what)
-}
-
-/// `n` elements at `p` (null allowed when `n` is 0).
-///
-/// # Safety
-/// `p` is valid for reads of `n` elements of `T` when `n > 0`.
-pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Fail> {
-    // SAFETY: the caller's contract is `In`'s.
-    unsafe { In::from_raw(p) }.slice(n, what)
 }
 
 /// The mutable form of [`slice`].

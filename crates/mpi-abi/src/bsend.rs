@@ -15,8 +15,8 @@ use pontoon::lent::Buffer;
 
 use crate::abi::*;
 use crate::args::{send_args, SendArgs};
-use crate::boundary::{count, fail, fit, out, Res};
-use crate::buffers::data;
+use crate::boundary::{count, fail, fit, Res};
+use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::Out;
 use crate::requests::{start, wait_buffered};
 use crate::state::{mpi, Mpi};
@@ -37,8 +37,9 @@ enum Owner {
 
 #[derive(Default)]
 struct Attached {
-    /// The program's buffer and its size; `None`: nothing attached.
-    buffer: Option<(*mut c_void, usize)>,
+    /// The address of the program's buffer and its size; `None`: nothing attached. The
+    /// messages are packed into memory of the library's own: the buffer is only counted.
+    buffer: Option<(usize, usize)>,
     /// Sends in flight with the bytes each holds of the buffer.
     in_flight: Vec<(Buffered, usize)>,
 }
@@ -73,14 +74,14 @@ fn reap(owner: Owner) -> usize {
     })
 }
 
-fn attach(owner: Owner, buffer: *mut c_void, size: i64) -> Res {
+fn attach(owner: Owner, buffer: RecvBuf, size: i64) -> Res {
     mpi()?;
     let size = count(size, "size")? as usize;
     with(owner, |a| {
         if a.buffer.is_some() {
             return fail(MPI_ERR_BUFFER, "a buffer is attached already: detach it first");
         }
-        a.buffer = Some((buffer, size));
+        a.buffer = Some((buffer.addr(), size));
         Ok(())
     })
 }
@@ -93,26 +94,17 @@ fn take_in_flight(owner: Owner) -> Vec<Buffered> {
         .collect()
 }
 
-/// Waits until every buffered send is out, then gives the buffer back.
-///
-/// # Safety
-/// `buffer_addr` (a `void **`, as the standard declares it `void *`) and `size` are null
-/// or point to writable memory of their types.
-unsafe fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: *mut c_void, size: *mut N) -> Res {
+/// Waits until every buffered send is out, then gives the buffer back through
+/// `buffer_addr` (a `void **`, which the standard declares `void *`).
+fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: Out<*mut c_void>, size: Out<N>) -> Res {
     mpi()?;
-    // SAFETY: as documented.
-    let (addr, size) = unsafe {
-        (
-            out(buffer_addr as *mut *mut c_void, "buffer_addr")?,
-            out(size, "size")?,
-        )
-    };
+    let (addr, size) = (buffer_addr.place("buffer_addr")?, size.place("size")?);
     let flushed = wait_buffered(take_in_flight(owner));
     let Some((buf, n)) = with(owner, |a| a.buffer.take()) else {
         return fail(MPI_ERR_BUFFER, "no buffer is attached");
     };
     BUFFERS.with(|b| b.borrow_mut().remove(&owner));
-    *addr = buf;
+    *addr = buf as *mut c_void;
     *size = fit(n as u64, "the buffer's size")?;
     flushed
 }
@@ -134,8 +126,8 @@ pub fn forget_comm(m: &Mpi, comm: MPI_Comm) {
 }
 
 /// Buffers the message and starts its send; the send (`None`: to MPI_PROC_NULL).
-unsafe fn bsend(
-    buf: *const c_void,
+fn bsend(
+    buf: SendBuf,
     n: i64,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -152,14 +144,13 @@ unsafe fn bsend(
     let Some(dest) = dest else {
         return Ok(None);
     };
-    // SAFETY: the caller's send buffer.
-    let packed = unsafe { data(buf, n, &dt)? }.packed()?.into_owned();
+    let packed = buf.data(n, &dt)?.packed()?.into_owned();
     let need = packed.len() + BSEND_OVERHEAD;
     let owner = owner_for(comm);
     let held = reap(owner);
     let limit = with(owner, |a| {
         a.buffer.map(|(p, size)| {
-            if p as usize == BUFFER_AUTOMATIC {
+            if p == BUFFER_AUTOMATIC {
                 usize::MAX
             } else {
                 size
@@ -193,7 +184,7 @@ unsafe fn bsend(
 }
 
 mpi_fn_c! {
-    fn MPI_Bsend | MPI_Bsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    safe fn MPI_Bsend | MPI_Bsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         bsend(buf, n, datatype, dest, tag, comm).map(drop)
     }
@@ -212,9 +203,9 @@ fn buffered_entry(send: Option<Buffered>) -> ReqEntry {
 
 mpi_fn_c! {
     /// Buffered, so complete as soon as it is started.
-    fn MPI_Ibsend | MPI_Ibsend_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Ibsend | MPI_Ibsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
-        let request = out(request, "request")?;
+        let request = request.place("request")?;
         let entry = buffered_entry(bsend(buf, n, datatype, dest, tag, comm)?);
         start(mpi()?, request, entry)
     }
@@ -222,26 +213,26 @@ mpi_fn_c! {
 
 mpi_fn_c! {
     /// Persistent buffered send: each MPI_Start buffers the data and completes.
-    fn MPI_Bsend_init | MPI_Bsend_init_c(buf: *const c_void, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on comm {
+    safe fn MPI_Bsend_init | MPI_Bsend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         send_args(n, datatype, dest, tag, comm)?;
-        // SAFETY: the program keeps the buffer valid while the request exists.
+        // The program keeps the buffer valid while the request exists.
         crate::requests::persistent(
-            Out::from_raw(request),
-            Box::new(move || unsafe { bsend(buf, n, datatype, dest, tag, comm) }.map(buffered_entry)),
+            request,
+            Box::new(move || bsend(buf, n, datatype, dest, tag, comm).map(buffered_entry)),
         )
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Buffer_attach | MPI_Buffer_attach_c(buffer: *mut c_void, size: Count) {
+    safe fn MPI_Buffer_attach | MPI_Buffer_attach_c(buffer: RecvBuf, size: Count) {
         let size = size.wide();
         attach(Owner::Process, buffer, size)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Buffer_detach | MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) {
+    safe fn MPI_Buffer_detach | MPI_Buffer_detach_c(buffer_addr: Out<*mut c_void>, size: Out<Count>) {
         detach(Owner::Process, buffer_addr, size)
     }
 }
@@ -260,7 +251,7 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    fn MPI_Comm_attach_buffer | MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: Count) on comm {
+    safe fn MPI_Comm_attach_buffer | MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: RecvBuf, size: Count) on comm {
         let size = size.wide();
         mpi()?.comm(comm)?;
         attach(Owner::Comm(comm), buffer, size)
@@ -268,7 +259,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Comm_detach_buffer | MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut Count) on comm {
+    safe fn MPI_Comm_detach_buffer | MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: Out<*mut c_void>, size: Out<Count>) on comm {
         mpi()?.comm(comm)?;
         detach(Owner::Comm(comm), buffer_addr, size)
     }

@@ -73,8 +73,8 @@ pub unsafe fn data_mut<'a>(buf: *mut c_void, n: u64, dt: &'a Datatype) -> Result
 ///
 /// The MPI standard's contract: the buffer holds what its count and datatype describe,
 /// for the length of the call, and for a non-blocking or persistent operation until its
-/// request completes, untouched meanwhile. Only a C caller makes one (or `RecvBuf::from_raw`);
-/// the accessors below are where the contract is relied on.
+/// request completes, untouched meanwhile. Only a C caller makes one; the accessors below
+/// are where the contract is relied on.
 #[repr(transparent)]
 #[derive(Clone, Copy)]
 pub struct SendBuf(*const c_void);
@@ -135,12 +135,6 @@ impl SendBuf {
 }
 
 impl RecvBuf {
-    /// # Safety
-    /// As [`SendBuf::from_raw`], for writing too.
-    pub unsafe fn from_raw(p: *mut c_void) -> RecvBuf {
-        RecvBuf(p)
-    }
-
     pub fn in_place(&self) -> bool {
         self.0 as usize == MPI_IN_PLACE
     }

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use pontoon::{Comm, Compare, Group, Keyval};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, slice, Fail, Res};
+use crate::boundary::{count, fail, out, Fail, Res};
 use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
@@ -396,24 +396,21 @@ fn me(m: &Mpi) -> u32 {
     m.u.world().rank()
 }
 
-fn ranks_arg(p: *const c_int, n: c_int, what: &str) -> Result<Vec<u32>, Fail> {
-    // SAFETY: the caller's array of `n` ranks.
-    let v = unsafe { slice(p, count(n as i64, "n")? as usize, what)? };
+fn ranks_arg(p: In<c_int>, n: c_int, what: &str) -> Result<Vec<u32>, Fail> {
+    let v = p.slice(count(n as i64, "n")? as usize, what)?;
     v.iter()
         .map(|r| u32::try_from(*r).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {r} is negative"))))
         .collect()
 }
 
-fn new_group(m: &Mpi, made: pontoon::Result<Group>, newgroup: *mut MPI_Group) -> Res {
+fn new_group(m: &Mpi, made: pontoon::Result<Group>, newgroup: Out<MPI_Group>) -> Res {
     let g = made.map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
     let h = if g.size() == 0 {
         MPI_GROUP_EMPTY
     } else {
         m.add_group(g)?
     };
-    // SAFETY: the caller's output.
-    *unsafe { out(newgroup, "newgroup") }? = h;
-    Ok(())
+    newgroup.set("newgroup", h)
 }
 
 mpi_fn! {
@@ -431,7 +428,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         new_group(m, g.incl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
@@ -439,23 +436,22 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         new_group(m, g.excl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
     }
 }
 
-unsafe fn range_ranks(g: &Group, n: c_int, ranges: *const [c_int; 3]) -> Result<Vec<u32>, Fail> {
-    // SAFETY: the caller's array of `n` triples.
-    let r = unsafe { slice(ranges, count(n as i64, "n")? as usize, "ranges")? };
+fn range_ranks(g: &Group, n: c_int, ranges: In<[c_int; 3]>) -> Result<Vec<u32>, Fail> {
+    let r = ranges.slice(count(n as i64, "n")? as usize, "ranges")?;
     let triples: Vec<(i32, i32, i32)> = r.iter().map(|t| (t[0], t[1], t[2])).collect();
     g.range_ranks(&triples)
         .map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))
 }
 
 mpi_fn! {
-    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         let ranks = range_ranks(&g, n, ranges)?;
@@ -464,7 +460,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         let ranks = range_ranks(&g, n, ranges)?;
@@ -473,7 +469,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.union(&b, me(m))), newgroup)
@@ -481,7 +477,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.intersection(&b, me(m))), newgroup)
@@ -489,7 +485,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) {
+    safe fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.difference(&b, me(m))), newgroup)

@@ -9,12 +9,12 @@
 //! in external32. The data is packed natively first (`pontoon`), then converted element
 //! by element in type-map order.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::boundary::{count, fail, fit, Fail, Res};
-use crate::buffers::{data, data_mut};
+use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
 use crate::mpi_fn_c;
 use crate::state::{mpi, Contents, Mpi};
@@ -269,27 +269,27 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Pack_external | MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: AintCount, position: *mut AintCount) {
+    safe fn MPI_Pack_external | MPI_Pack_external_c(datarep: In<c_char>, inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: AintCount, position: Out<AintCount>) {
         let incount = incount.wide();
         let outsize = outsize.wide();
-        check_datarep(In::from_raw(datarep))?;
+        check_datarep(datarep)?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(incount, "incount")?;
-        let ext = externalize(&data(inbuf, n, &dt)?.packed()?, n, &elems)?;
+        let ext = externalize(&inbuf.data(n, &dt)?.packed()?, n, &elems)?;
         put_at(outbuf, outsize, position, &ext)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: AintCount, position: *mut AintCount, outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype) {
+    safe fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: In<c_char>, inbuf: SendBuf, insize: AintCount, position: Out<AintCount>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype) {
         let insize = insize.wide();
         let outcount = outcount.wide();
-        check_datarep(In::from_raw(datarep))?;
+        check_datarep(datarep)?;
         let (dt, elems) = Elems::of_handle(mpi()?, datatype)?;
         let n = count(outcount, "outcount")?;
         let src = take_at(inbuf, insize, position, (n * elems.external_size()) as usize)?;
         let native = internalize(src, n, &elems)?;
-        let dst = data_mut(outbuf, n, &dt)?;
+        let dst = outbuf.data_mut(n, &dt)?;
         dt.unpack(n, &native, dst.bytes, dst.origin)?;
         Ok(())
     }

@@ -63,8 +63,15 @@ macro_rules! mpi_fn {
         $crate::mpi_fn!(@make unsafe {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
     };
     // `$pre`: items the signature and body see (the aliases of `mpi_fn_c!`).
+    // A safe body is also `body`, a Rust function of the typed arguments (the persistent
+    // collectives start the non-blocking ones through it).
     (@make safe { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@export { $($pre)* } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? => || $body);
+        $crate::mpi_fn!(@export {
+            $($pre)*
+            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+            #[inline(always)]
+            pub fn body($($arg: $ty),*) -> $crate::boundary::Res $body
+        } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? => || body($($arg),*));
     };
     (@make unsafe { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
         $crate::mpi_fn!(@export { $($pre)* } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? => || {

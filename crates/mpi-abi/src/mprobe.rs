@@ -2,7 +2,6 @@
 //! (MPI_Mrecv, MPI_Imrecv): no other receive can match a probed message in between,
 //! which makes probe-then-receive safe with several threads or wildcard receives.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use pontoon::lent::Message;
@@ -10,7 +9,7 @@ use pontoon::Comm;
 
 use crate::abi::*;
 use crate::args::{recv_tag, source_rank};
-use crate::boundary::{count, fail, out, Fail, Res};
+use crate::boundary::{count, fail, Fail, Res};
 use crate::buffers::RecvBuf;
 use crate::cargs::Out;
 use crate::requests::{start, wait_one};
@@ -31,19 +30,18 @@ fn publish(m: &Mpi, comm: MPI_Comm, c: Comm<'static>, msg: Message) -> Result<MP
         .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many probed messages"))
 }
 
-unsafe fn probe(
+fn probe(
     source: c_int,
     tag: c_int,
     comm: MPI_Comm,
     flag: Option<&mut c_int>,
-    message: *mut MPI_Message,
+    message: Out<MPI_Message>,
     status: Out<MPI_Status>,
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     let tag = recv_tag(tag)?;
-    // SAFETY: the caller's output pointers.
-    let message = unsafe { out(message, "message")? };
+    let message = message.place("message")?;
     let Some(from) = source_rank(&c, source)? else {
         *message = MPI_MESSAGE_NO_PROC;
         if let Some(f) = flag {
@@ -68,28 +66,27 @@ unsafe fn probe(
 }
 
 mpi_fn! {
-    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: Out<MPI_Status>) on comm {
+    safe fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
         probe(source, tag, comm, None, message, status)
     }
 }
 
 mpi_fn! {
-    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: Out<MPI_Status>) on comm {
-        probe(source, tag, comm, Some(out(flag, "flag")?), message, status)
+    safe fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
+        probe(source, tag, comm, Some(flag.place("flag")?), message, status)
     }
 }
 
 /// Starts the receive of `*message` and sets it to MPI_MESSAGE_NULL.
-unsafe fn start_mrecv(
+fn start_mrecv(
     m: &Mpi,
-    buf: *mut c_void,
+    buf: RecvBuf,
     n: i64,
     datatype: MPI_Datatype,
-    message: *mut MPI_Message,
+    message: Out<MPI_Message>,
     request: &mut MPI_Request,
 ) -> Res {
-    // SAFETY: the caller's message handle.
-    let message = unsafe { out(message, "message")? };
+    let message = message.place("message")?;
     let dt = m.committed(datatype)?;
     let n = count(n, "count")?;
     if *message == MPI_MESSAGE_NO_PROC {
@@ -103,8 +100,7 @@ unsafe fn start_mrecv(
         );
     };
     *message = MPI_MESSAGE_NULL;
-    // SAFETY: the program's buffer, left alone until the receive completes.
-    let (buffer, unpack) = unsafe { RecvBuf::from_raw(buf) }.lend(n, &dt, false)?;
+    let (buffer, unpack) = buf.lend(n, &dt, false)?;
     let op = e.comm.irecv_message(buffer, e.msg)?;
     start(
         m,
@@ -118,7 +114,7 @@ unsafe fn start_mrecv(
 }
 
 mpi_fn_c! {
-    fn MPI_Mrecv | MPI_Mrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: Out<MPI_Status>) {
+    safe fn MPI_Mrecv | MPI_Mrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, status: Out<MPI_Status>) {
         let n = n.wide();
         let m = mpi()?;
         let mut req = MPI_REQUEST_NULL;
@@ -128,9 +124,9 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Imrecv | MPI_Imrecv_c(buf: *mut c_void, n: Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) {
+    safe fn MPI_Imrecv | MPI_Imrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, request: Out<MPI_Request>) {
         let n = n.wide();
         let m = mpi()?;
-        start_mrecv(m, buf, n, datatype, message, out(request, "request")?)
+        start_mrecv(m, buf, n, datatype, message, request.place("request")?)
     }
 }

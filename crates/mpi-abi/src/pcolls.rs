@@ -72,27 +72,23 @@ fn neighbour_entries(comm: MPI_Comm) -> Result<(usize, usize), Fail> {
 
 /// Makes the persistent request: reserves its collective's tag now, so that it matches in
 /// the order of the init calls (MPI-4), and each MPI_Start runs `start` with that tag.
-fn init(
-    request: Out<MPI_Request>,
-    comm: MPI_Comm,
-    start: impl Fn(Out<MPI_Request>) -> c_int + 'static,
-) -> Res {
+fn init(request: Out<MPI_Request>, comm: MPI_Comm, start: impl Fn(Out<MPI_Request>) -> Res + 'static) -> Res {
     let tag = mpi()?.comm(comm)?.reserve_coll_tag();
     persistent(
         request,
-        Box::new(move || mpi()?.comm(comm)?.with_coll_tag(tag, || restart(&start))),
+        Box::new(move || mpi()?.comm(comm)?.with_coll_tag(tag, || restart(comm, &start))),
     )
 }
 
 /// Starts the non-blocking form on a request of its own and takes its entry back for the
-/// persistent request (the error, if any, went through the error handler already).
-fn restart(start: &dyn Fn(Out<MPI_Request>) -> c_int) -> Result<ReqEntry, Fail> {
+/// persistent request; its failure goes to `comm`'s error handler.
+fn restart(comm: MPI_Comm, start: &dyn Fn(Out<MPI_Request>) -> Res) -> Result<ReqEntry, Fail> {
     let mut h = MPI_REQUEST_NULL;
     // SAFETY: a local request handle, valid while `start` runs.
-    let rc = start(unsafe { Out::from_raw(&mut h) });
-    if rc != MPI_SUCCESS {
-        return Err(Fail::new(rc, "starting the persistent collective failed"));
-    }
+    start(unsafe { Out::from_raw(&mut h) }).map_err(|f| match f.on {
+        Some(_) => f,
+        None => f.on(comm),
+    })?;
     mpi()?
         .reqs
         .borrow_mut()
@@ -101,56 +97,56 @@ fn restart(start: &dyn Fn(Out<MPI_Request>) -> c_int) -> Result<ReqEntry, Fail> 
 }
 
 mpi_fn_c! {
-    fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iallgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallgather_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iallgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallgatherv_c::body(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iallreduce_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iallreduce_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoall_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
         let sdispls = keep_as::<MPI_Aint, _>(sdispls, n)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallv_c::body(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
@@ -159,152 +155,152 @@ mpi_fn_c! {
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n)?;
         let recvtypes = keep(recvtypes, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ialltoallw_c::body(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
     }
 }
 
 mpi_fn! {
-    fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ibarrier::f(comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ibarrier::body(comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ibcast_c::f(buffer, n, datatype, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ibcast_c::body(buffer, n, datatype, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iexscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iexscan_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Igather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Igather_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
         let n = root_entries(comm, root)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Igatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Igatherv_c::body(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgather_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgather_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let (n_in, _) = neighbour_entries(comm)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n_in)?;
-        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgatherv_c::f(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_allgatherv_c::body(sendbuf, sendcount, sendtype, recvbuf, at(&recvcounts), at(&displs), recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoall_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoall_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
         let sdispls = keep_as::<MPI_Aint, _>(sdispls, n_out)?;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
-        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallv_c::f(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallv_c::body(sendbuf, at(&sendcounts), at(&sdispls), sendtype, recvbuf, at(&recvcounts), at(&rdispls), recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_c::f(sendbuf, recvbuf, n, datatype, op, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_c::body(sendbuf, recvbuf, n, datatype, op, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_block_c::f(sendbuf, recvbuf, recvcount, datatype, op, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_block_c::body(sendbuf, recvbuf, recvcount, datatype, op, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         // One count per rank of this group, on an intercommunicator too.
         let n = mpi()?.comm(comm)?.size() as usize;
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_c::f(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_c::body(sendbuf, recvbuf, at(&recvcounts), datatype, op, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iscan_c::f(sendbuf, recvbuf, n, datatype, op, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscan_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iscatter_c::f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscatter_c::body(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
         let n = root_entries(comm, root)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
         let displs = keep_as::<MPI_Aint, _>(displs, n)?;
-        init(request, comm, move |r| crate::nbcolls::MPI_Iscatterv_c::f(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))
+        init(request, comm, move |r| crate::nbcolls::MPI_Iscatterv_c::body(sendbuf, at(&sendcounts), at(&displs), sendtype, recvbuf, recvcount, recvtype, root, comm, r))
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    safe fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
@@ -313,6 +309,6 @@ mpi_fn_c! {
         let recvcounts = keep_as::<MPI_Count, _>(recvcounts, n_in)?;
         let rdispls = keep_as::<MPI_Aint, _>(rdispls, n_in)?;
         let recvtypes = keep(recvtypes, n_in)?;
-        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallw_c::f(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
+        init(request, comm, move |r| crate::neighbor::MPI_Ineighbor_alltoallw_c::body(sendbuf, at(&sendcounts), at(&sdispls), at(&sendtypes), recvbuf, at(&recvcounts), at(&rdispls), at(&recvtypes), comm, r))
     }
 }

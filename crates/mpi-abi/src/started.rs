@@ -1,7 +1,6 @@
-//! A collective started on the program's memory: what a rank contributes
-//! ([`SendBuf::lend`]) and where
-//! results land (the program's memory when dense, else packed copies unpacked at
-//! completion), and the request that follows it.
+//! A collective started on the program's memory: where its results land (the program's
+//! memory when dense, else packed copies unpacked at completion; what a rank contributes
+//! is `SendBuf::lend`'s), and the request that follows it.
 
 use pontoon::lent::Buffer;
 use pontoon::{Comm, Datatype, Plan};

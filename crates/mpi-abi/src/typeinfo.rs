@@ -1,12 +1,12 @@
 //! Asking datatypes about themselves (envelope, contents, names) and packing data
 //! into a buffer of the program's (MPI_Pack/Unpack).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit, fit_signed, out, slice, slice_mut, Fail, Res, Wide};
-use crate::buffers::{data, data_mut};
+use crate::boundary::{count, fail, fit, fit_signed, slice_mut, Fail, Res, Wide};
+use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
 use crate::state::mpi;
 use crate::{mpi_fn, mpi_fn_c};
@@ -24,22 +24,15 @@ fn span(position: i64, len: usize, size: i64) -> Result<usize, Fail> {
     Ok(at)
 }
 
-/// MPI_Pack and its kin: writes `bytes` at `*position` of the program's buffer of `size`
-/// bytes and moves the position on.
-///
-/// # Safety
-/// `buf` holds `size` bytes and `position` is writable (the C caller's contract).
-pub(crate) unsafe fn put_at<P: Wide + TryFrom<i64>>(
-    buf: *mut c_void,
-    size: i64,
-    position: *mut P,
-    bytes: &[u8],
-) -> Res {
-    // SAFETY: as documented.
-    let pos = unsafe { out(position, "position")? };
+/// MPI_Pack and its kin: `bytes` into the program's buffer of `size` bytes at
+/// `*position`, the position moved past them.
+pub(crate) fn put_at<P: Wide + TryFrom<i64>>(buf: RecvBuf, size: i64, position: Out<P>, bytes: &[u8]) -> Res {
+    let pos = position.place("position")?;
     let at = span(pos.wide(), bytes.len(), size)?;
-    // SAFETY: as documented; `span` checked that the bytes fit.
-    let dst = unsafe { slice_mut(buf as *mut u8, at + bytes.len(), "outbuf")? };
+    // `span` checked that the bytes fit in the buffer's `size`.
+    let dst = buf
+        .bytes_mut(at + bytes.len())
+        .ok_or_else(|| Fail::new(MPI_ERR_ARG, "`outbuf` is NULL"))?;
     dst[at..].copy_from_slice(bytes);
     *pos = fit_signed(pos.wide() + bytes.len() as i64, "the position")?;
     Ok(())
@@ -47,20 +40,18 @@ pub(crate) unsafe fn put_at<P: Wide + TryFrom<i64>>(
 
 /// MPI_Unpack and its kin: the `len` bytes at `*position` of the program's buffer of
 /// `size` bytes, the position moved past them.
-///
-/// # Safety
-/// As [`put_at`], for reading; the bytes stay valid while the caller uses them.
-pub(crate) unsafe fn take_at<'a, P: Wide + TryFrom<i64>>(
-    buf: *const c_void,
+pub(crate) fn take_at<'a, P: Wide + TryFrom<i64>>(
+    buf: SendBuf,
     size: i64,
-    position: *mut P,
+    position: Out<P>,
     len: usize,
 ) -> Result<&'a [u8], Fail> {
-    // SAFETY: as documented.
-    let pos = unsafe { out(position, "position")? };
+    let pos = position.place("position")?;
     let at = span(pos.wide(), len, size)?;
-    // SAFETY: as documented; `span` checked that they are there.
-    let bytes = &unsafe { slice(buf as *const u8, at + len, "inbuf")? }[at..];
+    // `span` checked that they are there.
+    let bytes = &buf
+        .bytes(at + len)
+        .ok_or_else(|| Fail::new(MPI_ERR_ARG, "`inbuf` is NULL"))?[at..];
     *pos = fit_signed(pos.wide() + len as i64, "the position")?;
     Ok(bytes)
 }
@@ -227,19 +218,19 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    fn MPI_Pack | MPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: MPI_Comm) on comm {
+    safe fn MPI_Pack | MPI_Pack_c(inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: Count, position: Out<Count>, comm: MPI_Comm) on comm {
         let incount = incount.wide();
         let outsize = outsize.wide();
         let m = mpi()?;
         m.comm(comm)?;
         let dt = m.committed(datatype)?;
-        let packed = data(inbuf, count(incount, "incount")?, &dt)?.packed()?;
+        let packed = inbuf.data(count(incount, "incount")?, &dt)?.packed()?;
         put_at(outbuf, outsize, position, &packed)
     }
 }
 
 mpi_fn_c! {
-    fn MPI_Unpack | MPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
+    safe fn MPI_Unpack | MPI_Unpack_c(inbuf: SendBuf, insize: Count, position: Out<Count>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
         let insize = insize.wide();
         let outcount = outcount.wide();
         let m = mpi()?;
@@ -247,7 +238,7 @@ mpi_fn_c! {
         let dt = m.committed(datatype)?;
         let n = count(outcount, "outcount")?;
         let src = take_at(inbuf, insize, position, (n * dt.size()) as usize)?;
-        let dst = data_mut(outbuf, n, &dt)?;
+        let dst = outbuf.data_mut(n, &dt)?;
         dt.unpack(n, src, dst.bytes, dst.origin)?;
         Ok(())
     }

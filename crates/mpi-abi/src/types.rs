@@ -8,6 +8,7 @@ use pontoon::{Datatype, Op};
 
 use crate::abi::*;
 use crate::boundary::{count, fail, fit_signed, out, Fail, Res, Wide};
+use crate::buffers::SendBuf;
 use crate::cargs::{In, Out};
 use crate::state::{mpi, Contents, TypeArg};
 use crate::state::{predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
@@ -293,8 +294,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_address(location: *const c_void, address: Out<MPI_Aint>) {
-        address.set("address", location as MPI_Aint)?;
+    safe fn MPI_Get_address(location: SendBuf, address: Out<MPI_Aint>) {
+        address.set("address", location.addr() as MPI_Aint)?;
         Ok(())
     }
 }
@@ -426,7 +427,7 @@ fn f90_type(
     ints: Vec<c_int>,
     (p, r): (c_int, c_int),
     kinds: &[(c_int, c_int, &str)],
-    newtype: *mut MPI_Datatype,
+    newtype: Out<MPI_Datatype>,
 ) -> Res {
     let wanted = |have: c_int, want: c_int| want == MPI_UNDEFINED || (0..=have).contains(&want);
     if p == MPI_UNDEFINED && r == MPI_UNDEFINED {
@@ -447,9 +448,7 @@ fn f90_type(
     if let Some(e) = m.types.borrow_mut().get_mut(made) {
         e.committed = true;
     }
-    // SAFETY: the caller's output pointer, checked by `out`.
-    *unsafe { out(newtype, "newtype") }? = made;
-    Ok(())
+    newtype.set("newtype", made)
 }
 
 const COMBINER_F90_REAL: c_int = 113;
@@ -457,19 +456,19 @@ const COMBINER_F90_COMPLEX: c_int = 114;
 const COMBINER_F90_INTEGER: c_int = 115;
 
 mpi_fn! {
-    fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
         f90_type(COMBINER_F90_REAL, vec![p, r], (p, r), &[(6, 37, "MPI_REAL4"), (15, 307, "MPI_REAL8")], newtype)
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
         f90_type(COMBINER_F90_COMPLEX, vec![p, r], (p, r), &[(6, 37, "MPI_COMPLEX8"), (15, 307, "MPI_COMPLEX16")], newtype)
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) {
+    safe fn MPI_Type_create_f90_integer(r: c_int, newtype: Out<MPI_Datatype>) {
         let kinds = [(2, 0, "MPI_INTEGER1"), (4, 0, "MPI_INTEGER2"), (9, 0, "MPI_INTEGER4"), (18, 0, "MPI_INTEGER8")];
         f90_type(COMBINER_F90_INTEGER, vec![r], (r, MPI_UNDEFINED), &kinds, newtype)
     }

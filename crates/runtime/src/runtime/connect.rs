@@ -12,10 +12,15 @@ use proto::{PayloadToken, Rank};
 use transport::{AnyLink, Link, Transport};
 
 use super::Runtime;
+use super::{Dialing, Lifecycle};
+use crate::boot::config::Config;
+use crate::boot::Job;
 use crate::clock;
 use crate::fabric::tcp::progress::{handshaking, Answering};
 use crate::fabric::tcp::wireup::Outgoing;
+use crate::fabric::tcp::Tcp;
 use crate::fabric::{self, tcp, Around, Fabrics, Refusal};
+use crate::lanes::Lanes;
 use crate::lanes::{Lane, LaneSetup, PathInfo};
 use crate::waiter::Waiter;
 
@@ -45,22 +50,19 @@ impl Runtime {
     /// What the fabrics see of the rank around them, `ready` the handshake sockets that
     /// have had something.
     pub(super) fn around(&self, ready: HashSet<u64>) -> Around<'_> {
-        Around {
-            id: &self.job.id,
-            cards: &self.job.cards,
-            cfg: &self.cfg,
-            lanes: &self.lanes,
-            refusals: &self.dialing.refusals,
+        around(
+            &self.job,
+            &self.cfg,
+            &self.lanes,
+            &self.dialing,
+            &self.fabrics.tcp,
+            &self.life,
             ready,
-            now: clock::now(),
-            handshaking: handshaking(&self.fabrics.tcp.outgoing),
-            finalizing: self.life.finalizing,
-        }
+        )
     }
 
     /// The fabrics and the waiter, to drive, beside [`Runtime::around`] (borrowed apart).
     pub(super) fn fabrics_around(&mut self, ready: HashSet<u64>) -> (&mut Fabrics, &mut Waiter, Around<'_>) {
-        let handshaking = handshaking(&self.fabrics.tcp.outgoing);
         let Runtime {
             fabrics,
             job,
@@ -71,17 +73,7 @@ impl Runtime {
             life,
             ..
         } = self;
-        let around = Around {
-            id: &job.id,
-            cards: &job.cards,
-            cfg,
-            lanes,
-            refusals: &dialing.refusals,
-            ready,
-            now: clock::now(),
-            handshaking,
-            finalizing: life.finalizing,
-        };
+        let around = around(job, cfg, lanes, dialing, &fabrics.tcp, life, ready);
         (fabrics, waiter, around)
     }
 
@@ -255,5 +247,28 @@ impl Runtime {
         for (peer, left) in due {
             self.dial(peer, clock::duration(left));
         }
+    }
+}
+
+/// [`Around`] of the event loop's parts (`tcp`: whose first-lane HELLOs are out).
+fn around<'a>(
+    job: &'a Job,
+    cfg: &'a Config,
+    lanes: &'a Lanes,
+    dialing: &'a Dialing,
+    tcp: &Tcp,
+    life: &Lifecycle,
+    ready: HashSet<u64>,
+) -> Around<'a> {
+    Around {
+        id: &job.id,
+        cards: &job.cards,
+        cfg,
+        lanes,
+        refusals: &dialing.refusals,
+        ready,
+        now: clock::now(),
+        handshaking: handshaking(&tcp.outgoing),
+        finalizing: life.finalizing,
     }
 }
