@@ -52,15 +52,6 @@ pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
     unsafe { Out::from_raw(p) }.place(what)
 }
 
-/// The mutable form of [`slice`].
-///
-/// # Safety
-/// `p` is valid for writes of `n` elements of `T` when `n > 0`.
-pub unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
-    // SAFETY: the caller's contract is `Out`'s.
-    unsafe { Out::from_raw(p) }.slice(n, what)
-}
-
 /// An integer argument of either width: `int` in the classic forms, `MPI_Count` or
 /// `MPI_Aint` in the large-count `_c` forms.
 pub trait Wide: Copy {

@@ -149,13 +149,8 @@ fn bsend(
     let owner = owner_for(comm);
     let held = reap(owner);
     let limit = with(owner, |a| {
-        a.buffer.map(|(p, size)| {
-            if p == BUFFER_AUTOMATIC {
-                usize::MAX
-            } else {
-                size
-            }
-        })
+        a.buffer
+            .map(|(p, size)| if p == BUFFER_AUTOMATIC { usize::MAX } else { size })
     });
     let Some(limit) = limit else {
         return fail(

@@ -59,6 +59,11 @@ impl<T> Out<T> {
         unsafe { self.0.as_mut() }.ok_or_else(|| Fail::new(MPI_ERR_ARG, format!("`{what}` is NULL")))
     }
 
+    /// The address the caller passed, to compare with the standard's sentinels.
+    pub fn addr(&self) -> usize {
+        self.0 as usize
+    }
+
     /// The place, if the argument was given (an optional output such as a status).
     pub fn given<'a>(&self) -> Option<&'a mut T> {
         // SAFETY: as in `place`.

@@ -3,7 +3,7 @@
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, slice_mut, Fail, Res};
+use crate::boundary::{count, fail, Fail, Res};
 use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
@@ -417,20 +417,18 @@ mpi_fn! {
     }
 }
 
-unsafe fn some(
+fn some(
     n: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
+    requests: Out<MPI_Request>,
+    outcount: Out<c_int>,
+    indices: Out<c_int>,
     statuses: Out<MPI_Status>,
     block: bool,
 ) -> Res {
     let m = mpi()?;
     reap_detached(m);
-    // SAFETY: the caller's arrays, sized as the MPI signature says.
-    let reqs = unsafe { slice_mut(requests, count(n as i64, "count")? as usize, "array_of_requests")? };
-    // SAFETY: the program's output argument, null or valid for writes (MPI's contract).
-    let outcount = unsafe { out(outcount, "outcount")? };
+    let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
+    let outcount = outcount.place("outcount")?;
     let live = active(m, reqs);
     if live.is_empty() {
         *outcount = MPI_UNDEFINED;
@@ -442,19 +440,19 @@ unsafe fn some(
         ready_among(m, reqs, &live)?
     };
     *outcount = done.len() as c_int;
-    // SAFETY: as above: room for one index per finished request.
-    let idx = unsafe { slice_mut(indices, done.len(), "array_of_indices")? };
+    // Room for one index per finished request.
+    let idx = indices.slice(done.len(), "array_of_indices")?;
     complete_set(m, reqs, &done, statuses, &mut |k, i| idx[k] = i as c_int)
 }
 
 mpi_fn! {
-    fn MPI_Waitsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: Out<MPI_Status>) {
+    safe fn MPI_Waitsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, true)
     }
 }
 
 mpi_fn! {
-    fn MPI_Testsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, statuses: Out<MPI_Status>) {
+    safe fn MPI_Testsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, false)
     }
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use pontoon::{Cart, Topology};
 
 use crate::abi::*;
-use crate::boundary::{fail, slice_mut, Fail};
+use crate::boundary::{fail, Fail};
 use crate::cargs::{In, Out};
 use crate::comms::publish;
 use crate::mpi_fn;
@@ -536,19 +536,19 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) on comm {
+    safe fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: Out<c_int>, sourceweights: Out<c_int>, maxoutdegree: c_int, destinations: Out<c_int>, destweights: Out<c_int>) on comm {
         let (s, d, w) = dist_neighbors(comm)?;
         let ni = s.len().min(usize::try_from(maxindegree).unwrap_or(0));
         let no = d.len().min(usize::try_from(maxoutdegree).unwrap_or(0));
-        slice_mut(sources, ni, "sources")?.copy_from_slice(&s[..ni]);
-        slice_mut(destinations, no, "destinations")?.copy_from_slice(&d[..no]);
+        sources.slice(ni, "sources")?.copy_from_slice(&s[..ni]);
+        destinations.slice(no, "destinations")?.copy_from_slice(&d[..no]);
         if let Some((sw, dw)) = w {
-            let real = |p: *mut c_int| !p.is_null() && p as usize != MPI_UNWEIGHTED && p as usize != MPI_WEIGHTS_EMPTY;
+            let real = |p: Out<c_int>| ![0, MPI_UNWEIGHTED, MPI_WEIGHTS_EMPTY].contains(&p.addr());
             if real(sourceweights) {
-                slice_mut(sourceweights, ni, "sourceweights")?.copy_from_slice(&sw[..ni]);
+                sourceweights.slice(ni, "sourceweights")?.copy_from_slice(&sw[..ni]);
             }
             if real(destweights) {
-                slice_mut(destweights, no, "destweights")?.copy_from_slice(&dw[..no]);
+                destweights.slice(no, "destweights")?.copy_from_slice(&dw[..no]);
             }
         }
         Ok(())

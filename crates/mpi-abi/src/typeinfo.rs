@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit, fit_signed, slice_mut, Fail, Res, Wide};
+use crate::boundary::{count, fail, fit, fit_signed, Fail, Res, Wide};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
 use crate::state::mpi;
@@ -127,17 +127,14 @@ mpi_fn! {
 /// Fills the program's arrays with a datatype's record (`large_counts` None: the classic
 /// form). Derived datatypes come back as new handles (the program frees them),
 /// predefined ones as themselves.
-///
-/// # Safety
-/// The arrays hold at least the given maximum of entries each.
 #[allow(clippy::too_many_arguments)]
-unsafe fn contents(
+fn contents(
     datatype: MPI_Datatype,
     max: [i64; 4],
-    integers: *mut c_int,
-    addresses: *mut MPI_Aint,
-    large_counts: Option<*mut MPI_Count>,
-    datatypes: *mut MPI_Datatype,
+    integers: Out<c_int>,
+    addresses: Out<MPI_Aint>,
+    large_counts: Option<Out<MPI_Count>>,
+    datatypes: Out<MPI_Datatype>,
 ) -> Res {
     let m = mpi()?;
     let c = record_of(m, datatype)?;
@@ -154,17 +151,17 @@ unsafe fn contents(
             "the arrays are smaller than MPI_Type_get_envelope said",
         );
     }
-    // SAFETY: the program's arguments, valid as the MPI call's contract says.
-    unsafe {
-        slice_mut(integers, c.ints.len(), "array_of_integers")?.copy_from_slice(&c.ints);
-        slice_mut(addresses, c.aints.len(), "array_of_addresses")?.copy_from_slice(&c.aints);
-        if let Some(p) = large_counts {
-            slice_mut(p, c.counts.len(), "array_of_large_counts")?.copy_from_slice(&c.counts);
-        }
+    integers
+        .slice(c.ints.len(), "array_of_integers")?
+        .copy_from_slice(&c.ints);
+    addresses
+        .slice(c.aints.len(), "array_of_addresses")?
+        .copy_from_slice(&c.aints);
+    if let Some(p) = large_counts {
+        p.slice(c.counts.len(), "array_of_large_counts")?
+            .copy_from_slice(&c.counts);
     }
-    // SAFETY: the program's receive buffer or array, valid for what its count and datatype describe
-    // and untouched until completion (MPI's contract).
-    let out_types = unsafe { slice_mut(datatypes, c.types.len(), "array_of_datatypes")? };
+    let out_types = datatypes.slice(c.types.len(), "array_of_datatypes")?;
     for (slot, arg) in out_types.iter_mut().zip(&c.types) {
         *slot = match &arg.contents {
             None => arg.handle,
@@ -175,14 +172,14 @@ unsafe fn contents(
 }
 
 mpi_fn! {
-    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: *mut c_int, addresses: *mut MPI_Aint, datatypes: *mut MPI_Datatype) {
+    safe fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: Out<c_int>, addresses: Out<MPI_Aint>, datatypes: Out<MPI_Datatype>) {
         let max = [max_integers.into(), max_addresses.into(), 0, max_datatypes.into()];
         contents(datatype, max, integers, addresses, None, datatypes)
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, integers: *mut c_int, addresses: *mut MPI_Aint, large_counts: *mut MPI_Count, datatypes: *mut MPI_Datatype) {
+    safe fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, integers: Out<c_int>, addresses: Out<MPI_Aint>, large_counts: Out<MPI_Count>, datatypes: Out<MPI_Datatype>) {
         let max = [max_integers, max_addresses, max_large_counts, max_datatypes];
         contents(datatype, max, integers, addresses, Some(large_counts), datatypes)
     }
