@@ -10,15 +10,16 @@ pub mod eth;
 pub mod shm;
 pub mod tcp;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use net::{CardTable, PathKind};
 use proto::handshake::{Contention, Identity};
-use proto::{LaneId, Nanos};
+use proto::{LaneId, Nanos, PayloadToken, Rank};
+use transport::{AnyLink, Transport};
 
 use crate::boot::config::Config;
-use crate::lanes::Lanes;
+use crate::lanes::{LaneSetup, Lanes};
 use crate::waiter::Waiter;
 
 /// A transport's wire-up, as the event loop drives it.
@@ -192,13 +193,6 @@ pub(crate) fn nonce() -> [u8; 16] {
     getrandom::fill(&mut n).expect("the OS provides randomness");
     n
 }
-
-use std::collections::HashMap;
-
-use proto::{PayloadToken, Rank};
-use transport::{AnyLink, Transport};
-
-use crate::lanes::LaneSetup;
 
 /// What a fabric reports from a pass over its wire-up; the event loop takes each at one
 /// place (`Runtime::take_fabric_events`).

@@ -27,6 +27,17 @@ struct Loopback {
     asked: usize,
 }
 
+impl Loopback {
+    fn new() -> Loopback {
+        Loopback {
+            listener: TcpListener::bind("127.0.0.1:0").expect("loopback"),
+            dialled: Vec::new(),
+            ends: Vec::new(),
+            asked: 0,
+        }
+    }
+}
+
 impl Fabric for Loopback {
     fn refusal_before_dial(&self, peer: Rank, around: &Around<'_>) -> Option<Refusal> {
         (peer == around.id.rank).then(|| Refusal::new(Transport::Tcp, "a rank does not dial itself"))
@@ -155,12 +166,7 @@ fn a_new_fabric_dials_after_one_that_refuses_and_reports_its_lane() {
     cfg.transports = vec![Transport::Eth, Transport::Tcp];
     let (lanes, refusals) = (Lanes::new(2), Refusals::default());
     let around = around(&id, &cards, &cfg, &lanes, &refusals);
-    let mut loopback = Loopback {
-        listener: TcpListener::bind("127.0.0.1:0").expect("loopback"),
-        dialled: Vec::new(),
-        ends: Vec::new(),
-        asked: 0,
-    };
+    let mut loopback = Loopback::new();
     let mut closed = Closed;
     let mut events = Vec::new();
     let (took, refused) = dial_first(
@@ -192,12 +198,7 @@ fn a_fabric_not_allowed_or_facing_itself_is_never_asked_to_dial() {
     let (id, cards) = job();
     let mut cfg = Config::from_lookup(&|_| None).expect("defaults");
     let (lanes, refusals) = (Lanes::new(2), Refusals::default());
-    let mut loopback = Loopback {
-        listener: TcpListener::bind("127.0.0.1:0").expect("loopback"),
-        dialled: Vec::new(),
-        ends: Vec::new(),
-        asked: 0,
-    };
+    let mut loopback = Loopback::new();
     let mut events = Vec::new();
 
     cfg.transports = vec![Transport::Shm];
