@@ -134,6 +134,55 @@ impl Blocks {
     }
 }
 
+/// A reduction as every form takes it (reduce, allreduce, scan, exscan; blocking,
+/// non-blocking, persistent) on an intracommunicator: the datatype, the operation, the
+/// count, MPI_IN_PLACE, and a reduce's root (`Some`), where MPI_IN_PLACE is for the root
+/// only.
+pub(crate) struct Reduction {
+    pub dt: Datatype,
+    pub op: pontoon::Op,
+    pub n: u64,
+    pub in_place: bool,
+    pub root: Option<Rank>,
+}
+
+impl Reduction {
+    pub(crate) fn decode(
+        m: &Mpi,
+        c: &Comm,
+        sendbuf: SendBuf,
+        n: i64,
+        (datatype, op): (MPI_Datatype, MPI_Op),
+        root: Option<c_int>,
+    ) -> Result<Reduction, Fail> {
+        let (dt, op) = (m.committed(datatype)?, m.op(op)?);
+        let root = root.map(|r| root_rank(c, r)).transpose()?;
+        let n = count(n, "count")?;
+        let in_place = sendbuf.in_place();
+        if in_place && root.is_some_and(|r| r != c.rank()) {
+            return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+        }
+        Ok(Reduction {
+            dt,
+            op,
+            n,
+            in_place,
+            root,
+        })
+    }
+
+    /// The bytes of one rank's contribution.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.n * self.dt.size()) as usize
+    }
+
+    /// Whether the result lands at this rank (`me`): everywhere but at a reduce's
+    /// other ranks.
+    pub(crate) fn lands_at(&self, me: Rank) -> bool {
+        self.root.is_none_or(|r| r == me)
+    }
+}
+
 /// A buffer argument pieces are read from (a receive buffer is written to as well).
 pub(crate) trait PieceBase: Copy {
     fn read(&self) -> SendBuf;

@@ -5,9 +5,9 @@ use std::os::raw::c_int;
 use pontoon::{DataMut, Datatype};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, Res};
+use crate::boundary::{count, Res};
 use crate::buffers::{RecvBuf, SendBuf};
-use crate::collargs::{root_rank, Blocks, Which};
+use crate::collargs::{root_rank, Blocks, Reduction, Which};
 use crate::intercolls;
 use crate::requests::blocking;
 use crate::state::mpi;
@@ -56,17 +56,10 @@ mpi_fn_c! {
         if c.is_inter() {
             return blocking(|r| intercolls::reduce(sendbuf, recvbuf, n, datatype, op, Some(root), comm, r));
         }
-        let dt = m.committed(datatype)?;
-        let op = m.op(op)?;
-        let root = root_rank(&c, root)?;
-        let n = count(n, "count")?;
-        let at_root = c.rank() == root;
-        if sendbuf.in_place() && !at_root {
-            return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-        }
-        let send = if sendbuf.in_place() { None } else { Some(sendbuf.data(n, &dt)?) };
-        let mut recv = if at_root { recvbuf.data_mut(n, &dt)? } else { nothing(&dt) };
-        c.reduce_data(send.as_ref(), &mut recv, &op, root)?;
+        let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), Some(root))?;
+        let send = if r.in_place { None } else { Some(sendbuf.data(r.n, &r.dt)?) };
+        let mut recv = if r.lands_at(c.rank()) { recvbuf.data_mut(r.n, &r.dt)? } else { nothing(&r.dt) };
+        c.reduce_data(send.as_ref(), &mut recv, &r.op, r.root.unwrap_or(0))?;
         Ok(())
     }
 }
@@ -82,12 +75,10 @@ mpi_fn_c! {
         if c.is_inter() {
             return blocking(|r| intercolls::reduce(sendbuf, recvbuf, n, datatype, op, None, comm, r));
         }
-        let dt = m.committed(datatype)?;
-        let op = m.op(op)?;
-        let n = count(n, "count")?;
-        let send = if sendbuf.in_place() { None } else { Some(sendbuf.data(n, &dt)?) };
-        let mut recv = recvbuf.data_mut(n, &dt)?;
-        c.allreduce_data(send.as_ref(), &mut recv, &op)?;
+        let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), None)?;
+        let send = if r.in_place { None } else { Some(sendbuf.data(r.n, &r.dt)?) };
+        let mut recv = recvbuf.data_mut(r.n, &r.dt)?;
+        c.allreduce_data(send.as_ref(), &mut recv, &r.op)?;
         Ok(())
     }
 }

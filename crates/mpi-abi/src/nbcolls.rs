@@ -12,7 +12,7 @@ use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
-use crate::collargs::{rank_counts, root_rank, Blocks, Pieces, Which};
+use crate::collargs::{rank_counts, root_rank, Blocks, Pieces, Reduction, Which};
 use crate::intercolls;
 use crate::started::{blocks, launch, none, output, pieces_output};
 use crate::state::{mpi, Mpi};
@@ -54,13 +54,10 @@ mpi_fn_c! {
         if c.is_inter() {
             return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, Some(root), comm, request);
         }
-        let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-        let n = count(n, "count")?;
-        let root = root_rank(&c, root)?;
-        let ip = sendbuf.in_place();
-        let plan = c.plan_reduce(root, ip, (n * dt.size()) as usize, &dt, &op)?;
-        let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
-        let o = if c.rank() == root { output(recvbuf, n, &dt, ip)? } else { (none(), None) };
+        let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), Some(root))?;
+        let plan = c.plan_reduce(r.root.unwrap_or(0), r.in_place, r.bytes(), &r.dt, &r.op)?;
+        let inp = if r.in_place { none() } else { sendbuf.lend(r.n, &r.dt)? };
+        let o = if r.lands_at(c.rank()) { output(recvbuf, r.n, &r.dt, r.in_place)? } else { (none(), None) };
         launch(m, &c, comm, plan, inp, o, request)
     }
 }
@@ -73,12 +70,10 @@ mpi_fn_c! {
         if c.is_inter() {
             return intercolls::reduce(sendbuf, recvbuf, n, datatype, op, None, comm, request);
         }
-        let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-        let n = count(n, "count")?;
-        let ip = sendbuf.in_place();
-        let plan = c.plan_allreduce(ip, (n * dt.size()) as usize, &dt, &op)?;
-        let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
-        launch(m, &c, comm, plan, inp, output(recvbuf, n, &dt, ip)?, request)
+        let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), None)?;
+        let plan = c.plan_allreduce(r.in_place, r.bytes(), &r.dt, &r.op)?;
+        let inp = if r.in_place { none() } else { sendbuf.lend(r.n, &r.dt)? };
+        launch(m, &c, comm, plan, inp, output(recvbuf, r.n, &r.dt, r.in_place)?, request)
     }
 }
 
@@ -340,13 +335,15 @@ fn start_scan(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-    let n = count(n, "count")?;
-    let ip = sendbuf.in_place();
-    let plan = c.plan_scan(ip, (n * dt.size()) as usize, &dt, &op, exclusive)?;
-    let inp = if ip { none() } else { sendbuf.lend(n, &dt)? };
+    let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), None)?;
+    let plan = c.plan_scan(r.in_place, r.bytes(), &r.dt, &r.op, exclusive)?;
+    let inp = if r.in_place {
+        none()
+    } else {
+        sendbuf.lend(r.n, &r.dt)?
+    };
     // Exscan leaves rank 0's buffer as it was: a packed copy starts from it.
-    let o = output(recvbuf, n, &dt, ip || exclusive)?;
+    let o = output(recvbuf, r.n, &r.dt, r.in_place || exclusive)?;
     launch(m, &c, comm, plan, inp, o, request)
 }
 

@@ -10,7 +10,7 @@ use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::In;
-use crate::collargs::{rank_counts, root_rank, Pieces};
+use crate::collargs::{rank_counts, root_rank, Pieces, Reduction};
 use crate::intercolls;
 use crate::mpi_fn_c;
 use crate::requests::blocking;
@@ -200,19 +200,17 @@ fn prefix(
 ) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
-    let dt = m.committed(datatype)?;
-    let op = m.op(op)?;
-    let n = count(n, "count")?;
-    let send = if sendbuf.in_place() {
+    let r = Reduction::decode(m, &c, sendbuf, n, (datatype, op), None)?;
+    let send = if r.in_place {
         None
     } else {
-        Some(sendbuf.data(n, &dt)?)
+        Some(sendbuf.data(r.n, &r.dt)?)
     };
-    let mut recv = recvbuf.data_mut(n, &dt)?;
+    let mut recv = recvbuf.data_mut(r.n, &r.dt)?;
     if exclusive {
-        c.exscan_data(send.as_ref(), &mut recv, &op)?;
+        c.exscan_data(send.as_ref(), &mut recv, &r.op)?;
     } else {
-        c.scan_data(send.as_ref(), &mut recv, &op)?;
+        c.scan_data(send.as_ref(), &mut recv, &r.op)?;
     }
     Ok(())
 }
