@@ -74,7 +74,7 @@ fn a_long_round_trip_makes_a_wan_path_of_parallel_streams() {
         eprintln!("skipped: WAN paths need a testbed, which needs root");
         return;
     }
-    let bed = sites(5.0, 0.0);
+    let bed = sites(3.0, 0.0);
     let host = |cmd: &str| {
         let out = bed
             .pontoon()
@@ -88,15 +88,17 @@ fn a_long_round_trip_makes_a_wan_path_of_parallel_streams() {
 
     let report = doctor(&bed, &[]);
     for (rank, lanes) in lanes(&report).iter().enumerate() {
-        // The kernel's limits give one socket 3 MiB in flight, a 10 ms path at 10 Gbit/s
-        // (the veth's speed) needs 12.5 MB: 4 streams, the fewest a WAN path gets.
+        // The kernel's limits give one socket 3 MiB in flight, a 6 ms path at 10 Gbit/s
+        // (the veth's speed) needs 7.5 MB: 3 streams, so 4, the fewest a WAN path gets.
+        // (Not 10 ms: 12.5 MB is a hair under 4 windows, and a round trip measured a
+        // little long on a loaded host made 5.)
         assert_eq!(lanes.len(), 4, "rank {rank}: {lanes:#?}");
         for l in lanes {
             assert_eq!(l["wide_area"], true, "{l:#}");
             // PONTOON_ENCRYPT=wan, the default: a WAN lane travels encrypted.
             assert_eq!(l["sealed"], true, "{l:#}");
             let rtt_ms = 2.0 * l["latency_ns"].as_f64().unwrap() / 1e6;
-            assert!((9.0..13.0).contains(&rtt_ms), "round trip {rtt_ms} ms: {l:#}");
+            assert!((5.0..9.0).contains(&rtt_ms), "round trip {rtt_ms} ms: {l:#}");
         }
     }
     assert_eq!(report["ranks"][0]["tcp_window_limit"], 3 << 20);

@@ -8,8 +8,8 @@
 //! lane of eager messages and control frames instead, while 2,000 small eager messages
 //! are on their way beside the transfer: what the broken lane lost goes again on the
 //! other, and rank 1 checks that every message arrived, whole and in order. With
-//! `--block-raw` that lane must be a raw-Ethernet one, and rank 0 silences it: an
-//! nftables rule drops the frames of its EtherType arriving at its NIC (IP flows on).
+//! `--block-raw` that lane must be a raw-Ethernet one, and rank 0 silences it: nftables
+//! rules drop the frames of its EtherType arriving at and leaving its NIC (IP flows on).
 
 use std::time::{Duration, Instant};
 
@@ -58,21 +58,35 @@ fn nic_of(route: &runtime::Route) -> Option<String> {
     }
 }
 
-/// Drops the raw-Ethernet frames (EtherType 0x88B5) arriving at `nic`, with nftables'
-/// ingress hook: the peer's datagrams and acknowledgements stop, IP goes on.
+/// Drops the raw-Ethernet frames (EtherType 0x88B5) arriving at and leaving `nic`, with
+/// nftables' ingress and egress hooks: the lane goes silent both ways (the frames rank 0
+/// sends from then on never arrive, so they must go again on another lane), IP goes on.
 fn block_raw_ethernet(nic: &str) -> std::process::ExitStatus {
-    let chain = format!("{{ type filter hook ingress device {nic} priority 0; }}");
     let table = ["netdev", "pontoon_failover"];
-    let rule = ["raw", "ether", "type", "0x88b5", "drop"];
     let status = run("nft", &[&["add", "table"][..], &table].concat());
     if !status.success() {
         return status;
     }
-    let status = run("nft", &[&["add", "chain"][..], &table, &["raw", &chain]].concat());
-    if !status.success() {
-        return status;
+    for hook in ["ingress", "egress"] {
+        let chain = format!("{{ type filter hook {hook} device {nic} priority 0; }}");
+        let status = run("nft", &[&["add", "chain"][..], &table, &[hook, &chain]].concat());
+        if !status.success() {
+            return status;
+        }
+        let status = run(
+            "nft",
+            &[
+                &["add", "rule"][..],
+                &table,
+                &[hook, "ether", "type", "0x88b5", "drop"],
+            ]
+            .concat(),
+        );
+        if !status.success() {
+            return status;
+        }
     }
-    run("nft", &[&["add", "rule"][..], &table, &rule].concat())
+    status
 }
 
 /// What rank 0 breaks: a TCP lane (by its addresses) or a raw one (by its interface).
