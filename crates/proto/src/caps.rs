@@ -118,7 +118,7 @@ pub enum SingleCopy {
 }
 
 /// Smallest message read in one copy because its lane is backed up: below, the system
-/// call (about 5 µs for 64 KiB here, `transport::cma`) costs more than staging the
+/// call (about 5 µs for 64 KiB here, `transport::shm::cma`) costs more than staging the
 /// bytes through the lane.
 pub const ONE_COPY_FROM: u64 = 16 << 10;
 

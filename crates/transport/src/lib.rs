@@ -5,7 +5,6 @@
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-pub mod cma;
 pub mod copy;
 pub mod eth;
 pub mod inherited;

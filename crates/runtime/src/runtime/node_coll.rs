@@ -264,7 +264,7 @@ impl Runtime {
         // Looking is a load or a few; a progress pass costs many: look several times
         // between passes, so a post is seen soon after it lands.
         const LOOKS_PER_PASS: u32 = 16;
-        // Posters ring sleepers without a fence (`shm_coll.rs`): a post that was still
+        // Posters ring sleepers without a fence (`transport::shm::coll`): a post that was still
         // on its way when this rank said it sleeps is seen on the next wake-up, which a
         // short sleep brings soon.
         let mut idle = Idle::short_sleeps_within(Duration::from_millis(1));

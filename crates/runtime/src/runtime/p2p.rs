@@ -27,7 +27,7 @@ impl Runtime {
         if packed {
             self.finish(id, Ok(self.sent_status()));
         } else {
-            // Where the bytes lie, should the peer read them itself (`cma.rs`), and how
+            // Where the bytes lie, should the peer read them itself (`transport::shm::cma`), and how
             // busy the lane is where that decides it.
             let traffic = self
                 .ep

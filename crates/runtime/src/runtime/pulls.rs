@@ -1,5 +1,5 @@
 //! Messages a node-local receiver reads straight out of the sender's memory
-//! (`transport::cma`): the engine asks for each with `Output::Pull`; the runtime
+//! (`transport::shm::cma`): the engine asks for each with `Output::Pull`; the runtime
 //! gathers those of one pass over the engine's outputs and reads them with one system
 //! call per peer, then reports each (`Endpoint::pulled`). A read that fails goes again
 //! alone, which says why, and the engine then has the message sent through the ring.
@@ -23,7 +23,7 @@ impl Runtime {
                         .iter()
                         .map_while(|&(_, req, at, len)| self.reqs.get(req).map(|r| (&r.buf, at, len)))
                         .collect();
-                    transport::cma::read_many(pid, &parts)
+                    transport::shm::cma::read_many(pid, &parts)
                 }
                 None => 0,
             };
@@ -39,7 +39,7 @@ impl Runtime {
     /// Reads one message alone: whether it worked (a failure is logged).
     fn read_one(&self, peer: Rank, req: ReqId, at: u64, len: u64) -> bool {
         let read = match (self.reqs.get(req), self.fabrics.shm.pid_of(peer)) {
-            (Some(r), Some(pid)) => transport::cma::read_into(pid, at, &r.buf, len),
+            (Some(r), Some(pid)) => transport::shm::cma::read_into(pid, at, &r.buf, len),
             _ => Err(std::io::Error::other("no request or pid")),
         };
         if let Err(e) = &read {

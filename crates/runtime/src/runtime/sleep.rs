@@ -24,7 +24,7 @@ pub(super) struct Idle {
     spin_until: Option<Instant>,
     /// For waits on something that peers publish without a fence (the collective
     /// area): the limit of the sleeps that may follow such a publication closely, the
-    /// first one and each after a wake-up before its time (see `shm_coll.rs`).
+    /// first one and each after a wake-up before its time (see `transport::shm::coll`).
     short_sleep: Option<Duration>,
     long_since_short: bool,
 }

@@ -1,5 +1,5 @@
 //! Collectives of exactly the ranks of this node on the node's collective area
-//! (`transport::shm`, `shm_coll.rs`, says how the area works and why every member runs
+//! (`transport::shm::coll` says how the area works and why every member runs
 //! the area's collectives in the same order). Waiting here progresses everything else
 //! (a member may need this rank's point-to-point before it gets to the collective) and
 //! sleeps like any blocking call; a member whose process ended fails the collective.

@@ -15,7 +15,7 @@
 //! Layout ([`Layout`]): a header page (magic, ranks, ring size); a slot per rank (its
 //! "asleep" flag, pid and rank, a bitmap of the peers that opened a lane to it and one of
 //! the peers that wrote to it since it last looked); a box per ordered pair, the boxes
-//! to a rank side by side; the collective area (`shm_coll.rs`: counters, and a "done"
+//! to a rank side by side; the collective area (`coll.rs`: counters, and a "done"
 //! line, slots and buffers per rank); then an area per pair of ranks: the rings' heads
 //! and the two rings.
 //!
@@ -69,19 +69,12 @@
 //! are masked, a fill level beyond the ring's size is a protocol error, and the header
 //! must match the layout the joining rank computed itself.
 
-use std::io::{self, IoSlice, IoSliceMut};
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rustix::mm::{MapFlags, ProtFlags};
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
-};
+use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use crate::stream::StreamLink;
 use crate::Caps;
@@ -139,7 +132,7 @@ const SLOT_PROBE: usize = 32;
 /// In the header: how many ranks of the node were marked gone (u64).
 const HEADER_GONE: usize = 24;
 /// In the header: whether the node's collective area serves the node's collectives
-/// (u32; see `shm_coll.rs`).
+/// (u32; see `coll.rs`).
 const HEADER_VERDICT: usize = 32;
 
 pub type ShmLink<T> = StreamLink<ShmPipe, T>;
@@ -166,138 +159,13 @@ pub fn shm_link<T>(pipe: ShmPipe, caps: Caps) -> ShmLink<T> {
     StreamLink::new(pipe, caps, staging)
 }
 
-/// The job id in hex, by table: a rank names the bell of every peer of its node (the
-/// formatter's `{:02x}` per byte was a tenth of a first alltoall of 256 ranks).
-fn job_hex(job_id: &[u8; 16]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    job_id
-        .iter()
-        .flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]])
-        .map(char::from)
-        .collect()
-}
-
-/// The abstract socket name where `rank` of the job `job_id` admits the ranks of its
-/// node to the segment (only the node's leader does). Abstract names live in the network
-/// namespace: ranks in different namespaces (containers, testbed hosts) never meet here
-/// and use TCP.
-pub fn socket_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
-    format!("pontoon-{}-{rank}", job_hex(job_id)).into_bytes()
-}
-
-/// The abstract name of `rank`'s bell (see [`Bell`]).
-pub fn bell_name(job_id: &[u8; 16], rank: u32) -> Vec<u8> {
-    format!("pontoon-{}-{rank}-bell", job_hex(job_id)).into_bytes()
-}
-
-/// A non-blocking Unix socket of `kind` and the abstract address `name`.
-fn unix_socket(kind: SocketType, name: &[u8]) -> io::Result<(OwnedFd, SocketAddrUnix)> {
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        kind,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    Ok((fd, SocketAddrUnix::new_abstract_name(name)?))
-}
-
-/// Listens for ranks joining the node's segment under [`socket_name`] (non-blocking).
-pub fn listen(name: &[u8]) -> io::Result<UnixListener> {
-    let (fd, addr) = unix_socket(SocketType::STREAM, name)?;
-    rustix::net::bind(&fd, &addr)?;
-    // Every other rank of the node joins at once, at start-up: the kernel caps this at
-    // `net.core.somaxconn`.
-    rustix::net::listen(&fd, 4096)?;
-    Ok(UnixListener::from(fd))
-}
-
-/// Connects to the leader's socket (non-blocking; a Unix connect completes at once or
-/// fails at once: nobody listens there, or its backlog is full).
-pub fn connect(name: &[u8]) -> io::Result<UnixStream> {
-    let (fd, addr) = unix_socket(SocketType::STREAM, name)?;
-    rustix::net::connect(&fd, &addr)?;
-    Ok(UnixStream::from(fd))
-}
-
-/// Writes `bytes` and, with the first of them, `fd` (`SCM_RIGHTS`). Returns the bytes
-/// written (a fresh socket takes a handshake frame whole).
-pub fn send_with_fd(sock: &UnixStream, bytes: &[u8], fd: BorrowedFd<'_>) -> io::Result<usize> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    let fds = [fd];
-    control.push(SendAncillaryMessage::ScmRights(&fds));
-    Ok(rustix::net::sendmsg(
-        sock,
-        &[IoSlice::new(bytes)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )?)
-}
-
-/// Reads into `buf`, taking a file descriptor passed along (the first one, if several).
-/// `Ok((0, _))` is the end of the stream; `WouldBlock` when nothing is there.
-pub fn recv_with_fd(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let msg = rustix::net::recvmsg(
-        sock,
-        &mut [IoSliceMut::new(buf)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut fd = None;
-    for m in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(fds) = m {
-            for f in fds {
-                fd.get_or_insert(f); // any further fds are closed as they drop
-            }
-        }
-    }
-    Ok((msg.bytes, fd))
-}
-
-/// The pid of the process at the other end of a Unix socket, as this process sees it.
-pub fn peer_pid(sock: &UnixStream) -> io::Result<u32> {
-    let cred = rustix::net::sockopt::socket_peercred(sock)?;
-    Ok(cred.pid.as_raw_nonzero().get() as u32)
-}
-
-/// A rank's bell: a Unix datagram socket under [`bell_name`], watched by its epoll set.
-/// A datagram wakes the rank; what it says does not matter. Anyone in the network
-/// namespace can ring it, which costs the rank a wake-up and nothing else.
-pub struct Bell {
-    fd: OwnedFd,
-}
-
-impl Bell {
-    pub fn bind(name: &[u8]) -> io::Result<Bell> {
-        let (fd, addr) = unix_socket(SocketType::DGRAM, name)?;
-        rustix::net::bind(&fd, &addr)?;
-        Ok(Bell { fd })
-    }
-
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-
-    /// Takes every datagram waiting: a full queue would refuse the next wake-up.
-    pub fn drain(&self) {
-        let mut buf = [0u8; 16];
-        while let Ok((_, n)) = rustix::net::recv(&self.fd, &mut buf[..], RecvFlags::DONTWAIT) {
-            if n == 0 {
-                break;
-            }
-        }
-    }
-}
-
 /// Where everything of a node segment lies, for `ranks` ranks and rings of `ring` bytes.
 /// The leader computes it, and each joining rank computes it again and checks the header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     ranks: usize,
     ring: usize,
-    /// Where the collective area's parts lie (`shm_coll.rs`), computed once.
+    /// Where the collective area's parts lie (`coll.rs`), computed once.
     coll: coll::CollPlaces,
 }
 
@@ -419,96 +287,6 @@ impl Layout {
             data: area + PAIR_COUNTERS + index * self.ring,
         }
     }
-}
-
-/// A mapping of a node segment.
-struct Segment {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned by the segment and unmapped once, in Drop. Its memory is
-// shared with other processes anyway: counters are only accessed atomically, and ring
-// data only through `put`/`get`, by the one producer or the one consumer of each ring,
-// which the counters keep apart. So sharing the mapping between threads adds nothing.
-unsafe impl Send for Segment {}
-// SAFETY: as for Send.
-unsafe impl Sync for Segment {}
-
-impl Segment {
-    fn map(fd: &OwnedFd, len: usize) -> io::Result<Segment> {
-        // Not populated: a page costs memory (and the time to clear it) only once it is
-        // touched; most of a node segment never is.
-        // SAFETY: a fresh shared mapping of a memfd of at least `len` bytes (checked by
-        // the callers); nothing else in this process refers to the address range.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                fd,
-                0,
-            )?
-        };
-        let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Segment { base, len })
-    }
-
-    #[inline]
-    fn u64_at(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset + 8 <= self.len && offset.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (checked above; the mapping is page-aligned),
-        // and this memory is only ever accessed atomically by every process.
-        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
-    }
-
-    /// `len` bytes at `offset`, read in place: only where the one process that writes
-    /// them does not until the reader is done (a box the producer filled).
-    #[inline]
-    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
-        // SAFETY: in bounds (checked above); the protocol keeps writers away from these
-        // bytes while the returned borrow lives (see the caller).
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), len) }
-    }
-
-    #[inline]
-    fn u32_at(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
-        // SAFETY: as in `u64_at`.
-        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
-    }
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once; no reference into it
-        // outlives the segment (pipes and the node hold it through an Arc).
-        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
-
-/// After publishing something for a rank: rings its bell if it sleeps. The rank sets its
-/// flag, then looks; we publish, then look at the flag: with a full fence on both sides
-/// one of us sees the other. Whoever clears the flag rings once.
-fn wake(seg: &Segment, asleep: usize, ringer: &OwnedFd, bell: &SocketAddrUnix) {
-    fence(Ordering::SeqCst);
-    if take_sleeper(seg, asleep) {
-        ring(ringer, bell);
-    }
-}
-
-/// Whether the rank whose flag is at `asleep` sleeps; if so, clears the flag: the
-/// caller rings it. (After a full fence, see [`wake`].)
-fn take_sleeper(seg: &Segment, asleep: usize) -> bool {
-    let flag = seg.u32_at(asleep);
-    flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0
-}
-
-fn ring(ringer: &OwnedFd, bell: &SocketAddrUnix) {
-    // A full queue already holds a wake-up: nothing is lost by EAGAIN.
-    let _ = rustix::net::sendto(ringer, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL, bell);
 }
 
 /// This rank's membership of its node's segment.
@@ -702,7 +480,7 @@ impl ShmNode {
                 .u64_at(self.layout.slot(peer) + SLOT_PROBE)
                 .load(Ordering::Relaxed);
             let mut got = [0u8; PROBE_LEN];
-            at != 0 && crate::cma::read(pid, at, &mut got).is_ok() && got == probe_token(&self.job_id, peer)
+            at != 0 && cma::read(pid, at, &mut got).is_ok() && got == probe_token(&self.job_id, peer)
         })
     }
 
@@ -877,7 +655,7 @@ impl ShmNode {
 
     /// [`ShmNode::wake_all`] without the fence: a rank about to sleep may be missed if it
     /// says so just as this rank's last write is on its way (the collective area's
-    /// waiters allow for that, see `shm_coll.rs`). Looks at the flags first: naming a
+    /// waiters allow for that, see `coll.rs`). Looks at the flags first: naming a
     /// bell costs more than looking at every member's flag of a small node, and this
     /// runs after every post to the collective area.
     pub fn wake_sleepers(&self) {
@@ -918,15 +696,17 @@ impl ShmNode {
     }
 }
 
-#[path = "shm_coll.rs"]
+pub mod cma;
 mod coll;
 pub use coll::{COLL_COUNT_FROM, COLL_DATA, COLL_PHASES, COLL_SMALL};
+mod segment;
+use segment::{ring, take_sleeper, wake, Segment};
+mod unix;
+pub use unix::{bell_name, connect, listen, peer_pid, recv_with_fd, send_with_fd, socket_name, Bell};
 
-#[path = "shm_pipe.rs"]
 mod pipe;
 pub use pipe::ShmPipe;
 use pipe::{Side, WayAt};
 
 #[cfg(test)]
-#[path = "shm_tests.rs"]
 mod tests;

@@ -1,10 +1,13 @@
-//! Unit tests of `shm.rs`: the layout, boxes and rings, wake-ups and gone ranks.
+//! Unit tests of the node segment: the layout, boxes and rings, wake-ups and gone ranks.
 
 use super::pipe::box_slot;
+use super::unix::job_hex;
 use super::*;
 use crate::stream::Pipe;
 use crate::{Buffer, Link, LinkError, Placement, Sink};
 use proto::wire::data::{DataRepr, HeaderBytes};
+use std::io::IoSlice;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicU8;
 
 /// A job id of its own for each node made here (bells are named after it).

@@ -1,5 +1,5 @@
-//! One lane's half of a node segment (`shm.rs`): the boxes and rings of its two
-//! directions, read and written as a byte stream ([`Pipe`]); see `shm.rs` for the layout
+//! One lane's half of a node segment (`mod.rs`): the boxes and rings of its two
+//! directions, read and written as a byte stream ([`Pipe`]); see `mod.rs` for the layout
 //! and why box and ring keep the bytes in order.
 
 use std::cell::Cell;
