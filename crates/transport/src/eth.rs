@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use proto::reliable::{Channel, ChannelConfig, ChannelError, Received};
 use proto::wire::eth::{
-    seal, EthFrame, EthKind, EthRepr, FrameKey, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN,
+    at, ethernet, seal, EthFrame, EthKind, EthRepr, FrameKey, ETHERTYPE, ETH_HEADER_LEN, MAX_HEADER_LEN,
 };
 
 use crate::packet::{PacketSocket, RxMeta, MAX_BATCH};
@@ -155,7 +155,7 @@ fn rank_filter(rank: u32) -> [libc::sock_filter; 6] {
     const AND_K: u16 = 0x54;
     const RET_K: u16 = 0x06;
     [
-        op(LD_W_ABS, 0, 0, (ETH_HEADER_LEN + 4) as u32),
+        op(LD_W_ABS, 0, 0, (ETH_HEADER_LEN + at::LANE) as u32),
         op(JEQ_K, 2, 0, 0), // lane 0: an opening handshake, for whichever rank it names
         op(AND_K, 0, 0, mask),
         op(JEQ_K, 0, 1, want),
@@ -297,9 +297,9 @@ impl EthPort {
 
 impl Port {
     fn ethernet_header(&self, frame: &mut [u8], to: Mac) {
-        frame[0..6].copy_from_slice(&to);
-        frame[6..12].copy_from_slice(&self.mac);
-        frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+        frame[ethernet::DESTINATION..ethernet::SOURCE].copy_from_slice(&to);
+        frame[ethernet::SOURCE..ethernet::ETHERTYPE].copy_from_slice(&self.mac);
+        frame[ethernet::ETHERTYPE..ETH_HEADER_LEN].copy_from_slice(&ETHERTYPE.to_be_bytes());
     }
 
     /// Reads what waits on the socket: datagrams for lane `mine` go to `handle` (source
@@ -396,15 +396,17 @@ struct Sorter<'a> {
 impl Sorter<'_> {
     /// Hands `frame` to `handle` if it is for lane `mine`, or to the queue it is for.
     fn sort(&mut self, frame: &[u8], handle: &mut dyn FnMut(Mac, &[u8])) {
-        if frame.len() < ETH_HEADER_LEN + 8 {
+        if frame.len() < ETH_HEADER_LEN + at::LANE + 4 {
             *self.dropped += 1;
             return;
         }
-        let from: Mac = frame[6..12].try_into().expect("6 bytes");
+        let from: Mac = frame[ethernet::SOURCE..ethernet::ETHERTYPE]
+            .try_into()
+            .expect("6 bytes");
         let datagram = &frame[ETH_HEADER_LEN..];
         // Sorted by kind and lane before any check: the receiver checks all.
-        let kind = datagram[3];
-        let lane = u32::from_le_bytes(datagram[4..8].try_into().expect("4 bytes"));
+        let kind = datagram[at::KIND];
+        let lane = u32::from_le_bytes(datagram[at::LANE..at::LANE + 4].try_into().expect("4 bytes"));
         let arrival = || Arrival {
             from,
             bytes: datagram.to_vec(),

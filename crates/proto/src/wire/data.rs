@@ -36,6 +36,75 @@ use core::net::SocketAddr;
 use super::{get_addr, get_u32, get_u64, put_addr, put_u32, put_u64, WireError};
 
 pub const PREFIX_LEN: usize = 8;
+
+/// Where each field starts (see the layout above): the prefix's in the header, each
+/// kind's in its body, which follows the prefix.
+mod at {
+    pub const KIND: usize = 0;
+    /// Flags and reserved bytes, all 0.
+    pub const FLAGS: usize = 1;
+    pub const PAYLOAD_LEN: usize = 4;
+    /// A MATCH's or RTS's envelope.
+    pub mod env {
+        pub const CTX: usize = 0;
+        pub const SRC: usize = 4;
+        pub const TAG: usize = 8;
+        pub const SEQ: usize = 12;
+        pub const MSG_LEN: usize = 16;
+    }
+    pub mod rts {
+        pub const SEND_ID: usize = 24;
+    }
+    pub mod cts {
+        pub const SEND_ID: usize = 0;
+        pub const RECV_ID: usize = 8;
+        pub const ACCEPT_LEN: usize = 16;
+    }
+    pub mod frag {
+        pub const RECV_ID: usize = 0;
+        pub const OFFSET: usize = 8;
+    }
+    /// FIN's send id, CREDIT's total: the one field of their bodies.
+    pub const ONLY: usize = 0;
+    pub mod punch {
+        pub const STEP: usize = 0;
+        pub const ROUND: usize = 1;
+        pub const PORT: usize = 2;
+        pub const IP: usize = 4;
+        pub const RESERVED: usize = 20;
+        pub const LEN: usize = 24;
+    }
+    /// LANE_ACK and LANE_LOST.
+    pub mod lane {
+        pub const TAG: usize = 0;
+        pub const FRAMES: usize = 8;
+    }
+    pub mod abort {
+        pub const CODE: usize = 0;
+        pub const ORIGIN: usize = 4;
+    }
+    pub mod batch {
+        pub const MESSAGES: usize = 0;
+        pub const RESERVED: usize = 4;
+    }
+    pub mod origin {
+        pub const SEND_ID: usize = 0;
+        pub const AT: usize = 8;
+    }
+    pub mod cancel {
+        pub const CTX: usize = 0;
+        pub const TAG: usize = 4;
+        pub const SEQ: usize = 8;
+        pub const RESERVED: usize = 12;
+        pub const SEND_ID: usize = 16;
+    }
+    pub mod cancelled {
+        pub const SEND_ID: usize = 0;
+        pub const WITHDRAWN: usize = 8;
+        pub const RESERVED: usize = 9;
+        pub const LEN: usize = 16;
+    }
+}
 /// Largest header of any kind; a reader that has this many bytes can always decide.
 pub const MAX_HEADER_LEN: usize = PREFIX_LEN + 32;
 /// Largest payload a single frame may declare (FRAG chunks and eager messages stay far below).
@@ -109,49 +178,50 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
                 have: b.len(),
             });
         }
-        let kind = Kind::from_u8(b[0])?;
-        if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+        let kind = Kind::from_u8(b[at::KIND])?;
+        if b[at::FLAGS..at::PAYLOAD_LEN] != [0; 3] {
             return Err(WireError::Reserved);
         }
         let need = kind.header_len();
         if b.len() < need {
             return Err(WireError::Truncated { need, have: b.len() });
         }
-        let payload = get_u32(b, 4);
+        let payload = get_u32(b, at::PAYLOAD_LEN);
         if payload > MAX_FRAME_PAYLOAD {
             return Err(WireError::Field("payload_len"));
         }
         if !kind.carries_payload() && payload != 0 {
             return Err(WireError::Field("payload_len"));
         }
-        if kind == Kind::Match && u64::from(payload) != get_u64(b, PREFIX_LEN + 16) {
+        if kind == Kind::Match && u64::from(payload) != get_u64(b, PREFIX_LEN + at::env::MSG_LEN) {
             return Err(WireError::Field("msg_len"));
         }
         if kind == Kind::Batch {
             let body = &b[PREFIX_LEN..need];
-            if payload > MAX_BATCH || payload == 0 || get_u32(body, 0) == 0 {
+            if payload > MAX_BATCH || payload == 0 || get_u32(body, at::batch::MESSAGES) == 0 {
                 return Err(WireError::Field("batch length"));
             }
-            if body[4..8] != [0; 4] {
+            if body[at::batch::RESERVED..at::batch::RESERVED + 4] != [0; 4] {
                 return Err(WireError::Reserved);
             }
         }
-        if kind == Kind::Cancel && b[PREFIX_LEN + 12..PREFIX_LEN + 16] != [0; 4] {
+        let reserved = PREFIX_LEN + at::cancel::RESERVED;
+        if kind == Kind::Cancel && b[reserved..reserved + 4] != [0; 4] {
             return Err(WireError::Reserved);
         }
         if kind == Kind::Cancelled {
             let body = &b[PREFIX_LEN..need];
-            if body[8] > 1 {
+            if body[at::cancelled::WITHDRAWN] > 1 {
                 return Err(WireError::Field("withdrawn"));
             }
-            if body[9..16] != [0; 7] {
+            if body[at::cancelled::RESERVED..at::cancelled::LEN] != [0; 7] {
                 return Err(WireError::Reserved);
             }
         }
         if kind == Kind::Punch {
             let body = &b[PREFIX_LEN..need];
-            PunchStep::from_u8(body[0]).map_err(|_| WireError::Field("punch step"))?;
-            if body[20..24] != [0; 4] {
+            PunchStep::from_u8(body[at::punch::STEP]).map_err(|_| WireError::Field("punch step"))?;
+            if body[at::punch::RESERVED..at::punch::LEN] != [0; 4] {
                 return Err(WireError::Reserved);
             }
         }
@@ -164,13 +234,13 @@ impl<T: AsRef<[u8]>> DataHeader<T> {
         self.kind.header_len()
     }
     pub fn payload_len(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 4)
+        get_u32(self.buffer.as_ref(), at::PAYLOAD_LEN)
     }
-    fn body_u32(&self, at: usize) -> u32 {
-        get_u32(self.buffer.as_ref(), PREFIX_LEN + at)
+    fn body_u32(&self, field: usize) -> u32 {
+        get_u32(self.buffer.as_ref(), PREFIX_LEN + field)
     }
-    fn body_u64(&self, at: usize) -> u64 {
-        get_u64(self.buffer.as_ref(), PREFIX_LEN + at)
+    fn body_u64(&self, field: usize) -> u64 {
+        get_u64(self.buffer.as_ref(), PREFIX_LEN + field)
     }
 }
 
@@ -291,15 +361,19 @@ impl DataRepr {
     /// small message parses one.
     #[inline]
     pub fn parse_match(h: &[u8; MATCH_HEADER_LEN]) -> Result<DataRepr, WireError> {
-        let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        if h[0] != Kind::Match as u8 {
-            return Err(Kind::from_u8(h[0]).err().unwrap_or(WireError::Field("kind")));
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let body_u32 = |field: usize| u32_at(PREFIX_LEN + field);
+        if h[at::KIND] != Kind::Match as u8 {
+            return Err(Kind::from_u8(h[at::KIND])
+                .err()
+                .unwrap_or(WireError::Field("kind")));
         }
-        if h[1..4] != [0; 3] {
+        if h[at::FLAGS..at::PAYLOAD_LEN] != [0; 3] {
             return Err(WireError::Reserved);
         }
-        let payload = u32_at(4);
-        let msg_len = u64::from(u32_at(PREFIX_LEN + 16)) | (u64::from(u32_at(PREFIX_LEN + 20)) << 32);
+        let payload = u32_at(at::PAYLOAD_LEN);
+        let msg_len =
+            u64::from(body_u32(at::env::MSG_LEN)) | (u64::from(body_u32(at::env::MSG_LEN + 4)) << 32);
         if payload > MAX_FRAME_PAYLOAD {
             return Err(WireError::Field("payload_len"));
         }
@@ -308,10 +382,10 @@ impl DataRepr {
         }
         Ok(DataRepr::Match {
             env: Envelope {
-                ctx: u32_at(PREFIX_LEN),
-                src: u32_at(PREFIX_LEN + 4),
-                tag: u32_at(PREFIX_LEN + 8) as i32,
-                seq: u32_at(PREFIX_LEN + 12),
+                ctx: body_u32(at::env::CTX),
+                src: body_u32(at::env::SRC),
+                tag: body_u32(at::env::TAG) as i32,
+                seq: body_u32(at::env::SEQ),
                 msg_len,
             },
         })
@@ -319,73 +393,74 @@ impl DataRepr {
 
     pub fn parse<T: AsRef<[u8]>>(h: &DataHeader<T>) -> DataRepr {
         let env = || Envelope {
-            ctx: h.body_u32(0),
-            src: h.body_u32(4),
-            tag: h.body_u32(8) as i32,
-            seq: h.body_u32(12),
-            msg_len: h.body_u64(16),
+            ctx: h.body_u32(at::env::CTX),
+            src: h.body_u32(at::env::SRC),
+            tag: h.body_u32(at::env::TAG) as i32,
+            seq: h.body_u32(at::env::SEQ),
+            msg_len: h.body_u64(at::env::MSG_LEN),
         };
         match h.kind {
             Kind::Match => DataRepr::Match { env: env() },
             Kind::Rts => DataRepr::Rts {
                 env: env(),
-                send_id: h.body_u64(24),
+                send_id: h.body_u64(at::rts::SEND_ID),
             },
             Kind::Cts => DataRepr::Cts {
-                send_id: h.body_u64(0),
-                recv_id: h.body_u64(8),
-                accept_len: h.body_u64(16),
+                send_id: h.body_u64(at::cts::SEND_ID),
+                recv_id: h.body_u64(at::cts::RECV_ID),
+                accept_len: h.body_u64(at::cts::ACCEPT_LEN),
             },
             Kind::Frag => DataRepr::Frag {
-                recv_id: h.body_u64(0),
-                offset: h.body_u64(8),
+                recv_id: h.body_u64(at::frag::RECV_ID),
+                offset: h.body_u64(at::frag::OFFSET),
                 len: h.payload_len(),
             },
             Kind::Fin => DataRepr::Fin {
-                send_id: h.body_u64(0),
+                send_id: h.body_u64(at::ONLY),
             },
             Kind::Bye => DataRepr::Bye,
             Kind::Credit => DataRepr::Credit {
-                returned: h.body_u64(0),
+                returned: h.body_u64(at::ONLY),
             },
             Kind::Punch => {
                 let b = &h.buffer.as_ref()[PREFIX_LEN..];
                 DataRepr::Punch(PunchMsg {
                     // new_checked refused every other value.
-                    step: PunchStep::from_u8(b[0]).unwrap_or(PunchStep::Sync),
-                    round: b[1],
-                    addr: (b[2..20] != [0; 18]).then(|| get_addr(b, 4, 2)),
+                    step: PunchStep::from_u8(b[at::punch::STEP]).unwrap_or(PunchStep::Sync),
+                    round: b[at::punch::ROUND],
+                    addr: (b[at::punch::PORT..at::punch::RESERVED] != [0; 18])
+                        .then(|| get_addr(b, at::punch::IP, at::punch::PORT)),
                 })
             }
             Kind::LaneAck => DataRepr::LaneAck {
-                tag: h.body_u64(0),
-                frames: h.body_u64(8),
+                tag: h.body_u64(at::lane::TAG),
+                frames: h.body_u64(at::lane::FRAMES),
             },
             Kind::LaneLost => DataRepr::LaneLost {
-                tag: h.body_u64(0),
-                frames: h.body_u64(8),
+                tag: h.body_u64(at::lane::TAG),
+                frames: h.body_u64(at::lane::FRAMES),
             },
             Kind::Abort => DataRepr::Abort {
-                code: h.body_u32(0) as i32,
-                origin: h.body_u32(4),
+                code: h.body_u32(at::abort::CODE) as i32,
+                origin: h.body_u32(at::abort::ORIGIN),
             },
             Kind::Batch => DataRepr::Batch {
-                messages: h.body_u32(0),
+                messages: h.body_u32(at::batch::MESSAGES),
                 len: h.payload_len(),
             },
             Kind::Origin => DataRepr::Origin {
-                send_id: h.body_u64(0),
-                at: h.body_u64(8),
+                send_id: h.body_u64(at::origin::SEND_ID),
+                at: h.body_u64(at::origin::AT),
             },
             Kind::Cancel => DataRepr::Cancel {
-                ctx: h.body_u32(0),
-                tag: h.body_u32(4) as i32,
-                seq: h.body_u32(8),
-                send_id: h.body_u64(16),
+                ctx: h.body_u32(at::cancel::CTX),
+                tag: h.body_u32(at::cancel::TAG) as i32,
+                seq: h.body_u32(at::cancel::SEQ),
+                send_id: h.body_u64(at::cancel::SEND_ID),
             },
             Kind::Cancelled => DataRepr::Cancelled {
-                send_id: h.body_u64(0),
-                withdrawn: h.buffer.as_ref()[PREFIX_LEN + 8] == 1,
+                send_id: h.body_u64(at::cancelled::SEND_ID),
+                withdrawn: h.buffer.as_ref()[PREFIX_LEN + at::cancelled::WITHDRAWN] == 1,
             },
         }
     }
@@ -428,64 +503,55 @@ impl DataRepr {
     pub fn emit(&self, out: &mut [u8]) -> usize {
         let n = self.header_len();
         let out = &mut out[..n];
-        out[0] = self.kind() as u8;
-        out[1] = 0;
-        out[2] = 0;
-        out[3] = 0;
-        put_u32(out, 4, self.payload_len());
+        out[at::KIND] = self.kind() as u8;
+        out[at::FLAGS..at::PAYLOAD_LEN].fill(0);
+        put_u32(out, at::PAYLOAD_LEN, self.payload_len());
         let body = &mut out[PREFIX_LEN..];
-        let put_env = |body: &mut [u8], e: &Envelope| {
-            put_u32(body, 0, e.ctx);
-            put_u32(body, 4, e.src);
-            put_u32(body, 8, e.tag as u32);
-            put_u32(body, 12, e.seq);
-            put_u64(body, 16, e.msg_len);
-        };
         match self {
-            DataRepr::Match { env } => put_env(body, env),
+            DataRepr::Match { env } => put_envelope(body, env),
             DataRepr::Rts { env, send_id } => {
-                put_env(body, env);
-                put_u64(body, 24, *send_id);
+                put_envelope(body, env);
+                put_u64(body, at::rts::SEND_ID, *send_id);
             }
             DataRepr::Cts {
                 send_id,
                 recv_id,
                 accept_len,
             } => {
-                put_u64(body, 0, *send_id);
-                put_u64(body, 8, *recv_id);
-                put_u64(body, 16, *accept_len);
+                put_u64(body, at::cts::SEND_ID, *send_id);
+                put_u64(body, at::cts::RECV_ID, *recv_id);
+                put_u64(body, at::cts::ACCEPT_LEN, *accept_len);
             }
             DataRepr::Frag { recv_id, offset, .. } => {
-                put_u64(body, 0, *recv_id);
-                put_u64(body, 8, *offset);
+                put_u64(body, at::frag::RECV_ID, *recv_id);
+                put_u64(body, at::frag::OFFSET, *offset);
             }
-            DataRepr::Fin { send_id } => put_u64(body, 0, *send_id),
+            DataRepr::Fin { send_id } => put_u64(body, at::ONLY, *send_id),
             DataRepr::Bye => {}
-            DataRepr::Credit { returned } => put_u64(body, 0, *returned),
+            DataRepr::Credit { returned } => put_u64(body, at::ONLY, *returned),
             DataRepr::Punch(m) => {
-                body[..24].fill(0);
-                body[0] = m.step as u8;
-                body[1] = m.round;
+                body[..at::punch::LEN].fill(0);
+                body[at::punch::STEP] = m.step as u8;
+                body[at::punch::ROUND] = m.round;
                 if let Some(addr) = m.addr {
-                    put_addr(body, 4, 2, addr);
+                    put_addr(body, at::punch::IP, at::punch::PORT, addr);
                 }
             }
             DataRepr::LaneAck { tag, frames } | DataRepr::LaneLost { tag, frames } => {
-                put_u64(body, 0, *tag);
-                put_u64(body, 8, *frames);
+                put_u64(body, at::lane::TAG, *tag);
+                put_u64(body, at::lane::FRAMES, *frames);
             }
             DataRepr::Abort { code, origin } => {
-                put_u32(body, 0, *code as u32);
-                put_u32(body, 4, *origin);
+                put_u32(body, at::abort::CODE, *code as u32);
+                put_u32(body, at::abort::ORIGIN, *origin);
             }
             DataRepr::Batch { messages, .. } => {
-                put_u32(body, 0, *messages);
-                put_u32(body, 4, 0);
+                put_u32(body, at::batch::MESSAGES, *messages);
+                put_u32(body, at::batch::RESERVED, 0);
             }
-            DataRepr::Origin { send_id, at } => {
-                put_u64(body, 0, *send_id);
-                put_u64(body, 8, *at);
+            DataRepr::Origin { send_id, at: where_ } => {
+                put_u64(body, at::origin::SEND_ID, *send_id);
+                put_u64(body, at::origin::AT, *where_);
             }
             DataRepr::Cancel {
                 ctx,
@@ -493,20 +559,30 @@ impl DataRepr {
                 seq,
                 send_id,
             } => {
-                put_u32(body, 0, *ctx);
-                put_u32(body, 4, *tag as u32);
-                put_u32(body, 8, *seq);
-                put_u32(body, 12, 0);
-                put_u64(body, 16, *send_id);
+                put_u32(body, at::cancel::CTX, *ctx);
+                put_u32(body, at::cancel::TAG, *tag as u32);
+                put_u32(body, at::cancel::SEQ, *seq);
+                put_u32(body, at::cancel::RESERVED, 0);
+                put_u64(body, at::cancel::SEND_ID, *send_id);
             }
             DataRepr::Cancelled { send_id, withdrawn } => {
-                put_u64(body, 0, *send_id);
-                body[8..16].fill(0);
-                body[8] = u8::from(*withdrawn);
+                put_u64(body, at::cancelled::SEND_ID, *send_id);
+                body[at::cancelled::WITHDRAWN..at::cancelled::LEN].fill(0);
+                body[at::cancelled::WITHDRAWN] = u8::from(*withdrawn);
             }
         }
         n
     }
+}
+
+/// Writes a MATCH's or RTS's envelope at the start of its `body`.
+#[inline]
+fn put_envelope(body: &mut [u8], env: &Envelope) {
+    put_u32(body, at::env::CTX, env.ctx);
+    put_u32(body, at::env::SRC, env.src);
+    put_u32(body, at::env::TAG, env.tag as u32);
+    put_u32(body, at::env::SEQ, env.seq);
+    put_u64(body, at::env::MSG_LEN, env.msg_len);
 }
 
 /// A header ready to be written, stored inline so that queuing it never allocates.
@@ -527,14 +603,9 @@ impl HeaderBytes {
     #[inline]
     pub fn matched(env: &Envelope) -> HeaderBytes {
         let mut bytes = [0u8; MAX_HEADER_LEN];
-        bytes[0] = Kind::Match as u8;
-        put_u32(&mut bytes, 4, env.msg_len as u32);
-        let body = &mut bytes[PREFIX_LEN..MATCH_HEADER_LEN];
-        put_u32(body, 0, env.ctx);
-        put_u32(body, 4, env.src);
-        put_u32(body, 8, env.tag as u32);
-        put_u32(body, 12, env.seq);
-        put_u64(body, 16, env.msg_len);
+        bytes[at::KIND] = Kind::Match as u8;
+        put_u32(&mut bytes, at::PAYLOAD_LEN, env.msg_len as u32);
+        put_envelope(&mut bytes[PREFIX_LEN..MATCH_HEADER_LEN], env);
         HeaderBytes {
             bytes,
             len: MATCH_HEADER_LEN as u8,
@@ -548,7 +619,7 @@ impl HeaderBytes {
 
     /// The frame's kind (the header was emitted from a repr: always a known one).
     pub fn kind(&self) -> Kind {
-        Kind::from_u8(self.bytes[0]).expect("emitted from a repr")
+        Kind::from_u8(self.bytes[at::KIND]).expect("emitted from a repr")
     }
 }
 

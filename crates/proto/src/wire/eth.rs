@@ -55,8 +55,15 @@ pub const MAX_SACKS: usize = 3;
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACKS * SACK_LEN;
 const TAG_LEN: usize = 8;
 
-/// Where each header field starts (see the layout above).
-mod at {
+/// Where each field of the Ethernet header starts.
+pub mod ethernet {
+    pub const DESTINATION: usize = 0;
+    pub const SOURCE: usize = 6;
+    pub const ETHERTYPE: usize = 12;
+}
+
+/// Where each header field of the datagram starts (see the layout above).
+pub mod at {
     pub const MAGIC: usize = 0;
     pub const VERSION: usize = 2;
     pub const KIND: usize = 3;

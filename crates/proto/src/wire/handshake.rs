@@ -21,7 +21,21 @@ use super::{get_u16, get_u32, put_u16, put_u32, WireError};
 pub const MAGIC: [u8; 4] = *b"PNTN";
 pub const VERSION: u16 = 1;
 pub const FRAME_LEN: usize = 96;
-const MAC_AT: usize = 64;
+
+/// Where each field starts (see the layout above).
+mod at {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 4;
+    pub const KIND: usize = 6;
+    /// ACK: the status; HELLO: the flag bits; CONFIRM: 0.
+    pub const FLAGS: usize = 7;
+    pub const JOB_ID: usize = 8;
+    pub const SRC: usize = 24;
+    pub const DST: usize = 28;
+    pub const NONCE: usize = 32;
+    pub const PEER_NONCE: usize = 48;
+    pub const MAC: usize = 64;
+}
 /// HELLO flag bits: the lane flag, the path kind, sealing.
 const EXTRA_LANE: u8 = 1;
 const PATH_SHIFT: u8 = 1;
@@ -109,15 +123,15 @@ impl<T: AsRef<[u8]>> HandshakeFrame<T> {
                 have: b.len(),
             });
         }
-        if b[0..4] != MAGIC {
+        if b[at::MAGIC..at::MAGIC + 4] != MAGIC {
             return Err(WireError::BadMagic);
         }
-        match b[6] {
+        match b[at::KIND] {
             2 => {
-                HandshakeStatus::from_u8(b[7])?;
+                HandshakeStatus::from_u8(b[at::FLAGS])?;
             }
-            1 if b[7] <= HELLO_FLAGS => {}
-            3 if b[7] == 0 => {}
+            1 if b[at::FLAGS] <= HELLO_FLAGS => {}
+            3 if b[at::FLAGS] == 0 => {}
             1 | 3 => return Err(WireError::Field("lane flag")),
             kind => return Err(WireError::UnknownKind(kind)),
         }
@@ -125,11 +139,11 @@ impl<T: AsRef<[u8]>> HandshakeFrame<T> {
     }
     /// The bytes the MAC covers.
     pub fn transcript(&self) -> &[u8] {
-        &self.buffer.as_ref()[..MAC_AT]
+        &self.buffer.as_ref()[..at::MAC]
     }
     pub fn mac(&self) -> [u8; 32] {
         let mut m = [0u8; 32];
-        m.copy_from_slice(&self.buffer.as_ref()[MAC_AT..MAC_AT + 32]);
+        m.copy_from_slice(&self.buffer.as_ref()[at::MAC..at::MAC + 32]);
         m
     }
 }
@@ -156,42 +170,43 @@ pub struct HandshakeRepr {
 impl HandshakeRepr {
     pub fn parse<T: AsRef<[u8]>>(f: &HandshakeFrame<T>) -> HandshakeRepr {
         let b = f.buffer.as_ref();
-        let arr16 = |at: usize| {
+        let arr16 = |from: usize| {
             let mut a = [0u8; 16];
-            a.copy_from_slice(&b[at..at + 16]);
+            a.copy_from_slice(&b[from..from + 16]);
             a
         };
+        let (kind, flags) = (b[at::KIND], b[at::FLAGS]);
         HandshakeRepr {
-            version: get_u16(b, 4),
+            version: get_u16(b, at::VERSION),
             // new_checked refused every other value.
-            kind: HandshakeKind::from_u8(b[6]).unwrap_or(HandshakeKind::Confirm),
-            // Checked by new_checked; byte 7 is the status only in an ACK.
-            status: match b[6] {
-                2 => HandshakeStatus::from_u8(b[7]).unwrap_or(HandshakeStatus::BadMac),
+            kind: HandshakeKind::from_u8(kind).unwrap_or(HandshakeKind::Confirm),
+            // Checked by new_checked; the flags byte is the status only in an ACK.
+            status: match kind {
+                2 => HandshakeStatus::from_u8(flags).unwrap_or(HandshakeStatus::BadMac),
                 _ => HandshakeStatus::Accepted,
             },
-            extra_lane: b[6] == 1 && b[7] & EXTRA_LANE != 0,
-            sealed: b[6] == 1 && b[7] & SEALED != 0,
-            path: if b[6] == 1 {
-                PathKind::from_bits(b[7] >> PATH_SHIFT)
+            extra_lane: kind == 1 && flags & EXTRA_LANE != 0,
+            sealed: kind == 1 && flags & SEALED != 0,
+            path: if kind == 1 {
+                PathKind::from_bits(flags >> PATH_SHIFT)
             } else {
                 PathKind::Direct
             },
-            job_id: arr16(8),
-            src: get_u32(b, 24),
-            dst: get_u32(b, 28),
-            nonce: arr16(32),
-            peer_nonce: arr16(48),
+            job_id: arr16(at::JOB_ID),
+            src: get_u32(b, at::SRC),
+            dst: get_u32(b, at::DST),
+            nonce: arr16(at::NONCE),
+            peer_nonce: arr16(at::PEER_NONCE),
         }
     }
 
     /// Emits the frame, MAC'd with `secret`.
     pub fn emit(&self, secret: &[u8; 32]) -> [u8; FRAME_LEN] {
         let mut b = [0u8; FRAME_LEN];
-        b[0..4].copy_from_slice(&MAGIC);
-        put_u16(&mut b, 4, self.version);
-        b[6] = self.kind as u8;
-        b[7] = match self.kind {
+        b[at::MAGIC..at::MAGIC + 4].copy_from_slice(&MAGIC);
+        put_u16(&mut b, at::VERSION, self.version);
+        b[at::KIND] = self.kind as u8;
+        b[at::FLAGS] = match self.kind {
             HandshakeKind::Ack => self.status as u8,
             HandshakeKind::Hello => {
                 (u8::from(self.extra_lane) * EXTRA_LANE)
@@ -200,13 +215,13 @@ impl HandshakeRepr {
             }
             HandshakeKind::Confirm => 0,
         };
-        b[8..24].copy_from_slice(&self.job_id);
-        put_u32(&mut b, 24, self.src);
-        put_u32(&mut b, 28, self.dst);
-        b[32..48].copy_from_slice(&self.nonce);
-        b[48..64].copy_from_slice(&self.peer_nonce);
-        let mac = mac(secret, &b[..MAC_AT]);
-        b[MAC_AT..].copy_from_slice(&mac);
+        b[at::JOB_ID..at::JOB_ID + 16].copy_from_slice(&self.job_id);
+        put_u32(&mut b, at::SRC, self.src);
+        put_u32(&mut b, at::DST, self.dst);
+        b[at::NONCE..at::NONCE + 16].copy_from_slice(&self.nonce);
+        b[at::PEER_NONCE..at::PEER_NONCE + 16].copy_from_slice(&self.peer_nonce);
+        let mac = mac(secret, &b[..at::MAC]);
+        b[at::MAC..].copy_from_slice(&mac);
         b
     }
 }
@@ -265,7 +280,7 @@ mod tests {
             hello
         );
         let mut bad = bytes;
-        bad[7] = 16;
+        bad[at::FLAGS] = 16;
         assert_eq!(
             HandshakeFrame::new_checked(&bad[..]).unwrap_err(),
             WireError::Field("lane flag")
@@ -278,7 +293,7 @@ mod tests {
             ..hello
         };
         let mut bad = confirm.emit(&[1; 32]);
-        bad[7] = 1;
+        bad[at::FLAGS] = 1;
         assert!(HandshakeFrame::new_checked(&bad[..]).is_err());
     }
 

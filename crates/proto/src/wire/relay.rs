@@ -48,6 +48,28 @@ use core::net::SocketAddr;
 use super::{get_addr, get_u16, get_u32, put_addr, put_u16, put_u32, WireError};
 
 pub const MAGIC: [u8; 4] = *b"PNRL";
+
+/// Where each field starts (see the layout above).
+mod at {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 4;
+    pub const KIND: usize = 6;
+    pub const STATUS: usize = 7;
+    /// The job tag; in a VERDICT the seen address, its port at [`SEEN_PORT`].
+    pub const JOB_TAG: usize = 8;
+    pub const SEEN: usize = 8;
+    pub const RANK: usize = 24;
+    pub const SEEN_PORT: usize = 24;
+    pub const PORT: usize = 28;
+    pub const RESERVED: usize = 30;
+    /// The nonce, the relay key or the proof.
+    pub const KEY: usize = 32;
+    /// A VERDICT's reason; a FORWARD's next relay, its port at [`NEXT_PORT`].
+    pub const REASON: usize = 64;
+    pub const NEXT: usize = 64;
+    pub const NEXT_PORT: usize = 80;
+    pub const END: usize = 128;
+}
 /// 2: VERDICT carries the address the relay saw.
 pub const VERSION: u16 = 2;
 pub const FRAME_LEN: usize = 128;
@@ -107,33 +129,33 @@ impl<T: AsRef<[u8]>> RelayFrame<T> {
                 have: b.len(),
             });
         }
-        if b[0..4] != MAGIC {
+        if b[at::MAGIC..at::MAGIC + 4] != MAGIC {
             return Err(WireError::BadMagic);
         }
-        let kind = RelayKind::from_u8(b[6])?;
+        let kind = RelayKind::from_u8(b[at::KIND])?;
         let zero = |r: std::ops::Range<usize>| b[r].iter().all(|&x| x == 0);
         match kind {
             RelayKind::Verdict => {
-                RelayStatus::from_u8(b[7])?;
+                RelayStatus::from_u8(b[at::STATUS])?;
             }
-            _ if b[7] != 0 => return Err(WireError::Reserved),
+            _ if b[at::STATUS] != 0 => return Err(WireError::Reserved),
             _ => {}
         }
         let fields_ok = match kind {
-            RelayKind::Challenge => zero(8..32) && zero(64..128),
-            RelayKind::Register => zero(30..32) && zero(64..128),
-            RelayKind::Connect => zero(28..32) && zero(64..128),
-            RelayKind::Forward => zero(28..32) && zero(82..128),
-            RelayKind::Verdict => zero(26..64),
+            RelayKind::Challenge => zero(at::JOB_TAG..at::KEY) && zero(at::REASON..at::END),
+            RelayKind::Register => zero(at::RESERVED..at::KEY) && zero(at::REASON..at::END),
+            RelayKind::Connect => zero(at::PORT..at::KEY) && zero(at::REASON..at::END),
+            RelayKind::Forward => zero(at::PORT..at::KEY) && zero(at::NEXT_PORT + 2..at::END),
+            RelayKind::Verdict => zero(at::SEEN_PORT + 2..at::REASON),
         };
         if !fields_ok {
             return Err(WireError::Reserved);
         }
         if kind == RelayKind::Verdict {
             // One way to write a reason: UTF-8 up to the first zero, zeros after it.
-            let text = &b[64..64 + REASON_LEN];
+            let text = &b[at::REASON..at::REASON + REASON_LEN];
             let end = text.iter().position(|&c| c == 0).unwrap_or(REASON_LEN);
-            if std::str::from_utf8(&text[..end]).is_err() || !zero(64 + end..128) {
+            if std::str::from_utf8(&text[..end]).is_err() || !zero(at::REASON + end..at::END) {
                 return Err(WireError::Field("relay reason"));
             }
         }
@@ -185,46 +207,48 @@ pub enum RelayRepr {
 
 /// A VERDICT's seen address: all zero with a zero port is none.
 fn get_observed(b: &[u8]) -> Option<SocketAddr> {
-    (b[8..26] != [0; 18]).then(|| get_addr(b, 8, 24))
+    let seen = at::SEEN..at::SEEN_PORT + 2;
+    (b[seen] != [0; 18]).then(|| get_addr(b, at::SEEN, at::SEEN_PORT))
 }
 
 impl RelayRepr {
     pub fn parse<T: AsRef<[u8]>>(f: &RelayFrame<T>) -> RelayRepr {
         let b = f.b();
-        let version = get_u16(b, 4);
-        let arr32 = |at: usize| -> [u8; 32] { b[at..at + 32].try_into().expect("32 bytes") };
-        let tag = || -> [u8; 16] { b[8..24].try_into().expect("16 bytes") };
-        match RelayKind::from_u8(b[6]).expect("checked") {
+        let version = get_u16(b, at::VERSION);
+        let key = || -> [u8; 32] { b[at::KEY..at::KEY + 32].try_into().expect("32 bytes") };
+        let tag = || -> [u8; 16] { b[at::JOB_TAG..at::JOB_TAG + 16].try_into().expect("16 bytes") };
+        let rank = get_u32(b, at::RANK);
+        match RelayKind::from_u8(b[at::KIND]).expect("checked") {
             RelayKind::Challenge => RelayRepr::Challenge {
                 version,
-                nonce: arr32(32),
+                nonce: key(),
             },
             RelayKind::Register => RelayRepr::Register {
                 version,
                 job_tag: tag(),
-                rank: get_u32(b, 24),
-                port: get_u16(b, 28),
-                relay_key: arr32(32),
+                rank,
+                port: get_u16(b, at::PORT),
+                relay_key: key(),
             },
             RelayKind::Connect => RelayRepr::Connect {
                 version,
                 job_tag: tag(),
-                rank: get_u32(b, 24),
-                proof: arr32(32),
+                rank,
+                proof: key(),
             },
             RelayKind::Forward => RelayRepr::Forward {
                 version,
                 job_tag: tag(),
-                rank: get_u32(b, 24),
-                proof: arr32(32),
-                next: get_addr(b, 64, 80),
+                rank,
+                proof: key(),
+                next: get_addr(b, at::NEXT, at::NEXT_PORT),
             },
             RelayKind::Verdict => {
-                let text = &b[64..64 + REASON_LEN];
+                let text = &b[at::REASON..at::REASON + REASON_LEN];
                 let end = text.iter().position(|&c| c == 0).unwrap_or(REASON_LEN);
                 RelayRepr::Verdict {
                     version,
-                    status: RelayStatus::from_u8(b[7]).expect("checked"),
+                    status: RelayStatus::from_u8(b[at::STATUS]).expect("checked"),
                     observed: get_observed(b),
                     reason: std::str::from_utf8(&text[..end]).expect("checked").to_string(),
                 }
@@ -234,10 +258,10 @@ impl RelayRepr {
 
     pub fn emit(&self) -> [u8; FRAME_LEN] {
         let mut b = [0u8; FRAME_LEN];
-        b[0..4].copy_from_slice(&MAGIC);
+        b[at::MAGIC..at::MAGIC + 4].copy_from_slice(&MAGIC);
         let (version, kind) = match self {
             RelayRepr::Challenge { version, nonce } => {
-                b[32..64].copy_from_slice(nonce);
+                b[at::KEY..at::KEY + 32].copy_from_slice(nonce);
                 (*version, RelayKind::Challenge)
             }
             RelayRepr::Register {
@@ -247,10 +271,10 @@ impl RelayRepr {
                 port,
                 relay_key,
             } => {
-                b[8..24].copy_from_slice(job_tag);
-                put_u32(&mut b, 24, *rank);
-                put_u16(&mut b, 28, *port);
-                b[32..64].copy_from_slice(relay_key);
+                b[at::JOB_TAG..at::JOB_TAG + 16].copy_from_slice(job_tag);
+                put_u32(&mut b, at::RANK, *rank);
+                put_u16(&mut b, at::PORT, *port);
+                b[at::KEY..at::KEY + 32].copy_from_slice(relay_key);
                 (*version, RelayKind::Register)
             }
             RelayRepr::Connect {
@@ -259,9 +283,9 @@ impl RelayRepr {
                 rank,
                 proof,
             } => {
-                b[8..24].copy_from_slice(job_tag);
-                put_u32(&mut b, 24, *rank);
-                b[32..64].copy_from_slice(proof);
+                b[at::JOB_TAG..at::JOB_TAG + 16].copy_from_slice(job_tag);
+                put_u32(&mut b, at::RANK, *rank);
+                b[at::KEY..at::KEY + 32].copy_from_slice(proof);
                 (*version, RelayKind::Connect)
             }
             RelayRepr::Forward {
@@ -271,10 +295,10 @@ impl RelayRepr {
                 proof,
                 next,
             } => {
-                b[8..24].copy_from_slice(job_tag);
-                put_u32(&mut b, 24, *rank);
-                b[32..64].copy_from_slice(proof);
-                put_addr(&mut b, 64, 80, *next);
+                b[at::JOB_TAG..at::JOB_TAG + 16].copy_from_slice(job_tag);
+                put_u32(&mut b, at::RANK, *rank);
+                b[at::KEY..at::KEY + 32].copy_from_slice(proof);
+                put_addr(&mut b, at::NEXT, at::NEXT_PORT, *next);
                 (*version, RelayKind::Forward)
             }
             RelayRepr::Verdict {
@@ -283,9 +307,9 @@ impl RelayRepr {
                 observed,
                 reason,
             } => {
-                b[7] = *status as u8;
+                b[at::STATUS] = *status as u8;
                 if let Some(seen) = observed {
-                    put_addr(&mut b, 8, 24, *seen);
+                    put_addr(&mut b, at::SEEN, at::SEEN_PORT, *seen);
                 }
                 let text = reason.as_bytes();
                 // Whole characters only, and no NUL (it ends the text).
@@ -295,12 +319,12 @@ impl RelayRepr {
                 }
                 let text = &text[..n];
                 let n = text.iter().position(|&c| c == 0).unwrap_or(n);
-                b[64..64 + n].copy_from_slice(&text[..n]);
+                b[at::REASON..at::REASON + n].copy_from_slice(&text[..n]);
                 (*version, RelayKind::Verdict)
             }
         };
-        put_u16(&mut b, 4, version);
-        b[6] = kind as u8;
+        put_u16(&mut b, at::VERSION, version);
+        b[at::KIND] = kind as u8;
         b
     }
 }
@@ -493,16 +517,16 @@ mod tests {
             Err(WireError::Truncated { need: 128, have: 127 })
         ));
         let mut b = good;
-        b[0] = b'X';
+        b[at::MAGIC] = b'X';
         assert_eq!(RelayFrame::new_checked(&b[..]).err(), Some(WireError::BadMagic));
         let mut b = good;
-        b[6] = 9;
+        b[at::KIND] = 9;
         assert_eq!(
             RelayFrame::new_checked(&b[..]).err(),
             Some(WireError::UnknownKind(9))
         );
         let mut b = good;
-        b[100] = 1; // text in a CONNECT
+        b[at::REASON + 36] = 1; // text in a CONNECT
         assert_eq!(RelayFrame::new_checked(&b[..]).err(), Some(WireError::Reserved));
         let mut b = RelayRepr::Verdict {
             version: VERSION,
@@ -511,7 +535,7 @@ mod tests {
             reason: String::new(),
         }
         .emit();
-        b[7] = 200;
+        b[at::STATUS] = 200;
         assert_eq!(
             RelayFrame::new_checked(&b[..]).err(),
             Some(WireError::Field("relay status"))
@@ -595,9 +619,9 @@ mod tests {
             any::<u64>(),
         )
             .prop_map(|(kind, status, mut b, zeros)| {
-                b[0..4].copy_from_slice(&MAGIC);
-                b[6] = kind;
-                b[7] = if kind == 4 { status } else { 0 };
+                b[at::MAGIC..at::MAGIC + 4].copy_from_slice(&MAGIC);
+                b[at::KIND] = kind;
+                b[at::STATUS] = if kind == 4 { status } else { 0 };
                 // Clear most reserved bytes so that many frames pass the checks.
                 for (i, byte) in b.iter_mut().enumerate().skip(8) {
                     if zeros >> (i % 64) & 1 == 1 || i >= 64 {
