@@ -1,4 +1,5 @@
 /* Communicators, groups, attributes and error handlers through the standard ABI. */
+#include <stdint.h>
 #include <pthread.h>
 
 #include "check.h"
@@ -179,6 +180,25 @@ int main(int argc, char **argv) {
     CHECK_OK(MPI_Remove_error_class(my_class));
     CHECK(MPI_Remove_error_class(MPI_ERR_ARG) != MPI_SUCCESS); /* predefined */
     CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+
+    /* MPI_Alloc_mem: memory aligned as malloc's, kept until MPI_Free_mem, which refuses
+     * memory it did not give (MPI_ERR_BASE) instead of handing it to free(). */
+    double *block = NULL;
+    char *bytes = NULL;
+    CHECK_OK(MPI_Alloc_mem(1000 * sizeof(double), MPI_INFO_NULL, &block));
+    CHECK_OK(MPI_Alloc_mem(0, MPI_INFO_NULL, &bytes));
+    CHECK(block != NULL && bytes != NULL && ((uintptr_t)block % 16) == 0);
+    for (int i = 0; i < 1000; i++) block[i] = i * 0.5;
+    CHECK(block[999] == 499.5);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    int mine = 0, mem_class = 0;
+    CHECK_OK(MPI_Error_class(MPI_Free_mem(&mine), &mem_class));
+    CHECK(mem_class == MPI_ERR_BASE);
+    CHECK_OK(MPI_Free_mem(block));
+    CHECK_OK(MPI_Error_class(MPI_Free_mem(block), &mem_class)); /* freed already */
+    CHECK(mem_class == MPI_ERR_BASE);
+    CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+    CHECK_OK(MPI_Free_mem(bytes));
 
     /* MPI_Comm_create_from_group: no parent communicator. The even ranks make one while
      * the odd ones go on to the next, over all ranks, with another string tag. */

@@ -90,6 +90,7 @@ pub const MPI_ERR_INFO_NOKEY: c_int = 32;
 pub const MPI_ERR_INFO: c_int = 34;
 pub const MPI_ERR_KEYVAL: c_int = 36;
 pub const MPI_ERR_NO_MEM: c_int = 39;
+pub const MPI_ERR_BASE: c_int = 24;
 pub const MPI_ERR_PROC_ABORTED: c_int = 58;
 /// MPI-4: a result too large for the output argument of the form called.
 pub const MPI_ERR_VALUE_TOO_LARGE: c_int = 59;

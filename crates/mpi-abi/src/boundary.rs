@@ -1,13 +1,11 @@
 //! The one door between C and Rust: every exported function runs its body through
 //! [`enter`], which catches panics and turns failures into MPI error codes raised on a
-//! communicator's error handler; and the pointer helpers below, which check what a C
-//! caller passed before it is used.
+//! communicator's error handler; and the helpers below for the integers C passes.
 
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::abi::*;
-use crate::cargs::Out;
 use crate::errors;
 pub use crate::fail::{fail, Fail, Res};
 
@@ -41,15 +39,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> Fail {
         MPI_ERR_INTERN,
         format!("internal error in pontoon ({what}); please report it with the program that shows it"),
     )
-}
-
-/// `*p` for writing a result; `what` names the argument in the error.
-///
-/// # Safety
-/// `p` is null or valid for writes of a `T` (the C caller's contract).
-pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
-    // SAFETY: the caller's contract is `Out`'s.
-    unsafe { Out::from_raw(p) }.place(what)
 }
 
 /// An integer argument of either width: `int` in the classic forms, `MPI_Count` or

@@ -179,7 +179,7 @@ fn bsend(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Bsend | MPI_Bsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Bsend | MPI_Bsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         bsend(buf, n, datatype, dest, tag, comm).map(drop)
     }
@@ -198,7 +198,7 @@ fn buffered_entry(send: Option<Buffered>) -> ReqEntry {
 
 mpi_fn_c! {
     /// Buffered, so complete as soon as it is started.
-    safe fn MPI_Ibsend | MPI_Ibsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ibsend | MPI_Ibsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let request = request.place("request")?;
         let entry = buffered_entry(bsend(buf, n, datatype, dest, tag, comm)?);
@@ -208,7 +208,7 @@ mpi_fn_c! {
 
 mpi_fn_c! {
     /// Persistent buffered send: each MPI_Start buffers the data and completes.
-    safe fn MPI_Bsend_init | MPI_Bsend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Bsend_init | MPI_Bsend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         send_args(n, datatype, dest, tag, comm)?;
         // The program keeps the buffer valid while the request exists.
@@ -220,33 +220,33 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Buffer_attach | MPI_Buffer_attach_c(buffer: RecvBuf, size: Count) {
+    fn MPI_Buffer_attach | MPI_Buffer_attach_c(buffer: RecvBuf, size: Count) {
         let size = size.wide();
         attach(Owner::Process, buffer, size)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Buffer_detach | MPI_Buffer_detach_c(buffer_addr: Out<*mut c_void>, size: Out<Count>) {
+    fn MPI_Buffer_detach | MPI_Buffer_detach_c(buffer_addr: Out<*mut c_void>, size: Out<Count>) {
         detach(Owner::Process, buffer_addr, size)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Buffer_flush() {
+    fn MPI_Buffer_flush() {
         mpi()?;
         wait_buffered(take_in_flight(Owner::Process))
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Buffer_iflush(request: Out<MPI_Request>) {
+    fn MPI_Buffer_iflush(request: Out<MPI_Request>) {
         iflush(mpi()?, Owner::Process, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Comm_attach_buffer | MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: RecvBuf, size: Count) on comm {
+    fn MPI_Comm_attach_buffer | MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: RecvBuf, size: Count) on comm {
         let size = size.wide();
         mpi()?.comm(comm)?;
         attach(Owner::Comm(comm), buffer, size)
@@ -254,21 +254,21 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Comm_detach_buffer | MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: Out<*mut c_void>, size: Out<Count>) on comm {
+    fn MPI_Comm_detach_buffer | MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: Out<*mut c_void>, size: Out<Count>) on comm {
         mpi()?.comm(comm)?;
         detach(Owner::Comm(comm), buffer_addr, size)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
+    fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
         mpi()?.comm(comm)?;
         wait_buffered(take_in_flight(Owner::Comm(comm)))
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         iflush(m, Owner::Comm(comm), request)

@@ -28,7 +28,7 @@ pub fn region(buf: *const c_void, n: u64, dt: &Datatype) -> Result<(*const u8, u
 ///
 /// # Safety
 /// The caller's buffer holds the data it describes, as MPI requires.
-pub unsafe fn data<'a>(buf: *const c_void, n: u64, dt: &'a Datatype) -> Result<Data<'a>, Fail> {
+unsafe fn data<'a>(buf: *const c_void, n: u64, dt: &'a Datatype) -> Result<Data<'a>, Fail> {
     let (start, len, origin) = region(buf, n, dt)?;
     // SAFETY: the region is what the datatype and count touch, valid by contract.
     let bytes = if len == 0 {
@@ -50,7 +50,7 @@ pub unsafe fn data<'a>(buf: *const c_void, n: u64, dt: &'a Datatype) -> Result<D
 ///
 /// # Safety
 /// As [`data`], for writing.
-pub unsafe fn data_mut<'a>(buf: *mut c_void, n: u64, dt: &'a Datatype) -> Result<DataMut<'a>, Fail> {
+unsafe fn data_mut<'a>(buf: *mut c_void, n: u64, dt: &'a Datatype) -> Result<DataMut<'a>, Fail> {
     let (start, len, origin) = region(buf, n, dt)?;
     let bytes = if len == 0 {
         &mut [][..]

@@ -8,7 +8,7 @@
 //! through it) makes one,
 //! so the accessors below are safe: they are the only places where the contract is
 //! relied on, and an entry point whose arguments are all typed has a body of safe code
-//! (`mpi_fn!`'s `safe fn`).
+//! (`mpi_fn!`).
 
 use std::ffi::{c_char, CStr};
 use std::marker::PhantomData;

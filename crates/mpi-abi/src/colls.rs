@@ -19,7 +19,7 @@ fn nothing(dt: &Datatype) -> DataMut<'_> {
 }
 
 mpi_fn! {
-    safe fn MPI_Barrier(comm: MPI_Comm) on comm {
+    fn MPI_Barrier(comm: MPI_Comm) on comm {
         let c = mpi()?.comm(comm)?;
         if c.is_inter() {
             return blocking(|r| intercolls::barrier(comm, r));
@@ -30,7 +30,7 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Bcast | MPI_Bcast_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Bcast | MPI_Bcast_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         if let Some(done) = crate::immediate::bcast(buffer, n, datatype, root, comm) {
             return done;
@@ -49,7 +49,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce | MPI_Reduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Reduce | MPI_Reduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -65,7 +65,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allreduce | MPI_Allreduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    fn MPI_Allreduce | MPI_Allreduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let n = n.wide();
         if let Some(done) = crate::immediate::allreduce(sendbuf, recvbuf, n, datatype, op, comm) {
             return done;
@@ -85,7 +85,7 @@ mpi_fn_c! {
 
 mpi_fn_c! {
     /// `inoutbuf = inbuf ∘ inoutbuf`, locally.
-    safe fn MPI_Reduce_local | MPI_Reduce_local_c(inbuf: SendBuf, inoutbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op) {
+    fn MPI_Reduce_local | MPI_Reduce_local_c(inbuf: SendBuf, inoutbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op) {
         let n = n.wide();
         let m = mpi()?;
         let dt = m.committed(datatype)?;
@@ -166,7 +166,7 @@ fn gather_like(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Gather | MPI_Gather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Gather | MPI_Gather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Gather)
@@ -174,7 +174,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scatter | MPI_Scatter_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Scatter | MPI_Scatter_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, Which::Scatter)
@@ -182,7 +182,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allgather | MPI_Allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Allgather | MPI_Allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Allgather)
@@ -190,7 +190,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoall | MPI_Alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Alltoall | MPI_Alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, Which::Alltoall)

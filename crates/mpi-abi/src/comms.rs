@@ -1,12 +1,13 @@
 //! Communicators, groups and attributes.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use pontoon::{Comm, Compare, Group, Keyval};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, out, Fail, Res};
+use crate::boundary::{count, fail, Fail, Res};
+use crate::callbacks::{CopyAttr, DeleteAttr, Opaque};
 use crate::cargs::{In, Out};
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
@@ -31,21 +32,21 @@ pub(crate) fn publish(m: &Mpi, parent: MPI_Comm, made: Option<Comm<'static>>, ne
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_size(comm: MPI_Comm, size: Out<c_int>) on comm {
+    fn MPI_Comm_size(comm: MPI_Comm, size: Out<c_int>) on comm {
         size.set("size", mpi()?.comm(comm)?.size() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_rank(comm: MPI_Comm, rank: Out<c_int>) on comm {
+    fn MPI_Comm_rank(comm: MPI_Comm, rank: Out<c_int>) on comm {
         rank.set("rank", mpi()?.comm(comm)?.rank() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_dup(comm: MPI_Comm, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_dup(comm: MPI_Comm, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let newcomm = newcomm.place("newcomm")?;
         // A failed dup (a copy callback refused) leaves no communicator behind.
@@ -56,7 +57,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         crate::info::accepted(info)?;
         let newcomm = newcomm.place("newcomm")?;
@@ -93,20 +94,20 @@ fn idup(comm: MPI_Comm, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) -> Re
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_idup(comm: MPI_Comm, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
+    fn MPI_Comm_idup(comm: MPI_Comm, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
         idup(comm, newcomm, request)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
+    fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: Out<MPI_Comm>, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         idup(comm, newcomm, request)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
+    fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         crate::info::accepted(info)
@@ -115,7 +116,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// No hint is in use, so the info is empty.
-    safe fn MPI_Comm_get_info(comm: MPI_Comm, info_used: Out<MPI_Info>) on comm {
+    fn MPI_Comm_get_info(comm: MPI_Comm, info_used: Out<MPI_Info>) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         info_used.set("info_used", crate::info::add(Vec::new())?)?;
@@ -134,7 +135,7 @@ mpi_fn! {
     ///   `mpi_hw_resource_type=mpi_shared_memory`, else MPI_COMM_NULL;
     /// - _HW_UNGUIDED: the node when it is smaller than `comm` (the info then names it),
     ///   else MPI_COMM_NULL.
-    safe fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         crate::info::accepted(info)?;
         let newcomm = newcomm.place("newcomm")?;
@@ -160,7 +161,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let newcomm = newcomm.place("newcomm")?;
         let made = m.comm(comm)?.split(color, key)?;
@@ -169,7 +170,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let newcomm = newcomm.place("newcomm")?;
         let g = m.group(group)?;
@@ -180,7 +181,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// Collective over `group`'s members only; others get MPI_COMM_NULL at once.
-    safe fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let newcomm = newcomm.place("newcomm")?;
         if tag < 0 {
@@ -197,7 +198,7 @@ mpi_fn! {
     /// it with the same `stringtag`. Every group is part of MPI_COMM_WORLD's here (pontoon
     /// has no sessions), so the members agree on a context over it, with a tag derived
     /// from `stringtag` that keeps concurrent creations apart.
-    safe fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: Out<MPI_Comm>) {
+    fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: Out<MPI_Comm>) {
         let m = mpi()?;
         let newcomm = newcomm.place("newcomm")?;
         let tag = stringtag.str("stringtag")?;
@@ -226,7 +227,7 @@ fn string_tag(s: &str) -> i32 {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_free(comm: Out<MPI_Comm>) {
+    fn MPI_Comm_free(comm: Out<MPI_Comm>) {
         let m = mpi()?;
         let h = comm.place("comm")?;
         let c = m.comm(*h).map_err(|f| f.on(MPI_COMM_SELF))?;
@@ -243,7 +244,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: Out<c_int>) on comm1 {
+    fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: Out<c_int>) on comm1 {
         let m = mpi()?;
         let (a, b) = (m.comm(comm1)?, m.comm(comm2)?);
         result.set("result", compare_value(a.compare(&b)))?;
@@ -252,7 +253,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_test_inter(comm: MPI_Comm, flag: Out<c_int>) on comm {
+    fn MPI_Comm_test_inter(comm: MPI_Comm, flag: Out<c_int>) on comm {
         flag.set("flag", mpi()?.comm(comm)?.is_inter() as c_int)?;
         Ok(())
     }
@@ -276,7 +277,7 @@ pub(crate) fn inter_root(c: &Comm, root: c_int) -> Result<pontoon::InterRoot, Fa
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_remote_size(comm: MPI_Comm, size: Out<c_int>) on comm {
+    fn MPI_Comm_remote_size(comm: MPI_Comm, size: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let n = c.remote_size().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
         size.set("size", n as c_int)?;
@@ -285,7 +286,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_remote_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
+    fn MPI_Comm_remote_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
         let m = mpi()?;
         let g = m.comm(comm)?.remote_group().map_err(|_| Fail::new(MPI_ERR_COMM, "not an intercommunicator"))?;
         group.set("group", m.add_group(g)?)?;
@@ -296,7 +297,7 @@ mpi_fn! {
 mpi_fn! {
     /// Collective over `local_comm`; its `local_leader` and `peer_comm`'s `remote_leader`
     /// exchange the two groups on `peer_comm` with `tag`.
-    safe fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: Out<MPI_Comm>) on local_comm {
+    fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: Out<MPI_Comm>) on local_comm {
         let m = mpi()?;
         let newintercomm = newintercomm.place("newintercomm")?;
         let local = m.comm(local_comm)?;
@@ -322,7 +323,7 @@ mpi_fn! {
     /// sessions), so the local group becomes a communicator as in
     /// MPI_Comm_create_from_group, and the leaders meet on MPI_COMM_WORLD with a tag
     /// derived from `stringtag`.
-    safe fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: Out<MPI_Comm>) {
+    fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: In<c_char>, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: Out<MPI_Comm>) {
         let m = mpi()?;
         let newintercomm = newintercomm.place("newintercomm")?;
         let tag = string_tag(stringtag.str("stringtag")?);
@@ -351,7 +352,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: Out<MPI_Comm>) on intercomm {
+    fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: Out<MPI_Comm>) on intercomm {
         let m = mpi()?;
         let newintracomm = newintracomm.place("newintracomm")?;
         let c = m.comm(intercomm)?;
@@ -364,7 +365,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: In<c_char>) on comm {
+    fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: In<c_char>) on comm {
         let c = mpi()?.comm(comm)?;
         c.set_name(comm_name.str("comm_name")?);
         Ok(())
@@ -372,7 +373,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: Out<c_char>, resultlen: Out<c_int>) on comm {
+    fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: Out<c_char>, resultlen: Out<c_int>) on comm {
         if comm == MPI_COMM_NULL {
             return comm_name.put_str(MPI_MAX_OBJECT_NAME, "MPI_COMM_NULL", &resultlen);
         }
@@ -382,7 +383,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
+    fn MPI_Comm_group(comm: MPI_Comm, group: Out<MPI_Group>) on comm {
         let m = mpi()?;
         let g = m.comm(comm)?.group();
         group.set("group", m.add_group(g)?)?;
@@ -414,21 +415,21 @@ fn new_group(m: &Mpi, made: pontoon::Result<Group>, newgroup: Out<MPI_Group>) ->
 }
 
 mpi_fn! {
-    safe fn MPI_Group_size(group: MPI_Group, size: Out<c_int>) {
+    fn MPI_Group_size(group: MPI_Group, size: Out<c_int>) {
         size.set("size", mpi()?.group(group)?.size() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Group_rank(group: MPI_Group, rank: Out<c_int>) {
+    fn MPI_Group_rank(group: MPI_Group, rank: Out<c_int>) {
         rank.set("rank", mpi()?.group(group)?.rank().map_or(MPI_UNDEFINED, |r| r as c_int))?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         new_group(m, g.incl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
@@ -436,7 +437,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: In<c_int>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         new_group(m, g.excl(&ranks_arg(ranks, n, "ranks")?, me(m)), newgroup)
@@ -451,7 +452,7 @@ fn range_ranks(g: &Group, n: c_int, ranges: In<[c_int; 3]>) -> Result<Vec<u32>, 
 }
 
 mpi_fn! {
-    safe fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         let ranks = range_ranks(&g, n, ranges)?;
@@ -460,7 +461,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: In<[c_int; 3]>, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let g = m.group(group)?;
         let ranks = range_ranks(&g, n, ranges)?;
@@ -469,7 +470,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.union(&b, me(m))), newgroup)
@@ -477,7 +478,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.intersection(&b, me(m))), newgroup)
@@ -485,7 +486,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
+    fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: Out<MPI_Group>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         new_group(m, Ok(a.difference(&b, me(m))), newgroup)
@@ -493,7 +494,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: In<c_int>, group2: MPI_Group, ranks2: Out<c_int>) {
+    fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: In<c_int>, group2: MPI_Group, ranks2: Out<c_int>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         let given = ranks1.slice(count(n as i64, "n")? as usize, "ranks1")?;
@@ -513,7 +514,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: Out<c_int>) {
+    fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: Out<c_int>) {
         let m = mpi()?;
         let (a, b) = (m.group(group1)?, m.group(group2)?);
         result.set("result", compare_value(a.compare(&b)))?;
@@ -522,7 +523,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Group_free(group: Out<MPI_Group>) {
+    fn MPI_Group_free(group: Out<MPI_Group>) {
         let m = mpi()?;
         let h = group.place("group")?;
         if *h != MPI_GROUP_EMPTY && m.groups.borrow_mut().remove(*h).is_none() {
@@ -538,10 +539,6 @@ mpi_fn! {
 /// C keyvals are the library's keyval ids past the predefined attribute keys.
 const KEYVAL_BASE: c_int = 1024;
 
-pub type CopyAttrFn =
-    unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
-pub type DeleteAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
-
 /// Values of the predefined attributes, which C reads through a pointer.
 static TAG_UB_VALUE: c_int = i32::MAX;
 static HOST_VALUE: c_int = MPI_PROC_NULL;
@@ -553,68 +550,44 @@ thread_local! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_create_keyval(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+    fn MPI_Comm_create_keyval(copy_fn: CopyAttr, delete_fn: DeleteAttr, keyval: Out<c_int>, extra_state: Opaque) {
         create_keyval(copy_fn, delete_fn, keyval, extra_state)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined (older programs call it).
-    fn MPI_Keyval_create(copy_fn: usize, delete_fn: Option<DeleteAttrFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+    fn MPI_Keyval_create(copy_fn: CopyAttr, delete_fn: DeleteAttr, keyval: Out<c_int>, extra_state: Opaque) {
         create_keyval(copy_fn, delete_fn, keyval, extra_state)
     }
 }
 
-/// # Safety
-/// `copy_fn` is 0 (MPI_NULL_COPY_FN), 1 (MPI_DUP_FN) or the program's copy callback;
-/// `keyval` is valid for writes (the C caller's contract).
-unsafe fn create_keyval(
-    copy_fn: usize,
-    delete_fn: Option<DeleteAttrFn>,
-    keyval: *mut c_int,
-    extra_state: *mut c_void,
-) -> Res {
+fn create_keyval(copy_fn: CopyAttr, delete_fn: DeleteAttr, keyval: Out<c_int>, extra_state: Opaque) -> Res {
     let m = mpi()?;
-    // SAFETY: as documented.
-    let keyval = unsafe { out(keyval, "comm_keyval")? };
-    let extra = extra_state as usize;
+    let keyval = keyval.place("comm_keyval")?;
+    let extra = extra_state.bits();
     let id = std::rc::Rc::new(std::cell::Cell::new(0));
-    let delete = delete_fn.map(|f| {
+    let handle = |c: &Comm<'_>| mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
+    let delete = {
         let id = id.clone();
         Box::new(move |c: &Comm<'_>, v: usize| {
-            let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
-            // SAFETY: the program's delete callback, called as the standard says.
-            let rc = unsafe { f(h, id.get(), v as *mut c_void, extra as *mut c_void) };
-            callback_result("attribute delete", rc)
+            callback_result(
+                "attribute delete",
+                delete_fn.delete(handle(c), id.get(), v, extra),
+            )
         }) as pontoon::DeleteFn
-    });
-    let copy: Option<pontoon::CopyFn> = match copy_fn {
-        0 => None,
-        1 => Some(Box::new(|_, v| Ok(Some(v)))),
-        f => {
-            // SAFETY: any other value is the program's copy function.
-            let f: CopyAttrFn = unsafe { std::mem::transmute::<usize, CopyAttrFn>(f) };
-            let id = id.clone();
-            Some(Box::new(move |c: &Comm<'_>, v: usize| {
-                let h = mpi().map(|m| m.handle_of_comm(c)).unwrap_or(MPI_COMM_NULL);
-                let (mut copied, mut flag): (usize, c_int) = (0, 0);
-                // SAFETY: as for the delete callback.
-                let rc = unsafe {
-                    f(
-                        h,
-                        id.get(),
-                        extra as *mut c_void,
-                        v as *mut c_void,
-                        &mut copied as *mut usize as *mut c_void,
-                        &mut flag,
-                    )
-                };
-                callback_result("attribute copy", rc)?;
-                Ok((flag != 0).then_some(copied))
-            }))
-        }
     };
-    let kv = Keyval::new(copy, delete);
+    let copy = {
+        let id = id.clone();
+        Box::new(move |c: &Comm<'_>, v: usize| {
+            let copied = copy_fn.copy(handle(c), id.get(), extra, v);
+            copied.map_err(|code| pontoon::Error::Callback {
+                what: "attribute copy",
+                code,
+            })
+        }) as pontoon::CopyFn
+    };
+    let kv = Keyval::new(Some(copy), Some(delete));
     let k = KEYVAL_BASE + kv.id() as c_int;
     id.set(k);
     m.keyvals.borrow_mut().insert(k, kv);
@@ -648,14 +621,14 @@ fn keyval(m: &Mpi, k: c_int, retired: bool) -> Result<Keyval, Fail> {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_free_keyval(keyval: Out<c_int>) {
+    fn MPI_Comm_free_keyval(keyval: Out<c_int>) {
         free_keyval(keyval)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    safe fn MPI_Keyval_free(keyval: Out<c_int>) {
+    fn MPI_Keyval_free(keyval: Out<c_int>) {
         free_keyval(keyval)
     }
 }
@@ -675,19 +648,19 @@ fn free_keyval(keyval: Out<c_int>) -> Res {
 }
 
 mpi_fn! {
-    fn MPI_Comm_set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) on comm {
+    fn MPI_Comm_set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: Opaque) on comm {
         set_attr(comm, keyval_, attribute_val)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    fn MPI_Attr_put(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) on comm {
+    fn MPI_Attr_put(comm: MPI_Comm, keyval_: c_int, attribute_val: Opaque) on comm {
         set_attr(comm, keyval_, attribute_val)
     }
 }
 
-fn set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) -> Res {
+fn set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: Opaque) -> Res {
     let m = mpi()?;
     let c = m.comm(comm)?;
     if keyval_ < KEYVAL_BASE {
@@ -696,68 +669,65 @@ fn set_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void) -> Res {
             format!("keyval {keyval_} is predefined and read-only"),
         );
     }
-    c.set_attr(&keyval(m, keyval_, false)?, attribute_val as usize)?;
+    c.set_attr(&keyval(m, keyval_, false)?, attribute_val.bits())?;
     Ok(())
 }
 
 mpi_fn! {
-    fn MPI_Comm_get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm {
+    fn MPI_Comm_get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: Out<usize>, flag: Out<c_int>) on comm {
         get_attr(comm, keyval_, attribute_val, flag)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    fn MPI_Attr_get(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm {
+    fn MPI_Attr_get(comm: MPI_Comm, keyval_: c_int, attribute_val: Out<usize>, flag: Out<c_int>) on comm {
         get_attr(comm, keyval_, attribute_val, flag)
     }
 }
 
-/// # Safety
-/// `attribute_val` and `flag` are valid for writes (the C caller's contract).
-unsafe fn get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> Res {
-    // SAFETY: as documented.
-    unsafe {
-        let m = mpi()?;
-        let c = m.comm(comm)?;
-        let flag = out(flag, "flag")?;
-        let predefined: Option<*const c_int> = match keyval_ {
-            MPI_TAG_UB => Some(&TAG_UB_VALUE),
-            MPI_HOST => Some(&HOST_VALUE),
-            MPI_IO => Some(&IO_VALUE),
-            MPI_WTIME_IS_GLOBAL => Some(&WTIME_IS_GLOBAL_VALUE),
-            MPI_LASTUSEDCODE => {
-                LAST_USED.with(|l| l.set(crate::errors::last_used_code()));
-                Some(LAST_USED.with(|l| l.as_ptr() as *const c_int))
-            }
-            MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
-            _ => {
-                let value = c.get_attr(&keyval(m, keyval_, true)?);
-                *flag = value.is_some() as c_int;
-                if let Some(v) = value {
-                    *out(attribute_val as *mut usize, "attribute_val")? = v;
-                }
-                return Ok(());
-            }
-        };
-        // MPI_UNIVERSE_SIZE and MPI_APPNUM: not set (no dynamic processes).
-        *flag = predefined.is_some() as c_int;
-        if let Some(p) = predefined {
-            *out(attribute_val as *mut *const c_int, "attribute_val")? = p;
+/// `attribute_val` receives the value set (C declares it `void *`: it points to a
+/// `void *`), or for a predefined attribute the address of its `int`.
+fn get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: Out<usize>, flag: Out<c_int>) -> Res {
+    let m = mpi()?;
+    let c = m.comm(comm)?;
+    let flag = flag.place("flag")?;
+    let predefined: Option<*const c_int> = match keyval_ {
+        MPI_TAG_UB => Some(&TAG_UB_VALUE),
+        MPI_HOST => Some(&HOST_VALUE),
+        MPI_IO => Some(&IO_VALUE),
+        MPI_WTIME_IS_GLOBAL => Some(&WTIME_IS_GLOBAL_VALUE),
+        MPI_LASTUSEDCODE => {
+            LAST_USED.with(|l| l.set(crate::errors::last_used_code()));
+            Some(LAST_USED.with(|l| l.as_ptr() as *const c_int))
         }
-        Ok(())
+        MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
+        _ => {
+            let value = c.get_attr(&keyval(m, keyval_, true)?);
+            *flag = value.is_some() as c_int;
+            if let Some(v) = value {
+                attribute_val.set("attribute_val", v)?;
+            }
+            return Ok(());
+        }
+    };
+    // MPI_UNIVERSE_SIZE and MPI_APPNUM: not set (no dynamic processes).
+    *flag = predefined.is_some() as c_int;
+    if let Some(p) = predefined {
+        attribute_val.set("attribute_val", p as usize)?;
     }
+    Ok(())
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
+    fn MPI_Comm_delete_attr(comm: MPI_Comm, keyval_: c_int) on comm {
         delete_attr(comm, keyval_)
     }
 }
 
 mpi_fn! {
     /// MPI-1's name, deprecated but still defined.
-    safe fn MPI_Attr_delete(comm: MPI_Comm, keyval_: c_int) on comm {
+    fn MPI_Attr_delete(comm: MPI_Comm, keyval_: c_int) on comm {
         delete_attr(comm, keyval_)
     }
 }
@@ -771,7 +741,7 @@ fn delete_attr(comm: MPI_Comm, keyval_: c_int) -> Res {
 
 mpi_fn! {
     /// No virtual topologies yet: every communicator has none.
-    safe fn MPI_Topo_test(comm: MPI_Comm, status: Out<c_int>) on comm {
+    fn MPI_Topo_test(comm: MPI_Comm, status: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         status.set("status", match c.topology().as_deref() {
             Some(pontoon::Topology::Cart(_)) => MPI_CART,
@@ -785,7 +755,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// Not started by MPI_Comm_spawn: no parent.
-    safe fn MPI_Comm_get_parent(parent: Out<MPI_Comm>) {
+    fn MPI_Comm_get_parent(parent: Out<MPI_Comm>) {
         mpi()?;
         parent.set("parent", MPI_COMM_NULL)?;
         Ok(())

@@ -100,7 +100,7 @@ fn darray(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_darray | MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: In<Count>, array_of_distribs: In<c_int>, array_of_dargs: In<c_int>, array_of_psizes: In<c_int>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_darray | MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: In<Count>, array_of_distribs: In<c_int>, array_of_dargs: In<c_int>, array_of_psizes: In<c_int>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         let (g, dist, darg, p) = (

@@ -1,13 +1,17 @@
 //! The environment: init and finalize, versions, the clock, names, abort, and the
 //! handle-to-integer conversions.
 
-use std::ffi::c_char;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void};
+use std::mem::MaybeUninit;
 use std::os::raw::c_int;
+use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use crate::abi::*;
-use crate::boundary::{fail, out, Res};
+use crate::boundary::{fail, Res};
+use crate::callbacks::Opaque;
 use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{mpi, phase, set_phase, Mpi, AFTER, BEFORE, RUNNING};
@@ -34,7 +38,7 @@ fn init() -> Res {
 }
 
 mpi_fn! {
-    safe fn MPI_Init(argc: Out<c_int>, argv: Out<*mut *mut c_char>) {
+    fn MPI_Init(argc: Out<c_int>, argv: Out<*mut *mut c_char>) {
         let _ = (argc, argv);
         init()
     }
@@ -42,7 +46,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// pontoon gives MPI_THREAD_FUNNELED at most: MPI is called from the main thread.
-    safe fn MPI_Init_thread(argc: Out<c_int>, argv: Out<*mut *mut c_char>, required: c_int, provided: Out<c_int>) {
+    fn MPI_Init_thread(argc: Out<c_int>, argv: Out<*mut *mut c_char>, required: c_int, provided: Out<c_int>) {
         let _ = (argc, argv);
         let provided = provided.place("provided")?;
         init()?;
@@ -52,19 +56,19 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Initialized(flag: Out<c_int>) {
+    fn MPI_Initialized(flag: Out<c_int>) {
         flag.set("flag", (phase() != BEFORE) as c_int)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Finalized(flag: Out<c_int>) {
+    fn MPI_Finalized(flag: Out<c_int>) {
         flag.set("flag", (phase() == AFTER) as c_int)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Finalize() {
+    fn MPI_Finalize() {
         let m = mpi()?;
         let r = m.u.finalize();
         set_phase(AFTER);
@@ -73,14 +77,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Query_thread(provided: Out<c_int>) {
+    fn MPI_Query_thread(provided: Out<c_int>) {
         mpi()?;
         provided.set("provided", MPI_THREAD_FUNNELED)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Is_thread_main(flag: Out<c_int>) {
+    fn MPI_Is_thread_main(flag: Out<c_int>) {
         let flag = flag.place("flag")?;
         *flag = (MAIN_THREAD.get() == Some(&std::thread::current().id())) as c_int;
         Ok(())
@@ -88,7 +92,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) on comm {
+    fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) on comm {
         let m = mpi()?;
         let rank = m.u.world().rank();
         m.u.abort(errorcode, &format!("MPI_Abort called by rank {rank} with error code {errorcode}"))
@@ -96,14 +100,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Get_version(version: Out<c_int>, subversion: Out<c_int>) {
+    fn MPI_Get_version(version: Out<c_int>, subversion: Out<c_int>) {
         version.set("version", MPI_VERSION)?;
         subversion.set("subversion", MPI_SUBVERSION)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Abi_get_version(abi_major: Out<c_int>, abi_minor: Out<c_int>) {
+    fn MPI_Abi_get_version(abi_major: Out<c_int>, abi_minor: Out<c_int>) {
         abi_major.set("abi_major", MPI_ABI_VERSION)?;
         abi_minor.set("abi_minor", MPI_ABI_SUBVERSION)
     }
@@ -118,13 +122,13 @@ pub fn library_version() -> String {
 }
 
 mpi_fn! {
-    safe fn MPI_Get_library_version(version: Out<c_char>, resultlen: Out<c_int>) {
+    fn MPI_Get_library_version(version: Out<c_char>, resultlen: Out<c_int>) {
         version.put_str(MPI_MAX_LIBRARY_VERSION_STRING, &library_version(), &resultlen)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Get_processor_name(name: Out<c_char>, resultlen: Out<c_int>) {
+    fn MPI_Get_processor_name(name: Out<c_char>, resultlen: Out<c_int>) {
         // Under a testbed the launcher names the host; otherwise the kernel does.
         let host = std::env::var("PONTOON_NODE").ok().filter(|h| !h.is_empty()).unwrap_or_else(host_name);
         name.put_str(MPI_MAX_PROCESSOR_NAME, &host, &resultlen)
@@ -204,27 +208,39 @@ int_conversions! {
     MPI_Type_toint PMPI_Type_toint MPI_Type_fromint PMPI_Type_fromint;
 }
 
+/// Memory MPI_Alloc_mem gave the program, by address, until MPI_Free_mem: 16-byte
+/// aligned, as malloc's, and never read or written by pontoon itself.
+static ALLOCATED: Mutex<BTreeMap<usize, Vec<MaybeUninit<u128>>>> = Mutex::new(BTreeMap::new());
+
+fn allocated() -> std::sync::MutexGuard<'static, BTreeMap<usize, Vec<MaybeUninit<u128>>>> {
+    ALLOCATED.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 mpi_fn! {
-    /// Plain `malloc`: pontoon has no memory the network card must register.
-    fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut std::ffi::c_void) {
+    /// Heap memory: pontoon has no memory the network card must register.
+    fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: Out<*mut c_void>) {
         crate::info::accepted(info)?;
         let Ok(n) = usize::try_from(size) else {
             return fail(MPI_ERR_ARG, format!("size {size} is negative"));
         };
-        // SAFETY: malloc of a positive size; a null result is reported.
-        let p = unsafe { libc::malloc(n.max(1)) };
-        if p.is_null() {
+        let words = n.div_ceil(16).max(1);
+        let mut block: Vec<MaybeUninit<u128>> = Vec::new();
+        if block.try_reserve_exact(words).is_err() {
             return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
         }
-        *out(baseptr as *mut *mut std::ffi::c_void, "baseptr")? = p;
+        block.resize_with(words, MaybeUninit::uninit);
+        let p = block.as_mut_ptr() as *mut c_void;
+        baseptr.set("baseptr", p)?;
+        allocated().insert(p as usize, block);
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Free_mem(base: *mut std::ffi::c_void) {
-        // SAFETY: memory from MPI_Alloc_mem (malloc), as the standard requires.
-        unsafe { libc::free(base) };
+    fn MPI_Free_mem(base: Opaque) {
+        if base.bits() != 0 && allocated().remove(&base.bits()).is_none() {
+            return fail(MPI_ERR_BASE, format!("{:#x} is not memory from MPI_Alloc_mem (freed already?)", base.bits()));
+        }
         Ok(())
     }
 }

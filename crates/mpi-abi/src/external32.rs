@@ -259,7 +259,7 @@ fn internalize(ext: &[u8], n: u64, elems: &Elems) -> Result<Vec<u8>, Fail> {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Pack_external_size | MPI_Pack_external_size_c(datarep: In<c_char>, incount: Count, datatype: MPI_Datatype, size: Out<AintCount>) {
+    fn MPI_Pack_external_size | MPI_Pack_external_size_c(datarep: In<c_char>, incount: Count, datatype: MPI_Datatype, size: Out<AintCount>) {
         let incount = incount.wide();
         check_datarep(datarep)?;
         let (_, elems) = Elems::of_handle(mpi()?, datatype)?;
@@ -269,7 +269,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Pack_external | MPI_Pack_external_c(datarep: In<c_char>, inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: AintCount, position: Out<AintCount>) {
+    fn MPI_Pack_external | MPI_Pack_external_c(datarep: In<c_char>, inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: AintCount, position: Out<AintCount>) {
         let incount = incount.wide();
         let outsize = outsize.wide();
         check_datarep(datarep)?;
@@ -281,7 +281,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: In<c_char>, inbuf: SendBuf, insize: AintCount, position: Out<AintCount>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype) {
+    fn MPI_Unpack_external | MPI_Unpack_external_c(datarep: In<c_char>, inbuf: SendBuf, insize: AintCount, position: Out<AintCount>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype) {
         let insize = insize.wide();
         let outcount = outcount.wide();
         check_datarep(datarep)?;

@@ -7,24 +7,24 @@
 //! MPI_Grequest_complete: waiting for a generalized request that is not complete would
 //! wait for ever, and fails at once instead, saying so.
 
-use std::ffi::c_void;
-
 use crate::abi::*;
-use crate::boundary::{fail, out};
+use crate::boundary::fail;
+use crate::callbacks::Opaque;
+use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::mpi;
 use crate::state::ReqEntry;
 use crate::state::{CancelFn, FreeFn, Generalized, QueryFn};
 
 mpi_fn! {
-    fn MPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>, cancel_fn: Option<CancelFn>, extra_state: *mut c_void, request: *mut MPI_Request) {
+    fn MPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>, cancel_fn: Option<CancelFn>, extra_state: Opaque, request: Out<MPI_Request>) {
         let m = mpi()?;
-        let request = out(request, "request")?;
+        let request = request.place("request")?;
         let entry = ReqEntry::Generalized(Generalized {
             query: query_fn,
             free: free_fn,
             cancel: cancel_fn,
-            extra_state,
+            extra_state: extra_state.bits(),
             completed: false,
             freed: false,
         });
@@ -33,7 +33,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Grequest_complete(request: MPI_Request) {
+    fn MPI_Grequest_complete(request: MPI_Request) {
         let m = mpi()?;
         let mut reqs = m.reqs.borrow_mut();
         match reqs.get_mut(request) {

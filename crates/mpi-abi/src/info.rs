@@ -100,14 +100,14 @@ fn with_entries<R>(h: MPI_Info, f: impl FnOnce(&mut InfoEntries) -> Result<R, Fa
 }
 
 mpi_fn! {
-    safe fn MPI_Info_create(info: Out<MPI_Info>) {
+    fn MPI_Info_create(info: Out<MPI_Info>) {
         info.set("info", add(Vec::new())?)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Info_free(info: Out<MPI_Info>) {
+    fn MPI_Info_free(info: Out<MPI_Info>) {
         let h = info.place("info")?;
         if infos().remove(*h).is_none() {
             return fail(MPI_ERR_INFO, format!("{:#x} is not an info object that can be freed", *h));
@@ -118,7 +118,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_dup(info: MPI_Info, newinfo: Out<MPI_Info>) {
+    fn MPI_Info_dup(info: MPI_Info, newinfo: Out<MPI_Info>) {
         let e = entries(info)?;
         newinfo.set("newinfo", add(e)?)?;
         Ok(())
@@ -126,7 +126,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_set(info: MPI_Info, key: In<c_char>, value: In<c_char>) {
+    fn MPI_Info_set(info: MPI_Info, key: In<c_char>, value: In<c_char>) {
         let k = key_arg(key)?;
         let v = value.str("value")?;
         if info == MPI_INFO_ENV {
@@ -137,7 +137,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_delete(info: MPI_Info, key: In<c_char>) {
+    fn MPI_Info_delete(info: MPI_Info, key: In<c_char>) {
         let k = key_arg(key)?;
         with_entries(info, |e| {
             let before = e.len();
@@ -151,14 +151,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: Out<c_int>) {
+    fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: Out<c_int>) {
         nkeys.set("nkeys", entries(info)?.len() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: Out<c_char>) {
+    fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: Out<c_char>) {
         let e = entries(info)?;
         let Some((k, _)) = usize::try_from(n).ok().and_then(|i| e.get(i)) else {
             return fail(MPI_ERR_ARG, format!("key number {n} of an info with {} keys", e.len()));
@@ -169,7 +169,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// `*buflen` in: the buffer's size; out: the value's length + 1.
-    safe fn MPI_Info_get_string(info: MPI_Info, key: In<c_char>, buflen: Out<c_int>, value: Out<c_char>, flag: Out<c_int>) {
+    fn MPI_Info_get_string(info: MPI_Info, key: In<c_char>, buflen: Out<c_int>, value: Out<c_char>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
         let (buflen, flag) = (buflen.place("buflen")?, flag.place("flag")?);
@@ -188,7 +188,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_get(info: MPI_Info, key: In<c_char>, valuelen: c_int, value: Out<c_char>, flag: Out<c_int>) {
+    fn MPI_Info_get(info: MPI_Info, key: In<c_char>, valuelen: c_int, value: Out<c_char>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
         let flag = flag.place("flag")?;
@@ -206,7 +206,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Info_get_valuelen(info: MPI_Info, key: In<c_char>, valuelen: Out<c_int>, flag: Out<c_int>) {
+    fn MPI_Info_get_valuelen(info: MPI_Info, key: In<c_char>, valuelen: Out<c_int>, flag: Out<c_int>) {
         let k = key_arg(key)?;
         let e = entries(info)?;
         let (valuelen, flag) = (valuelen.place("valuelen")?, flag.place("flag")?);
@@ -223,7 +223,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// A new info with what MPI_INFO_ENV holds.
-    safe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: Out<MPI_Info>) {
+    fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: Out<MPI_Info>) {
         let _ = (argc, argv);
         info.set("info", add(env_entries())?)?;
         Ok(())
@@ -232,7 +232,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// pontoon describes no hardware resources yet: an empty info.
-    safe fn MPI_Get_hw_resource_info(hw_info: Out<MPI_Info>) {
+    fn MPI_Get_hw_resource_info(hw_info: Out<MPI_Info>) {
         hw_info.set("hw_info", add(Vec::new())?)?;
         Ok(())
     }

@@ -20,6 +20,7 @@ mod args;
 mod boundary;
 mod bsend;
 mod buffers;
+mod callbacks;
 mod cargs;
 mod collargs;
 mod colls;
@@ -53,52 +54,35 @@ mod vcolls;
 /// Defines `MPI_$name` and `PMPI_$name` with one body run inside the boundary, in a
 /// module `$name` (whose `f` is the function). `on comm` names the argument whose error
 /// handler reports the errors (default: MPI_COMM_SELF's).
+///
+/// The body is safe code: pointer arguments are typed (`cargs::Out`, `cargs::In`,
+/// `buffers::SendBuf`/`RecvBuf`, `callbacks::*`), and their accessors are where the C
+/// caller's contract is relied on. The body is also `body`, a Rust function of the typed
+/// arguments (the persistent collectives start the non-blocking ones through it).
 macro_rules! mpi_fn {
-    // A body of safe code: its pointer arguments are typed (`cargs::Out`, `cargs::In`),
-    // whose accessors are where the C caller's contract is relied on.
-    ($(#[$m:meta])* safe fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@make safe {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
-    };
     ($(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@make unsafe {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
+        $crate::mpi_fn!(@make {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
     };
     // `$pre`: items the signature and body see (the aliases of `mpi_fn_c!`).
-    // A safe body is also `body`, a Rust function of the typed arguments (the persistent
-    // collectives start the non-blocking ones through it).
-    (@make safe { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@export {
-            $($pre)*
-            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
-            #[inline(always)]
-            pub fn body($($arg: $ty),*) -> $crate::boundary::Res $body
-        } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? => || body($($arg),*));
-    };
-    (@make unsafe { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@export { $($pre)* } $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? => || {
-            // SAFETY: the arguments come from a C caller, who must pass valid
-            // pointers as the MPI standard requires; every pointer is checked
-            // for null before use (boundary.rs helpers).
-            #[allow(unused_unsafe)]
-            unsafe { $body }
-        });
-    };
-    (@export { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? => $run:expr) => {
+    (@make { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
         $(#[$m])*
         #[allow(non_snake_case, unused_imports)]
         pub mod $name {
             use super::*;
             $($pre)*
+            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+            #[inline(always)]
+            pub fn body($($arg: $ty),*) -> $crate::boundary::Res $body
             #[export_name = concat!("P", stringify!($name))]
-            pub unsafe extern "C" fn f($($arg: $ty),*) -> ::std::os::raw::c_int {
+            pub extern "C" fn f($($arg: $ty),*) -> ::std::os::raw::c_int {
                 #[allow(unused_mut, unused_assignments)]
                 let mut on: usize = $crate::abi::MPI_COMM_SELF;
                 $(on = $on as usize;)?
-                $crate::boundary::enter(stringify!($name), on, $run)
+                $crate::boundary::enter(stringify!($name), on, || body($($arg),*))
             }
             #[export_name = stringify!($name)]
-            pub unsafe extern "C" fn exported($($arg: $ty),*) -> ::std::os::raw::c_int {
-                // SAFETY: the same contract as the function it forwards to.
-                unsafe { f($($arg),*) }
+            pub extern "C" fn exported($($arg: $ty),*) -> ::std::os::raw::c_int {
+                f($($arg),*)
             }
         }
     };
@@ -106,33 +90,27 @@ macro_rules! mpi_fn {
 pub(crate) use mpi_fn;
 
 /// Defines a function and its MPI-4 large-count twin (`MPI_X | MPI_X_c`) from one body,
-/// as [`mpi_fn!`] does each (`safe fn` as there). In the argument types `Count` is `int`
+/// as [`mpi_fn!`] does each. In the argument types `Count` is `int`
 /// in the first and `MPI_Count` in the second, `Displ` is `int` and `MPI_Aint`, and
 /// `AintCount` is `MPI_Aint` and `MPI_Count`; `LARGE` says which form runs. Bodies widen
 /// with [`boundary::Wide::wide`] and fit results with [`boundary::fit`], so the large
 /// forms really carry large counts. `MPI_X | MPI_X_c | MPI_X_x` adds the MPI-3 `_x`
 /// form, whose counts are `MPI_Count` as in the large-count one.
 macro_rules! mpi_fn_c {
-    ($(#[$m:meta])* safe fn $($rest:tt)*) => {
-        $crate::mpi_fn_c!(@forms safe $(#[$m])* fn $($rest)*);
-    };
-    ($(#[$m:meta])* fn $($rest:tt)*) => {
-        $crate::mpi_fn_c!(@forms unsafe $(#[$m])* fn $($rest)*);
-    };
     // With a third name: the MPI-3 `_x` form too, the same as the large-count one.
-    (@forms $s:tt $(#[$m:meta])* fn $name:ident | $cname:ident | $xname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn_c!(@forms $s $(#[$m])* fn $name | $cname ($($arg : $ty),*) $(on $on)? $body);
-        $crate::mpi_fn_c!(@one $s [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
+    ($(#[$m:meta])* fn $name:ident | $cname:ident | $xname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn_c!($(#[$m])* fn $name | $cname ($($arg : $ty),*) $(on $on)? $body);
+        $crate::mpi_fn_c!(@one [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
             $(#[$m])* fn $xname ($($arg : $ty),*) $(on $on)? $body);
     };
-    (@forms $s:tt $(#[$m:meta])* fn $name:ident | $cname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn_c!(@one $s [::std::os::raw::c_int, ::std::os::raw::c_int, $crate::abi::MPI_Aint]
+    ($(#[$m:meta])* fn $name:ident | $cname:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn_c!(@one [::std::os::raw::c_int, ::std::os::raw::c_int, $crate::abi::MPI_Aint]
             $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
-        $crate::mpi_fn_c!(@one $s [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
+        $crate::mpi_fn_c!(@one [$crate::abi::MPI_Count, $crate::abi::MPI_Aint, $crate::abi::MPI_Count]
             $(#[$m])* fn $cname ($($arg : $ty),*) $(on $on)? $body);
     };
-    (@one $s:tt [$count:ty, $displ:ty, $aint:ty] $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@make $s {
+    (@one [$count:ty, $displ:ty, $aint:ty] $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
+        $crate::mpi_fn!(@make {
             #[allow(unused_imports)]
             use $crate::boundary::Wide;
             #[allow(dead_code)]

@@ -66,13 +66,13 @@ fn probe(
 }
 
 mpi_fn! {
-    safe fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
+    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
         probe(source, tag, comm, None, message, status)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
+    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, message: Out<MPI_Message>, status: Out<MPI_Status>) on comm {
         probe(source, tag, comm, Some(flag.place("flag")?), message, status)
     }
 }
@@ -114,7 +114,7 @@ fn start_mrecv(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Mrecv | MPI_Mrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, status: Out<MPI_Status>) {
+    fn MPI_Mrecv | MPI_Mrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, status: Out<MPI_Status>) {
         let n = n.wide();
         let m = mpi()?;
         let mut req = MPI_REQUEST_NULL;
@@ -124,7 +124,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Imrecv | MPI_Imrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, request: Out<MPI_Request>) {
+    fn MPI_Imrecv | MPI_Imrecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, message: Out<MPI_Message>, request: Out<MPI_Request>) {
         let n = n.wide();
         let m = mpi()?;
         start_mrecv(m, buf, n, datatype, message, request.place("request")?)

@@ -19,7 +19,7 @@ use crate::state::{mpi, Mpi};
 use crate::{mpi_fn, mpi_fn_c};
 
 mpi_fn! {
-    safe fn MPI_Ibarrier(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ibarrier(comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         if c.is_inter() {
@@ -30,7 +30,7 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ibcast | MPI_Ibcast_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ibcast | MPI_Ibcast_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -47,7 +47,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ireduce | MPI_Ireduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ireduce | MPI_Ireduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -63,7 +63,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iallreduce | MPI_Iallreduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iallreduce | MPI_Iallreduce_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -126,7 +126,7 @@ fn start_gather_like(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Igather | MPI_Igather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Igather | MPI_Igather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Gather)
@@ -134,7 +134,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iscatter | MPI_Iscatter_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iscatter | MPI_Iscatter_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, Some(root), comm, request, Which::Scatter)
@@ -142,7 +142,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iallgather | MPI_Iallgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iallgather | MPI_Iallgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Allgather)
@@ -150,7 +150,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ialltoall | MPI_Ialltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ialltoall | MPI_Ialltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         start_gather_like(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, None, comm, request, Which::Alltoall)
@@ -173,7 +173,7 @@ fn send_side(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Igatherv | MPI_Igatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Igatherv | MPI_Igatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -194,7 +194,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iscatterv | MPI_Iscatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iscatterv | MPI_Iscatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -224,7 +224,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iallgatherv | MPI_Iallgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iallgatherv | MPI_Iallgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -261,7 +261,7 @@ fn start_alltoall_pieces(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -272,7 +272,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -308,7 +308,7 @@ fn start_reduce_scatter(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
         start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm, request)
@@ -316,7 +316,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
     }
@@ -348,14 +348,14 @@ fn start_scan(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iscan | MPI_Iscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iscan | MPI_Iscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, false)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Iexscan | MPI_Iexscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Iexscan | MPI_Iexscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_scan(sendbuf, recvbuf, n, datatype, op, comm, request, true)
     }

@@ -162,20 +162,20 @@ fn start_alltoallw<C: Wide, D: Wide>(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ineighbor_alltoallw | MPI_Ineighbor_alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ineighbor_alltoallw | MPI_Ineighbor_alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         request.place("request")?;
         start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoallw | MPI_Neighbor_alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
+    fn MPI_Neighbor_alltoallw | MPI_Neighbor_alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
         blocking(|r| start_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, r))
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ineighbor_allgather | MPI_Ineighbor_allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ineighbor_allgather | MPI_Ineighbor_allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         request.place("request")?;
@@ -184,7 +184,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_allgather | MPI_Neighbor_allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Neighbor_allgather | MPI_Neighbor_allgather_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::<Count, Displ>::Each(recvcount), recvtype, comm, r))
@@ -192,7 +192,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ineighbor_allgatherv | MPI_Ineighbor_allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ineighbor_allgatherv | MPI_Ineighbor_allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         request.place("request")?;
         start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, request)
@@ -200,14 +200,14 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_allgatherv | MPI_Neighbor_allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Neighbor_allgatherv | MPI_Neighbor_allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         blocking(|r| start_allgather(sendbuf, sendcount, sendtype, recvbuf, Recv::Pieces(recvcounts, displs), recvtype, comm, r))
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ineighbor_alltoall | MPI_Ineighbor_alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ineighbor_alltoall | MPI_Ineighbor_alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         request.place("request")?;
@@ -216,7 +216,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoall | MPI_Neighbor_alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Neighbor_alltoall | MPI_Neighbor_alltoall_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         blocking(|r| start_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, r))
@@ -224,14 +224,14 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ineighbor_alltoallv | MPI_Ineighbor_alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ineighbor_alltoallv | MPI_Ineighbor_alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         request.place("request")?;
         start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoallv | MPI_Neighbor_alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Neighbor_alltoallv | MPI_Neighbor_alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         blocking(|r| start_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, r))
     }
 }

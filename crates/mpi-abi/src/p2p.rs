@@ -57,7 +57,7 @@ fn send_packed(packed: &[u8], dest: c_int, tag: c_int, comm: MPI_Comm) -> Res {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Send | MPI_Send_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Send | MPI_Send_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         if let Some(sent) = immediate::send(buf, n, datatype, dest, tag, comm) {
             return sent;
@@ -67,7 +67,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ssend | MPI_Ssend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Ssend | MPI_Ssend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, true)
     }
@@ -75,14 +75,14 @@ mpi_fn_c! {
 
 mpi_fn_c! {
     /// Ready mode: the receive is posted already, so a standard send is correct.
-    safe fn MPI_Rsend | MPI_Rsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Rsend | MPI_Rsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) on comm {
         let n = n.wide();
         blocking_send(buf, n, datatype, dest, tag, comm, false)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Recv | MPI_Recv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
+    fn MPI_Recv | MPI_Recv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
         if let Some(got) = immediate::recv(buf, n, datatype, source, tag, comm, status) {
             return got;
@@ -99,7 +99,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Sendrecv | MPI_Sendrecv_c(
+    fn MPI_Sendrecv | MPI_Sendrecv_c(
         sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
         recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
         comm: MPI_Comm, status: Out<MPI_Status>) on comm {
@@ -118,7 +118,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
+    fn MPI_Sendrecv_replace | MPI_Sendrecv_replace_c(
         buf: RecvBuf, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let n = n.wide();
@@ -216,28 +216,28 @@ pub fn recv_entry_with(buf: RecvBuf, a: &RecvArgs, comm: MPI_Comm) -> Result<Req
 }
 
 mpi_fn_c! {
-    safe fn MPI_Isend | MPI_Isend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Isend | MPI_Isend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Issend | MPI_Issend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Issend | MPI_Issend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, true, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Irsend | MPI_Irsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Irsend | MPI_Irsend_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         start_send(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Irecv | MPI_Irecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Irecv | MPI_Irecv_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let request = request.place("request")?;
         let entry = recv_entry(buf, n, datatype, source, tag, comm)?;
@@ -248,7 +248,7 @@ mpi_fn_c! {
 // ---- probes and statuses -------------------------------------------------------
 
 mpi_fn! {
-    safe fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
+    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: Out<MPI_Status>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
@@ -263,7 +263,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, status: Out<MPI_Status>) on comm {
+    fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: Out<c_int>, status: Out<MPI_Status>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let tag = recv_tag(tag)?;
@@ -293,7 +293,7 @@ fn received(status: &MPI_Status) -> Status {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Get_count | MPI_Get_count_c(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
+    fn MPI_Get_count | MPI_Get_count_c(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
         // MPI_UNDEFINED also when the count does not fit this form's width.
@@ -303,7 +303,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Get_elements | MPI_Get_elements_c | MPI_Get_elements_x(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
+    fn MPI_Get_elements | MPI_Get_elements_c | MPI_Get_elements_x(status: In<MPI_Status>, datatype: MPI_Datatype, n: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
         let st = received(status_arg(status)?);
         *n.place("count")? = Count::try_from(st.elements_of(&dt)).unwrap_or(Count::from(MPI_UNDEFINED));
@@ -312,7 +312,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: Out<MPI_Status>, datatype: MPI_Datatype, n: Count) {
+    fn MPI_Status_set_elements | MPI_Status_set_elements_c | MPI_Status_set_elements_x(status: Out<MPI_Status>, datatype: MPI_Datatype, n: Count) {
         let n = n.wide();
         let dt = mpi()?.datatype(datatype)?;
         set_bytes(status.place("status")?, dt.bytes_of_elements(count(n, "count")?));
@@ -321,14 +321,14 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    safe fn MPI_Status_set_cancelled(status: Out<MPI_Status>, flag: c_int) {
+    fn MPI_Status_set_cancelled(status: Out<MPI_Status>, flag: c_int) {
         set_cancelled(status.place("status")?, flag != 0);
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Test_cancelled(status: In<MPI_Status>, flag: Out<c_int>) {
+    fn MPI_Test_cancelled(status: In<MPI_Status>, flag: Out<c_int>) {
         let st = status_arg(status)?;
         *flag.place("flag")? = (st.internal[2] != 0) as c_int;
         Ok(())
@@ -336,49 +336,49 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Status_get_source(status: In<MPI_Status>, source: Out<c_int>) {
+    fn MPI_Status_get_source(status: In<MPI_Status>, source: Out<c_int>) {
         *source.place("source")? = status_arg(status)?.MPI_SOURCE;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Status_get_tag(status: In<MPI_Status>, tag: Out<c_int>) {
+    fn MPI_Status_get_tag(status: In<MPI_Status>, tag: Out<c_int>) {
         *tag.place("tag")? = status_arg(status)?.MPI_TAG;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Status_get_error(status: In<MPI_Status>, error: Out<c_int>) {
+    fn MPI_Status_get_error(status: In<MPI_Status>, error: Out<c_int>) {
         *error.place("error")? = status_arg(status)?.MPI_ERROR;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Status_set_source(status: Out<MPI_Status>, source: c_int) {
+    fn MPI_Status_set_source(status: Out<MPI_Status>, source: c_int) {
         status.place("status")?.MPI_SOURCE = source;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Status_set_tag(status: Out<MPI_Status>, tag: c_int) {
+    fn MPI_Status_set_tag(status: Out<MPI_Status>, tag: c_int) {
         status.place("status")?.MPI_TAG = tag;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Status_set_error(status: Out<MPI_Status>, error: c_int) {
+    fn MPI_Status_set_error(status: Out<MPI_Status>, error: c_int) {
         status.place("status")?.MPI_ERROR = error;
         Ok(())
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Isendrecv | MPI_Isendrecv_c(
+    fn MPI_Isendrecv | MPI_Isendrecv_c(
         sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int,
         recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
         comm: MPI_Comm, request: Out<MPI_Request>) on comm {
@@ -395,7 +395,7 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// The outgoing data is packed into memory of its own first; then the buffer is
     /// free to receive into.
-    safe fn MPI_Isendrecv_replace | MPI_Isendrecv_replace_c(
+    fn MPI_Isendrecv_replace | MPI_Isendrecv_replace_c(
         buf: RecvBuf, n: Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();

@@ -97,7 +97,7 @@ fn restart(comm: MPI_Comm, start: &dyn Fn(Out<MPI_Request>) -> Res) -> Result<Re
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Allgather_init | MPI_Allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -106,7 +106,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Allgatherv_init | MPI_Allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let n = entries(comm)?;
@@ -117,7 +117,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Allreduce_init | MPI_Allreduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iallreduce_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -125,7 +125,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Alltoall_init | MPI_Alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -134,7 +134,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Alltoallv_init | MPI_Alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
@@ -146,7 +146,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Alltoallw_init | MPI_Alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let n = entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n)?;
@@ -160,14 +160,14 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    safe fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ibarrier::body(comm, r))
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Bcast_init | MPI_Bcast_init_c(buffer: RecvBuf, n: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ibcast_c::body(buffer, n, datatype, root, comm, r))
@@ -175,7 +175,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Exscan_init | MPI_Exscan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iexscan_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -183,7 +183,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Gather_init | MPI_Gather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -192,7 +192,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Gatherv_init | MPI_Gatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
@@ -204,7 +204,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Neighbor_allgather_init | MPI_Neighbor_allgather_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -213,7 +213,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Neighbor_allgatherv_init | MPI_Neighbor_allgatherv_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         crate::info::accepted(info)?;
         let (n_in, _) = neighbour_entries(comm)?;
@@ -224,7 +224,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Neighbor_alltoall_init | MPI_Neighbor_alltoall_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -233,7 +233,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Neighbor_alltoallv_init | MPI_Neighbor_alltoallv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;
@@ -245,7 +245,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Reduce_init | MPI_Reduce_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_c::body(sendbuf, recvbuf, n, datatype, op, root, comm, r))
@@ -253,7 +253,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Reduce_scatter_block_init | MPI_Reduce_scatter_block_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Ireduce_scatter_block_c::body(sendbuf, recvbuf, recvcount, datatype, op, comm, r))
@@ -261,7 +261,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Reduce_scatter_init | MPI_Reduce_scatter_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         // One count per rank of this group, on an intercommunicator too.
         let n = mpi()?.comm(comm)?.size() as usize;
@@ -271,7 +271,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Scan_init | MPI_Scan_init_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         crate::info::accepted(info)?;
         init(request, comm, move |r| crate::nbcolls::MPI_Iscan_c::body(sendbuf, recvbuf, n, datatype, op, comm, r))
@@ -279,7 +279,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Scatter_init | MPI_Scatter_init_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let sendcount = sendcount.wide();
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
@@ -288,7 +288,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Scatterv_init | MPI_Scatterv_init_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         let recvcount = recvcount.wide();
         crate::info::accepted(info)?;
         // Significant at the root only (others may pass anything).
@@ -300,7 +300,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
+    fn MPI_Neighbor_alltoallw_init | MPI_Neighbor_alltoallw_init_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<MPI_Aint>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<MPI_Aint>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, info: MPI_Info, request: Out<MPI_Request>) on comm {
         crate::info::accepted(info)?;
         let (n_in, n_out) = neighbour_entries(comm)?;
         let sendcounts = keep_as::<MPI_Count, _>(sendcounts, n_out)?;

@@ -31,28 +31,28 @@ fn send_init(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Send_init | MPI_Send_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Send_init | MPI_Send_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Ssend_init | MPI_Ssend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Ssend_init | MPI_Ssend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, true, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Rsend_init | MPI_Rsend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Rsend_init | MPI_Rsend_init_c(buf: SendBuf, n: Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         send_init(buf, n, datatype, dest, tag, comm, false, request)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Recv_init | MPI_Recv_init_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
+    fn MPI_Recv_init | MPI_Recv_init_c(buf: RecvBuf, n: Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let n = n.wide();
         let args = recv_args(n, datatype, source, tag, comm)?;
         // As for the sends: the buffer is the program's until the request is freed.

@@ -304,7 +304,7 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
 }
 
 mpi_fn! {
-    safe fn MPI_Wait(request: Out<MPI_Request>, status: Out<MPI_Status>) {
+    fn MPI_Wait(request: Out<MPI_Request>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         wait_one(m, request.place("request")?, status)
@@ -312,7 +312,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Test(request: Out<MPI_Request>, flag: Out<c_int>, status: Out<MPI_Status>) {
+    fn MPI_Test(request: Out<MPI_Request>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         let flag = flag.place("flag")?;
@@ -323,7 +323,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Waitall(n: c_int, requests: Out<MPI_Request>, statuses: Out<MPI_Status>) {
+    fn MPI_Waitall(n: c_int, requests: Out<MPI_Request>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
@@ -356,7 +356,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Testall(n: c_int, requests: Out<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
+    fn MPI_Testall(n: c_int, requests: Out<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
@@ -373,7 +373,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Waitany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, status: Out<MPI_Status>) {
+    fn MPI_Waitany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
@@ -391,7 +391,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Testany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
+    fn MPI_Testany(n: c_int, requests: Out<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         reap_detached(m);
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
@@ -446,19 +446,19 @@ fn some(
 }
 
 mpi_fn! {
-    safe fn MPI_Waitsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
+    fn MPI_Waitsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, true)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Testsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
+    fn MPI_Testsome(incount: c_int, requests: Out<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         some(incount, requests, outcount, indices, statuses, false)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Request_free(request: Out<MPI_Request>) {
+    fn MPI_Request_free(request: Out<MPI_Request>) {
         let m = mpi()?;
         let h = request.place("request")?;
         if *h == MPI_REQUEST_NULL {
@@ -497,7 +497,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cancel(request: Out<MPI_Request>) {
+    fn MPI_Cancel(request: Out<MPI_Request>) {
         let m = mpi()?;
         let h = *request.place("request")?;
         let mut reqs = m.reqs.borrow_mut();
@@ -574,14 +574,14 @@ fn start_persistent(m: &Mpi, h: MPI_Request) -> Res {
 }
 
 mpi_fn! {
-    safe fn MPI_Start(request: Out<MPI_Request>) {
+    fn MPI_Start(request: Out<MPI_Request>) {
         let m = mpi()?;
         start_persistent(m, *request.place("request")?)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Startall(n: c_int, requests: Out<MPI_Request>) {
+    fn MPI_Startall(n: c_int, requests: Out<MPI_Request>) {
         let m = mpi()?;
         for h in requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?.iter() {
             start_persistent(m, *h)?;
@@ -592,7 +592,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// Like MPI_Test, but the request stays as it is.
-    safe fn MPI_Request_get_status(request: MPI_Request, flag: Out<c_int>, status: Out<MPI_Status>) {
+    fn MPI_Request_get_status(request: MPI_Request, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         let flag = flag.place("flag")?;
         let st = get_status_at(m, request)?;
@@ -659,7 +659,7 @@ fn get_status_at(m: &Mpi, h: MPI_Request) -> Result<Option<MPI_Status>, Fail> {
 }
 
 mpi_fn! {
-    safe fn MPI_Request_get_status_all(n: c_int, requests: In<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
+    fn MPI_Request_get_status_all(n: c_int, requests: In<MPI_Request>, flag: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
         let flag = flag.place("flag")?;
@@ -675,7 +675,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Request_get_status_any(n: c_int, requests: In<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
+    fn MPI_Request_get_status_any(n: c_int, requests: In<MPI_Request>, index: Out<c_int>, flag: Out<c_int>, status: Out<MPI_Status>) {
         let m = mpi()?;
         let reqs = requests.slice(count(n as i64, "count")? as usize, "array_of_requests")?;
         let (index, flag) = (index.place("index")?, flag.place("flag")?);
@@ -700,7 +700,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Request_get_status_some(incount: c_int, requests: In<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
+    fn MPI_Request_get_status_some(incount: c_int, requests: In<MPI_Request>, outcount: Out<c_int>, indices: Out<c_int>, statuses: Out<MPI_Status>) {
         let m = mpi()?;
         let reqs = requests.slice(count(incount as i64, "count")? as usize, "array_of_requests")?;
         let outcount = outcount.place("outcount")?;

@@ -53,7 +53,7 @@ fn place(rank: u32, n: u32) -> c_int {
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, reorder: c_int, comm_cart: Out<MPI_Comm>) on comm_old {
+    fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, reorder: c_int, comm_cart: Out<MPI_Comm>) on comm_old {
         let _ = reorder; // ranks keep their order: MPI allows it
         let m = mpi()?;
         let newcomm = comm_cart.place("comm_cart")?;
@@ -64,14 +64,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cartdim_get(comm: MPI_Comm, ndims: Out<c_int>) on comm {
+    fn MPI_Cartdim_get(comm: MPI_Comm, ndims: Out<c_int>) on comm {
         ndims.set("ndims", cart_of(comm)?.dims().len() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: Out<c_int>, periods: Out<c_int>, coords: Out<c_int>) on comm {
+    fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: Out<c_int>, periods: Out<c_int>, coords: Out<c_int>) on comm {
         let g = cart_of(comm)?;
         let n = g.dims().len().min(usize::try_from(maxdims).unwrap_or(0));
         let here = g.coords(mpi()?.comm(comm)?.rank())?;
@@ -89,7 +89,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_rank(comm: MPI_Comm, coords: In<c_int>, rank: Out<c_int>) on comm {
+    fn MPI_Cart_rank(comm: MPI_Comm, coords: In<c_int>, rank: Out<c_int>) on comm {
         let g = cart_of(comm)?;
         let coords = coords.slice(g.dims().len(), "coords")?;
         *rank.place("rank")? = g.rank(coords).map_err(|e| Fail::new(MPI_ERR_ARG, e.to_string()))? as c_int;
@@ -98,7 +98,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: Out<c_int>) on comm {
+    fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: Out<c_int>) on comm {
         let g = cart_of(comm)?;
         let r = u32::try_from(rank).map_err(|_| Fail::new(MPI_ERR_RANK, format!("rank {rank} is negative")))?;
         let here = g.coords(r).map_err(|e| Fail::new(MPI_ERR_RANK, e.to_string()))?;
@@ -113,7 +113,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: Out<c_int>, rank_dest: Out<c_int>) on comm {
+    fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: Out<c_int>, rank_dest: Out<c_int>) on comm {
         let m = mpi()?;
         let g = cart_of(comm)?;
         let dim = usize::try_from(direction).map_err(|_| Fail::new(MPI_ERR_ARG, format!("direction {direction} is negative")))?;
@@ -126,7 +126,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: In<c_int>, newcomm: Out<MPI_Comm>) on comm {
+    fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: In<c_int>, newcomm: Out<MPI_Comm>) on comm {
         let m = mpi()?;
         let g = cart_of(comm)?;
         let newcomm = newcomm.place("newcomm")?;
@@ -139,7 +139,7 @@ mpi_fn! {
 mpi_fn! {
     /// Without reordering, a rank's place in the grid is its rank; ranks beyond the
     /// grid get MPI_UNDEFINED.
-    safe fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, newrank: Out<c_int>) on comm {
+    fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: In<c_int>, periods: In<c_int>, newrank: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let (dims, periods) = grid_args(ndims, dims, periods)?;
         *newrank.place("newrank")? = place(c.rank(), Cart::new(dims, &periods)?.size());
@@ -261,7 +261,7 @@ fn root(n: i64, k: usize) -> i64 {
 }
 
 mpi_fn! {
-    safe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: Out<c_int>) {
+    fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: Out<c_int>) {
         if ndims < 0 {
             return fail(MPI_ERR_DIMS, format!("ndims {ndims} is negative"));
         }
@@ -378,7 +378,7 @@ fn graph_neighbors(comm: MPI_Comm, rank: c_int) -> Result<Vec<u32>, Fail> {
 }
 
 mpi_fn! {
-    safe fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, reorder: c_int, comm_graph: Out<MPI_Comm>) on comm_old {
+    fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, reorder: c_int, comm_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
         let newcomm = comm_graph.place("comm_graph")?;
@@ -389,7 +389,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: Out<c_int>, nedges: Out<c_int>) on comm {
+    fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: Out<c_int>, nedges: Out<c_int>) on comm {
         let (n, e) = with_graph(comm, |index, edges| (index.len(), edges.len()))?;
         nnodes.set("nnodes", n as c_int)?;
         nedges.set("nedges", e as c_int)?;
@@ -398,7 +398,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: Out<c_int>, edges: Out<c_int>) on comm {
+    fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: Out<c_int>, edges: Out<c_int>) on comm {
         with_graph(comm, |gi, ge| {
             let ni = gi.len().min(usize::try_from(maxindex).unwrap_or(0));
             let ne = ge.len().min(usize::try_from(maxedges).unwrap_or(0));
@@ -414,14 +414,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: Out<c_int>) on comm {
+    fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: Out<c_int>) on comm {
         nneighbors.set("nneighbors", graph_neighbors(comm, rank)?.len() as c_int)?;
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: Out<c_int>) on comm {
+    fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: Out<c_int>) on comm {
         let n = graph_neighbors(comm, rank)?;
         let k = n.len().min(usize::try_from(maxneighbors).unwrap_or(0));
         for (d, v) in neighbors.slice(k, "neighbors")?.iter_mut().zip(n) {
@@ -434,7 +434,7 @@ mpi_fn! {
 mpi_fn! {
     /// Without reordering, a rank's place in the graph is its rank; ranks beyond it get
     /// MPI_UNDEFINED.
-    safe fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, newrank: Out<c_int>) on comm {
+    fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: In<c_int>, edges: In<c_int>, newrank: Out<c_int>) on comm {
         let c = mpi()?.comm(comm)?;
         let (index, edges) = graph_args(nnodes, index, edges)?;
         Topology::graph(index, edges)?;
@@ -464,7 +464,7 @@ fn weights(p: In<c_int>, n: usize) -> Result<Option<Vec<i32>>, Fail> {
 }
 
 mpi_fn! {
-    safe fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: In<c_int>, sourceweights: In<c_int>, outdegree: c_int, destinations: In<c_int>, destweights: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
+    fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: In<c_int>, sourceweights: In<c_int>, outdegree: c_int, destinations: In<c_int>, destweights: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
         crate::info::accepted(info)?;
@@ -481,7 +481,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, sources: In<c_int>, degrees: In<c_int>, destinations: In<c_int>, weights_: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
+    fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, sources: In<c_int>, degrees: In<c_int>, destinations: In<c_int>, weights_: In<c_int>, info: MPI_Info, reorder: c_int, comm_dist_graph: Out<MPI_Comm>) on comm_old {
         let _ = reorder;
         let m = mpi()?;
         crate::info::accepted(info)?;
@@ -526,7 +526,7 @@ fn dist_neighbors(comm: MPI_Comm) -> Result<(Vec<c_int>, Vec<c_int>, pontoon::We
 }
 
 mpi_fn! {
-    safe fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, indegree: Out<c_int>, outdegree: Out<c_int>, weighted: Out<c_int>) on comm {
+    fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, indegree: Out<c_int>, outdegree: Out<c_int>, weighted: Out<c_int>) on comm {
         let (s, d, w) = dist_neighbors(comm)?;
         indegree.set("indegree", s.len() as c_int)?;
         outdegree.set("outdegree", d.len() as c_int)?;
@@ -536,7 +536,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: Out<c_int>, sourceweights: Out<c_int>, maxoutdegree: c_int, destinations: Out<c_int>, destweights: Out<c_int>) on comm {
+    fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: Out<c_int>, sourceweights: Out<c_int>, maxoutdegree: c_int, destinations: Out<c_int>, destweights: Out<c_int>) on comm {
         let (s, d, w) = dist_neighbors(comm)?;
         let ni = s.len().min(usize::try_from(maxindegree).unwrap_or(0));
         let no = d.len().min(usize::try_from(maxoutdegree).unwrap_or(0));

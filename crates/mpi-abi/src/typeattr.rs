@@ -7,16 +7,16 @@
 //! Type keyvals have numbers of their own, so that a communicator keyval given to a
 //! datatype call (or the reverse) fails with `MPI_ERR_KEYVAL`.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::rc::Rc;
 
 use crate::abi::*;
-use crate::boundary::{fail, out, Fail, Res};
+use crate::boundary::{fail, Fail, Res};
+use crate::callbacks::{CopyAttr, DeleteAttr, Opaque};
 use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{mpi, Mpi};
-use crate::state::{TypeAttr, TypeCopyFn, TypeDeleteFn, TypeKeyval, TYPE_KEYVAL_BASE};
+use crate::state::{TypeAttr, TypeKeyval, TYPE_KEYVAL_BASE};
 
 fn callback(what: &str, rc: c_int) -> Res {
     if rc == MPI_SUCCESS {
@@ -29,13 +29,7 @@ fn callback(what: &str, rc: c_int) -> Res {
 }
 
 fn run_delete(h: MPI_Datatype, a: &TypeAttr) -> Res {
-    match a.kv.delete {
-        // SAFETY: the program's delete callback, called as the standard says.
-        Some(f) => callback("delete", unsafe {
-            f(h, a.kv.id, a.value as *mut c_void, a.kv.extra as *mut c_void)
-        }),
-        None => Ok(()),
-    }
+    callback("delete", a.kv.delete.delete(h, a.kv.id, a.value, a.kv.extra))
 }
 
 /// Takes `kv`'s value off `h` and runs its delete callback (no table borrowed, so the
@@ -65,32 +59,11 @@ pub(crate) fn copy_all(m: &Mpi, from: MPI_Datatype, to: MPI_Datatype) -> Res {
     };
     let mut copied = Vec::new();
     for (kv, value) in list {
-        let v = match kv.copy {
-            0 => continue,
-            1 => value,
-            f => {
-                // SAFETY: any other value is the program's copy function.
-                let f = unsafe { std::mem::transmute::<usize, TypeCopyFn>(f) };
-                let (mut new, mut flag): (usize, c_int) = (0, 0);
-                // SAFETY: the program's copy callback, called as the standard says.
-                let rc = unsafe {
-                    f(
-                        from,
-                        kv.id,
-                        kv.extra as *mut c_void,
-                        value as *mut c_void,
-                        &mut new as *mut usize as *mut c_void,
-                        &mut flag,
-                    )
-                };
-                callback("copy", rc)?;
-                if flag == 0 {
-                    continue;
-                }
-                new
-            }
-        };
-        copied.push(TypeAttr { kv, value: v });
+        match kv.copy.copy(from, kv.id, kv.extra, value) {
+            Ok(Some(v)) => copied.push(TypeAttr { kv, value: v }),
+            Ok(None) => {}
+            Err(rc) => return callback("copy", rc),
+        }
     }
     m.type_attrs.borrow_mut().values.insert(to, copied);
     Ok(())
@@ -111,13 +84,13 @@ pub(crate) fn delete_all(m: &Mpi, h: MPI_Datatype) -> Res {
 }
 
 mpi_fn! {
-    fn MPI_Type_create_keyval(type_copy_attr_fn: usize, type_delete_attr_fn: Option<TypeDeleteFn>, type_keyval: Out<c_int>, extra_state: *mut c_void) {
+    fn MPI_Type_create_keyval(type_copy_attr_fn: CopyAttr, type_delete_attr_fn: DeleteAttr, type_keyval: Out<c_int>, extra_state: Opaque) {
         let m = mpi()?;
         let k = type_keyval.place("type_keyval")?;
         let mut t = m.type_attrs.borrow_mut();
         let id = TYPE_KEYVAL_BASE + t.next;
         t.next += 1;
-        let kv = TypeKeyval { id, copy: type_copy_attr_fn, delete: type_delete_attr_fn, extra: extra_state as usize };
+        let kv = TypeKeyval { id, copy: type_copy_attr_fn, delete: type_delete_attr_fn, extra: extra_state.bits() };
         t.keyvals.insert(id, Rc::new(kv));
         *k = id;
         Ok(())
@@ -125,7 +98,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_free_keyval(type_keyval: Out<c_int>) {
+    fn MPI_Type_free_keyval(type_keyval: Out<c_int>) {
         let m = mpi()?;
         let k = type_keyval.place("type_keyval")?;
         let mut t = m.type_attrs.borrow_mut();
@@ -141,35 +114,35 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_set_attr(datatype: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void) {
+    fn MPI_Type_set_attr(datatype: MPI_Datatype, type_keyval: c_int, attribute_val: Opaque) {
         let m = mpi()?;
         m.datatype(datatype)?;
         let kv = m.type_attrs.borrow_mut().keyval(type_keyval, false)?;
         remove(m, datatype, &kv)?;
-        let a = TypeAttr { kv, value: attribute_val as usize };
+        let a = TypeAttr { kv, value: attribute_val.bits() };
         m.type_attrs.borrow_mut().values.entry(datatype).or_default().push(a);
         Ok(())
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_get_attr(datatype: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+    fn MPI_Type_get_attr(datatype: MPI_Datatype, type_keyval: c_int, attribute_val: Out<usize>, flag: Out<c_int>) {
         let m = mpi()?;
         m.datatype(datatype)?;
-        let flag = out(flag, "flag")?;
+        let flag = flag.place("flag")?;
         let mut t = m.type_attrs.borrow_mut();
         let kv = t.keyval(type_keyval, true)?;
         let value = t.values.get(&datatype).and_then(|l| l.iter().find(|a| a.kv.id == kv.id)).map(|a| a.value);
         *flag = value.is_some() as c_int;
         if let Some(v) = value {
-            *out(attribute_val as *mut usize, "attribute_val")? = v;
+            attribute_val.set("attribute_val", v)?;
         }
         Ok(())
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Type_delete_attr(datatype: MPI_Datatype, type_keyval: c_int) {
+    fn MPI_Type_delete_attr(datatype: MPI_Datatype, type_keyval: c_int) {
         let m = mpi()?;
         m.datatype(datatype)?;
         let kv = m.type_attrs.borrow_mut().keyval(type_keyval, true)?;

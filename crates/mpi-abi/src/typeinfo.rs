@@ -102,7 +102,7 @@ fn envelope(h: MPI_Datatype, large: bool) -> Result<(usize, usize, usize, usize,
 }
 
 mpi_fn! {
-    safe fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: Out<c_int>, num_addresses: Out<c_int>, num_datatypes: Out<c_int>, combiner: Out<c_int>) {
+    fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: Out<c_int>, num_addresses: Out<c_int>, num_datatypes: Out<c_int>, combiner: Out<c_int>) {
         let (i, a, _, d, c) = envelope(datatype, false)?;
         num_integers.set("num_integers", i as c_int)?;
         num_addresses.set("num_addresses", a as c_int)?;
@@ -113,7 +113,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: Out<MPI_Count>, num_addresses: Out<MPI_Count>, num_large_counts: Out<MPI_Count>, num_datatypes: Out<MPI_Count>, combiner: Out<c_int>) {
+    fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: Out<MPI_Count>, num_addresses: Out<MPI_Count>, num_large_counts: Out<MPI_Count>, num_datatypes: Out<MPI_Count>, combiner: Out<c_int>) {
         let (i, a, l, d, c) = envelope(datatype, true)?;
         num_integers.set("num_integers", i as MPI_Count)?;
         num_addresses.set("num_addresses", a as MPI_Count)?;
@@ -172,21 +172,21 @@ fn contents(
 }
 
 mpi_fn! {
-    safe fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: Out<c_int>, addresses: Out<MPI_Aint>, datatypes: Out<MPI_Datatype>) {
+    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: Out<c_int>, addresses: Out<MPI_Aint>, datatypes: Out<MPI_Datatype>) {
         let max = [max_integers.into(), max_addresses.into(), 0, max_datatypes.into()];
         contents(datatype, max, integers, addresses, None, datatypes)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, integers: Out<c_int>, addresses: Out<MPI_Aint>, large_counts: Out<MPI_Count>, datatypes: Out<MPI_Datatype>) {
+    fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, integers: Out<c_int>, addresses: Out<MPI_Aint>, large_counts: Out<MPI_Count>, datatypes: Out<MPI_Datatype>) {
         let max = [max_integers, max_addresses, max_large_counts, max_datatypes];
         contents(datatype, max, integers, addresses, Some(large_counts), datatypes)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Type_set_name(datatype: MPI_Datatype, type_name: In<c_char>) {
+    fn MPI_Type_set_name(datatype: MPI_Datatype, type_name: In<c_char>) {
         let m = mpi()?;
         m.datatype(datatype)?;
         let name = type_name.str("type_name")?.to_string();
@@ -204,7 +204,7 @@ mpi_fn! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Pack_size | MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm, size: Out<Count>) on comm {
+    fn MPI_Pack_size | MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm, size: Out<Count>) on comm {
         let incount = incount.wide();
         let m = mpi()?;
         m.comm(comm)?;
@@ -215,7 +215,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Pack | MPI_Pack_c(inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: Count, position: Out<Count>, comm: MPI_Comm) on comm {
+    fn MPI_Pack | MPI_Pack_c(inbuf: SendBuf, incount: Count, datatype: MPI_Datatype, outbuf: RecvBuf, outsize: Count, position: Out<Count>, comm: MPI_Comm) on comm {
         let incount = incount.wide();
         let outsize = outsize.wide();
         let m = mpi()?;
@@ -227,7 +227,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Unpack | MPI_Unpack_c(inbuf: SendBuf, insize: Count, position: Out<Count>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Unpack | MPI_Unpack_c(inbuf: SendBuf, insize: Count, position: Out<Count>, outbuf: RecvBuf, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm) on comm {
         let insize = insize.wide();
         let outcount = outcount.wide();
         let m = mpi()?;
@@ -248,7 +248,7 @@ const TYPECLASS_COMPLEX: c_int = 194;
 mpi_fn! {
     /// The Fortran-sized predefined type of a class and size (MPI_INTEGERn, MPI_REALn,
     /// MPI_COMPLEXn), for the sizes C has here.
-    safe fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: Out<MPI_Datatype>) {
+    fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: Out<MPI_Datatype>) {
         mpi()?;
         let h: Handle = match (typeclass, size) {
             (TYPECLASS_INTEGER, 1) => 0x2c1,

@@ -1,14 +1,15 @@
 //! Datatypes and reduction operations: the predefined handles and the `MPI_Type_*` /
 //! `MPI_Op_*` functions.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::os::raw::c_int;
 
 use pontoon::{Datatype, Op};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, fit_signed, out, Fail, Res, Wide};
+use crate::boundary::{count, fail, fit_signed, Fail, Res, Wide};
 use crate::buffers::SendBuf;
+use crate::callbacks::UserOp;
 use crate::cargs::{In, Out};
 use crate::state::{mpi, Contents, TypeArg};
 use crate::state::{predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
@@ -103,7 +104,7 @@ pub(crate) fn wide<N: Wide>(v: &[N]) -> Vec<i64> {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_size | MPI_Type_size_c | MPI_Type_size_x(datatype: MPI_Datatype, size: Out<Count>) {
+    fn MPI_Type_size | MPI_Type_size_c | MPI_Type_size_x(datatype: MPI_Datatype, size: Out<Count>) {
         let dt = mpi()?.datatype(datatype)?;
         *size.place("size")? = Count::try_from(dt.size()).unwrap_or(Count::from(MPI_UNDEFINED));
         Ok(())
@@ -111,7 +112,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_get_extent | MPI_Type_get_extent_c | MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: Out<AintCount>, extent: Out<AintCount>) {
+    fn MPI_Type_get_extent | MPI_Type_get_extent_c | MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: Out<AintCount>, extent: Out<AintCount>) {
         let (l, e) = mpi()?.datatype(datatype)?.extent();
         *lb.place("lb")? = fit_signed(l, "lb")?;
         *extent.place("extent")? = fit_signed(e, "extent")?;
@@ -120,7 +121,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c | MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: Out<AintCount>, true_extent: Out<AintCount>) {
+    fn MPI_Type_get_true_extent | MPI_Type_get_true_extent_c | MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: Out<AintCount>, true_extent: Out<AintCount>) {
         let (l, e) = mpi()?.datatype(datatype)?.true_extent();
         *true_lb.place("true_lb")? = fit_signed(l, "true_lb")?;
         *true_extent.place("true_extent")? = fit_signed(e, "true_extent")?;
@@ -129,7 +130,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_contiguous | MPI_Type_contiguous_c(n: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_contiguous | MPI_Type_contiguous_c(n: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let how = record(LARGE, COMBINER_CONTIGUOUS, &[n], &[], &[oldtype])?;
@@ -138,7 +139,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_vector | MPI_Type_vector_c(n: Count, blocklength: Count, stride: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_vector | MPI_Type_vector_c(n: Count, blocklength: Count, stride: Count, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
         let made = old.vector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
@@ -147,7 +148,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_hvector | MPI_Type_create_hvector_c(n: Count, blocklength: Count, stride: AintCount, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_hvector | MPI_Type_create_hvector_c(n: Count, blocklength: Count, stride: AintCount, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength, stride) = (n.wide(), blocklength.wide(), stride.wide());
         let old = mpi()?.datatype(oldtype)?;
         let made = old.hvector(count(n, "count")?, count(blocklength, "blocklength")?, stride);
@@ -156,7 +157,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_indexed | MPI_Type_indexed_c(n: Count, blocklengths: In<Count>, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_indexed | MPI_Type_indexed_c(n: Count, blocklengths: In<Count>, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
@@ -168,7 +169,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_hindexed | MPI_Type_create_hindexed_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_hindexed | MPI_Type_create_hindexed_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
@@ -180,7 +181,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_indexed_block | MPI_Type_create_indexed_block_c(n: Count, blocklength: Count, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_indexed_block | MPI_Type_create_indexed_block_c(n: Count, blocklength: Count, displacements: In<Count>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
@@ -191,7 +192,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_hindexed_block | MPI_Type_create_hindexed_block_c(n: Count, blocklength: Count, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_hindexed_block | MPI_Type_create_hindexed_block_c(n: Count, blocklength: Count, displacements: In<AintCount>, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let (n, blocklength) = (n.wide(), blocklength.wide());
         let old = mpi()?.datatype(oldtype)?;
         let k = count(n, "count")? as usize;
@@ -202,7 +203,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_struct | MPI_Type_create_struct_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, types: In<MPI_Datatype>, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_struct | MPI_Type_create_struct_c(n: Count, blocklengths: In<Count>, displacements: In<AintCount>, types: In<MPI_Datatype>, newtype: Out<MPI_Datatype>) {
         let n = n.wide();
         let m = mpi()?;
         let k = count(n, "count")? as usize;
@@ -219,7 +220,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_resized | MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: AintCount, extent: AintCount, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_resized | MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: AintCount, extent: AintCount, newtype: Out<MPI_Datatype>) {
         let (lb, extent) = (lb.wide(), extent.wide());
         let old = mpi()?.datatype(oldtype)?;
         let how = record(LARGE, COMBINER_RESIZED, &[], &[lb, extent], &[oldtype])?;
@@ -228,7 +229,7 @@ mpi_fn_c! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let m = mpi()?;
         let old = m.datatype(oldtype)?;
         new_type(Ok(old.dup()), contents(COMBINER_DUP, vec![], vec![], &[oldtype])?, newtype)?;
@@ -247,7 +248,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_commit(datatype: Out<MPI_Datatype>) {
+    fn MPI_Type_commit(datatype: Out<MPI_Datatype>) {
         let m = mpi()?;
         let h = *datatype.place("datatype")?;
         m.datatype(h)?;
@@ -259,7 +260,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_free(datatype: Out<MPI_Datatype>) {
+    fn MPI_Type_free(datatype: Out<MPI_Datatype>) {
         let m = mpi()?;
         let h = datatype.place("datatype")?;
         if *h < DATATYPE_FIRST + DATATYPE_SPAN {
@@ -277,7 +278,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: Out<c_char>, resultlen: Out<c_int>) {
+    fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: Out<c_char>, resultlen: Out<c_int>) {
         let m = mpi()?;
         if datatype == MPI_DATATYPE_NULL {
             return type_name.put_str(MPI_MAX_OBJECT_NAME, "MPI_DATATYPE_NULL", &resultlen);
@@ -294,30 +295,23 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Get_address(location: SendBuf, address: Out<MPI_Aint>) {
+    fn MPI_Get_address(location: SendBuf, address: Out<MPI_Aint>) {
         address.set("address", location.addr() as MPI_Aint)?;
         Ok(())
     }
 }
 
-/// `void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype)`.
-/// `MPI_User_function` (`N`: `int`) and `MPI_User_function_c` (`MPI_Count`).
-pub type UserFunction<N> = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut N, *mut MPI_Datatype);
-
 mpi_fn_c! {
-    fn MPI_Op_create | MPI_Op_create_c(user_fn: Option<UserFunction<Count>>, commute: c_int, op: *mut MPI_Op) {
+    fn MPI_Op_create | MPI_Op_create_c(user_fn: UserOp<Count>, commute: c_int, op: Out<MPI_Op>) {
         let m = mpi()?;
-        let Some(f) = user_fn else {
+        if !user_fn.is_given() {
             return fail(MPI_ERR_ARG, "the user function is NULL");
-        };
+        }
         let call = move |input: &[u8], inout: &mut [u8], origin: usize, n: u64, dt: &Datatype| {
             let mut len = Count::try_from(n)
                 .map_err(|_| pontoon::Error::Arg(format!("{n} elements do not fit the int of MPI_User_function: create the operation with MPI_Op_create_c")))?;
             let mut h = mpi().map(|m| m.handle_of_type(dt)).unwrap_or(MPI_DATATYPE_NULL);
-            let (a, b) = (input.as_ptr().wrapping_add(origin), inout.as_mut_ptr().wrapping_add(origin));
-            // SAFETY: the function the program registered, called with `len` elements
-            // of its datatype laid out from the two origins, as the standard says.
-            unsafe { f(a as *mut c_void, b as *mut c_void, &mut len, &mut h) };
+            user_fn.apply(input, inout, origin, &mut len, &mut h);
             Ok(())
         };
         let h = m
@@ -325,13 +319,12 @@ mpi_fn_c! {
             .borrow_mut()
             .insert(Op::user_raw(commute != 0, Box::new(call)))
             .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many operations"))?;
-        *out(op, "op")? = h;
-        Ok(())
+        op.set("op", h)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Op_free(op: Out<MPI_Op>) {
+    fn MPI_Op_free(op: Out<MPI_Op>) {
         let m = mpi()?;
         let h = op.place("op")?;
         if predefined_op(*h).is_some() {
@@ -346,7 +339,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Op_commutative(op: MPI_Op, commute: Out<c_int>) {
+    fn MPI_Op_commutative(op: MPI_Op, commute: Out<c_int>) {
         commute.set("commute", mpi()?.op(op)?.is_commutative() as c_int)?;
         Ok(())
     }
@@ -390,7 +383,7 @@ fn subarray(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Type_create_subarray | MPI_Type_create_subarray_c(ndims: c_int, sizes: In<Count>, subsizes: In<Count>, starts: In<Count>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_subarray | MPI_Type_create_subarray_c(ndims: c_int, sizes: In<Count>, subsizes: In<Count>, starts: In<Count>, order: c_int, oldtype: MPI_Datatype, newtype: Out<MPI_Datatype>) {
         let old = mpi()?.datatype(oldtype)?;
         let n = count(ndims as i64, "ndims")? as usize;
         if n == 0 {
@@ -456,19 +449,19 @@ const COMBINER_F90_COMPLEX: c_int = 114;
 const COMBINER_F90_INTEGER: c_int = 115;
 
 mpi_fn! {
-    safe fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
         f90_type(COMBINER_F90_REAL, vec![p, r], (p, r), &[(6, 37, "MPI_REAL4"), (15, 307, "MPI_REAL8")], newtype)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: Out<MPI_Datatype>) {
         f90_type(COMBINER_F90_COMPLEX, vec![p, r], (p, r), &[(6, 37, "MPI_COMPLEX8"), (15, 307, "MPI_COMPLEX16")], newtype)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Type_create_f90_integer(r: c_int, newtype: Out<MPI_Datatype>) {
+    fn MPI_Type_create_f90_integer(r: c_int, newtype: Out<MPI_Datatype>) {
         let kinds = [(2, 0, "MPI_INTEGER1"), (4, 0, "MPI_INTEGER2"), (9, 0, "MPI_INTEGER4"), (18, 0, "MPI_INTEGER8")];
         f90_type(COMBINER_F90_INTEGER, vec![r], (r, MPI_UNDEFINED), &kinds, newtype)
     }

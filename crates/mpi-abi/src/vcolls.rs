@@ -23,7 +23,7 @@ fn packed_send(m: &Mpi, buf: SendBuf, n: i64, datatype: MPI_Datatype) -> Result<
 }
 
 mpi_fn_c! {
-    safe fn MPI_Gatherv | MPI_Gatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Gatherv | MPI_Gatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -45,7 +45,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scatterv | MPI_Scatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
+    fn MPI_Scatterv | MPI_Scatterv_c(sendbuf: SendBuf, sendcounts: In<Count>, displs: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm {
         let recvcount = recvcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -78,7 +78,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Allgatherv | MPI_Allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Allgatherv | MPI_Allgatherv_c(sendbuf: SendBuf, sendcount: Count, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, displs: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let sendcount = sendcount.wide();
         let m = mpi()?;
         let c = m.comm(comm)?;
@@ -123,7 +123,7 @@ fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces<SendBuf>>, recv
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
+    fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -134,7 +134,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
+    fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
         let p = c.peer_size() as usize;
@@ -175,7 +175,7 @@ fn reduce_scatter(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let recvcount = recvcount.wide();
         let p = mpi()?.comm(comm)?.size() as usize;
         reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm)
@@ -183,7 +183,7 @@ mpi_fn_c! {
 }
 
 mpi_fn_c! {
-    safe fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let counts = rank_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
     }
@@ -216,14 +216,14 @@ fn prefix(
 }
 
 mpi_fn_c! {
-    safe fn MPI_Scan | MPI_Scan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    fn MPI_Scan | MPI_Scan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, false)
     }
 }
 
 mpi_fn_c! {
-    safe fn MPI_Exscan | MPI_Exscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
+    fn MPI_Exscan | MPI_Exscan_c(sendbuf: SendBuf, recvbuf: RecvBuf, n: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
         let n = n.wide();
         prefix(sendbuf, recvbuf, n, datatype, op, comm, true)
     }

@@ -10,19 +10,19 @@ use crate::mpi_fn;
 use crate::state::{mpi, ErrhandlerFn};
 
 mpi_fn! {
-    safe fn MPI_Error_class(errorcode: c_int, errorclass: Out<c_int>) {
+    fn MPI_Error_class(errorcode: c_int, errorclass: Out<c_int>) {
         errorclass.set("errorclass", class_of(errorcode))
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Error_string(errorcode: c_int, string: Out<c_char>, resultlen: Out<c_int>) {
+    fn MPI_Error_string(errorcode: c_int, string: Out<c_char>, resultlen: Out<c_int>) {
         string.put_str(MPI_MAX_ERROR_STRING, &text_of(errorcode), &resultlen)
     }
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) on comm {
+    fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) on comm {
         let m = mpi()?;
         errhandler_ok(m, errhandler)?;
         m.set_comm_errhandler(comm, errhandler)
@@ -30,7 +30,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: Out<MPI_Errhandler>) on comm {
+    fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: Out<MPI_Errhandler>) on comm {
         let m = mpi()?;
         let h = m
             .comm_errhandler(comm)
@@ -40,7 +40,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_create_errhandler(function: Option<ErrhandlerFn>, errhandler: Out<MPI_Errhandler>) {
+    fn MPI_Comm_create_errhandler(function: Option<ErrhandlerFn>, errhandler: Out<MPI_Errhandler>) {
         let m = mpi()?;
         let Some(f) = function else {
             return fail(MPI_ERR_ARG, "the error handler function is NULL");
@@ -55,7 +55,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Errhandler_free(errhandler: Out<MPI_Errhandler>) {
+    fn MPI_Errhandler_free(errhandler: Out<MPI_Errhandler>) {
         let m = mpi()?;
         let h = errhandler.place("errhandler")?;
         errhandler_ok(m, *h)?;
@@ -67,7 +67,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
+    fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on comm {
         let m = mpi()?;
         m.comm(comm)?;
         // The handler runs on the program's own code; the call itself succeeds (unless
@@ -121,7 +121,7 @@ mod tests {
 }
 
 mpi_fn! {
-    safe fn MPI_Add_error_class(errorclass: Out<c_int>) {
+    fn MPI_Add_error_class(errorclass: Out<c_int>) {
         mpi()?;
         let out_class = errorclass.place("errorclass")?;
         let class = USER.with(|u| {
@@ -143,7 +143,7 @@ fn class_known(class: c_int) -> bool {
 }
 
 mpi_fn! {
-    safe fn MPI_Add_error_code(errorclass: c_int, errorcode: Out<c_int>) {
+    fn MPI_Add_error_code(errorclass: c_int, errorcode: Out<c_int>) {
         mpi()?;
         if !class_known(errorclass) {
             return fail(MPI_ERR_ARG, format!("{errorclass} is not an error class"));
@@ -161,7 +161,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    safe fn MPI_Add_error_string(errorcode: c_int, string: In<c_char>) {
+    fn MPI_Add_error_string(errorcode: c_int, string: In<c_char>) {
         mpi()?;
         let text = string.str("string")?;
         let user_made = USER.with(|u| {
@@ -178,7 +178,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: only a class the program added, once its codes and string are removed.
-    safe fn MPI_Remove_error_class(errorclass: c_int) {
+    fn MPI_Remove_error_class(errorclass: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();
@@ -200,7 +200,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: only a code the program added, once its string is removed.
-    safe fn MPI_Remove_error_code(errorcode: c_int) {
+    fn MPI_Remove_error_code(errorcode: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();
@@ -218,7 +218,7 @@ mpi_fn! {
 
 mpi_fn! {
     /// MPI-4.1: the string of a class or code the program added.
-    safe fn MPI_Remove_error_string(errorcode: c_int) {
+    fn MPI_Remove_error_string(errorcode: c_int) {
         mpi()?;
         USER.with(|u| {
             let mut u = u.borrow_mut();

@@ -18,7 +18,8 @@ pub struct Generalized {
     pub query: Option<QueryFn>,
     pub free: Option<FreeFn>,
     pub cancel: Option<CancelFn>,
-    pub extra_state: *mut c_void,
+    /// The program's `extra_state`, handed back to each callback.
+    pub extra_state: usize,
     /// MPI_Grequest_complete was called.
     pub completed: bool,
     /// MPI_Request_free was called before it completed: MPI_Grequest_complete frees it.
@@ -34,7 +35,7 @@ impl Generalized {
         };
         // SAFETY: the program's callback with its own state and a status to fill, as
         // MPI_Grequest_start promised.
-        let code = unsafe { query(self.extra_state, &mut st) };
+        let code = unsafe { query(self.extra_state as *mut c_void, &mut st) };
         (st, callback_result(code, "query_fn"))
     }
 
@@ -53,7 +54,7 @@ impl Generalized {
     pub fn free(self) -> Res {
         let Some(free) = self.free else { return Ok(()) };
         // SAFETY: the program's callback with its own state.
-        callback_result(unsafe { free(self.extra_state) }, "free_fn")
+        callback_result(unsafe { free(self.extra_state as *mut c_void) }, "free_fn")
     }
 
     /// MPI_Cancel: the program's `cancel_fn` decides.
@@ -61,7 +62,7 @@ impl Generalized {
         let Some(cancel) = self.cancel else { return Ok(()) };
         // SAFETY: the program's callback with its own state.
         callback_result(
-            unsafe { cancel(self.extra_state, self.completed as c_int) },
+            unsafe { cancel(self.extra_state as *mut c_void, self.completed as c_int) },
             "cancel_fn",
         )
     }

@@ -22,7 +22,7 @@ pub use generalized::{never_completed, CancelFn, FreeFn, Generalized, QueryFn};
 pub use messages::MessageEntry;
 pub use predefined::{predefined, predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
 pub use requests::{Buffered, Finish, ReqEntry, Unpack};
-pub use typeattrs::{TypeAttr, TypeAttrs, TypeCopyFn, TypeDeleteFn, TypeKeyval, TYPE_KEYVAL_BASE};
+pub use typeattrs::{TypeAttr, TypeAttrs, TypeKeyval, TYPE_KEYVAL_BASE};
 
 /// Where the library is in its life (any thread may ask: MPI_Initialized/Finalized).
 static PHASE: AtomicU8 = AtomicU8::new(BEFORE);

@@ -1,25 +1,20 @@
 //! Datatype keyvals and the attributes set on datatypes, as the library keeps them.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::rc::Rc;
 
 use crate::abi::*;
+use crate::callbacks::{CopyAttr, DeleteAttr};
 use crate::fail::{fail, Fail};
-
-pub type TypeCopyFn =
-    unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
-pub type TypeDeleteFn = unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_void) -> c_int;
 
 /// Type keyvals are numbered from here (communicator keyvals stay far below).
 pub const TYPE_KEYVAL_BASE: c_int = 1 << 24;
 
 pub struct TypeKeyval {
     pub id: c_int,
-    /// 0: MPI_TYPE_NULL_COPY_FN, 1: MPI_TYPE_DUP_FN, else the program's function.
-    pub copy: usize,
-    pub delete: Option<TypeDeleteFn>,
+    pub copy: CopyAttr,
+    pub delete: DeleteAttr,
     pub extra: usize,
 }
 
