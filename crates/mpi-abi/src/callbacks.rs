@@ -1,9 +1,10 @@
 //! What a program hands MPI to keep or to call back, as typed arguments: values MPI
 //! carries without reading them ([`Opaque`]: attribute values, callbacks' extra state),
-//! attribute copy and delete functions, and user-defined reduction functions. Calling
-//! one of the program's functions is the only `unsafe` they need, and it is here: the C
-//! caller's contract is that a function it registers has the type the standard gives it
-//! and may be called as the standard says.
+//! attribute copy and delete functions, user-defined reduction functions, error
+//! handlers and generalized requests' functions. Calling one of the program's functions
+//! is the only `unsafe` they need, and it is here: the C caller's contract is that a
+//! function it registers has the type the standard gives it and may be called as the
+//! standard says.
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -113,4 +114,41 @@ impl<N> UserOp<N> {
         // slices hold (pontoon's contract for a raw user operation).
         unsafe { f(a as *mut c_void, b as *mut c_void, len, dt) };
     }
+}
+
+/// `MPI_Comm_errhandler_function`.
+pub type ErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut c_int);
+
+/// Runs the error handler function the program registered, for `code` on `comm`.
+pub fn run_errhandler(f: ErrhandlerFn, comm: MPI_Comm, code: c_int) {
+    let (mut comm, mut code) = (comm, code);
+    // SAFETY: a function the program registered with MPI_Comm_create_errhandler, called
+    // as the standard says, with places that live across the call.
+    unsafe { f(&mut comm, &mut code) };
+}
+
+/// A generalized request's `MPI_Grequest_query_function`.
+pub type QueryFn = unsafe extern "C" fn(extra_state: *mut c_void, status: *mut MPI_Status) -> c_int;
+/// A generalized request's `MPI_Grequest_free_function`.
+pub type FreeFn = unsafe extern "C" fn(extra_state: *mut c_void) -> c_int;
+/// A generalized request's `MPI_Grequest_cancel_function`.
+pub type CancelFn = unsafe extern "C" fn(extra_state: *mut c_void, complete: c_int) -> c_int;
+
+/// Runs a generalized request's query function: its return code.
+pub fn run_query(f: QueryFn, extra: usize, status: &mut MPI_Status) -> c_int {
+    // SAFETY: the program's callback with its own state and a status to fill, as
+    // MPI_Grequest_start promised.
+    unsafe { f(extra as *mut c_void, status) }
+}
+
+/// Runs a generalized request's free function: its return code.
+pub fn run_free(f: FreeFn, extra: usize) -> c_int {
+    // SAFETY: the program's callback with its own state.
+    unsafe { f(extra as *mut c_void) }
+}
+
+/// Runs a generalized request's cancel function: its return code.
+pub fn run_cancel(f: CancelFn, extra: usize, complete: bool) -> c_int {
+    // SAFETY: the program's callback with its own state.
+    unsafe { f(extra as *mut c_void, c_int::from(complete)) }
 }

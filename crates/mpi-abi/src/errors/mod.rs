@@ -156,10 +156,7 @@ fn raise_code(comm: Handle, class: c_int, code: c_int, text: String) -> c_int {
         user => {
             let f = m.errhandlers.borrow().get(user).copied();
             if let Some(f) = f {
-                let (mut c, mut code_arg) = (comm, code);
-                // SAFETY: a function the program registered with
-                // MPI_Comm_create_errhandler, called as the standard says.
-                unsafe { f(&mut c, &mut code_arg) };
+                crate::callbacks::run_errhandler(f, comm, code);
             }
             code
         }

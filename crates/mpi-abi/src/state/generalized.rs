@@ -1,16 +1,14 @@
 //! The program's own operation behind a generalized request's handle (its callbacks and
 //! their state), kept in the request table.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 
 use crate::abi::*;
+use crate::callbacks;
 use crate::fail::{fail, Fail, Res};
 use crate::statuses::empty_status;
 
-pub type QueryFn = unsafe extern "C" fn(extra_state: *mut c_void, status: *mut MPI_Status) -> c_int;
-pub type FreeFn = unsafe extern "C" fn(extra_state: *mut c_void) -> c_int;
-pub type CancelFn = unsafe extern "C" fn(extra_state: *mut c_void, complete: c_int) -> c_int;
+pub use crate::callbacks::{CancelFn, FreeFn, QueryFn};
 
 /// The program's operation behind a request handle.
 #[derive(Clone, Copy)]
@@ -33,9 +31,7 @@ impl Generalized {
         let Some(query) = self.query else {
             return (st, Ok(()));
         };
-        // SAFETY: the program's callback with its own state and a status to fill, as
-        // MPI_Grequest_start promised.
-        let code = unsafe { query(self.extra_state as *mut c_void, &mut st) };
+        let code = callbacks::run_query(query, self.extra_state, &mut st);
         (st, callback_result(code, "query_fn"))
     }
 
@@ -53,16 +49,14 @@ impl Generalized {
     /// Runs `free_fn`.
     pub fn free(self) -> Res {
         let Some(free) = self.free else { return Ok(()) };
-        // SAFETY: the program's callback with its own state.
-        callback_result(unsafe { free(self.extra_state as *mut c_void) }, "free_fn")
+        callback_result(callbacks::run_free(free, self.extra_state), "free_fn")
     }
 
     /// MPI_Cancel: the program's `cancel_fn` decides.
     pub fn cancel(&self) -> Res {
         let Some(cancel) = self.cancel else { return Ok(()) };
-        // SAFETY: the program's callback with its own state.
         callback_result(
-            unsafe { cancel(self.extra_state as *mut c_void, self.completed as c_int) },
+            callbacks::run_cancel(cancel, self.extra_state, self.completed),
             "cancel_fn",
         )
     }

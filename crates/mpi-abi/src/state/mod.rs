@@ -99,7 +99,7 @@ pub struct TypeArg {
 }
 
 /// A user error handler: `void f(MPI_Comm *, int *, ...)`.
-pub type ErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut std::os::raw::c_int);
+pub use crate::callbacks::ErrhandlerFn;
 
 pub struct Mpi {
     pub u: &'static Universe,
