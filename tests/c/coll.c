@@ -114,6 +114,16 @@ int main(int argc, char **argv) {
     err = MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_NULL);
     MPI_Error_class(err, &cls);
     CHECK(cls == MPI_ERR_COMM);
+    if (rank != 0) { /* MPI_IN_PLACE is the root's: refused before anything moves */
+        int one = 1, disp = 0;
+        MPI_Request req;
+        err = MPI_Gatherv(MPI_IN_PLACE, 1, MPI_INT, w, &one, &disp, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Error_class(err, &cls);
+        CHECK(cls == MPI_ERR_BUFFER);
+        err = MPI_Igatherv(MPI_IN_PLACE, 1, MPI_INT, w, &one, &disp, MPI_INT, 0, MPI_COMM_WORLD, &req);
+        MPI_Error_class(err, &cls);
+        CHECK(cls == MPI_ERR_BUFFER);
+    }
     CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
     CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
 

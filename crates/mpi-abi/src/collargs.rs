@@ -10,7 +10,7 @@ use crate::abi::*;
 use crate::boundary::{count, fail, Fail, Res, Wide};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::In;
-use crate::state::{mpi, Mpi};
+use crate::state::Mpi;
 
 /// A root argument, checked against the communicator.
 pub(crate) fn root_rank(c: &Comm, root: c_int) -> Result<Rank, Fail> {
@@ -293,15 +293,4 @@ impl Pieces<RecvBuf> {
         }
         Ok(())
     }
-}
-
-/// The per-rank counts of a reduce_scatter.
-///
-pub(crate) fn rank_counts<C: Wide>(comm: MPI_Comm, recvcounts: In<C>) -> Result<Vec<u64>, Fail> {
-    let p = mpi()?.comm(comm)?.size() as usize;
-    recvcounts
-        .slice(p, "recvcounts")?
-        .iter()
-        .map(|n| count(n.wide(), "recvcounts"))
-        .collect()
 }

@@ -19,6 +19,7 @@ use crate::comms::inter_root;
 use crate::started::{blocks, launch, none, output, pieces_output};
 use crate::state::Finish;
 use crate::state::{mpi, Mpi};
+use crate::vcollargs::{ReduceScatter, ScatterCounts};
 
 /// Fails on `MPI_IN_PLACE`, which no intercommunicator collective takes.
 fn not_in_place(in_place: &[bool]) -> Res {
@@ -409,10 +410,10 @@ pub(crate) fn alltoall_pieces(
     go(m, &c, comm, what, None, inp, out, request)
 }
 
-pub(crate) fn reduce_scatter(
+pub(crate) fn reduce_scatter<C: Wide>(
     sendbuf: SendBuf,
     recvbuf: RecvBuf,
-    counts: Vec<u64>,
+    counts: ScatterCounts<C>,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
@@ -421,24 +422,19 @@ pub(crate) fn reduce_scatter(
     let m = mpi()?;
     let c = m.comm(comm)?;
     not_in_place(&[sendbuf.in_place(), recvbuf.in_place()])?;
-    let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-    let size = dt.size();
-    let total: u64 = counts.iter().sum();
+    let rs = ReduceScatter::decode(m, &c, sendbuf, counts, (datatype, op))?;
+    let byte_counts = rs.byte_counts();
     let mut at = 0;
-    let blocks = counts
+    let blocks = byte_counts
         .iter()
         .map(|&n| {
-            let b = (at, (n * size) as usize);
-            at += b.1;
+            let b = (at, n);
+            at += n;
             b
         })
         .collect();
-    let mine = counts[c.rank() as usize];
-    let inp = sendbuf.lend(total, &dt)?;
-    let out = output(recvbuf, mine, &dt, false)?;
-    let what = InterColl::ReduceScatter {
-        bytes: (total * size) as usize,
-        blocks,
-    };
-    go(m, &c, comm, what, Some((&op, &dt)), inp, out, request)
+    let inp = sendbuf.lend(rs.total(), &rs.dt)?;
+    let out = output(recvbuf, rs.mine(c.rank()), &rs.dt, false)?;
+    let what = InterColl::ReduceScatter { bytes: at, blocks };
+    go(m, &c, comm, what, Some((&rs.op, &rs.dt)), inp, out, request)
 }

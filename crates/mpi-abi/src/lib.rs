@@ -49,6 +49,7 @@ mod topo;
 mod typeattr;
 mod typeinfo;
 mod types;
+mod vcollargs;
 mod vcolls;
 
 /// Defines `MPI_$name` and `PMPI_$name` with one body run inside the boundary, in a

@@ -6,16 +6,17 @@
 use std::os::raw::c_int;
 
 use pontoon::lent::Buffer;
-use pontoon::Comm;
+use pontoon::{Comm, Datatype};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, Fail, Res};
+use crate::boundary::{count, Fail, Res, Wide};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::{In, Out};
-use crate::collargs::{rank_counts, root_rank, Blocks, Pieces, Reduction, Which};
+use crate::collargs::{root_rank, Blocks, Reduction, Which};
 use crate::intercolls;
 use crate::started::{blocks, launch, none, output, pieces_output};
 use crate::state::{mpi, Mpi};
+use crate::vcollargs::{alltoallv_sides, alltoallw_sides, Exchange, ReduceScatter, ScatterCounts, Varying};
 use crate::{mpi_fn, mpi_fn_c};
 
 mpi_fn! {
@@ -157,19 +158,13 @@ mpi_fn_c! {
     }
 }
 
-/// A v-collective's send side: its buffer and packed length, or nothing in place.
-fn send_side(
-    m: &Mpi,
-    sendbuf: SendBuf,
-    sendcount: i64,
-    sendtype: MPI_Datatype,
-) -> Result<(Buffer, Option<usize>), Fail> {
-    if sendbuf.in_place() {
-        return Ok((none(), None));
+/// The one block a `v` collective sends, lent to the engine with its packed length, if
+/// it sends one.
+fn lent_block(sendbuf: SendBuf, block: &Option<(u64, Datatype)>) -> Result<(Buffer, Option<usize>), Fail> {
+    match block {
+        Some((n, st)) => Ok((sendbuf.lend(*n, st)?, Some((n * st.size()) as usize))),
+        None => Ok((none(), None)),
     }
-    let st = m.committed(sendtype)?;
-    let n = count(sendcount, "sendcount")?;
-    Ok((sendbuf.lend(n, &st)?, Some((n * st.size()) as usize)))
 }
 
 mpi_fn_c! {
@@ -180,16 +175,15 @@ mpi_fn_c! {
         if c.is_inter() {
             return intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
         }
-        let root = root_rank(&c, root)?;
-        let ip = sendbuf.in_place();
-        let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
-        if c.rank() != root {
+        let v = Varying::gathering(m, &c, (sendbuf, sendcount, sendtype), (recvbuf, recvcounts, displs, recvtype), Some(root))?;
+        let root = v.root.unwrap_or_default();
+        let (inp, send_len) = lent_block(sendbuf, &v.block)?;
+        let Some(pieces) = v.pieces else {
             let plan = c.plan_gatherv(root, send_len, &[])?;
             return launch(m, &c, comm, plan, inp, (none(), None), request);
-        }
-        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        };
         let plan = c.plan_gatherv(root, send_len, &blocks(&pieces))?;
-        launch(m, &c, comm, plan, inp, pieces_output(pieces, ip)?, request)
+        launch(m, &c, comm, plan, inp, pieces_output(pieces, v.in_place)?, request)
     }
 }
 
@@ -201,25 +195,18 @@ mpi_fn_c! {
         if c.is_inter() {
             return intercolls::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
         }
-        let root = root_rank(&c, root)?;
-        let at_root = c.rank() == root;
-        let (inp, bl) = if at_root {
-            let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;
-            (Buffer::owned(pieces.pack()?), blocks(&pieces))
-        } else {
-            (none(), Vec::new())
+        let v = Varying::scattering(m, &c, (sendbuf, sendcounts, displs, sendtype), (recvbuf, recvcount, recvtype), root)?;
+        let root = v.root.unwrap_or_default();
+        let (inp, bl) = match &v.pieces {
+            Some(pieces) => (Buffer::owned(pieces.pack()?), blocks(pieces)),
+            None => (none(), Vec::new()),
         };
-        if recvbuf.in_place() {
-            if !at_root {
-                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-            }
-            let plan = c.plan_scatterv(root, &bl, None)?;
-            return launch(m, &c, comm, plan, inp, (none(), None), request);
-        }
-        let rt = m.committed(recvtype)?;
-        let n = count(recvcount, "recvcount")?;
-        let plan = c.plan_scatterv(root, &bl, Some((n * rt.size()) as usize))?;
-        launch(m, &c, comm, plan, inp, output(recvbuf, n, &rt, false)?, request)
+        let plan = c.plan_scatterv(root, &bl, v.block_bytes())?;
+        let out = match &v.block {
+            Some((n, rt)) => output(recvbuf, *n, rt, false)?,
+            None => (none(), None),
+        };
+        launch(m, &c, comm, plan, inp, out, request)
     }
 }
 
@@ -231,11 +218,11 @@ mpi_fn_c! {
         if c.is_inter() {
             return intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
         }
-        let ip = sendbuf.in_place();
-        let (inp, send_len) = send_side(m, sendbuf, sendcount, sendtype)?;
-        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
+        let mut v = Varying::gathering(m, &c, (sendbuf, sendcount, sendtype), (recvbuf, recvcounts, displs, recvtype), None)?;
+        let (inp, send_len) = lent_block(sendbuf, &v.block)?;
+        let pieces = v.every_rank_pieces()?;
         let plan = c.plan_allgatherv(send_len, &blocks(&pieces))?;
-        launch(m, &c, comm, plan, inp, pieces_output(pieces, ip)?, request)
+        launch(m, &c, comm, plan, inp, pieces_output(pieces, v.in_place)?, request)
     }
 }
 
@@ -243,8 +230,7 @@ fn start_alltoall_pieces(
     m: &Mpi,
     c: &Comm<'static>,
     comm: MPI_Comm,
-    send: Option<Pieces<SendBuf>>,
-    recv: Pieces<RecvBuf>,
+    (send, recv): Exchange,
     request: Out<MPI_Request>,
 ) -> Res {
     if c.is_inter() {
@@ -264,10 +250,8 @@ mpi_fn_c! {
     fn MPI_Ialltoallv | MPI_Ialltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.peer_size() as usize;
-        let send = if sendbuf.in_place() { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
-        let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
-        start_alltoall_pieces(m, &c, comm, send, recv, request)
+        let sides = alltoallv_sides(m, &c, (sendbuf, sendcounts, sdispls, sendtype), (recvbuf, recvcounts, rdispls, recvtype))?;
+        start_alltoall_pieces(m, &c, comm, sides, request)
     }
 }
 
@@ -275,17 +259,15 @@ mpi_fn_c! {
     fn MPI_Ialltoallw | MPI_Ialltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.peer_size() as usize;
-        let send = if sendbuf.in_place() { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
-        let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
-        start_alltoall_pieces(m, &c, comm, send, recv, request)
+        let sides = alltoallw_sides(m, &c, (sendbuf, sendcounts, sdispls, sendtypes), (recvbuf, recvcounts, rdispls, recvtypes))?;
+        start_alltoall_pieces(m, &c, comm, sides, request)
     }
 }
 
-fn start_reduce_scatter(
+fn start_reduce_scatter<C: Wide>(
     sendbuf: SendBuf,
     recvbuf: RecvBuf,
-    counts: Vec<u64>,
+    counts: ScatterCounts<C>,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
@@ -296,29 +278,32 @@ fn start_reduce_scatter(
     if c.is_inter() {
         return intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request);
     }
-    let (dt, op) = (m.committed(datatype)?, m.op(op)?);
-    let total: u64 = counts.iter().sum();
-    let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
-    let ip = sendbuf.in_place();
-    let byte_counts: Vec<usize> = counts.iter().map(|n| (n * dt.size()) as usize).collect();
-    let plan = c.plan_reduce_scatter(ip, &byte_counts, &dt, &op)?;
-    let inp = if ip { none() } else { sendbuf.lend(total, &dt)? };
-    let o = output(recvbuf, if ip { total } else { mine }, &dt, ip)?;
+    let rs = ReduceScatter::decode(m, &c, sendbuf, counts, (datatype, op))?;
+    let ip = rs.in_place;
+    let plan = c.plan_reduce_scatter(ip, &rs.byte_counts(), &rs.dt, &rs.op)?;
+    let inp = if ip {
+        none()
+    } else {
+        sendbuf.lend(rs.total(), &rs.dt)?
+    };
+    let o = output(
+        recvbuf,
+        if ip { rs.total() } else { rs.mine(c.rank()) },
+        &rs.dt,
+        ip,
+    )?;
     launch(m, &c, comm, plan, inp, o, request)
 }
 
 mpi_fn_c! {
     fn MPI_Ireduce_scatter_block | MPI_Ireduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
-        let recvcount = recvcount.wide();
-        let p = mpi()?.comm(comm)?.size() as usize;
-        start_reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm, request)
+        start_reduce_scatter::<Count>(sendbuf, recvbuf, ScatterCounts::Each(recvcount.wide()), datatype, op, comm, request)
     }
 }
 
 mpi_fn_c! {
     fn MPI_Ireduce_scatter | MPI_Ireduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: Out<MPI_Request>) on comm {
-        let counts = rank_counts(comm, recvcounts)?;
-        start_reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, request)
+        start_reduce_scatter(sendbuf, recvbuf, ScatterCounts::PerRank(recvcounts), datatype, op, comm, request)
     }
 }
 

@@ -4,22 +4,26 @@
 
 use std::os::raw::c_int;
 
-use pontoon::{Comm, Input};
+use pontoon::{Comm, Datatype, Input};
 
 use crate::abi::*;
-use crate::boundary::{count, fail, Fail, Res};
+use crate::boundary::Wide;
+use crate::boundary::{Fail, Res};
 use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::In;
-use crate::collargs::{rank_counts, root_rank, Pieces, Reduction};
+use crate::collargs::Reduction;
 use crate::intercolls;
 use crate::mpi_fn_c;
 use crate::requests::blocking;
-use crate::state::{mpi, Mpi};
+use crate::state::mpi;
+use crate::vcollargs::{alltoallv_sides, alltoallw_sides, Exchange, ReduceScatter, ScatterCounts, Varying};
 
-/// The packed form of `count` elements of `datatype` at `buf`.
-fn packed_send(m: &Mpi, buf: SendBuf, n: i64, datatype: MPI_Datatype) -> Result<Vec<u8>, Fail> {
-    let dt = m.committed(datatype)?;
-    Ok(buf.data(count(n, "sendcount")?, &dt)?.packed()?.into_owned())
+/// The packed form of the one block a `v` collective sends, if it sends one.
+fn packed_block(buf: SendBuf, block: &Option<(u64, Datatype)>) -> Result<Option<Vec<u8>>, Fail> {
+    block
+        .as_ref()
+        .map(|(n, dt)| Ok(buf.data(*n, dt)?.packed()?.into_owned()))
+        .transpose()
 }
 
 mpi_fn_c! {
@@ -30,15 +34,15 @@ mpi_fn_c! {
         if c.is_inter() {
             return blocking(|r| intercolls::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, r));
         }
-        let root = root_rank(&c, root)?;
-        let send = if sendbuf.in_place() { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
+        let v = Varying::gathering(m, &c, (sendbuf, sendcount, sendtype), (recvbuf, recvcounts, displs, recvtype), Some(root))?;
+        let root = v.root.unwrap_or_default();
+        let send = packed_block(sendbuf, &v.block)?;
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
-        if c.rank() != root {
+        let Some(pieces) = v.pieces else {
             c.gatherv(input, &mut [], &[], &[], root)?;
             return Ok(());
-        }
-        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
-        let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
+        };
+        let mut out = if v.in_place { pieces.pack()? } else { vec![0; pieces.total()] };
         c.gatherv(input, &mut out, &pieces.counts(), &pieces.offsets(), root)?;
         pieces.unpack(&out)
     }
@@ -52,27 +56,20 @@ mpi_fn_c! {
         if c.is_inter() {
             return blocking(|r| intercolls::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, r));
         }
-        let root = root_rank(&c, root)?;
-        let at_root = c.rank() == root;
-        let (packed, counts, offsets) = if at_root {
-            let pieces = Pieces::uniform(m, sendbuf, c.size() as usize, sendcounts, displs, sendtype)?;
-            (pieces.pack()?, pieces.counts(), pieces.offsets())
-        } else {
-            (Vec::new(), Vec::new(), Vec::new())
+        let v = Varying::scattering(m, &c, (sendbuf, sendcounts, displs, sendtype), (recvbuf, recvcount, recvtype), root)?;
+        let root = v.root.unwrap_or_default();
+        let (packed, counts, offsets) = match &v.pieces {
+            Some(pieces) => (pieces.pack()?, pieces.counts(), pieces.offsets()),
+            None => (Vec::new(), Vec::new(), Vec::new()),
         };
-        if recvbuf.in_place() {
-            if !at_root {
-                return fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
-            }
+        let Some((n, rt)) = &v.block else {
             c.scatterv(&packed, &counts, &offsets, None, root)?;
             return Ok(());
-        }
-        let rt = m.committed(recvtype)?;
-        let n = count(recvcount, "recvcount")?;
+        };
         let mut got = vec![0u8; (n * rt.size()) as usize];
         c.scatterv(&packed, &counts, &offsets, Some(&mut got), root)?;
-        let dst = recvbuf.data_mut(n, &rt)?;
-        rt.unpack(n, &got, dst.bytes, dst.origin)?;
+        let dst = recvbuf.data_mut(*n, rt)?;
+        rt.unpack(*n, &got, dst.bytes, dst.origin)?;
         Ok(())
     }
 }
@@ -85,9 +82,10 @@ mpi_fn_c! {
         if c.is_inter() {
             return blocking(|r| intercolls::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, r));
         }
-        let send = if sendbuf.in_place() { None } else { Some(packed_send(m, sendbuf, sendcount, sendtype)?) };
-        let pieces = Pieces::uniform(m, recvbuf, c.size() as usize, recvcounts, displs, recvtype)?;
-        let mut out = if send.is_none() { pieces.pack()? } else { vec![0; pieces.total()] };
+        let mut v = Varying::gathering(m, &c, (sendbuf, sendcount, sendtype), (recvbuf, recvcounts, displs, recvtype), None)?;
+        let send = packed_block(sendbuf, &v.block)?;
+        let pieces = v.every_rank_pieces()?;
+        let mut out = if v.in_place { pieces.pack()? } else { vec![0; pieces.total()] };
         let input = send.as_deref().map_or(Input::InPlace, Input::Buf);
         c.allgatherv(input, &mut out, &pieces.counts(), &pieces.offsets())?;
         pieces.unpack(&out)
@@ -95,7 +93,7 @@ mpi_fn_c! {
 }
 
 /// Alltoallv and alltoallw once both sides are pieces (`send` None: in place).
-fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces<SendBuf>>, recv: Pieces<RecvBuf>) -> Res {
+fn alltoall_pieces(c: &Comm, comm: MPI_Comm, (send, recv): Exchange) -> Res {
     if c.is_inter() {
         return blocking(move |r| intercolls::alltoall_pieces(comm, send, recv, r));
     }
@@ -117,19 +115,15 @@ fn alltoall_pieces(c: &Comm, comm: MPI_Comm, send: Option<Pieces<SendBuf>>, recv
         &recv.counts(),
         &recv.offsets(),
     )?;
-    {
-        recv.unpack(&out)
-    }
+    recv.unpack(&out)
 }
 
 mpi_fn_c! {
     fn MPI_Alltoallv | MPI_Alltoallv_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtype: MPI_Datatype, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtype: MPI_Datatype, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.peer_size() as usize;
-        let send = if sendbuf.in_place() { None } else { Some(Pieces::uniform(m, sendbuf, p, sendcounts, sdispls, sendtype)?) };
-        let recv = Pieces::uniform(m, recvbuf, p, recvcounts, rdispls, recvtype)?;
-        alltoall_pieces(&c, comm, send, recv)
+        let sides = alltoallv_sides(m, &c, (sendbuf, sendcounts, sdispls, sendtype), (recvbuf, recvcounts, rdispls, recvtype))?;
+        alltoall_pieces(&c, comm, sides)
     }
 }
 
@@ -137,18 +131,16 @@ mpi_fn_c! {
     fn MPI_Alltoallw | MPI_Alltoallw_c(sendbuf: SendBuf, sendcounts: In<Count>, sdispls: In<Displ>, sendtypes: In<MPI_Datatype>, recvbuf: RecvBuf, recvcounts: In<Count>, rdispls: In<Displ>, recvtypes: In<MPI_Datatype>, comm: MPI_Comm) on comm {
         let m = mpi()?;
         let c = m.comm(comm)?;
-        let p = c.peer_size() as usize;
-        let send = if sendbuf.in_place() { None } else { Some(Pieces::typed(m, sendbuf, p, sendcounts, sdispls, sendtypes)?) };
-        let recv = Pieces::typed(m, recvbuf, p, recvcounts, rdispls, recvtypes)?;
-        alltoall_pieces(&c, comm, send, recv)
+        let sides = alltoallw_sides(m, &c, (sendbuf, sendcounts, sdispls, sendtypes), (recvbuf, recvcounts, rdispls, recvtypes))?;
+        alltoall_pieces(&c, comm, sides)
     }
 }
 
-/// Reduce_scatter with `counts` elements per rank.
-fn reduce_scatter(
+/// Reduce_scatter and reduce_scatter_block.
+fn reduce_scatter<C: Wide>(
     sendbuf: SendBuf,
     recvbuf: RecvBuf,
-    counts: Vec<u64>,
+    counts: ScatterCounts<C>,
     datatype: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
@@ -160,32 +152,33 @@ fn reduce_scatter(
             intercolls::reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm, r)
         });
     }
-    let dt = m.committed(datatype)?;
-    let op = m.op(op)?;
-    let total: u64 = counts.iter().sum();
-    let mine = counts.get(c.rank() as usize).copied().unwrap_or(0);
-    let send = if sendbuf.in_place() {
+    let rs = ReduceScatter::decode(m, &c, sendbuf, counts, (datatype, op))?;
+    let send = if rs.in_place {
         None
     } else {
-        Some(sendbuf.data(total, &dt)?)
+        Some(sendbuf.data(rs.total(), &rs.dt)?)
     };
-    let mut recv = { recvbuf.data_mut(if send.is_some() { mine } else { total }, &dt)? };
-    c.reduce_scatter_data(send.as_ref(), &mut recv, &counts, &op)?;
+    let mut recv = recvbuf.data_mut(
+        if rs.in_place {
+            rs.total()
+        } else {
+            rs.mine(c.rank())
+        },
+        &rs.dt,
+    )?;
+    c.reduce_scatter_data(send.as_ref(), &mut recv, &rs.counts, &rs.op)?;
     Ok(())
 }
 
 mpi_fn_c! {
     fn MPI_Reduce_scatter_block | MPI_Reduce_scatter_block_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcount: Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
-        let recvcount = recvcount.wide();
-        let p = mpi()?.comm(comm)?.size() as usize;
-        reduce_scatter(sendbuf, recvbuf, vec![count(recvcount, "recvcount")?; p], datatype, op, comm)
+        reduce_scatter::<Count>(sendbuf, recvbuf, ScatterCounts::Each(recvcount.wide()), datatype, op, comm)
     }
 }
 
 mpi_fn_c! {
     fn MPI_Reduce_scatter | MPI_Reduce_scatter_c(sendbuf: SendBuf, recvbuf: RecvBuf, recvcounts: In<Count>, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm {
-        let counts = rank_counts(comm, recvcounts)?;
-        reduce_scatter(sendbuf, recvbuf, counts, datatype, op, comm)
+        reduce_scatter(sendbuf, recvbuf, ScatterCounts::PerRank(recvcounts), datatype, op, comm)
     }
 }
 
