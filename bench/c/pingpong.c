@@ -4,14 +4,23 @@
  *     SIZE_BYTES LATENCY_US BANDWIDTH_MB_S
  * The first line names the MPI library.
  * Usage: pingpong [MAX_BYTES [ITERS]]  (defaults 4194304 and 10000; fewer iterations
- * above 8 KiB, as OSU does). Extra ranks wait at the barriers. */
+ * above 8 KiB, as OSU does). Extra ranks wait at the barriers. With PINGPONG_THREADS=multiple
+ * in the environment it asks for MPI_THREAD_MULTIPLE (one thread still does everything: what
+ * that level costs a single-threaded program) and says what it got. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    const char *threads = getenv("PINGPONG_THREADS");
+    int provided = MPI_THREAD_SINGLE;
+    if (threads && strcmp(threads, "multiple") == 0) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+        MPI_Query_thread(&provided);
+    }
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -27,7 +36,11 @@ int main(int argc, char **argv) {
     int len = 0;
     MPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n")] = 0;
-    if (rank == 0) printf("# library: %s\n# bytes latency_us bandwidth_MB_s\n", lib);
+    if (rank == 0) {
+        printf("# library: %s\n# thread level: %s\n# bytes latency_us bandwidth_MB_s\n", lib,
+               provided == MPI_THREAD_MULTIPLE ? "multiple" : provided == MPI_THREAD_SERIALIZED ? "serialized"
+               : provided == MPI_THREAD_FUNNELED ? "funneled" : "single");
+    }
     for (long n = 0; n <= max; n = n ? n * 2 : 1) {
         int iters = n > 8192 ? iters_small / 10 + 1 : iters_small;
         int warmup = iters / 10 + 1;
