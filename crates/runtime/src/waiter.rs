@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
@@ -150,8 +151,25 @@ fn wait_events(epoll: &OwnedFd, events: &mut Vec<Event>, max: Duration) {
 /// its time in calls that return EAGAIN (level-triggered, so a link read only in part
 /// is reported again).
 pub struct ReadySet {
-    epoll: OwnedFd,
+    /// Shared with the [`Sleeper`]s, which wait on it without the set.
+    epoll: Arc<OwnedFd>,
     events: Vec<Event>,
+}
+
+/// A wait on a [`ReadySet`] that needs nothing else: a thread may take it while another
+/// drives the rank (a blocking call under `MPI_THREAD_MULTIPLE` sleeps so, without the
+/// library's lock).
+pub struct Sleeper {
+    epoll: Arc<OwnedFd>,
+}
+
+impl Sleeper {
+    /// Sleeps up to `max` until a socket of the set is ready; what is ready stays for the
+    /// next look at the set.
+    pub fn sleep(&self, max: Duration) {
+        let mut events = Vec::with_capacity(1);
+        wait_events(&self.epoll, &mut events, max);
+    }
 }
 
 impl ReadySet {
@@ -163,7 +181,7 @@ impl ReadySet {
         let flags = EventFlags::IN;
         epoll::add(&epoll, &waiter.epoll, EventData::new_u64(Self::WAITER), flags)?;
         Ok(ReadySet {
-            epoll,
+            epoll: Arc::new(epoll),
             events: Vec::with_capacity(64),
         })
     }
@@ -202,6 +220,13 @@ impl ReadySet {
         }
     }
 
+    /// A wait on this set that another thread can take.
+    pub fn sleeper(&self) -> Sleeper {
+        Sleeper {
+            epoll: Arc::clone(&self.epoll),
+        }
+    }
+
     /// Puts the keys of the sockets ready now into `keys` (as many as fit; the rest come
     /// next time); returns how many.
     pub fn poll(&mut self, keys: &mut [u64]) -> usize {
@@ -228,6 +253,32 @@ mod tests {
         let mut keys = [0u64; 8];
         let n = set.poll(&mut keys);
         keys[..n].to_vec()
+    }
+
+    #[test]
+    fn sleepers_in_other_threads_wake_when_a_watched_socket_is_ready() {
+        let waiter = Waiter::new().unwrap();
+        let mut set = ReadySet::new(&waiter).unwrap();
+        let (mut a, b) = UnixStream::pair().unwrap();
+        set.watch(&b, 7, false).unwrap();
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                let sleeper = set.sleeper();
+                std::thread::spawn(move || {
+                    let start = std::time::Instant::now();
+                    sleeper.sleep(Duration::from_secs(20));
+                    start.elapsed()
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        a.write_all(b"x").unwrap();
+        for s in sleepers {
+            // Woken by the byte, not by the end of their 20 s.
+            assert!(s.join().unwrap() < Duration::from_secs(10));
+        }
+        // What woke them is still there for the set.
+        assert_eq!(ready(&mut set), vec![7]);
     }
 
     #[test]

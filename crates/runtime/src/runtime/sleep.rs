@@ -13,7 +13,18 @@ use std::os::fd::AsFd;
 use super::Runtime;
 use crate::clock;
 use crate::fabric::tcp::wireup::Incoming;
-use crate::waiter::Waiter;
+use crate::waiter::{Sleeper, Waiter};
+
+/// A sleep the rank is ready for ([`Runtime::ready_to_sleep`]): how long at most, the
+/// wait itself, and what to undo after it ([`Runtime::woke`]).
+pub(super) struct Asleep {
+    max: Duration,
+    sleeper: Sleeper,
+    /// Every socket lane was watched for this sleep only.
+    temporary: bool,
+    /// Lanes watched for room to write for this sleep only.
+    blocked: Vec<LaneId>,
+}
 
 /// Where a blocking call is in its wait: passes that found nothing, and when its
 /// busy-polling ends (from the first clock reading: a call that completes within
@@ -83,6 +94,21 @@ impl Runtime {
     /// node's collective area): `ready` is asked again once peers ring this rank's bell
     /// from now on, so a change made just before is not slept through.
     pub(super) fn sleep_unless(&mut self, max: Duration, ready: &mut dyn FnMut(&Runtime) -> bool) {
+        if let Some(asleep) = self.ready_to_sleep(max, ready) {
+            asleep.sleeper.sleep(asleep.max);
+            self.woke(asleep);
+        }
+    }
+
+    /// Gets the rank ready to sleep up to `max` (its bell armed, its lanes watched) and
+    /// says how, or returns `None` when there is no sleep to take (something is due, or
+    /// ready already: the rank then is as before). The sleep itself needs nothing of the
+    /// runtime ([`Asleep::sleeper`]); [`Runtime::woke`] clears up after it.
+    pub(super) fn ready_to_sleep(
+        &mut self,
+        max: Duration,
+        ready: &mut dyn FnMut(&Runtime) -> bool,
+    ) -> Option<Asleep> {
         // A punching dial must leave at its moment, not after a wake-up.
         if self
             .fabrics
@@ -90,7 +116,7 @@ impl Runtime {
             .punching
             .dial_due_before(std::time::Instant::now() + max.min(Duration::from_millis(2)))
         {
-            return;
+            return None;
         }
         // Outgoing connects are short-lived: wake up often while they run.
         let max = if self.fabrics.tcp.outgoing.is_empty() && !self.fabrics.tcp.punching.dialling() {
@@ -129,23 +155,23 @@ impl Runtime {
             .map(|due| clock::duration(due.saturating_sub(now)));
         let max = timer.map_or(max, |t| max.min(t));
         if max.is_zero() {
-            return;
+            return None;
         }
         // Shared-memory lanes ring this rank's bell from now on; a frame or a lane
         // announced already means there is no sleep to take.
         if !self.arm_shm() {
-            return;
+            return None;
         }
         if self.signalled_waiting() || ready(self) {
             self.disarm_shm();
-            return;
+            return None;
         }
         for i in 0..self.lanes.polled().len() {
             let lane = self.lanes.polled()[i];
             if let Some(l) = self.lanes.get_mut(lane) {
                 if !l.link.arm_wakeup() {
                     self.disarm_shm();
-                    return;
+                    return None;
                 }
             }
         }
@@ -168,14 +194,23 @@ impl Runtime {
             max.min(Duration::from_millis(1))
         };
         self.watch_raw_sockets(true);
-        self.passes.ready.wait(max, &mut [0; 1]);
+        Some(Asleep {
+            max,
+            sleeper: self.passes.ready.sleeper(),
+            temporary,
+            blocked,
+        })
+    }
+
+    /// Clears up after a sleep that [`Runtime::ready_to_sleep`] got the rank ready for.
+    pub(super) fn woke(&mut self, asleep: Asleep) {
         self.disarm_shm();
         self.watch_raw_sockets(false);
-        if temporary {
+        if asleep.temporary {
             self.socket_lanes()
                 .for_each(|k| self.passes.ready.unwatch(self.fd(k)));
         } else {
-            for &k in &blocked {
+            for &k in &asleep.blocked {
                 let _ = self.passes.ready.set_writable(self.fd(k), key(k), false);
             }
         }
