@@ -26,7 +26,7 @@ static void on_error(MPI_Comm *c, int *code, ...) {
     handled_code = *code;
 }
 
-/* MPI_THREAD_FUNNELED: MPI's state belongs to the thread that initialized it. */
+/* MPI_Init gives MPI_THREAD_FUNNELED: MPI's state belongs to the thread that initialized it. */
 static void *call_from_another_thread(void *rc) {
     int r;
     *(int *)rc = MPI_Comm_rank(MPI_COMM_WORLD, &r);

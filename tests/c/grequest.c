@@ -1,7 +1,7 @@
 /* Generalized requests: the program's own operations, completed through MPI's request
  * functions. query_fn gives the status, free_fn runs once, cancel_fn decides on a cancel;
  * an error of a callback is the error of the call; waiting for one that is not complete
- * fails at once (MPI_THREAD_FUNNELED: nothing else could complete it) instead of hanging. */
+ * fails at once (below MPI_THREAD_MULTIPLE no other thread could complete it) instead of hanging. */
 #include "check.h"
 
 typedef struct {

@@ -101,6 +101,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("completion", &[1, 2, 3, 4]),
         ("reenter", &[1, 2, 3]),
         ("cancel", &[1, 2, 3]),
+        ("threads_serialized", &[1, 2, 3]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
@@ -176,7 +177,16 @@ fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
     let cc = pontoon_cc();
     let dir = scratch("two-hosts");
     let bed = Bed::up(&small_two_clusters());
-    for name in ["p2p", "coll", "comm", "nbc", "types", "completion", "cancel"] {
+    for name in [
+        "p2p",
+        "coll",
+        "comm",
+        "nbc",
+        "types",
+        "completion",
+        "cancel",
+        "threads_serialized",
+    ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
         let out = bed
@@ -206,7 +216,15 @@ fn c_programs_pass_across_sites_through_relays() {
     }
     let cc = pontoon_cc();
     let dir = scratch("relayed");
-    let names = ["p2p", "coll", "comm", "nbc", "types", "cancel"];
+    let names = [
+        "p2p",
+        "coll",
+        "comm",
+        "nbc",
+        "types",
+        "cancel",
+        "threads_serialized",
+    ];
     for name in names {
         compile(
             &cc,

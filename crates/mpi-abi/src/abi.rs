@@ -107,6 +107,8 @@ pub const MPI_UNDEFINED: c_int = -32766;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1024;
+pub const MPI_THREAD_SERIALIZED: c_int = 2048;
+pub const MPI_THREAD_MULTIPLE: c_int = 4096;
 
 /// MPI_Topo_test's answers.
 pub const MPI_CART: c_int = 211;

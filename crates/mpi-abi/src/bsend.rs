@@ -7,7 +7,6 @@
 //! buffered send of a buffer; detaching flushes, then gives the buffer back.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -20,7 +19,7 @@ use crate::buffers::{RecvBuf, SendBuf};
 use crate::cargs::Out;
 use crate::requests::{start, wait_buffered};
 use crate::state::{mpi, Mpi};
-use crate::state::{Buffered, ReqEntry};
+use crate::state::{Attached, BufferOwner as Owner, Buffered, ReqEntry};
 use crate::{mpi_fn, mpi_fn_c};
 
 /// Bytes each buffered message takes beyond its data (the constant of mpi.h).
@@ -28,37 +27,17 @@ const BSEND_OVERHEAD: usize = 512;
 /// `MPI_BUFFER_AUTOMATIC`: no limit.
 const BUFFER_AUTOMATIC: usize = 2;
 
-/// Whose buffer: the process's, or a communicator's.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Owner {
-    Process,
-    Comm(MPI_Comm),
-}
-
-#[derive(Default)]
-struct Attached {
-    /// The address of the program's buffer and its size; `None`: nothing attached. The
-    /// messages are packed into memory of the library's own: the buffer is only counted.
-    buffer: Option<(usize, usize)>,
-    /// Sends in flight with the bytes each holds of the buffer.
-    in_flight: Vec<(Buffered, usize)>,
-}
-
-thread_local! {
-    static BUFFERS: RefCell<HashMap<Owner, Attached>> = RefCell::new(HashMap::new());
-}
-
-fn with<R>(owner: Owner, f: impl FnOnce(&mut Attached) -> R) -> R {
-    BUFFERS.with(|b| f(b.borrow_mut().entry(owner).or_default()))
+fn with<R>(m: &Mpi, owner: Owner, f: impl FnOnce(&mut Attached) -> R) -> R {
+    f(m.bsend_buffers.borrow_mut().entry(owner).or_default())
 }
 
 /// The buffer a buffered send on `comm` uses: its own if it has one attached.
-fn owner_for(comm: MPI_Comm) -> Owner {
-    let own = BUFFERS.with(|b| {
-        b.borrow()
-            .get(&Owner::Comm(comm))
-            .is_some_and(|a| a.buffer.is_some())
-    });
+fn owner_for(m: &Mpi, comm: MPI_Comm) -> Owner {
+    let own = m
+        .bsend_buffers
+        .borrow()
+        .get(&Owner::Comm(comm))
+        .is_some_and(|a| a.buffer.is_some());
     if own {
         Owner::Comm(comm)
     } else {
@@ -67,17 +46,17 @@ fn owner_for(comm: MPI_Comm) -> Owner {
 }
 
 /// Drops buffered sends that finished; returns the bytes still held.
-fn reap(owner: Owner) -> usize {
-    with(owner, |a| {
+fn reap(m: &Mpi, owner: Owner) -> usize {
+    with(m, owner, |a| {
         a.in_flight.retain(|(p, _)| !p.borrow_mut().is_done());
         a.in_flight.iter().map(|(_, n)| n).sum()
     })
 }
 
 fn attach(owner: Owner, buffer: RecvBuf, size: i64) -> Res {
-    mpi()?;
+    let m = mpi()?;
     let size = count(size, "size")? as usize;
-    with(owner, |a| {
+    with(m, owner, |a| {
         if a.buffer.is_some() {
             return fail(MPI_ERR_BUFFER, "a buffer is attached already: detach it first");
         }
@@ -87,8 +66,8 @@ fn attach(owner: Owner, buffer: RecvBuf, size: i64) -> Res {
 }
 
 /// The sends in flight of a buffer, taken out of its accounting.
-fn take_in_flight(owner: Owner) -> Vec<Buffered> {
-    with(owner, |a| std::mem::take(&mut a.in_flight))
+fn take_in_flight(m: &Mpi, owner: Owner) -> Vec<Buffered> {
+    with(m, owner, |a| std::mem::take(&mut a.in_flight))
         .into_iter()
         .map(|(p, _)| p)
         .collect()
@@ -97,13 +76,13 @@ fn take_in_flight(owner: Owner) -> Vec<Buffered> {
 /// Waits until every buffered send is out, then gives the buffer back through
 /// `buffer_addr` (a `void **`, which the standard declares `void *`).
 fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: Out<*mut c_void>, size: Out<N>) -> Res {
-    mpi()?;
+    let m = mpi()?;
     let (addr, size) = (buffer_addr.place("buffer_addr")?, size.place("size")?);
-    let flushed = wait_buffered(take_in_flight(owner));
-    let Some((buf, n)) = with(owner, |a| a.buffer.take()) else {
+    let flushed = wait_buffered(take_in_flight(m, owner));
+    let Some((buf, n)) = with(m, owner, |a| a.buffer.take()) else {
         return fail(MPI_ERR_BUFFER, "no buffer is attached");
     };
-    BUFFERS.with(|b| b.borrow_mut().remove(&owner));
+    m.bsend_buffers.borrow_mut().remove(&owner);
     *addr = buf as *mut c_void;
     *size = fit(n as u64, "the buffer's size")?;
     flushed
@@ -112,14 +91,14 @@ fn detach<N: TryFrom<u64>>(owner: Owner, buffer_addr: Out<*mut c_void>, size: Ou
 /// Starts a request that completes once the buffer's sends in flight now are out.
 fn iflush(m: &Mpi, owner: Owner, request: Out<MPI_Request>) -> Res {
     let request = request.place("request")?;
-    start(m, request, ReqEntry::Flush(take_in_flight(owner)))
+    start(m, request, ReqEntry::Flush(take_in_flight(m, owner)))
 }
 
 /// A communicator is being freed: its buffer is detached without waiting; its buffered
 /// sends run on as freed requests do.
 pub fn forget_comm(m: &Mpi, comm: MPI_Comm) {
-    let sends = take_in_flight(Owner::Comm(comm));
-    BUFFERS.with(|b| b.borrow_mut().remove(&Owner::Comm(comm)));
+    let sends = take_in_flight(m, Owner::Comm(comm));
+    m.bsend_buffers.borrow_mut().remove(&Owner::Comm(comm));
     if !sends.is_empty() {
         m.detached.borrow_mut().push(ReqEntry::Flush(sends));
     }
@@ -146,9 +125,10 @@ fn bsend(
     };
     let packed = buf.data(n, &dt)?.packed()?.into_owned();
     let need = packed.len() + BSEND_OVERHEAD;
-    let owner = owner_for(comm);
-    let held = reap(owner);
-    let limit = with(owner, |a| {
+    let m = mpi()?;
+    let owner = owner_for(m, comm);
+    let held = reap(m, owner);
+    let limit = with(m, owner, |a| {
         a.buffer
             .map(|(p, size)| if p == BUFFER_AUTOMATIC { usize::MAX } else { size })
     });
@@ -174,7 +154,7 @@ fn bsend(
         tag,
         false,
     )?));
-    with(owner, |a| a.in_flight.push((op.clone(), need)));
+    with(m, owner, |a| a.in_flight.push((op.clone(), need)));
     Ok(Some(op))
 }
 
@@ -234,8 +214,7 @@ mpi_fn_c! {
 
 mpi_fn! {
     fn MPI_Buffer_flush() {
-        mpi()?;
-        wait_buffered(take_in_flight(Owner::Process))
+        wait_buffered(take_in_flight(mpi()?, Owner::Process))
     }
 }
 
@@ -262,8 +241,9 @@ mpi_fn_c! {
 
 mpi_fn! {
     fn MPI_Comm_flush_buffer(comm: MPI_Comm) on comm {
-        mpi()?.comm(comm)?;
-        wait_buffered(take_in_flight(Owner::Comm(comm)))
+        let m = mpi()?;
+        m.comm(comm)?;
+        wait_buffered(take_in_flight(m, Owner::Comm(comm)))
     }
 }
 

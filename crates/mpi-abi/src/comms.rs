@@ -544,10 +544,8 @@ static TAG_UB_VALUE: c_int = i32::MAX;
 static HOST_VALUE: c_int = MPI_PROC_NULL;
 static IO_VALUE: c_int = MPI_ANY_SOURCE;
 static WTIME_IS_GLOBAL_VALUE: c_int = 0;
-thread_local! {
-    /// MPI_LASTUSEDCODE, read through a pointer, updated when asked for.
-    static LAST_USED: std::cell::Cell<c_int> = const { std::cell::Cell::new(MPI_ERR_LASTCLASS) };
-}
+/// MPI_LASTUSEDCODE, read through a pointer, updated when asked for.
+static LAST_USED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(MPI_ERR_LASTCLASS);
 
 mpi_fn! {
     fn MPI_Comm_create_keyval(copy_fn: CopyAttr, delete_fn: DeleteAttr, keyval: Out<c_int>, extra_state: Opaque) {
@@ -698,8 +696,11 @@ fn get_attr(comm: MPI_Comm, keyval_: c_int, attribute_val: Out<usize>, flag: Out
         MPI_IO => Some(&IO_VALUE),
         MPI_WTIME_IS_GLOBAL => Some(&WTIME_IS_GLOBAL_VALUE),
         MPI_LASTUSEDCODE => {
-            LAST_USED.with(|l| l.set(crate::errors::last_used_code()));
-            Some(LAST_USED.with(|l| l.as_ptr() as *const c_int))
+            LAST_USED.store(
+                crate::errors::last_used_code(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            Some(LAST_USED.as_ptr() as *const c_int)
         }
         MPI_UNIVERSE_SIZE | MPI_APPNUM => None,
         _ => {

@@ -14,7 +14,9 @@ use crate::boundary::{fail, Res};
 use crate::callbacks::Opaque;
 use crate::cargs::Out;
 use crate::mpi_fn;
-use crate::state::{mpi, phase, set_phase, Mpi, AFTER, BEFORE, RUNNING};
+use crate::state::{
+    mpi, phase, set_phase, set_thread_level, thread_level, Mpi, AFTER, BEFORE, MOST_THREADS, RUNNING,
+};
 
 static MAIN_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
 
@@ -45,12 +47,17 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// pontoon gives MPI_THREAD_FUNNELED at most: MPI is called from the main thread.
+    /// pontoon gives MPI_THREAD_SERIALIZED at most: any thread may call MPI, one at a
+    /// time.
     fn MPI_Init_thread(argc: Out<c_int>, argv: Out<*mut *mut c_char>, required: c_int, provided: Out<c_int>) {
         let _ = (argc, argv);
         let provided = provided.place("provided")?;
+        let level = required.clamp(MPI_THREAD_SINGLE, MOST_THREADS);
+        if phase() == BEFORE {
+            set_thread_level(level);
+        }
         init()?;
-        *provided = required.min(MPI_THREAD_FUNNELED);
+        *provided = level;
         Ok(())
     }
 }
@@ -79,7 +86,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Query_thread(provided: Out<c_int>) {
         mpi()?;
-        provided.set("provided", MPI_THREAD_FUNNELED)
+        provided.set("provided", thread_level())
     }
 }
 

@@ -3,9 +3,9 @@
 //! says when it is complete; a wait or test then asks its `query_fn` for the status and
 //! frees it with `free_fn`.
 //!
-//! pontoon gives MPI_THREAD_FUNNELED, so only the thread that waits could call
-//! MPI_Grequest_complete: waiting for a generalized request that is not complete would
-//! wait for ever, and fails at once instead, saying so.
+//! pontoon gives up to MPI_THREAD_SERIALIZED, so no other thread can call
+//! MPI_Grequest_complete while one waits: waiting for a generalized request that is not
+//! complete would wait for ever, and fails at once instead, saying so.
 
 use crate::abi::*;
 use crate::boundary::fail;

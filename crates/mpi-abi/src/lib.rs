@@ -10,8 +10,8 @@
 //!
 //! Handles are integers (the ABI's pointers to incomplete structs): predefined ones
 //! have the standard's fixed values, created ones are table slots (`handles.rs`).
-//! The library provides `MPI_THREAD_FUNNELED`: MPI is called from the thread that
-//! initialized it.
+//! The library provides up to `MPI_THREAD_SERIALIZED`: MPI is called from the thread
+//! that initialized it, or at that level from any thread, one at a time.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -41,6 +41,7 @@ mod neighbor;
 mod p2p;
 mod pcolls;
 mod persistent;
+mod process_wide;
 mod requests;
 mod started;
 mod state;

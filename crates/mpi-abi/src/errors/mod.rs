@@ -5,11 +5,11 @@
 //! happened, not just the class. The last `DETAILS` messages are kept; an older code
 //! still maps to its class.
 
-use std::cell::RefCell;
 use std::os::raw::c_int;
 
 use crate::abi::*;
 use crate::fail::{fail, Fail};
+use crate::process_wide::ProcessWide;
 use crate::state::try_mpi;
 
 mod calls;
@@ -18,9 +18,7 @@ mod calls;
 const DETAIL_BASE: c_int = 0x1_0000;
 const DETAILS: usize = 256;
 
-thread_local! {
-    static DETAIL: RefCell<(Vec<String>, usize)> = RefCell::new((vec![String::new(); DETAILS], 0));
-}
+static DETAIL: ProcessWide<(Vec<String>, usize)> = ProcessWide::new(|| (vec![String::new(); DETAILS], 0));
 
 fn remember(class: c_int, msg: String) -> c_int {
     if !(0..128).contains(&class) {
@@ -48,9 +46,7 @@ struct UserErrors {
 const USER_CLASS_BASE: c_int = MPI_ERR_LASTCODE + 1;
 const USER_CODE_BASE: c_int = 0x8000;
 
-thread_local! {
-    static USER: RefCell<UserErrors> = RefCell::new(UserErrors::default());
-}
+static USER: ProcessWide<UserErrors> = ProcessWide::new(UserErrors::default);
 
 /// The largest error code or class in use (the MPI_LASTUSEDCODE attribute).
 pub fn last_used_code() -> c_int {

@@ -78,7 +78,7 @@ pub fn never_completed(h: MPI_Request) -> Fail {
         MPI_ERR_REQUEST,
         format!(
             "waiting for generalized request {h:#x}, which MPI_Grequest_complete has not completed: \
-             with MPI_THREAD_FUNNELED nothing else can complete it, so the wait would never end"
+             below MPI_THREAD_MULTIPLE no other thread can complete it meanwhile, so the wait would never end"
         ),
     )
 }

@@ -4,8 +4,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::os::raw::c_int;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
 
@@ -21,7 +22,7 @@ mod typeattrs;
 pub use generalized::{never_completed, CancelFn, FreeFn, Generalized, QueryFn};
 pub use messages::MessageEntry;
 pub use predefined::{predefined, predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
-pub use requests::{Buffered, Finish, ReqEntry, Unpack};
+pub use requests::{Attached, BufferOwner, Buffered, Finish, ReqEntry, Unpack};
 pub use typeattrs::{TypeAttr, TypeAttrs, TypeKeyval, TYPE_KEYVAL_BASE};
 
 /// Where the library is in its life (any thread may ask: MPI_Initialized/Finalized).
@@ -37,13 +38,28 @@ pub fn set_phase(p: u8) {
     PHASE.store(p, Ordering::Release)
 }
 
-/// The state, for the thread that called MPI_Init (MPI_THREAD_FUNNELED: `OWNER`, its
-/// pthread handle). Globals rather than a thread-local: in a shared library each look
+/// The state, for the thread that called MPI_Init (`OWNER`, its pthread handle), and at
+/// MPI_THREAD_SERIALIZED for any thread (`LEVEL`). Globals rather than a thread-local: in a shared library each look
 /// at a thread-local is a call to `__tls_get_addr`, on the way of every small message.
 /// (A thread started after the owner ended could reuse its handle and pass for it: a
 /// program that lets its MPI thread end and calls MPI from another is wrong anyway.)
 static STATE: AtomicPtr<Mpi> = AtomicPtr::new(std::ptr::null_mut());
 static OWNER: AtomicUsize = AtomicUsize::new(0);
+/// The thread level MPI_Init_thread gave (MPI_Init's: MPI_THREAD_FUNNELED).
+static LEVEL: AtomicI32 = AtomicI32::new(MPI_THREAD_FUNNELED);
+
+/// The most pontoon gives: any thread may call MPI, one at a time.
+pub const MOST_THREADS: c_int = MPI_THREAD_SERIALIZED;
+
+/// The thread level the library runs at.
+pub fn thread_level() -> c_int {
+    LEVEL.load(Ordering::Relaxed)
+}
+
+/// Sets the thread level (MPI_Init_thread, before the state is installed).
+pub fn set_thread_level(level: c_int) {
+    LEVEL.store(level, Ordering::Relaxed);
+}
 
 /// The calling thread's pthread handle.
 #[inline]
@@ -52,14 +68,18 @@ fn this_thread() -> usize {
     unsafe { libc::pthread_self() as usize }
 }
 
-/// The state if this thread made it.
+/// The state if this thread may use it: the thread that made it, or at
+/// MPI_THREAD_SERIALIZED any thread.
 #[inline]
 fn this_threads_state() -> Option<&'static Mpi> {
-    if OWNER.load(Ordering::Relaxed) != this_thread() {
+    if OWNER.load(Ordering::Relaxed) != this_thread() && thread_level() < MPI_THREAD_SERIALIZED {
         return None;
     }
-    // SAFETY: null or the state `Mpi::install` leaked ('static, never freed), read only
-    // by the thread that installed it (checked above), as the thread-local it replaces.
+    // SAFETY: null or the state `Mpi::install` leaked ('static, never freed). It is used
+    // by one thread at a time: the one that installed it (checked above), or at
+    // MPI_THREAD_SERIALIZED whichever thread calls MPI, which the program makes sure is
+    // one at a time and orders with its own synchronization (the standard's contract for
+    // that level), so no two threads ever touch it at once.
     unsafe { STATE.load(Ordering::Acquire).as_ref() }
 }
 
@@ -129,6 +149,8 @@ pub struct Mpi {
     /// Datatype keyvals and attributes (`typeattr`).
     pub type_attrs: RefCell<TypeAttrs>,
     pub messages: RefCell<Slab<MessageEntry>>,
+    /// Buffers attached for buffered sends (`bsend.rs`).
+    pub bsend_buffers: RefCell<HashMap<BufferOwner, Attached>>,
 }
 
 const WORLD_SLOT: usize = 0;
@@ -177,6 +199,7 @@ impl Mpi {
             retired_keyvals: RefCell::new(HashMap::new()),
             type_attrs: RefCell::default(),
             messages: RefCell::new(Slab::new(Kind::Message)),
+            bsend_buffers: RefCell::new(HashMap::new()),
         }));
         OWNER.store(this_thread(), Ordering::Relaxed);
         STATE.store(std::ptr::from_ref(mpi).cast_mut(), Ordering::Release);
@@ -363,8 +386,9 @@ pub fn mpi() -> Result<&'static Mpi, Fail> {
         AFTER => fail(MPI_ERR_OTHER, "MPI was finalized already"),
         _ => fail(
             MPI_ERR_OTHER,
-            "MPI called from a thread other than the one that initialized it; pontoon provides \
-             MPI_THREAD_FUNNELED (only the main thread calls MPI)",
+            "MPI called from a thread other than the one that initialized it, at \
+             MPI_THREAD_FUNNELED: ask MPI_Init_thread for MPI_THREAD_SERIALIZED to call MPI \
+             from any thread (one at a time)",
         ),
     }
 }

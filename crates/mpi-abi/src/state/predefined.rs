@@ -3,6 +3,7 @@
 use pontoon::{Basic, Datatype, Op, PairValue};
 
 use crate::abi::*;
+use crate::process_wide::ProcessWide;
 
 /// (handle, name, basic type on x86-64/aarch64 Linux; `None`: not supported).
 pub const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
@@ -88,11 +89,9 @@ pub const PREDEFINED: &[(Handle, &str, Option<Basic>)] = &[
     (0x2eb, "MPI_COMPLEX32", None),
 ];
 
-thread_local! {
-    /// Names the program gave predefined datatypes (MPI_Type_set_name allows it).
-    pub static PREDEFINED_RENAMED: std::cell::RefCell<std::collections::HashMap<Handle, String>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
+/// Names the program gave predefined datatypes (MPI_Type_set_name allows it).
+pub static PREDEFINED_RENAMED: ProcessWide<std::collections::HashMap<Handle, String>> =
+    ProcessWide::new(std::collections::HashMap::new);
 
 /// The datatype behind a predefined handle (`None` if unsupported or not one).
 pub fn predefined(h: Handle) -> Option<Datatype> {

@@ -58,3 +58,20 @@ pub struct Unpack {
 /// A buffered send in flight: its buffer's accounting and, for MPI_Ibsend, its request
 /// share it (each only looks at the result, so either may come first).
 pub type Buffered = std::rc::Rc<std::cell::RefCell<Pending<'static>>>;
+
+/// Whose buffer a buffered send counts against: the process's, or a communicator's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BufferOwner {
+    Process,
+    Comm(MPI_Comm),
+}
+
+/// A buffer attached for buffered sends (`bsend.rs`).
+#[derive(Default)]
+pub struct Attached {
+    /// The address of the program's buffer and its size; `None`: nothing attached. The
+    /// messages are packed into memory of the library's own: the buffer is only counted.
+    pub buffer: Option<(usize, usize)>,
+    /// Sends in flight with the bytes each holds of the buffer.
+    pub in_flight: Vec<(Buffered, usize)>,
+}

@@ -2,8 +2,8 @@
 //! `dup` and delete callbacks run when a value is replaced or deleted, when its
 //! communicator is freed, and at finalize (COMM_SELF, then COMM_WORLD).
 
-use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::comm::Comm;
 use crate::Result;
@@ -24,20 +24,15 @@ struct KeyvalData {
 #[derive(Clone)]
 pub struct Keyval(Rc<KeyvalData>);
 
-thread_local! {
-    static NEXT_KEYVAL: Cell<u32> = const { Cell::new(1) };
-    /// Orders the setting of values, so that they can be deleted in reverse.
-    static NEXT_SET: Cell<u64> = const { Cell::new(1) };
-}
+/// Keyvals are numbered across the process (a program may make them on any thread).
+static NEXT_KEYVAL: AtomicU32 = AtomicU32::new(1);
+/// Orders the setting of values, so that they can be deleted in reverse.
+static NEXT_SET: AtomicU64 = AtomicU64::new(1);
 
 impl Keyval {
     /// `copy`: `None` never copies (MPI_COMM_NULL_COPY_FN); `delete`: `None` does nothing.
     pub fn new(copy: Option<CopyFn>, delete: Option<DeleteFn>) -> Keyval {
-        let id = NEXT_KEYVAL.with(|n| {
-            let id = n.get();
-            n.set(id + 1);
-            id
-        });
+        let id = NEXT_KEYVAL.fetch_add(1, Ordering::Relaxed);
         Keyval(Rc::new(KeyvalData { id, copy, delete }))
     }
 
@@ -66,11 +61,7 @@ pub(crate) struct Attr {
 
 impl Attr {
     fn new(kv: &Keyval, value: usize) -> Attr {
-        let order = NEXT_SET.with(|n| {
-            let o = n.get();
-            n.set(o + 1);
-            o
-        });
+        let order = NEXT_SET.fetch_add(1, Ordering::Relaxed);
         Attr {
             kv: kv.clone(),
             value,
