@@ -4,7 +4,11 @@
  * buffered send into the buffer the main thread attached, and the completion of the
  * non-blocking exchange the previous thread started (a request started on one thread
  * and completed on another). One thread's error is read, whole, by the next; each
- * thread's keyval is its own. Asked for MPI_THREAD_MULTIPLE, pontoon gives SERIALIZED. */
+ * thread's keyval is its own. Asked for MPI_THREAD_MULTIPLE, pontoon gives SERIALIZED;
+ * there a thread that calls while another is inside (the program broke the level's rule)
+ * is refused with MPI_ERR_OTHER, and the other's call goes on unharmed. */
+#include <stdatomic.h>
+#include <unistd.h>
 #include <pthread.h>
 
 #include "check.h"
@@ -85,6 +89,47 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static atomic_int receiving = 0, received = 0;
+
+/* Rank 0: inside MPI_Recv until rank 1 sends (2 s after a barrier). */
+static void *receive_slowly(void *arg) {
+    (void)arg;
+    int x = 0;
+    atomic_store(&receiving, 1);
+    CHECK_OK(MPI_Recv(&x, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(x == 42);
+    atomic_store(&received, 1);
+    return NULL;
+}
+
+/* While one thread is inside MPI, another's call is refused (pontoon at SERIALIZED). */
+static void refused_while_another_is_inside(void) {
+    CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (rank == 1) {
+        sleep(2);
+        int x = 42;
+        CHECK_OK(MPI_Send(&x, 1, MPI_INT, 0, 99, MPI_COMM_WORLD));
+    } else if (rank == 0) {
+        pthread_t inside;
+        CHECK(pthread_create(&inside, NULL, receive_slowly, NULL) == 0);
+        while (!atomic_load(&receiving)) usleep(1000);
+        int refused = 0, code = MPI_SUCCESS, class = -1, n = 0, flag = 0;
+        while (!atomic_load(&received)) {
+            int rc = MPI_Comm_size(MPI_COMM_WORLD, &n);
+            if (rc != MPI_SUCCESS) {
+                refused++;
+                code = rc;
+            }
+            CHECK_OK(MPI_Initialized(&flag)); /* any thread, any time */
+            CHECK(flag);
+            usleep(1000);
+        }
+        CHECK(pthread_join(inside, NULL) == 0);
+        CHECK_OK(MPI_Error_class(code, &class));
+        CHECK(refused > 0 && class == MPI_ERR_OTHER);
+    }
+}
+
 int main(int argc, char **argv) {
     int provided = -1, queried = -1, main_thread = 0;
     CHECK_OK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
@@ -105,6 +150,8 @@ int main(int argc, char **argv) {
     pthread_t threads[THREADS];
     for (long t = 0; t < THREADS; t++) CHECK(pthread_create(&threads[t], NULL, worker, (void *)t) == 0);
     for (int t = 0; t < THREADS; t++) CHECK(pthread_join(threads[t], NULL) == 0);
+
+    if (size >= 2 && provided == MPI_THREAD_SERIALIZED && on_pontoon()) refused_while_another_is_inside();
 
     /* The last turn's exchange, completed on the main thread. */
     CHECK_OK(MPI_Waitall(2, pending, MPI_STATUSES_IGNORE));

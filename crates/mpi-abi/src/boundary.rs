@@ -13,6 +13,16 @@ pub use crate::fail::{fail, Fail, Res};
 /// to the error handler of its communicator (`on` unless the failure names another).
 #[inline(always)]
 pub fn enter(name: &'static str, on: Handle, body: impl FnOnce() -> Res) -> c_int {
+    let _turn = match crate::state::take_turn() {
+        Ok(turn) => turn,
+        Err(why) => return errors::report_without_handler(name, MPI_ERR_OTHER, why),
+    };
+    enter_any_thread(name, on, body)
+}
+
+/// [`enter`] for a function any thread may call at any time: no turn to take.
+#[inline(always)]
+pub fn enter_any_thread(name: &'static str, on: Handle, body: impl FnOnce() -> Res) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => MPI_SUCCESS,
         Ok(Err(f)) => failed(name, on, f),
@@ -23,6 +33,9 @@ pub fn enter(name: &'static str, on: Handle, body: impl FnOnce() -> Res) -> c_in
 #[cold]
 #[inline(never)]
 fn failed(name: &'static str, on: Handle, failure: Fail) -> c_int {
+    if crate::state::another_thread_inside() {
+        return errors::report_without_handler(name, failure.class, failure.msg);
+    }
     let on = failure.on.unwrap_or(on);
     errors::raise(name, on, failure)
 }

@@ -63,13 +63,13 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Initialized(flag: Out<c_int>) {
+    any thread fn MPI_Initialized(flag: Out<c_int>) {
         flag.set("flag", (phase() != BEFORE) as c_int)
     }
 }
 
 mpi_fn! {
-    fn MPI_Finalized(flag: Out<c_int>) {
+    any thread fn MPI_Finalized(flag: Out<c_int>) {
         flag.set("flag", (phase() == AFTER) as c_int)
     }
 }
@@ -84,14 +84,16 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Query_thread(provided: Out<c_int>) {
-        mpi()?;
+    any thread fn MPI_Query_thread(provided: Out<c_int>) {
+        if phase() != RUNNING {
+            return fail(MPI_ERR_OTHER, "MPI_Query_thread is for between MPI_Init and MPI_Finalize");
+        }
         provided.set("provided", thread_level())
     }
 }
 
 mpi_fn! {
-    fn MPI_Is_thread_main(flag: Out<c_int>) {
+    any thread fn MPI_Is_thread_main(flag: Out<c_int>) {
         let flag = flag.place("flag")?;
         *flag = (MAIN_THREAD.get() == Some(&std::thread::current().id())) as c_int;
         Ok(())
@@ -107,7 +109,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_version(version: Out<c_int>, subversion: Out<c_int>) {
+    any thread fn MPI_Get_version(version: Out<c_int>, subversion: Out<c_int>) {
         version.set("version", MPI_VERSION)?;
         subversion.set("subversion", MPI_SUBVERSION)
     }
@@ -129,7 +131,7 @@ pub fn library_version() -> String {
 }
 
 mpi_fn! {
-    fn MPI_Get_library_version(version: Out<c_char>, resultlen: Out<c_int>) {
+    any thread fn MPI_Get_library_version(version: Out<c_char>, resultlen: Out<c_int>) {
         version.put_str(MPI_MAX_LIBRARY_VERSION_STRING, &library_version(), &resultlen)
     }
 }

@@ -63,10 +63,16 @@ mod vcolls;
 /// arguments (the persistent collectives start the non-blocking ones through it).
 macro_rules! mpi_fn {
     ($(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@make {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
+        $crate::mpi_fn!(@make enter {} $(#[$m])* fn $name ($($arg : $ty),*) $(on $on)? $body);
     };
-    // `$pre`: items the signature and body see (the aliases of `mpi_fn_c!`).
-    (@make { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
+    // A function the standard lets any thread call at any time (MPI_Initialized, ...):
+    // it takes no turn at MPI_THREAD_SERIALIZED, and must not use the library's tables.
+    ($(#[$m:meta])* any thread fn $name:ident ($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        $crate::mpi_fn!(@make enter_any_thread {} $(#[$m])* fn $name ($($arg : $ty),*) $body);
+    };
+    // `$enter`: the boundary's door; `$pre`: items the signature and body see (the
+    // aliases of `mpi_fn_c!`).
+    (@make $enter:ident { $($pre:item)* } $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
         $(#[$m])*
         #[allow(non_snake_case, unused_imports)]
         pub mod $name {
@@ -80,7 +86,7 @@ macro_rules! mpi_fn {
                 #[allow(unused_mut, unused_assignments)]
                 let mut on: usize = $crate::abi::MPI_COMM_SELF;
                 $(on = $on as usize;)?
-                $crate::boundary::enter(stringify!($name), on, || body($($arg),*))
+                $crate::boundary::$enter(stringify!($name), on, || body($($arg),*))
             }
             #[export_name = stringify!($name)]
             pub extern "C" fn exported($($arg: $ty),*) -> ::std::os::raw::c_int {
@@ -112,7 +118,7 @@ macro_rules! mpi_fn_c {
             $(#[$m])* fn $cname ($($arg : $ty),*) $(on $on)? $body);
     };
     (@one [$count:ty, $displ:ty, $aint:ty] $(#[$m:meta])* fn $name:ident ($($arg:ident : $ty:ty),*) $(on $on:ident)? $body:block) => {
-        $crate::mpi_fn!(@make {
+        $crate::mpi_fn!(@make enter {
             #[allow(unused_imports)]
             use $crate::boundary::Wide;
             #[allow(dead_code)]

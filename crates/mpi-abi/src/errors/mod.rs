@@ -118,6 +118,19 @@ pub fn text_of(code: c_int) -> String {
     class_text(class).to_string()
 }
 
+/// A failure while another thread is inside the library (at MPI_THREAD_SERIALIZED): no
+/// error handler can run (it would use the library's state beside that thread), so the
+/// code is returned and the first such message goes to stderr.
+#[cold]
+pub fn report_without_handler(name: &str, class: c_int, why: String) -> c_int {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let text = format!("{name}: {why}");
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("pontoon: {text} (said once; the calls get the error code)");
+    }
+    remember(class, text)
+}
+
 /// Reports a failure of `MPI_<name>` through `comm`'s error handler; returns the code.
 pub fn raise(name: &str, comm: Handle, f: Fail) -> c_int {
     let text = format!("{name}: {}", f.msg);

@@ -68,6 +68,50 @@ fn this_thread() -> usize {
     unsafe { libc::pthread_self() as usize }
 }
 
+/// At MPI_THREAD_SERIALIZED, the thread inside the library (0: none): a second thread
+/// that calls while another is inside is refused instead of using the state beside it
+/// (the program broke the level's rule, and the state has no lock).
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// A call's turn inside the library at MPI_THREAD_SERIALIZED (nothing below it); given
+/// back when the call ends.
+pub struct Turn(bool);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if self.0 {
+            INSIDE.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Takes this call's turn; `Err` with the message when another thread is inside now. A
+/// thread already inside (a callback calling MPI) goes on in its turn.
+#[inline]
+pub fn take_turn() -> Result<Turn, String> {
+    if thread_level() < MPI_THREAD_SERIALIZED {
+        return Ok(Turn(false));
+    }
+    let me = this_thread();
+    match INSIDE.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+        Ok(_) => Ok(Turn(true)),
+        Err(inside) if inside == me => Ok(Turn(false)),
+        Err(_) => Err(
+            "another thread is inside MPI at the same time: at MPI_THREAD_SERIALIZED \
+                       the program must call MPI from one thread at a time (pontoon does not \
+                       give MPI_THREAD_MULTIPLE yet)"
+                .to_string(),
+        ),
+    }
+}
+
+/// Whether another thread is inside the library now (at MPI_THREAD_SERIALIZED): this
+/// one must not use the state, not even to find an error handler.
+pub fn another_thread_inside() -> bool {
+    let inside = INSIDE.load(Ordering::Acquire);
+    inside != 0 && inside != this_thread()
+}
+
 /// The state if this thread may use it: the thread that made it, or at
 /// MPI_THREAD_SERIALIZED any thread.
 #[inline]
