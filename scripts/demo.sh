@@ -37,6 +37,12 @@ local_ranks() {
     echo "      withdraws each (CANCEL/CANCELLED frames), MPI_Test_cancelled says so (tests/c/cancel.c)"
     target/release/pontoon-cc -O1 -o "$cdir/cancel" tests/c/cancel.c
     "$pontoon" run -n "$np" "$cdir/cancel"
+    echo "demo: MPI_THREAD_SERIALIZED: four threads per rank take turns calling MPI (a request started"
+    echo "      on one thread completes on another, an error raised on one is read whole on the next);"
+    echo "      a call made while another thread is inside is refused, not let in beside it"
+    echo "      (tests/c/threads_serialized.c)"
+    target/release/pontoon-cc -O1 -o "$cdir/threads_serialized" tests/c/threads_serialized.c
+    "$pontoon" run -n "$np" "$cdir/threads_serialized"
     target/release/pontoon-cc -O1 -o "$cdir/first_alltoall" bench/c/first_alltoall.c
     echo "demo: 128 ranks on this host, every pair connected at once (one shared-memory segment"
     echo "      for the node, joined once through its first rank: a lane needs no handshake; each"
