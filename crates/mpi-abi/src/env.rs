@@ -116,7 +116,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Abi_get_version(abi_major: Out<c_int>, abi_minor: Out<c_int>) {
+    any thread fn MPI_Abi_get_version(abi_major: Out<c_int>, abi_minor: Out<c_int>) {
         abi_major.set("abi_major", MPI_ABI_VERSION)?;
         abi_minor.set("abi_minor", MPI_ABI_SUBVERSION)
     }
