@@ -8,8 +8,10 @@
 //! lane of eager messages and control frames instead, while 2,000 small eager messages
 //! are on their way beside the transfer: what the broken lane lost goes again on the
 //! other, and rank 1 checks that every message arrived, whole and in order. With
-//! `--block-raw` that lane must be a raw-Ethernet one, and rank 0 silences it: nftables
-//! rules drop the frames of its EtherType arriving at and leaving its NIC (IP flows on).
+//! `--block-raw` that lane must be a raw-Ethernet one, and rank 0 silences it before the
+//! transfer and the small messages start: nftables rules drop the frames of its EtherType
+//! arriving at and leaving its NIC (IP flows on), so the messages sent on it are lost and
+//! must go again.
 
 use std::time::{Duration, Instant};
 
@@ -177,13 +179,43 @@ fn main() -> Result<(), pontoon::Error> {
                 "the second lane"
             };
             let data: Vec<u8> = (0..len).map(pattern).collect();
-            let req = world.isend(data, 1, 5)?;
+            // A raw lane carries no fragments beside a TCP one: it is silenced before the
+            // transfer and the small messages start (they then run on the TCP lane). Sent
+            // first, they load the host, and a latency sample of the raw lane taken
+            // meanwhile could move the eager messages off it before it is silenced
+            // (issue 60: the plan follows one sample).
+            let raw = matches!(victim, Victim::Raw(_));
+            let mut data = Some(data);
+            let mut transfer = None;
+            if !raw {
+                transfer = Some(world.isend(data.take().unwrap_or_default(), 1, 5)?);
+            }
             let mut small = Vec::new();
             let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(20) {
+            while !raw && start.elapsed() < Duration::from_millis(20) {
                 universe.progress();
                 if control_lane && small.len() < SMALL / 2 {
                     small.push(world.isend(message(small.len()), 1, 7)?);
+                }
+            }
+            // The raw lane must still carry the eager messages when it goes silent, so that
+            // those sent next are lost on it and must go again.
+            if let (true, Some(lane)) = (raw, control) {
+                let until = Instant::now() + Duration::from_secs(10);
+                let carries_eager = |u: &pontoon::Universe| {
+                    u.diag()
+                        .lane_use(1, lane)
+                        .is_some_and(|carries| carries.starts_with("eager"))
+                };
+                while !carries_eager(&universe) && Instant::now() < until {
+                    universe.progress();
+                }
+                if !carries_eager(&universe) {
+                    println!(
+                        "rank 0: the raw lane carries {:?}, not the eager messages, after 10 s",
+                        universe.diag().lane_use(1, lane)
+                    );
+                    std::process::exit(2);
                 }
             }
             let how = match victim {
@@ -195,12 +227,18 @@ fn main() -> Result<(), pontoon::Error> {
                 Victim::Tcp(local, remote) => break_tcp(local, remote, which),
             };
             println!("rank 0: {how}");
+            if let Some(data) = data.take() {
+                transfer = Some(world.isend(data, 1, 5)?);
+            }
             while control_lane && small.len() < SMALL {
                 small.push(world.isend(message(small.len()), 1, 7)?);
             }
             for r in small {
                 r.wait().0?;
             }
+            let Some(req) = transfer else {
+                unreachable!("the transfer starts before or after the break")
+            };
             let (st, _) = req.wait();
             st?;
             let mut ok = [0u8];
