@@ -185,11 +185,12 @@ fn main() -> Result<(), pontoon::Error> {
             // meanwhile could move the eager messages off it before it is silenced
             // (issue 60: the plan follows one sample).
             let raw = matches!(victim, Victim::Raw(_));
-            let mut data = Some(data);
-            let mut transfer = None;
-            if !raw {
-                transfer = Some(world.isend(data.take().unwrap_or_default(), 1, 5)?);
-            }
+            let (early, late) = if raw {
+                (None, Some(data))
+            } else {
+                (Some(data), None)
+            };
+            let early = early.map(|d| world.isend(d, 1, 5)).transpose()?;
             let mut small = Vec::new();
             let start = Instant::now();
             while !raw && start.elapsed() < Duration::from_millis(20) {
@@ -227,19 +228,17 @@ fn main() -> Result<(), pontoon::Error> {
                 Victim::Tcp(local, remote) => break_tcp(local, remote, which),
             };
             println!("rank 0: {how}");
-            if let Some(data) = data.take() {
-                transfer = Some(world.isend(data, 1, 5)?);
-            }
+            let late = late.map(|d| world.isend(d, 1, 5)).transpose()?;
             while control_lane && small.len() < SMALL {
                 small.push(world.isend(message(small.len()), 1, 7)?);
             }
             for r in small {
                 r.wait().0?;
             }
-            let Some(req) = transfer else {
-                unreachable!("the transfer starts before or after the break")
-            };
-            let (st, _) = req.wait();
+            let (st, _) = early
+                .or(late)
+                .expect("the transfer starts before or after the break")
+                .wait();
             st?;
             let mut ok = [0u8];
             world.recv(&mut ok, Some(1), 6)?;
