@@ -19,7 +19,7 @@ step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
 .PHONY: help test demo deps fmt fmt-check clippy build build-tests test-rust bench fuzz-smoke fuzz-smoke-if-available clean
 
 help:
-	@echo "make demo        build (release); as root 8 ranks across the two-clusters testbed (relays on the heads), then 2 ms apart (punched pairs), a NIC failover, a raw-Ethernet lane beside TCP, encrypted WAN streams between two sites 50 ms apart and seed 004's experiment in short; then $(NP) local ranks over shared memory (four threads each at MPI_THREAD_SERIALIZED), 128 connecting every pair and 256 in a first alltoall"
+	@echo "make demo        build (release); as root 8 ranks across the two-clusters testbed (relays on the heads), then 2 ms apart (punched pairs), a NIC failover, a raw-Ethernet lane beside TCP, encrypted WAN streams between two sites 50 ms apart and seed 004's experiment in short; then $(NP) local ranks over shared memory (eight threads each at MPI_THREAD_MULTIPLE, a progress thread moving a send while its rank is away), 128 connecting every pair and 256 in a first alltoall"
 	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
 	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
 	@echo "make fmt         format the workspace"

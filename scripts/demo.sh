@@ -37,12 +37,22 @@ local_ranks() {
     echo "      withdraws each (CANCEL/CANCELLED frames), MPI_Test_cancelled says so (tests/c/cancel.c)"
     target/release/pontoon-cc -O1 -o "$cdir/cancel" tests/c/cancel.c
     "$pontoon" run -n "$np" "$cdir/cancel"
-    echo "demo: MPI_THREAD_SERIALIZED: four threads per rank take turns calling MPI (a request started"
-    echo "      on one thread completes on another, an error raised on one is read whole on the next);"
-    echo "      a call made while another thread is inside is refused, not let in beside it"
-    echo "      (tests/c/threads_serialized.c)"
-    target/release/pontoon-cc -O1 -o "$cdir/threads_serialized" tests/c/threads_serialized.c
-    "$pontoon" run -n "$np" "$cdir/threads_serialized"
+    echo "demo: MPI_THREAD_MULTIPLE: eight threads per rank call MPI at once: streams on their own"
+    echo "      tags, MPI_ANY_SOURCE in order per sending thread, MPI_Mprobe races, requests waited"
+    echo "      for on other threads, collectives and MPI_Comm_dup on eight communicators at once"
+    echo "      (tests/c/threads_multiple.c)"
+    target/release/pontoon-cc -O1 -o "$cdir/threads_multiple" tests/c/threads_multiple.c
+    "$pontoon" run -n "$np" "$cdir/threads_multiple"
+    echo "demo: a progress thread (PONTOON_ASYNC_PROGRESS=on): rank 0 starts a 32 MiB send over TCP"
+    echo "      and makes no MPI call; rank 1 receives it meanwhile (tests/c/async_progress.c),"
+    echo "      which without the thread waits for rank 0's next call"
+    target/release/pontoon-cc -O1 -o "$cdir/async_progress" tests/c/async_progress.c
+    for progress in off on; do
+        rm -f "$cdir/received"
+        printf 'demo:   PONTOON_ASYNC_PROGRESS=%s: ' "$progress"
+        "$pontoon" run -n 2 -x PONTOON_TRANSPORTS=tcp -x PONTOON_ASYNC_PROGRESS=$progress \
+            "$cdir/async_progress" "$cdir/received" 2 | head -n 1
+    done
     target/release/pontoon-cc -O1 -o "$cdir/first_alltoall" bench/c/first_alltoall.c
     echo "demo: 128 ranks on this host, every pair connected at once (one shared-memory segment"
     echo "      for the node, joined once through its first rank: a lane needs no handshake; each"

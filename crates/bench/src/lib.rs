@@ -23,6 +23,9 @@ use stats::Summary;
 pub enum Test {
     /// One-way latency of a ping-pong between 2 ranks (osu_latency), µs
     Latency,
+    /// The same ping-pong by `--threads` pairs of threads at once, at
+    /// MPI_THREAD_MULTIPLE (osu_latency_mt), mean over the pairs, µs
+    LatencyMt,
     /// Round trips per second of the same ping-pong (MPBench's roundtrip)
     Roundtrip,
     /// Throughput of the same ping-pong: bytes / one-way time (IMB PingPong), MB/s
@@ -33,6 +36,9 @@ pub enum Test {
     /// Share of a non-blocking exchange hidden behind a compute loop of the same length
     /// (seed 002's mpptest idea), %
     Overlap,
+    /// Speed-up of an exchange-then-compute loop when a second thread does the exchanges
+    /// while the first computes (seed 002's communication thread), ×
+    CommThread,
     /// Streaming bandwidth, a window of non-blocking sends (osu_bw), S senders to R
     /// receivers (`--pattern S:R`: 1:1, N:1, N:N), aggregate MB/s
     Bw,
@@ -83,6 +89,9 @@ pub struct Options {
     /// Timed iterations per size (fewer above 8 KiB, as OSU does; default: the program's)
     #[arg(long)]
     pub iters: Option<u32>,
+    /// Thread pairs of latency-mt
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
     /// Ranks of an allreduce
     #[arg(short = 'n', long = "np", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
     pub ranks: u32,
@@ -121,6 +130,10 @@ pub struct Options {
     /// site-aware collectives run across the sites
     #[arg(long, requires = "testbed")]
     pub sites: bool,
+    /// Every MPI with its progress thread: pontoon's PONTOON_ASYNC_PROGRESS=on, MPICH's
+    /// MPICH_ASYNC_PROGRESS=1, Open MPI's TCP progress thread
+    #[arg(long)]
+    pub progress_thread: bool,
     /// Set VAR=VALUE for pontoon's ranks (as `pontoon run -x`); the anchors run at their
     /// defaults. Repeatable
     #[arg(short = 'x', value_name = "VAR=VALUE", value_parser = parse_env)]
@@ -210,6 +223,14 @@ fn plan(o: &Options) -> Plan {
     };
     match o.test {
         Test::Latency => pingpong(),
+        Test::LatencyMt => {
+            let what = format!(
+                "one-way latency, {} thread pairs at once between 2 ranks, MPI_THREAD_MULTIPLE (osu_latency_mt)",
+                o.threads
+            );
+            let args = vec![max, iters(10_000), o.threads.to_string()];
+            Plan::new(programs::LATENCY_MT, args, 2, "µs", true, what)
+        }
         Test::Pingpong => Plan {
             column: 1,
             unit: "MB/s",
@@ -236,6 +257,11 @@ fn plan(o: &Options) -> Plan {
                 "share of an Isend/Irecv exchange hidden behind computation, 2 ranks (mpptest's overlap)";
             let args = vec![max, iters(200)];
             Plan::new(programs::OVERLAP, args, 2, "% hidden", false, what.into())
+        }
+        Test::CommThread => {
+            let what = "speed-up of an exchange-then-compute loop with the exchanges in a thread of their own, 2 ranks (seed 002's communication thread)";
+            let args = vec![max, iters(200)];
+            Plan::new(programs::COMM_THREAD, args, 2, "×", false, what.into())
         }
         Test::Bcast => collective("bcast", "MPI_Bcast of bytes from rank 0"),
         Test::Reduce => collective("reduce", "MPI_Reduce of doubles to rank 0"),
@@ -339,6 +365,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report, String> {
                 timeout,
                 place: &place,
                 pontoon_env: &o.env,
+                progress_thread: o.progress_thread,
             };
             let result = programs::run(sr.name, &exes[&sr.name], &job);
             bar.inc(1);

@@ -32,12 +32,14 @@ macro_rules! program {
 }
 
 pub const PINGPONG: Program = program!("pingpong");
+pub const LATENCY_MT: Program = program!("latency_mt");
 pub const STREAMS: Program = program!("streams");
 pub const BIBW: Program = program!("bibw");
 pub const COLLECTIVE: Program = program!("collective");
 pub const ALLREDUCE: Program = program!("allreduce");
 pub const APPLAT: Program = program!("applat");
 pub const OVERLAP: Program = program!("overlap");
+pub const COMM_THREAD: Program = program!("comm_thread");
 /// The bare AF_PACKET ping-pong (`bench/sock/ethpp.c`): no MPI, built with `cc`.
 pub const ETHPP: Program = program!("sock", "ethpp");
 
@@ -86,6 +88,8 @@ pub struct Job<'a> {
     pub timeout: Duration,
     pub place: &'a Place,
     pub pontoon_env: &'a [(String, String)],
+    /// Every MPI with its progress thread ([`System::progress_thread`]).
+    pub progress_thread: bool,
 }
 
 /// An MPI implementation.
@@ -124,9 +128,28 @@ impl System {
         }
     }
 
+    /// The setting that gives each rank a thread of its own that moves messages while
+    /// the application computes.
+    fn progress_thread(self) -> (&'static str, &'static str) {
+        match self {
+            System::Pontoon => ("PONTOON_ASYNC_PROGRESS", "on"),
+            System::Mpich => ("MPICH_ASYNC_PROGRESS", "1"),
+            System::Openmpi => ("OMPI_MCA_btl_tcp_progress_thread", "1"),
+        }
+    }
+
     /// How the ranks of a job start.
     fn launcher(self, job: &Job) -> Result<Launcher, String> {
         let mut launcher = self.launcher_at(job.ranks, job.timeout, job.place)?;
+        if job.progress_thread {
+            let (var, value) = self.progress_thread();
+            match self {
+                System::Pontoon => launcher
+                    .argv
+                    .extend(["-x".into(), format!("{var}={value}").into()]),
+                _ => launcher.env.push((var, value.into())),
+            }
+        }
         if self == System::Pontoon {
             for (var, value) in job.pontoon_env {
                 launcher

@@ -384,7 +384,8 @@ fn info() -> String {
         Ok(p) => {
             let _ = writeln!(
                 s,
-                "C ABI: MPI 5.0 standard ABI; {}/{} and {}/mpi.h (compile with pontoon-cc)",
+                "C ABI: MPI 5.0 standard ABI; {}/{} and {}/mpi.h (compile with pontoon-cc); every \
+                 thread level up to MPI_THREAD_MULTIPLE, a progress thread with PONTOON_ASYNC_PROGRESS",
                 p.lib.display(),
                 abi_paths::SONAME,
                 p.include.display()

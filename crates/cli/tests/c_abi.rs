@@ -62,8 +62,14 @@ fn compile(cc: &Path, src: &Path, out: &Path, extra: &[&str]) {
 }
 
 fn run_job(n: u32, prog: &Path, args: &[&str]) -> String {
+    run_job_with(n, &[], prog, args)
+}
+
+/// [`run_job`] with `VAR=VALUE` settings for the ranks (`pontoon run -x`).
+fn run_job_with(n: u32, settings: &[&str], prog: &Path, args: &[&str]) -> String {
     let out = Command::new(pontoon())
         .args(["run", "-n", &n.to_string(), "--timeout", "120"])
+        .args(settings.iter().flat_map(|s| ["-x", s]))
         .arg(prog)
         .args(args)
         .output()
@@ -102,6 +108,7 @@ fn c_programs_pass_under_pontoon_run() {
         ("reenter", &[1, 2, 3]),
         ("cancel", &[1, 2, 3]),
         ("threads_serialized", &[1, 2, 3]),
+        ("threads_multiple", &[1, 2, 3, 5]),
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
@@ -117,6 +124,48 @@ fn c_programs_pass_under_pontoon_run() {
     // machine lacks the memory).
     let out = run_job(2, &dir.join("large_count"), &["huge"]);
     assert!(out.contains("large_count OK on 2 ranks"), "{out}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A progress thread (`PONTOON_ASYNC_PROGRESS=on`) moves a rendezvous while its sender
+/// makes no MPI call, over TCP and shared memory; without one the transfer waits for the
+/// sender's next call. The C programs pass with it, at every thread level.
+#[test]
+fn a_progress_thread_moves_transfers_while_the_application_is_away() {
+    let cc = pontoon_cc();
+    let dir = scratch("progress-thread");
+    let exe = dir.join("async_progress");
+    compile(&cc, &repo().join("tests/c/async_progress.c"), &exe, &[]);
+    let flag = dir.join("received");
+    let flag_arg = flag.to_str().expect("a UTF-8 path");
+    for transports in ["PONTOON_TRANSPORTS=tcp", "PONTOON_TRANSPORTS=shm,tcp"] {
+        for (progress, wait_s, expected) in [("on", "60", "progressed"), ("off", "2", "did not progress")] {
+            let _ = std::fs::remove_file(&flag);
+            let setting = format!("PONTOON_ASYNC_PROGRESS={progress}");
+            let out = run_job_with(2, &[transports, &setting], &exe, &[flag_arg, wait_s]);
+            assert!(
+                out.lines().any(|l| l == expected) && out.contains("async_progress OK on 2 ranks"),
+                "{transports} {setting}: {out}"
+            );
+        }
+    }
+    for (name, sizes) in [
+        ("p2p", &[2, 3][..]),
+        ("nbc", &[2, 3]),
+        ("coll", &[1, 3]),
+        ("threads_serialized", &[2]),
+        ("threads_multiple", &[2, 3]),
+    ] {
+        let exe = dir.join(name);
+        compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
+        for &n in sizes {
+            let out = run_job_with(n, &["PONTOON_ASYNC_PROGRESS=on"], &exe, &[]);
+            assert!(
+                out.contains(&format!("{name} OK on {n} ranks")),
+                "{name} -n {n}: {out}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -186,6 +235,7 @@ fn c_programs_pass_on_two_hosts_with_two_ranks_each() {
         "completion",
         "cancel",
         "threads_serialized",
+        "threads_multiple",
     ] {
         let exe = dir.join(name);
         compile(&cc, &repo().join(format!("tests/c/{name}.c")), &exe, &[]);
@@ -224,6 +274,7 @@ fn c_programs_pass_across_sites_through_relays() {
         "types",
         "cancel",
         "threads_serialized",
+        "threads_multiple",
     ];
     for name in names {
         compile(

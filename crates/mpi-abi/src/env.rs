@@ -15,7 +15,8 @@ use crate::callbacks::Opaque;
 use crate::cargs::Out;
 use crate::mpi_fn;
 use crate::state::{
-    mpi, phase, set_phase, set_thread_level, thread_level, Mpi, AFTER, BEFORE, MOST_THREADS, RUNNING,
+    mpi, phase, set_phase, set_thread_level, start_locking, start_progress_thread, stop_progress_thread,
+    thread_level, Mpi, AFTER, BEFORE, MOST_THREADS, RUNNING,
 };
 
 static MAIN_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
@@ -32,8 +33,17 @@ fn init() -> Res {
         _ => return fail(MPI_ERR_OTHER, "MPI was finalized and cannot be initialized again"),
     }
     clock();
-    let u = pontoon::init()?;
-    Mpi::install(Box::leak(Box::new(u)));
+    let several_threads = thread_level() == MPI_THREAD_MULTIPLE;
+    let u = pontoon::init_threaded(several_threads)?;
+    let progress_thread = u.wants_progress_thread()?;
+    let m = Mpi::install(Box::leak(Box::new(u)));
+    if several_threads || progress_thread {
+        m.u.share(crate::state::gate())?;
+        start_locking();
+    }
+    if progress_thread {
+        start_progress_thread().map_err(|e| crate::boundary::Fail::new(MPI_ERR_OTHER, e))?;
+    }
     let _ = MAIN_THREAD.set(std::thread::current().id());
     set_phase(RUNNING);
     Ok(())
@@ -47,8 +57,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// pontoon gives MPI_THREAD_SERIALIZED at most: any thread may call MPI, one at a
-    /// time.
+    /// Every level is given: at MPI_THREAD_MULTIPLE any thread may call any function at
+    /// any time.
     fn MPI_Init_thread(argc: Out<c_int>, argv: Out<*mut *mut c_char>, required: c_int, provided: Out<c_int>) {
         let _ = (argc, argv);
         let provided = provided.place("provided")?;
@@ -77,6 +87,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Finalize() {
         let m = mpi()?;
+        stop_progress_thread(m.u);
         let r = m.u.finalize();
         set_phase(AFTER);
         Ok(r?)

@@ -121,8 +121,9 @@ pub fn allreduce(
     if !in_place && len > 0 && send_at < recv_at + len && recv_at < send_at + len {
         return None; // overlapping buffers: erroneous, left to the general path
     }
-    let comms = m.comms.borrow();
-    let c = &comms.get(Mpi::comm_key(comm))?.comm;
+    // A clone, not the table borrowed: at MPI_THREAD_MULTIPLE other threads call in
+    // while this one waits.
+    let c = m.comms.borrow().get(Mpi::comm_key(comm))?.comm.clone();
     if c.is_inter() {
         return None;
     }
@@ -132,7 +133,6 @@ pub fn allreduce(
         false => Some(sendbuf.bytes(len)?),
     };
     let out = recvbuf.bytes_mut(len)?;
-    // The operation is predefined: no user code runs while the table is borrowed.
     Some(c.allreduce_bytes(input, out, dt, &op).map_err(Into::into))
 }
 
@@ -145,12 +145,10 @@ pub fn bcast(buffer: RecvBuf, n: i64, datatype: MPI_Datatype, root: c_int, comm:
     if root < 0 || (len > 0 && buffer.is_null()) {
         return None;
     }
-    let comms = m.comms.borrow();
-    let c = &comms.get(Mpi::comm_key(comm))?.comm;
+    let c = m.comms.borrow().get(Mpi::comm_key(comm))?.comm.clone();
     if c.is_inter() || root as u32 >= c.size() {
         return None;
     }
     let buf = buffer.bytes_mut(len)?;
-    // No user code runs on a broadcast: the table may stay borrowed.
     Some(c.bcast(buf, root as Rank).map_err(Into::into))
 }

@@ -153,6 +153,9 @@ fn finished(send: &Buffered) -> pontoon::Result<Option<pontoon::Status>> {
         if let Some(r) = result {
             return r;
         }
+        if let Ok(m) = mpi() {
+            m.u.let_others_in();
+        }
     }
 }
 
@@ -299,6 +302,7 @@ fn wait_some(m: &Mpi, reqs: &[MPI_Request], live: &[usize]) -> Result<Vec<usize>
             return Err(crate::state::never_completed(reqs[live[0]]));
         }
         drop(table);
+        m.u.let_others_in();
         std::thread::yield_now();
     }
 }

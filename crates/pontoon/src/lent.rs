@@ -57,7 +57,7 @@ impl<'u> Comm<'u> {
     /// Blocking matched probe (MPI_Mprobe).
     pub fn mprobe(&self, source: Option<Rank>, tag: i32) -> Result<(Status, Message)> {
         let from = self.world_src(source)?;
-        let hit = self.u.engine()?.mprobe(from, self.p2p_ctx(), tag)?;
+        let hit = self.u.wait_until(|rt| rt.mprobed(from, self.p2p_ctx(), tag))??;
         Ok(self.message(hit))
     }
 
@@ -132,10 +132,10 @@ impl Pending<'_> {
     /// Waits for the result (MPI_Wait); `Ok(None)`: the receive was cancelled.
     pub fn wait(&mut self) -> Result<Option<Status>> {
         if let State::Running = self.state {
-            let r = self.comm.u.engine()?.wait(self.id);
-            match r {
+            match self.comm.u.wait(self.id) {
                 Ok((c, _)) => self.settle(c),
-                Err(e) => self.state = State::Done(Err(e.into())),
+                Err(Error::Busy) => return Err(Error::Busy),
+                Err(e) => self.state = State::Done(Err(e)),
             }
         }
         self.take()
@@ -179,7 +179,7 @@ pub fn wait_any_lent(ops: &mut [&mut Pending<'_>]) -> Result<Option<usize>> {
         return Ok(None);
     };
     let ids: Vec<runtime::ReqId> = ops.iter().filter_map(|p| p.running_id()).collect();
-    let i = first.comm.u.engine()?.wait_any(&ids)?;
+    let i = first.comm.u.wait_any(&ids)?;
     ops[i].is_done();
     Ok(Some(i))
 }

@@ -28,6 +28,7 @@ pub mod for_c;
 pub mod group;
 pub mod lent;
 pub mod op;
+mod threads;
 
 pub use coll::{CollPending, CollRequest, Input, InterColl, Plan};
 pub use comm::attr::{CopyFn, DeleteFn, Keyval};
@@ -38,6 +39,7 @@ pub use datatype::{Basic, Datatype, Equivalence, PairValue};
 pub use described::{Data, DataMut};
 pub use group::{Compare, Group};
 pub use op::Op;
+pub use threads::Gate;
 pub use topo::{Cart, Neighbors, Topology, Weights};
 
 /// Plain-old-data element types that can be sent as bytes.
@@ -124,11 +126,20 @@ pub struct Universe {
     me: Rc<comm::CommData>,
     /// Non-blocking collectives in flight (advanced by the runtime's background task).
     active: coll::Active,
+    /// The program's threads, when several share the universe (`threads.rs`).
+    threads: threads::Threads,
 }
 
 /// Starts pontoon: under `pontoon run`, joins the job; otherwise runs as a single rank.
 pub fn init() -> Result<Universe> {
-    let mut rt = Runtime::init()?;
+    init_threaded(false)
+}
+
+/// [`init`] for a universe that several threads will share at once through a
+/// [`Gate`] ([`Universe::share`]): the node's collective area is refused, as its
+/// collectives run in one order at every member.
+pub fn init_threaded(several_threads: bool) -> Result<Universe> {
+    let mut rt = Runtime::init_threaded(several_threads)?;
     let active = coll::Active::default();
     rt.set_background(Some(coll::background(active.clone())));
     let (rank, size) = (rt.rank(), rt.size());
@@ -151,6 +162,7 @@ pub fn init() -> Result<Universe> {
         world: Rc::new(world),
         me: Rc::new(me),
         active,
+        threads: threads::Threads::default(),
     })
 }
 
@@ -315,15 +327,12 @@ impl<'u, T: Pod + Send> Request<'u, T> {
 
     /// Waits for completion; returns the status and the buffer.
     pub fn wait(mut self) -> (Result<Status>, Vec<T>) {
-        let r = match self.comm.u.engine() {
-            Ok(mut rt) => rt.wait(self.id),
-            Err(e) => return (Err(e), Vec::new()),
-        };
-        match r {
+        match self.comm.u.wait(self.id) {
             Ok((c, b)) => self.finish(c, b),
+            Err(Error::Busy) => (Err(Error::Busy), Vec::new()),
             Err(e) => {
                 self.done = true;
-                (Err(e.into()), Vec::new())
+                (Err(e), Vec::new())
             }
         }
     }
@@ -348,9 +357,7 @@ impl<'u, T: Pod + Send> Request<'u, T> {
 impl<T: Pod + Send> Drop for Request<'_, T> {
     fn drop(&mut self) {
         if !self.done {
-            if let Ok(mut rt) = self.comm.u.engine() {
-                let _ = rt.wait(self.id);
-            }
+            let _ = self.comm.u.wait(self.id);
         }
     }
 }
@@ -369,9 +376,10 @@ pub fn wait_any<'u, T: Pod + Send>(
         return (0, Err(Error::Runtime("no request".into())), Vec::new(), reqs);
     };
     let ids: Vec<runtime::ReqId> = reqs.iter().map(|r| r.id).collect();
-    let idx = match first.comm.u.engine() {
-        Ok(mut rt) => rt.wait_any(&ids).unwrap_or(0),
-        Err(e) => return (0, Err(e), Vec::new(), reqs),
+    let idx = match first.comm.u.wait_any(&ids) {
+        Ok(i) => i,
+        Err(Error::Busy) => return (0, Err(Error::Busy), Vec::new(), reqs),
+        Err(_) => 0,
     };
     let r = reqs.remove(idx);
     let (st, v) = r.wait();

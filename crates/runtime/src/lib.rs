@@ -20,7 +20,10 @@ pub use fabric::Refusal;
 pub use lanes::{PathInfo, Route, Via};
 pub use net::{EndpointCard, PathKind};
 pub use proto::{Caps, Failure, LaneId, Rank, ReqId, Status, ANY_SOURCE, ANY_TAG};
-pub use runtime::{tcp_window_limit, Background, Completion, Error, NodeMembers, Runtime, NODE_COLL_DATA};
+pub use runtime::{
+    tcp_window_limit, Asleep, Background, Completion, Error, Idle, NodeMembers, Pass, Runtime, NODE_COLL_DATA,
+};
 pub use transport::eth::mac_text;
 pub use transport::Transport;
 pub use transport::{mem, Buffer};
+pub use waiter::Waker;

@@ -36,6 +36,8 @@ mod inspect;
 mod lane_up;
 mod node_coll;
 mod p2p;
+pub use p2p::Pass;
+pub use sleep::{Asleep, Idle};
 mod pulls;
 mod punch;
 mod replay;
@@ -132,6 +134,8 @@ pub struct Runtime {
     broken: HashMap<(Rank, u64), transport::Ledger>,
     /// Where this rank is in the job's life: running, aborting, finalizing.
     life: Lifecycle,
+    /// Whether the node has a CPU to spare for a progress thread.
+    spare_cpu: bool,
 }
 
 /// First-lane set-ups and their outcomes.
@@ -164,6 +168,10 @@ struct Passes {
     next_lane_check: Instant,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     yield_when_idle: bool,
+    /// Counts passes that moved something and requests that finished: a thread that
+    /// waits without the library's lock (`MPI_THREAD_MULTIPLE`) looks again when it
+    /// changed.
+    activity: u64,
 }
 
 /// Work of the layers above that must advance whenever the job progresses
@@ -195,7 +203,16 @@ pub type Background = Box<dyn FnMut(&mut Runtime) -> bool>;
 impl Runtime {
     /// Starts the runtime: from the launcher's environment, or as a single rank.
     pub fn init() -> Result<Runtime, Error> {
-        let started = crate::boot::start().map_err(Error::Setup)?;
+        Self::init_threaded(false)
+    }
+
+    /// [`Runtime::init`] for a program whose threads call in at once (`several`): the
+    /// node's collective area, which runs one collective at a time in one order at
+    /// every member, is refused for the node (threads may run collectives on several
+    /// communicators in different orders at different ranks).
+    pub fn init_threaded(several: bool) -> Result<Runtime, Error> {
+        let mut started = crate::boot::start().map_err(Error::Setup)?;
+        started.cfg.several_threads = several;
         let mut rt = Runtime::assemble(started)?;
         rt.explain_eth();
         rt.start_shm();
@@ -210,6 +227,7 @@ impl Runtime {
             engine,
             fabrics,
             yield_when_idle,
+            spare_cpu,
         } = started;
         let epoll_error = |e| Error::Setup(format!("rank {}: epoll: {e}", job.id.rank));
         let waiter = Waiter::new().map_err(epoll_error)?;
@@ -241,6 +259,7 @@ impl Runtime {
                 housekeeping_passes: 0,
                 next_lane_check: now + health::CHECK_EVERY,
                 yield_when_idle,
+                activity: 0,
             },
             background: BackgroundWork::default(),
             broken: HashMap::new(),
@@ -250,6 +269,7 @@ impl Runtime {
                 finalizing: false,
                 finalize_done: false,
             },
+            spare_cpu,
         })
     }
 
@@ -327,6 +347,8 @@ impl Runtime {
             for &key in &keys[..n] {
                 if key == ReadySet::WAITER {
                     rarely_busy_ready = true;
+                } else if key == ReadySet::WAKER {
+                    self.passes.ready.drain_waker();
                 } else {
                     any |= self.service_link(LaneId(key as u32), true);
                 }
@@ -376,7 +398,29 @@ impl Runtime {
                 self.background.work.get_or_insert(task);
             }
         }
+        self.passes.activity = self.passes.activity.wrapping_add(u64::from(any));
         any
+    }
+
+    /// Changes whenever a pass moved something or a request finished (see
+    /// [`Runtime::wait_pass`]).
+    pub fn activity(&self) -> u64 {
+        self.passes.activity
+    }
+
+    /// Whether this rank wants a progress thread (`PONTOON_ASYNC_PROGRESS`; `auto`: when
+    /// the node has a CPU to spare for it).
+    pub fn wants_progress_thread(&self) -> bool {
+        match self.cfg.async_progress {
+            crate::config::AsyncProgress::On => true,
+            crate::config::AsyncProgress::Off => false,
+            crate::config::AsyncProgress::Auto => self.spare_cpu,
+        }
+    }
+
+    /// Wakes, from another thread, a thread sleeping on this rank's lanes.
+    pub fn thread_waker(&mut self) -> std::io::Result<crate::waiter::Waker> {
+        self.passes.ready.waker()
     }
 
     /// Whether wire-up and the coordinator need looking at: every pass while a connection
@@ -453,6 +497,7 @@ impl Runtime {
     }
 
     fn finish(&mut self, id: ReqId, result: Result<Status, Failure>) {
+        self.passes.activity = self.passes.activity.wrapping_add(1);
         if let Some(r) = self.reqs.get_mut(id) {
             // A send its cancel withdrew stays cancelled.
             if !matches!(r.result, Some(Ok(st)) if st.cancelled) {

@@ -154,6 +154,22 @@ pub struct ReadySet {
     /// Shared with the [`Sleeper`]s, which wait on it without the set.
     epoll: Arc<OwnedFd>,
     events: Vec<Event>,
+    /// The eventfd of [`ReadySet::waker`], once made.
+    waker: Option<Arc<OwnedFd>>,
+}
+
+/// Wakes a thread sleeping on a [`ReadySet`] from another thread: under
+/// `MPI_THREAD_MULTIPLE`, one that completed what the sleeper waits for.
+#[derive(Clone)]
+pub struct Waker {
+    eventfd: Arc<OwnedFd>,
+}
+
+impl Waker {
+    pub fn wake(&self) {
+        // Full only after 2^64 - 2 wake-ups nobody drained; then it is awake anyway.
+        let _ = rustix::io::write(&*self.eventfd, &1u64.to_ne_bytes());
+    }
 }
 
 /// A wait on a [`ReadySet`] that needs nothing else: a thread may take it while another
@@ -183,7 +199,33 @@ impl ReadySet {
         Ok(ReadySet {
             epoll: Arc::new(epoll),
             events: Vec::with_capacity(64),
+            waker: None,
         })
+    }
+
+    /// The key under which the set reports its [`Waker`] rang.
+    pub const WAKER: u64 = u64::MAX - 1;
+
+    /// The set's waker, made on first use. It stays ready (level-triggered) until
+    /// [`ReadySet::drain_waker`]: a wake-up given just before a sleep is not lost.
+    pub fn waker(&mut self) -> io::Result<Waker> {
+        if let Some(fd) = &self.waker {
+            return Ok(Waker {
+                eventfd: Arc::clone(fd),
+            });
+        }
+        let flags = rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
+        let fd = Arc::new(rustix::event::eventfd(0, flags)?);
+        epoll::add(&self.epoll, &*fd, EventData::new_u64(Self::WAKER), EventFlags::IN)?;
+        self.waker = Some(Arc::clone(&fd));
+        Ok(Waker { eventfd: fd })
+    }
+
+    /// Takes back the wake-ups given so far.
+    pub fn drain_waker(&self) {
+        if let Some(fd) = &self.waker {
+            let _ = rustix::io::read(&**fd, &mut [0u8; 8]);
+        }
     }
 
     /// Reports `fd` under `key` while it has bytes to read or was closed, and also while

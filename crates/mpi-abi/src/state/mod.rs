@@ -4,9 +4,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::raw::c_int;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use pontoon::{Comm, Datatype, Group, Keyval, Op, Universe};
 
@@ -17,12 +16,18 @@ mod generalized;
 mod messages;
 mod predefined;
 mod requests;
+mod threads;
 mod typeattrs;
 
 pub use generalized::{never_completed, CancelFn, FreeFn, Generalized, QueryFn};
 pub use messages::MessageEntry;
 pub use predefined::{predefined, predefined_name, predefined_op, PREDEFINED, PREDEFINED_RENAMED};
 pub use requests::{Attached, BufferOwner, Buffered, Finish, ReqEntry, Unpack};
+use threads::this_thread;
+pub use threads::{
+    another_thread_inside, gate, set_thread_level, start_locking, start_progress_thread,
+    stop_progress_thread, take_turn, thread_level, MOST_THREADS,
+};
 pub use typeattrs::{TypeAttr, TypeAttrs, TypeKeyval, TYPE_KEYVAL_BASE};
 
 /// Where the library is in its life (any thread may ask: MPI_Initialized/Finalized).
@@ -38,92 +43,35 @@ pub fn set_phase(p: u8) {
     PHASE.store(p, Ordering::Release)
 }
 
-/// The state, for the thread that called MPI_Init (`OWNER`, its pthread handle), and at
-/// MPI_THREAD_SERIALIZED for any thread (`LEVEL`). Globals rather than a thread-local: in a shared library each look
-/// at a thread-local is a call to `__tls_get_addr`, on the way of every small message.
-/// (A thread started after the owner ended could reuse its handle and pass for it: a
-/// program that lets its MPI thread end and calls MPI from another is wrong anyway.)
+/// The state, for the thread that called MPI_Init (`OWNER`, its pthread handle), and
+/// from MPI_THREAD_SERIALIZED on for any thread (`threads.rs`). Globals rather than a
+/// thread-local: in a shared library each look at a thread-local is a call to
+/// `__tls_get_addr`, on the way of every small message. (A thread started after the
+/// owner ended could reuse its handle and pass for it: a program that lets its MPI
+/// thread end and calls MPI from another is wrong anyway.)
 static STATE: AtomicPtr<Mpi> = AtomicPtr::new(std::ptr::null_mut());
 static OWNER: AtomicUsize = AtomicUsize::new(0);
-/// The thread level MPI_Init_thread gave (MPI_Init's: MPI_THREAD_FUNNELED).
-static LEVEL: AtomicI32 = AtomicI32::new(MPI_THREAD_FUNNELED);
-
-/// The most pontoon gives: any thread may call MPI, one at a time.
-pub const MOST_THREADS: c_int = MPI_THREAD_SERIALIZED;
-
-/// The thread level the library runs at.
-pub fn thread_level() -> c_int {
-    LEVEL.load(Ordering::Relaxed)
-}
-
-/// Sets the thread level (MPI_Init_thread, before the state is installed).
-pub fn set_thread_level(level: c_int) {
-    LEVEL.store(level, Ordering::Relaxed);
-}
-
-/// The calling thread's pthread handle.
-#[inline]
-fn this_thread() -> usize {
-    // SAFETY: pthread_self has no preconditions and always succeeds.
-    unsafe { libc::pthread_self() as usize }
-}
-
-/// At MPI_THREAD_SERIALIZED, the thread inside the library (0: none): a second thread
-/// that calls while another is inside is refused instead of using the state beside it
-/// (the program broke the level's rule, and the state has no lock).
-static INSIDE: AtomicUsize = AtomicUsize::new(0);
-
-/// A call's turn inside the library at MPI_THREAD_SERIALIZED (nothing below it); given
-/// back when the call ends.
-pub struct Turn(bool);
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        if self.0 {
-            INSIDE.store(0, Ordering::Release);
-        }
-    }
-}
-
-/// Takes this call's turn; `Err` with the message when another thread is inside now. A
-/// thread already inside (a callback calling MPI) goes on in its turn.
-#[inline]
-pub fn take_turn() -> Result<Turn, String> {
-    if thread_level() < MPI_THREAD_SERIALIZED {
-        return Ok(Turn(false));
-    }
-    let me = this_thread();
-    match INSIDE.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-        Ok(_) => Ok(Turn(true)),
-        Err(inside) if inside == me => Ok(Turn(false)),
-        Err(_) => Err(
-            "another thread is inside MPI at the same time: at MPI_THREAD_SERIALIZED \
-                       the program must call MPI from one thread at a time (pontoon does not \
-                       give MPI_THREAD_MULTIPLE yet)"
-                .to_string(),
-        ),
-    }
-}
-
-/// Whether another thread is inside the library now (at MPI_THREAD_SERIALIZED): this
-/// one must not use the state, not even to find an error handler.
-pub fn another_thread_inside() -> bool {
-    let inside = INSIDE.load(Ordering::Acquire);
-    inside != 0 && inside != this_thread()
-}
 
 /// The state if this thread may use it: the thread that made it, or at
 /// MPI_THREAD_SERIALIZED any thread.
 #[inline]
 fn this_threads_state() -> Option<&'static Mpi> {
-    if OWNER.load(Ordering::Relaxed) != this_thread() && thread_level() < MPI_THREAD_SERIALIZED {
+    let me = this_thread();
+    if OWNER.load(Ordering::Relaxed) != me
+        && thread_level() < MPI_THREAD_SERIALIZED
+        && !threads::is_progress_thread(me)
+    {
         return None;
     }
     // SAFETY: null or the state `Mpi::install` leaked ('static, never freed). It is used
-    // by one thread at a time: the one that installed it (checked above), or at
+    // by one thread at a time: the one that installed it or the progress thread
+    // (checked above; with a progress thread every call holds the library's lock); at
     // MPI_THREAD_SERIALIZED whichever thread calls MPI, which the program makes sure is
     // one at a time and orders with its own synchronization (the standard's contract for
-    // that level), so no two threads ever touch it at once.
+    // that level); at MPI_THREAD_MULTIPLE the thread that holds the library's lock
+    // (`threads.rs`: every call takes it, and a blocking call that lets go of it while
+    // it waits touches no state until it has it again). So no two threads ever touch it
+    // at once.
     unsafe { STATE.load(Ordering::Acquire).as_ref() }
 }
 

@@ -193,6 +193,47 @@ impl<'u> Comm<'u> {
     }
 }
 
+impl Comm<'_> {
+    /// `wanted` context ids agreed with every member in blocking rounds, as an idup's
+    /// (so agreements that other threads run meanwhile at this process never take the
+    /// same id: a mask of free ids taken at the start would be stale by its end).
+    /// `max_all` gives the element-wise maximum of every member's pair (collective).
+    pub(crate) fn agree_in_rounds(
+        &self,
+        wanted: usize,
+        mut max_all: impl FnMut([u32; 2]) -> Result<[u32; 2]>,
+    ) -> Result<Vec<u32>> {
+        let pool = &self.u.contexts;
+        let mut ids = Vec::with_capacity(wanted);
+        let mut me = Agreement::default();
+        let mut mine = Agreement::first(&pool.borrow());
+        let failed = |e, me: &mut Agreement, ids: &[u32]| {
+            let mut pool = pool.borrow_mut();
+            me.give_back(&mut pool);
+            ids.iter().for_each(|&id| pool.release(id));
+            Err(e)
+        };
+        while ids.len() < wanted {
+            // No borrow of the pool while the members talk: other threads agree too.
+            let agreed = match max_all(mine) {
+                Ok(agreed) => agreed,
+                Err(e) => return failed(e, &mut me, &ids),
+            };
+            let outcome = me.step(agreed, &mut pool.borrow_mut());
+            match outcome {
+                Outcome::Agreed(id) => {
+                    ids.push(id);
+                    me = Agreement::default();
+                    mine = Agreement::first(&pool.borrow());
+                }
+                Outcome::NoneLeft => return failed(no_context_left(), &mut me, &ids),
+                Outcome::Vote(v) => mine = v,
+            }
+        }
+        Ok(ids)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

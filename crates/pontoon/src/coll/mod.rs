@@ -187,6 +187,9 @@ impl<'u> Comm<'u> {
         output: &mut [u8],
         op: Option<(Op, Datatype)>,
     ) -> Result<()> {
+        if self.u.threads.gate().is_some() {
+            return self.run_sched_shared(sched, across, input, output, op);
+        }
         let members = self.sched_members(across)?;
         let tag = self.next_coll_tag();
         let mut rt = self.u.engine()?;
@@ -210,6 +213,28 @@ impl<'u> Comm<'u> {
                 let r = run.advance(&mut p2p, true);
                 drop(run.finish(&mut p2p));
                 r.map(|_| ())
+            })
+        })
+    }
+
+    /// [`Comm::run_sched`] with threads sharing the universe: as a non-blocking
+    /// collective on lent memory, waited for in passes that let the others in (the
+    /// blocking form waits inside the engine).
+    fn run_sched_shared(
+        &self,
+        sched: Rc<Schedule>,
+        across: bool,
+        input: &[u8],
+        output: &mut [u8],
+        op: Option<(Op, Datatype)>,
+    ) -> Result<()> {
+        runtime::mem::lend(input, |inb| {
+            runtime::mem::lend_mut(output, |outb| {
+                let state = self.start_schedule(sched, inb.clone(), outb.clone(), op, across);
+                let waited = nonblocking::finish(self.u, &state);
+                let result = state.borrow_mut().take_result();
+                waited?;
+                result.map_or(Ok(()), |r| r.map(drop))
             })
         })
     }

@@ -13,7 +13,7 @@ use super::RtP2p;
 use crate::comm::Comm;
 use crate::datatype::Equivalence;
 use crate::op::Op;
-use crate::{Rank, Result};
+use crate::{Rank, Result, Universe};
 
 pub(crate) struct Started {
     run: Option<Running<runtime::ReqId>>,
@@ -92,6 +92,23 @@ impl Started {
     }
 }
 
+/// Runs a started schedule to its end (its result then waits in it). With threads
+/// sharing the universe, in passes that let them in ([`Universe::wait_until`]).
+pub(crate) fn finish(u: &Universe, state: &RefCell<Started>) -> Result<()> {
+    if state.borrow().finished() {
+        return Ok(());
+    }
+    if u.threads.gate().is_none() {
+        state.borrow_mut().advance(&mut *u.engine()?, true);
+        return Ok(());
+    }
+    u.wait_until(|rt| {
+        let mut s = state.borrow_mut();
+        s.advance(rt, false);
+        s.finished().then_some(())
+    })
+}
+
 /// The schedules in flight at this process.
 pub(crate) type Active = Rc<RefCell<Vec<Weak<RefCell<Started>>>>>;
 
@@ -151,12 +168,8 @@ impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
 
     /// Waits for completion (MPI_Wait); returns the result vector.
     pub fn wait(mut self) -> (Result<()>, Vec<T>) {
-        if self.state.borrow().result.is_none() {
-            let mut rt = match self.comm.u.engine() {
-                Ok(rt) => rt,
-                Err(e) => return (Err(e), Vec::new()),
-            };
-            self.state.borrow_mut().advance(&mut rt, true);
+        if let Err(e) = finish(self.comm.u, &self.state) {
+            return (Err(e), Vec::new());
         }
         self.take()
     }
@@ -180,10 +193,8 @@ impl<'u, T: bytemuck::Pod + Send> CollRequest<'u, T> {
 
 impl<T: bytemuck::Pod + Send> Drop for CollRequest<'_, T> {
     fn drop(&mut self) {
-        if !self.done && self.state.borrow().result.is_none() {
-            if let Ok(mut rt) = self.comm.u.engine() {
-                self.state.borrow_mut().advance(&mut rt, true);
-            }
+        if !self.done {
+            let _ = finish(self.comm.u, &self.state);
         }
     }
 }
@@ -192,7 +203,7 @@ impl<'u> Comm<'u> {
     /// Starts `sched` on `input` and `output` and registers it with the background task.
     pub(crate) fn start_schedule(
         &self,
-        sched: Schedule,
+        sched: impl Into<Rc<Schedule>>,
         input: Buffer,
         output: Buffer,
         op: Option<(Op, crate::Datatype)>,

@@ -266,10 +266,7 @@ impl<'u> CollPending<'u> {
 
     /// Waits for the end; gives the output buffer back.
     pub fn wait(&mut self) -> Result<Buffer> {
-        if !self.state.borrow().finished() {
-            let mut rt = self.comm.u.engine()?;
-            self.state.borrow_mut().advance(&mut rt, true);
-        }
+        super::nonblocking::finish(self.comm.u, &self.state)?;
         self.state
             .borrow_mut()
             .take_result()

@@ -9,7 +9,7 @@
 
 use std::rc::Rc;
 
-use crate::comm::{new_comm_data, no_context_left, ranks_by_world, Remote, UNDEFINED};
+use crate::comm::{new_comm_data, ranks_by_world, Remote, UNDEFINED};
 use crate::group::Group;
 use crate::{Comm, Datatype, Error, Op, Rank, Result};
 
@@ -84,8 +84,7 @@ impl<'u> Comm<'u> {
                 self.size()
             )));
         }
-        let mask = self.free_everywhere()?;
-        // The leaders swap their groups and masks; everyone learns the other group.
+        // The leaders swap their groups; everyone learns the other group.
         let mut remote_n = [0u64];
         let mut theirs = Vec::new();
         if self.rank() == local_leader {
@@ -98,39 +97,34 @@ impl<'u> Comm<'u> {
                 Some(remote_leader),
                 tag,
             )?;
-            let mut msg = members;
-            msg.extend_from_slice(&mask);
-            theirs = vec![0u64; remote_n[0] as usize + mask.len()];
-            peer.sendrecv(&msg, remote_leader, tag, &mut theirs, Some(remote_leader), tag)?;
+            theirs = vec![0u64; remote_n[0] as usize];
+            peer.sendrecv(
+                &members,
+                remote_leader,
+                tag,
+                &mut theirs,
+                Some(remote_leader),
+                tag,
+            )?;
         }
         self.bcast(&mut remote_n, local_leader)?;
-        theirs.resize(remote_n[0] as usize + mask.len(), 0);
+        theirs.resize(remote_n[0] as usize, 0);
         self.bcast(&mut theirs, local_leader)?;
-        let (remote_members, their_mask) = theirs.split_at(remote_n[0] as usize);
-        let remote_members: Vec<Rank> = remote_members.iter().map(|&w| w as Rank).collect();
+        let remote_members: Vec<Rank> = theirs.iter().map(|&w| w as Rank).collect();
         if let Some(w) = remote_members.iter().find(|&&w| self.comm_rank_of(w) != u32::MAX) {
             return Err(Error::Arg(format!(
                 "intercomm_create: job rank {w} is in both groups; they must be disjoint"
             )));
         }
-        let both: Vec<u64> = mask.iter().zip(their_mask).map(|(a, b)| a & b).collect();
-        self.inter_with(self.d.group.members().to_vec(), remote_members, &both)
-    }
-
-    /// An intercommunicator between `local` and `remote` members, on the two lowest
-    /// context ids of `free` (the same at both sides): one for it, one for each side's
-    /// own group (disjoint groups may share that one).
-    fn inter_with(&self, local: Vec<Rank>, remote: Vec<Rank>, free: &[u64]) -> Result<Comm<'u>> {
-        let mut free = free.to_vec();
-        let mut pool = self.u.contexts.borrow_mut();
-        let id = pool.take_lowest(&free).ok_or_else(no_context_left)?;
-        free[id as usize / 64] &= !(1 << (id % 64));
-        let Some(local_id) = pool.take_lowest(&free) else {
-            pool.release(id);
-            return Err(no_context_left());
-        };
-        drop(pool);
-        Ok(self.inter_on(local, remote, id, local_id))
+        let ids = self.ids_across(2, |ours| {
+            let mut theirs = vec![0u64; ours.len()];
+            if self.rank() == local_leader {
+                peer.sendrecv(ours, remote_leader, tag, &mut theirs, Some(remote_leader), tag)?;
+            }
+            self.bcast(&mut theirs, local_leader)?;
+            Ok(theirs)
+        })?;
+        Ok(self.inter_on(self.d.group.members().to_vec(), remote_members, ids[0], ids[1]))
     }
 
     /// An intercommunicator between `local` and `remote` members on context `id` (taken
@@ -170,18 +164,11 @@ impl<'u> Comm<'u> {
     /// The two leaders swap `send` for `recv` with `tag`.
     fn leaders_swap(&self, send: &[u64], recv: &mut [u64], tag: i32) -> Result<()> {
         let remote_leader = self.remote()?.group.members()[0];
-        let ctx = self.coll_ctx();
-        let mut rt = self.u.engine()?;
-        runtime::mem::lend(bytemuck::cast_slice(send), |sb| {
-            runtime::mem::lend_mut(bytemuck::cast_slice_mut(recv), |rb| {
-                let r = rt.irecv(rb.clone(), remote_leader as i32, ctx, tag);
-                let s = rt.isend(sb.clone(), remote_leader, ctx, tag, false);
-                let sent = rt.wait(s);
-                let got = rt.wait(r);
-                sent?.0?;
-                crate::status(got?.0).map(drop)
-            })
-        })
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        let from = remote_leader as i32;
+        self.u
+            .swap(self.coll_ctx(), (send, remote_leader, tag), (recv, from, tag))
+            .map(drop)
     }
 
     /// What the other group's leader sends for `ours` (`len` words), given to every
@@ -198,23 +185,19 @@ impl<'u> Comm<'u> {
         Ok(theirs)
     }
 
-    /// The context ids free at every member of both groups, and the `their_len` words
-    /// the other group sent for our `extra` (collective over both groups).
-    fn free_across(&self, extra: &[u64], their_len: usize) -> Result<(Vec<u64>, Vec<u64>)> {
-        let mask = self.local()?.free_everywhere()?;
-        let mut ours = mask.clone();
-        ours.extend_from_slice(extra);
-        let theirs = self.swap_across(&ours, mask.len() + their_len)?;
-        let (their_mask, their_extra) = theirs.split_at(mask.len());
-        let both = mask.iter().zip(their_mask).map(|(a, b)| a & b).collect();
-        Ok((both, their_extra.to_vec()))
+    /// `wanted` context ids free at every member of both groups (collective over both
+    /// groups): the first for a new intercommunicator, the next for each side's own
+    /// group (disjoint groups may share that one).
+    fn ids_both_sides(&self, wanted: usize) -> Result<Vec<u32>> {
+        self.local()?
+            .ids_across(wanted, |ours| self.swap_across(ours, ours.len()))
     }
 
     /// An intercommunicator with the same groups and a new context (MPI_Comm_dup).
     pub(crate) fn inter_dup(&self) -> Result<Comm<'u>> {
-        let (free, _) = self.free_across(&[], 0)?;
+        let ids = self.ids_both_sides(2)?;
         let remote = self.remote()?.group.members().to_vec();
-        let c = self.inter_with(self.d.group.members().to_vec(), remote, &free)?;
+        let c = self.inter_on(self.d.group.members().to_vec(), remote, ids[0], ids[1]);
         crate::comm::attr::copy_all(self, &c)?;
         Ok(c)
     }
@@ -230,7 +213,8 @@ impl<'u> Comm<'u> {
         let mut ours = vec![0u64; 2 * local.size() as usize];
         local.allgather(&[word(color), word(key)], &mut ours)?;
         let remote_n = self.remote_size()? as usize;
-        let (free, their_colors) = self.free_across(&ours, 2 * remote_n)?;
+        let their_colors = self.swap_across(&ours, 2 * remote_n)?;
+        let ids = self.ids_both_sides(2)?;
         let part = |colors: &[u64], members: &[Rank]| -> Vec<Rank> {
             let mut same: Vec<(i64, usize)> = (0..members.len())
                 .filter(|&r| colors[2 * r] == word(color))
@@ -241,10 +225,12 @@ impl<'u> Comm<'u> {
         };
         let remote = part(&their_colors, self.remote()?.group.members());
         if color == UNDEFINED || remote.is_empty() {
+            let mut pool = self.u.contexts.borrow_mut();
+            ids.iter().for_each(|&id| pool.release(id));
             return Ok(None);
         }
         let local_members = part(&ours, self.d.group.members());
-        self.inter_with(local_members, remote, &free).map(Some)
+        Ok(Some(self.inter_on(local_members, remote, ids[0], ids[1])))
     }
 
     /// MPI_Comm_create of an intercommunicator (MPI-2.2): `group`, a subgroup of this
@@ -268,8 +254,8 @@ impl<'u> Comm<'u> {
     /// `high` false comes first; if both say the same, the group whose leader has the
     /// lower job rank.
     pub fn merge(&self, high: bool) -> Result<Comm<'u>> {
-        let (free, theirs) = self.free_across(&[u64::from(high)], 1)?;
-        let their_high = theirs[0] != 0;
+        let their_high = self.swap_across(&[u64::from(high)], 1)?[0] != 0;
+        let id = self.ids_both_sides(1)?[0];
         let remote = self.remote()?.group.members();
         let first = if high != their_high {
             !high
@@ -281,12 +267,6 @@ impl<'u> Comm<'u> {
         } else {
             remote.iter().chain(self.d.group.members()).copied().collect()
         };
-        let id = self
-            .u
-            .contexts
-            .borrow_mut()
-            .take_lowest(&free)
-            .ok_or_else(no_context_left)?;
         let me = self.u.rank();
         let d = new_comm_data(Group::new(members, me), id, self.u.world_size(), "", false);
         Ok(Comm {

@@ -291,11 +291,15 @@ impl<'u> Comm<'u> {
     #[inline]
     pub(crate) fn recv_now(&self, buf: &mut [u8], source: Rank, tag: i32) -> Option<Status> {
         let from = self.world_rank_now(source)?;
+        // Threads sharing the universe: it spins holding the lock, so it gives way to
+        // one that waits for it.
+        let gate = self.u.threads.gate();
+        let alone = || gate.is_none_or(|g| !g.others_waiting());
         let st = self
             .u
             .engine()
             .ok()?
-            .recv_small_now(buf, from, self.p2p_ctx(), tag)?;
+            .recv_small_now(buf, from, self.p2p_ctx(), tag, alone)?;
         // Never truncated: the immediate path takes only a message that fits.
         Some(Status {
             source: self.comm_rank_of(st.source),
@@ -311,12 +315,13 @@ impl<'u> Comm<'u> {
             }
         }
         let dest = self.world_rank(dest)?;
-        let mut rt = self.u.engine()?;
         runtime::mem::lend(data, |buf| {
-            let id = rt.isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
-            rt.wait(id)
-                .map_err(Error::from)
-                .and_then(|(c, _)| c.map(|_| ()).map_err(Error::from))
+            let id = self
+                .u
+                .engine()?
+                .isend(buf.clone(), dest, self.p2p_ctx(), tag, sync);
+            let (c, _) = self.u.wait(id)?;
+            c.map(|_| ()).map_err(Error::from)
         })
     }
 
@@ -338,10 +343,9 @@ impl<'u> Comm<'u> {
             }
         }
         let from = self.world_src(source)?;
-        let mut rt = self.u.engine()?;
         runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |b| {
-            let id = rt.irecv(b.clone(), from, self.p2p_ctx(), tag);
-            let (c, _) = rt.wait(id)?;
+            let id = self.u.engine()?.irecv(b.clone(), from, self.p2p_ctx(), tag);
+            let (c, _) = self.u.wait(id)?;
             status(c).map(|s| self.local_status(s))
         })
     }
@@ -357,17 +361,11 @@ impl<'u> Comm<'u> {
         recv_tag: i32,
     ) -> Result<Status> {
         let (to, from) = (self.world_rank(dest)?, self.world_src(source)?);
-        let mut rt = self.u.engine()?;
-        runtime::mem::lend(bytemuck::cast_slice(data), |sb| {
-            runtime::mem::lend_mut(bytemuck::cast_slice_mut(buf), |rb| {
-                let r = rt.irecv(rb.clone(), from, self.p2p_ctx(), recv_tag);
-                let s = rt.isend(sb.clone(), to, self.p2p_ctx(), send_tag, false);
-                let sent = rt.wait(s);
-                let got = rt.wait(r);
-                sent?.0?;
-                status(got?.0).map(|s| self.local_status(s))
-            })
-        })
+        let (send, recv) = (bytemuck::cast_slice(data), bytemuck::cast_slice_mut(buf));
+        let got = self
+            .u
+            .swap(self.p2p_ctx(), (send, to, send_tag), (recv, from, recv_tag))?;
+        Ok(self.local_status(got))
     }
 
     /// Starts a send of `data`; the vector comes back from [`Request::wait`].
@@ -403,7 +401,7 @@ impl<'u> Comm<'u> {
     /// Waits for a matching message without receiving it (MPI_Probe).
     pub fn probe(&self, source: Option<Rank>, tag: i32) -> Result<Status> {
         let from = self.world_src(source)?;
-        let (source, tag, bytes) = self.u.engine()?.probe(from, self.p2p_ctx(), tag)?;
+        let (source, tag, bytes) = self.u.wait_until(|rt| rt.probed(from, self.p2p_ctx(), tag))??;
         Ok(self.local_status(Status { source, tag, bytes }))
     }
 
@@ -424,8 +422,48 @@ impl<'u> Comm<'u> {
         Ok(agreed)
     }
 
+    /// `wanted` context ids free at every member of this communicator and of the
+    /// group on the other side of `swap` (which gives, at every member here, what that
+    /// group sent for `ours`; collective over both).
+    pub(crate) fn ids_across(
+        &self,
+        wanted: usize,
+        mut swap: impl FnMut(&[u64]) -> Result<Vec<u64>>,
+    ) -> Result<Vec<u32>> {
+        if self.u.threads.gate().is_some() {
+            return self.agree_in_rounds(wanted, |mine| {
+                let mut ours = [0u32; 2];
+                self.allreduce(&mine, &mut ours, &crate::Op::Max)?;
+                let theirs = swap(&ours.map(u64::from))?;
+                Ok([0, 1].map(|i| ours[i].max(theirs[i] as u32)))
+            });
+        }
+        let mask = self.free_everywhere()?;
+        let theirs = swap(&mask)?;
+        let mut free: Vec<u64> = mask.iter().zip(&theirs).map(|(a, b)| a & b).collect();
+        let mut pool = self.u.contexts.borrow_mut();
+        let mut ids = Vec::with_capacity(wanted);
+        while ids.len() < wanted {
+            let Some(id) = pool.take_lowest(&free) else {
+                ids.iter().for_each(|&id| pool.release(id));
+                return Err(no_context_left());
+            };
+            free[id as usize / 64] &= !(1 << (id % 64));
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
     /// Agrees with every member on a context id free at all of them (collective).
     fn agree_on_context(&self) -> Result<u32> {
+        if self.u.threads.gate().is_some() {
+            let ids = self.agree_in_rounds(1, |mine| {
+                let mut max = [0u32; 2];
+                self.allreduce(&mine, &mut max, &crate::Op::Max)?;
+                Ok(max)
+            })?;
+            return Ok(ids[0]);
+        }
         let agreed = self.free_everywhere()?;
         self.u
             .contexts

@@ -143,6 +143,14 @@ pub const PARAMS: &[Param] = &[
                   the ranks on this node outnumber the CPUs they may use",
     },
     Param {
+        name: "PONTOON_ASYNC_PROGRESS",
+        default: "off",
+        meaning: "`on`: a progress thread in each rank of a C program moves transfers and non-blocking \
+                  collectives while the application computes (sleeping on the lanes when there is \
+                  nothing to do); `auto`: when the node has a CPU to spare for it (fewer ranks than \
+                  CPUs, ranks not pinned); `off`: progress only inside MPI calls",
+    },
+    Param {
         name: "PONTOON_SOCKBUF",
         default: "0",
         meaning: "TCP send/receive buffer size in bytes; 0 keeps the kernel's autotuning",
@@ -300,6 +308,14 @@ pub enum Yield {
     Never,
 }
 
+/// Whether a C program's ranks get a progress thread (`PONTOON_ASYNC_PROGRESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncProgress {
+    Auto,
+    On,
+    Off,
+}
+
 /// Parsed configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -329,6 +345,7 @@ pub struct Config {
     pub unexpected_cap: u64,
     pub spin: Duration,
     pub yield_when_idle: Yield,
+    pub async_progress: AsyncProgress,
     pub sockbuf: usize,
     pub connect_timeout: Duration,
     pub attempt_timeout: Duration,
@@ -356,6 +373,9 @@ pub struct Config {
     pub coll_gather_long: usize,
     pub coll_site_piece: usize,
     pub coll_hier: bool,
+    /// Several threads of the program call in at once (the C library at
+    /// `MPI_THREAD_MULTIPLE`): set by the program, not the environment.
+    pub several_threads: bool,
 }
 
 impl Config {
@@ -463,6 +483,16 @@ impl Config {
                     ("never", Yield::Never),
                 ],
             )?,
+            async_progress: choice(
+                env,
+                "PONTOON_ASYNC_PROGRESS",
+                &[
+                    ("off", AsyncProgress::Off),
+                    ("", AsyncProgress::Off),
+                    ("on", AsyncProgress::On),
+                    ("auto", AsyncProgress::Auto),
+                ],
+            )?,
             sockbuf: num(env, "PONTOON_SOCKBUF")?,
             connect_timeout: Duration::from_millis(num(env, "PONTOON_CONNECT_TIMEOUT_MS")?),
             attempt_timeout: Duration::from_millis(num(env, "PONTOON_ATTEMPT_TIMEOUT_MS")?),
@@ -477,6 +507,7 @@ impl Config {
             coll_gather_long: num(env, "PONTOON_COLL_GATHER_LONG")?,
             coll_site_piece: num(env, "PONTOON_COLL_SITE_PIECE")?,
             coll_hier: num::<u8>(env, "PONTOON_COLL_HIER")? != 0,
+            several_threads: false,
             stagger: Duration::from_millis(num(env, "PONTOON_STAGGER_MS")?),
             policy: net::IfPolicy::parse(&get(env, "PONTOON_IF_INCLUDE"), &get(env, "PONTOON_IF_EXCLUDE"))
                 .map_err(|e| ConfigError {
@@ -563,6 +594,23 @@ mod tests {
         assert_eq!(c.patience, 128);
         assert_eq!(c.attempt_timeout, attempt * 128);
         assert!(c.timeout_source("PONTOON_ATTEMPT_TIMEOUT_MS").contains("× 128"));
+    }
+
+    #[test]
+    fn the_progress_thread_is_off_unless_asked_for() {
+        let c = |v: &str| {
+            let v = v.to_string();
+            Config::from_lookup(&|k| (k == "PONTOON_ASYNC_PROGRESS").then(|| v.clone()))
+                .map(|c| c.async_progress)
+        };
+        assert_eq!(
+            Config::from_lookup(&|_| None).unwrap().async_progress,
+            AsyncProgress::Off
+        );
+        assert_eq!(c("on").unwrap(), AsyncProgress::On);
+        assert_eq!(c("auto").unwrap(), AsyncProgress::Auto);
+        assert_eq!(c("off").unwrap(), AsyncProgress::Off);
+        assert!(c("1").unwrap_err().to_string().contains("PONTOON_ASYNC_PROGRESS"));
     }
 
     #[test]

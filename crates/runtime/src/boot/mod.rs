@@ -66,6 +66,9 @@ pub(crate) struct Started {
     pub fabrics: Fabrics,
     /// Give the CPU away between idle polls (ranks outnumber CPUs).
     pub yield_when_idle: bool,
+    /// The node has a CPU for a progress thread: fewer ranks than CPUs, ranks not
+    /// pinned (`PONTOON_ASYNC_PROGRESS=auto`).
+    pub spare_cpu: bool,
 }
 
 /// Logs to stderr, filtered by `PONTOON_LOG` (a program may have installed its own).
@@ -138,6 +141,7 @@ fn singleton(cfg: Config) -> Started {
             eth: EthWireup::default(),
         },
         yield_when_idle: false,
+        spare_cpu: allowed_cpus().len() > 1,
     }
 }
 
@@ -174,6 +178,7 @@ pub(crate) fn start() -> Result<Started, String> {
         Yield::Never => false,
         Yield::Auto => env.local_size as usize > cpus,
     };
+    let spare_cpu = (env.local_size as usize) < cpus && cfg.bind == Bind::None;
     cfg.wait_longer(env.local_size as usize, cpus);
     match cfg.bind {
         Bind::None => {}
@@ -271,5 +276,6 @@ pub(crate) fn start() -> Result<Started, String> {
             eth,
         },
         yield_when_idle,
+        spare_cpu,
     })
 }

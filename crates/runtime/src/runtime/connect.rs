@@ -194,7 +194,11 @@ impl Runtime {
         if first {
             self.first_lane_up(peer);
         }
-        if self.lanes.sockets().len() == 2 && !self.passes.links_watched {
+        // Threads that sleep while others drive the rank: from the first socket lane on,
+        // as a lane watched for one sleep only could be taken out again by that sleep's
+        // end after another thread had watched it for good.
+        let watch_from = if self.cfg.several_threads { 1 } else { 2 };
+        if self.lanes.sockets().len() == watch_from && !self.passes.links_watched {
             match self.watch_links() {
                 Ok(()) => self.passes.links_watched = true,
                 Err(e) => {

@@ -113,8 +113,17 @@ impl Runtime {
     /// that lane alone, with a full progress pass every [`RECV_NOW_PASS_EVERY`] looks, for
     /// `PONTOON_SPIN_US` at most.
     /// `None` when the receive must take the general path ([`Runtime::irecv`]); nothing
-    /// was taken then, and whatever was looked at is handed to the engine.
-    pub fn recv_small_now(&mut self, dst: &mut [u8], src: Rank, ctx: u32, tag: i32) -> Option<Status> {
+    /// was taken then, and whatever was looked at is handed to the engine. With threads
+    /// sharing the rank, it also gives up once `alone` says another thread waits to
+    /// call in (asked at each full pass).
+    pub fn recv_small_now(
+        &mut self,
+        dst: &mut [u8],
+        src: Rank,
+        ctx: u32,
+        tag: i32,
+        alone: impl Fn() -> bool,
+    ) -> Option<Status> {
         // Requests in flight (and non-blocking collectives) want every pass; ranks that
         // share CPUs must yield between passes, or sleep at once (PONTOON_SPIN_US=0),
         // which the general path does.
@@ -167,6 +176,9 @@ impl Runtime {
                     }
                 }
                 self.progress();
+                if !alone() {
+                    return None;
+                }
                 awaited = self.ep.await_now(src, ctx, tag, capacity)?;
             }
         }
@@ -219,22 +231,29 @@ impl Runtime {
 
     /// Blocks until one of `ids` finished; returns its index.
     pub fn wait_any(&mut self, ids: &[ReqId]) -> Result<usize, Error> {
+        self.block_until(|rt| rt.finished_among(ids))
+    }
+
+    /// What [`Runtime::wait_any`] waits for: the index of a finished request of `ids`
+    /// (or that one is no request); `None`: none finished yet.
+    pub fn finished_among(&self, ids: &[ReqId]) -> Option<Result<usize, Error>> {
         if ids.iter().any(|id| self.reqs.get(*id).is_none()) {
-            return Err(Error::BadRequest);
+            return Some(Err(Error::BadRequest));
         }
-        self.block_until(|rt| ids.iter().position(|id| rt.is_done(*id)));
-        Ok(ids
-            .iter()
-            .position(|id| self.is_done(*id))
-            .expect("block_until returned"))
+        ids.iter().position(|id| self.is_done(*id)).map(Ok)
     }
 
     pub fn wait(&mut self, id: ReqId) -> Result<(Completion, Buffer), Error> {
+        self.block_until(|rt| rt.finished(id))
+    }
+
+    /// What [`Runtime::wait`] waits for: the result of request `id`, taken (or that it
+    /// is no request); `None`: it has not finished yet.
+    pub fn finished(&mut self, id: ReqId) -> Option<Result<(Completion, Buffer), Error>> {
         if self.reqs.get(id).is_none() {
-            return Err(Error::BadRequest);
+            return Some(Err(Error::BadRequest));
         }
-        self.block_until(|rt| rt.is_done(id).then_some(()));
-        Ok(self.take_finished(id))
+        self.is_done(id).then(|| Ok(self.take_finished(id)))
     }
 
     /// Cancels a receive that has not matched yet: true if it was (then it is gone).
@@ -263,18 +282,22 @@ impl Runtime {
         self.ep.probe(src, ctx, tag)
     }
 
+    /// Blocking probe (MPI_Probe).
     pub fn probe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64), Error> {
-        self.block_until(|rt| {
-            if let Some(hit) = rt.ep.probe(src, ctx, tag) {
-                return Some(Ok(hit));
-            }
-            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
-            let rank = src as Rank;
-            Some(Err(Error::Failed(Failure::PeerFailed {
-                rank,
-                cause: cause.to_string(),
-            })))
-        })
+        self.block_until(|rt| rt.probed(src, ctx, tag))
+    }
+
+    /// What a blocking probe waits for: (source, tag, bytes) of a matching message that
+    /// arrived, or the failure of the rank it names; `None`: neither yet.
+    pub fn probed(&self, src: i32, ctx: u32, tag: i32) -> Option<Result<(Rank, i32, u64), Error>> {
+        if let Some(hit) = self.ep.probe(src, ctx, tag) {
+            return Some(Ok(hit));
+        }
+        let cause = (src >= 0).then(|| self.ep.peer_failure(src as Rank)).flatten()?;
+        Some(Err(Error::Failed(Failure::PeerFailed {
+            rank: src as Rank,
+            cause: cause.to_string(),
+        })))
     }
 
     /// Non-blocking matched probe (MPI_Improbe): (source, tag, bytes, message id) of a
@@ -286,17 +309,16 @@ impl Runtime {
 
     /// Blocking matched probe (MPI_Mprobe).
     pub fn mprobe(&mut self, src: i32, ctx: u32, tag: i32) -> Result<(Rank, i32, u64, u64), Error> {
-        self.block_until(|rt| {
-            if rt.ep.probe(src, ctx, tag).is_some() {
-                return Some(Ok(()));
-            }
-            let cause = (src >= 0).then(|| rt.ep.peer_failure(src as Rank)).flatten()?;
-            Some(Err(Error::Failed(Failure::PeerFailed {
-                rank: src as Rank,
-                cause: cause.to_string(),
-            })))
-        })?;
-        Ok(self.ep.mprobe(src, ctx, tag).expect("probed just now"))
+        self.block_until(|rt| rt.mprobed(src, ctx, tag))
+    }
+
+    /// What a blocking matched probe waits for, as [`Runtime::probed`]: a matching
+    /// message is taken out of matching (its id last).
+    pub fn mprobed(&mut self, src: i32, ctx: u32, tag: i32) -> Option<Result<(Rank, i32, u64, u64), Error>> {
+        match self.probed(src, ctx, tag)? {
+            Ok(_) => Some(Ok(self.ep.mprobe(src, ctx, tag).expect("probed just now"))),
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Receives a message taken by a matched probe into `buf` (MPI_Imrecv).
@@ -312,21 +334,56 @@ impl Runtime {
     }
 
     /// Busy-polls, then sleeps, until `done` says so.
-    fn block_until<T>(&mut self, mut done: impl FnMut(&Runtime) -> Option<T>) -> T {
-        // Nothing more comes from this rank until the wait ends: its batches go now.
-        self.flush_batches();
-        if let Some(v) = done(self) {
-            return v;
-        }
+    pub fn block_until<T>(&mut self, mut done: impl FnMut(&mut Runtime) -> Option<T>) -> T {
         let mut idle = Idle::default();
         loop {
-            let progressed = self.progress();
-            if let Some(v) = done(self) {
-                return v;
-            }
-            if !progressed {
-                self.idle(&mut idle, |_| {}, &mut |_| false);
+            match self.wait_pass(&mut idle, &mut done) {
+                Pass::Done(v) => return v,
+                Pass::Again => {}
+                Pass::Idle => self.idle_sleep(&mut idle, &mut |_| false),
             }
         }
     }
+
+    /// One pass of a blocking wait until `done` says so, for a caller that lets go of
+    /// the runtime between passes (a thread of several, under `MPI_THREAD_MULTIPLE`):
+    /// what [`Runtime::block_until`] does, but the sleep is the caller's.
+    #[inline]
+    pub fn wait_pass<T>(
+        &mut self,
+        idle: &mut Idle,
+        done: &mut impl FnMut(&mut Runtime) -> Option<T>,
+    ) -> Pass<T> {
+        if idle.first_pass() {
+            // Nothing more comes from this rank until the wait ends: its batches go now.
+            self.flush_batches();
+            if let Some(v) = done(self) {
+                return Pass::Done(v);
+            }
+        }
+        let progressed = self.progress();
+        if let Some(v) = done(self) {
+            return Pass::Done(v);
+        }
+        if progressed {
+            return Pass::Again;
+        }
+        if idle.spun_out(self.cfg.spin) {
+            return Pass::Idle;
+        }
+        if self.passes.yield_when_idle {
+            std::thread::yield_now();
+        }
+        Pass::Again
+    }
+}
+
+/// How a pass of a blocking wait ended ([`Runtime::wait_pass`]).
+pub enum Pass<T> {
+    Done(T),
+    /// Nothing yet: pass again.
+    Again,
+    /// Nothing for the busy-polling time (`PONTOON_SPIN_US`): time to sleep
+    /// ([`Runtime::ready_for_idle_sleep`]).
+    Idle,
 }

@@ -17,7 +17,7 @@ use crate::waiter::{Sleeper, Waiter};
 
 /// A sleep the rank is ready for ([`Runtime::ready_to_sleep`]): how long at most, the
 /// wait itself, and what to undo after it ([`Runtime::woke`]).
-pub(super) struct Asleep {
+pub struct Asleep {
     max: Duration,
     sleeper: Sleeper,
     /// Every socket lane was watched for this sleep only.
@@ -30,7 +30,9 @@ pub(super) struct Asleep {
 /// busy-polling ends (from the first clock reading: a call that completes within
 /// [`Idle::CLOCK_EVERY`] idle passes, the latency-critical case, never reads it).
 #[derive(Default)]
-pub(super) struct Idle {
+pub struct Idle {
+    /// The wait's first pass was taken ([`Runtime::wait_pass`]).
+    started: bool,
     passes: u32,
     spin_until: Option<Instant>,
     /// For waits on something that peers publish without a fence (the collective
@@ -38,6 +40,8 @@ pub(super) struct Idle {
     /// first one and each after a wake-up before its time (see `transport::shm::coll`).
     short_sleep: Option<Duration>,
     long_since_short: bool,
+    /// Sleeps after the first pass that found nothing, without busy-polling first.
+    at_once: bool,
 }
 
 impl Idle {
@@ -54,6 +58,39 @@ impl Idle {
             ..Idle::default()
         }
     }
+
+    /// A wait that sleeps as soon as a pass finds nothing: a progress thread's, which
+    /// must not take CPU time from the application's computation while nothing moves.
+    pub fn sleeping_at_once() -> Idle {
+        Idle {
+            at_once: true,
+            ..Idle::default()
+        }
+    }
+
+    /// Counts a pass that found nothing; true once busy-polling has lasted `spin`.
+    pub(super) fn spun_out(&mut self, spin: Duration) -> bool {
+        if self.at_once {
+            return true;
+        }
+        self.passes = self.passes.wrapping_add(1);
+        self.passes.is_multiple_of(Idle::CLOCK_EVERY) && {
+            let now = Instant::now();
+            now >= *self.spin_until.get_or_insert(now + spin)
+        }
+    }
+
+    /// Whether the wait's first pass is still to come (then marks it taken).
+    pub(super) fn first_pass(&mut self) -> bool {
+        !std::mem::replace(&mut self.started, true)
+    }
+}
+
+impl Asleep {
+    /// The sleep itself: needs nothing of the runtime, so the thread may let it go first.
+    pub fn sleep(&self) {
+        self.sleeper.sleep(self.max);
+    }
 }
 
 impl Runtime {
@@ -66,23 +103,30 @@ impl Runtime {
         before_sleep: impl FnOnce(&Runtime),
         ready: &mut dyn FnMut(&Runtime) -> bool,
     ) {
-        idle.passes = idle.passes.wrapping_add(1);
-        let spun_out = idle.passes.is_multiple_of(Idle::CLOCK_EVERY) && {
-            let now = Instant::now();
-            now >= *idle.spin_until.get_or_insert(now + self.cfg.spin)
-        };
-        if spun_out {
+        if idle.spun_out(self.cfg.spin) {
             before_sleep(self);
-            let short = idle.short_sleep.filter(|_| !idle.long_since_short);
-            let max = short.unwrap_or(super::IDLE_SLEEP);
-            let slept = Instant::now();
-            self.sleep_unless(max, ready);
-            // Woken before its time by something else: the next sleep starts as the
-            // first did, perhaps as a peer publishes.
-            idle.long_since_short = short.is_some() || slept.elapsed() >= max;
+            self.idle_sleep(idle, ready);
         } else if self.passes.yield_when_idle {
             std::thread::yield_now();
         }
+    }
+
+    /// The sleep of a wait that busy-polled long enough ([`Runtime::idle`]).
+    pub(super) fn idle_sleep(&mut self, idle: &mut Idle, ready: &mut dyn FnMut(&Runtime) -> bool) {
+        let short = idle.short_sleep.filter(|_| !idle.long_since_short);
+        let max = short.unwrap_or(super::IDLE_SLEEP);
+        let slept = Instant::now();
+        self.sleep_unless(max, ready);
+        // Woken before its time by something else: the next sleep starts as the
+        // first did, perhaps as a peer publishes.
+        idle.long_since_short = short.is_some() || slept.elapsed() >= max;
+    }
+
+    /// Gets the rank ready for the sleep of a wait that busy-polled long enough, for a
+    /// caller that sleeps without the runtime ([`Asleep::sleep`], then
+    /// [`Runtime::woke`]); `None`: no sleep to take, pass again.
+    pub fn ready_for_idle_sleep(&mut self) -> Option<Asleep> {
+        self.ready_to_sleep(super::IDLE_SLEEP, &mut |_| false)
     }
 
     /// Sleeps until a lane or socket is ready, or `max` passed.
@@ -95,7 +139,7 @@ impl Runtime {
     /// from now on, so a change made just before is not slept through.
     pub(super) fn sleep_unless(&mut self, max: Duration, ready: &mut dyn FnMut(&Runtime) -> bool) {
         if let Some(asleep) = self.ready_to_sleep(max, ready) {
-            asleep.sleeper.sleep(asleep.max);
+            asleep.sleep();
             self.woke(asleep);
         }
     }
@@ -203,15 +247,20 @@ impl Runtime {
     }
 
     /// Clears up after a sleep that [`Runtime::ready_to_sleep`] got the rank ready for.
-    pub(super) fn woke(&mut self, asleep: Asleep) {
+    pub fn woke(&mut self, asleep: Asleep) {
+        self.passes.ready.drain_waker();
         self.disarm_shm();
         self.watch_raw_sockets(false);
-        if asleep.temporary {
+        // (Unless another thread watched them for good meanwhile: `add_lane`.)
+        if asleep.temporary && !self.passes.links_watched {
             self.socket_lanes()
                 .for_each(|k| self.passes.ready.unwatch(self.fd(k)));
         } else {
+            // Those still open: another thread may have closed one during the sleep.
             for &k in &asleep.blocked {
-                let _ = self.passes.ready.set_writable(self.fd(k), key(k), false);
+                if let Some(fd) = self.lanes.get(k).and_then(|l| l.link.fd()) {
+                    let _ = self.passes.ready.set_writable(fd, key(k), false);
+                }
             }
         }
         // Look at wire-up, doorbells and the coordinator on the next pass.

@@ -89,6 +89,9 @@ pub(crate) struct Shm {
     /// here), and those a read left bytes in (a read stops at a box's place in the
     /// stream, and at the tail it saw).
     pub(crate) again: Vec<LaneId>,
+    /// This rank refuses the node's collective area (`Config::several_threads`): it
+    /// says so before it enters, so the node decides alike for every member.
+    pub(crate) refuse_collectives: bool,
 }
 
 impl Shm {
@@ -108,6 +111,7 @@ impl Shm {
             reading: Vec::new(),
             again: Vec::new(),
             colls: NodeColls::default(),
+            refuse_collectives: false,
         }
     }
 

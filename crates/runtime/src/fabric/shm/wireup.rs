@@ -42,6 +42,7 @@ impl Shm {
             return;
         }
         let me = local.binary_search(&id.rank).expect("this rank is of its node");
+        self.refuse_collectives = cfg.several_threads;
         let leader = local[0];
         self.local = local;
         let bell = self.bell.take().expect("bound with the listener");
@@ -55,7 +56,7 @@ impl Shm {
             self.state = match made {
                 Ok((node, segment)) => {
                     node.admit(0, std::process::id());
-                    node.enter(id.rank);
+                    self.enter(&node, id.rank);
                     NodeState::Member {
                         node,
                         segment: Some(segment),
@@ -174,6 +175,15 @@ impl Shm {
         any
     }
 
+    /// Takes this rank's slot in the node's segment, refusing the collective area
+    /// first if it must.
+    fn enter(&self, node: &ShmNode, rank: Rank) {
+        if self.refuse_collectives {
+            node.decide_collectives(false);
+        }
+        node.enter(rank);
+    }
+
     /// Drives this rank's join to the node's segment.
     fn drive_join(&mut self, around: &Around<'_>, waiter: &mut Waiter) -> bool {
         let progress = match &mut self.state {
@@ -199,7 +209,7 @@ impl Shm {
                     .and_then(|layout| ShmNode::join(fd, layout, me, around.id.job_id, bell));
                 match joined {
                     Ok(node) => {
-                        node.enter(around.id.rank);
+                        self.enter(&node, around.id.rank);
                         // Still watched: it closes when the leader's process ends.
                         self.kept.push(Kept {
                             key: join.key,
