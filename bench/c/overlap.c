@@ -10,14 +10,17 @@
  * Prints one line per size:
  *     SIZE_BYTES HIDDEN_PERCENT T_COMM_US T_BOTH_US
  * The first line names the MPI library.
- * Usage: overlap [MAX_BYTES [ITERS]]  (defaults 1048576 and 200; sizes from 1 KiB by 4).
- * Extra ranks wait at the barriers. */
+ * Usage: overlap [MAX_BYTES [ITERS [OPERATION]]]  (defaults 1048576, 200 and `exchange`;
+ * sizes from 1 KiB by 4). OPERATION `iallreduce`: every rank's MPI_Iallreduce (sum) of
+ * SIZE_BYTES of doubles instead of the exchange. Extra ranks wait at the barriers of the
+ * exchange. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static volatile double sink;
+static int allreduce;
 
 /* `units` rounds of dependent arithmetic the compiler cannot drop or hoist. */
 static void compute(long units) {
@@ -35,6 +38,12 @@ static double exchange(char *out, char *in, long n, long units, int iters, int r
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
+        if (allreduce) {
+            MPI_Iallreduce(out, in, (int)(n / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &reqs[0]);
+            compute(units);
+            MPI_Wait(&reqs[0], &statuses[0]);
+            continue;
+        }
         if (rank > 1) continue;
         MPI_Irecv(in, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, &reqs[0]);
         MPI_Isend(out, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, &reqs[1]);
@@ -53,12 +62,13 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long max = argc > 1 ? atol(argv[1]) : 1L << 20;
     int iters = argc > 2 ? atoi(argv[2]) : 200;
+    allreduce = argc > 3 && strcmp(argv[3], "iallreduce") == 0;
     if (size < 2 || iters < 1 || max < 1) {
         if (rank == 0) fprintf(stderr, "overlap [MAX_BYTES [ITERS]] needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     char *out = malloc((size_t)max), *in = malloc((size_t)max);
-    memset(out, 'o', (size_t)max);
+    for (long i = 0; i < max / 8; i++) ((double *)out)[i] = 1.0;
     /* Seconds per unit of computation, measured alone (the same on both ranks: rank 0's). */
     double t0 = MPI_Wtime();
     compute(20 * 1000 * 1000);

@@ -36,6 +36,8 @@ pub enum Test {
     /// Share of a non-blocking exchange hidden behind a compute loop of the same length
     /// (seed 002's mpptest idea), %
     Overlap,
+    /// The same for an MPI_Iallreduce of doubles among `-n` ranks, %
+    OverlapAllreduce,
     /// Speed-up of an exchange-then-compute loop when a second thread does the exchanges
     /// while the first computes (seed 002's communication thread), ×
     CommThread,
@@ -257,6 +259,14 @@ fn plan(o: &Options) -> Plan {
                 "share of an Isend/Irecv exchange hidden behind computation, 2 ranks (mpptest's overlap)";
             let args = vec![max, iters(200)];
             Plan::new(programs::OVERLAP, args, 2, "% hidden", false, what.into())
+        }
+        Test::OverlapAllreduce => {
+            let what = format!(
+                "share of an MPI_Iallreduce hidden behind computation, {} ranks (mpptest's overlap)",
+                o.ranks
+            );
+            let args = vec![max, iters(200), "iallreduce".into()];
+            Plan::new(programs::OVERLAP, args, o.ranks, "% hidden", false, what)
         }
         Test::CommThread => {
             let what = "speed-up of an exchange-then-compute loop with the exchanges in a thread of their own, 2 ranks (seed 002's communication thread)";
