@@ -51,7 +51,7 @@ local_ranks() {
         rm -f "$cdir/received"
         printf 'demo:   PONTOON_ASYNC_PROGRESS=%s: ' "$progress"
         "$pontoon" run -n 2 -x PONTOON_TRANSPORTS=tcp -x PONTOON_ASYNC_PROGRESS=$progress \
-            "$cdir/async_progress" "$cdir/received" 2 | head -n 1
+            "$cdir/async_progress" "$cdir/received" 2 | sed -n 1p
     done
     target/release/pontoon-cc -O1 -o "$cdir/first_alltoall" bench/c/first_alltoall.c
     echo "demo: 128 ranks on this host, every pair connected at once (one shared-memory segment"
