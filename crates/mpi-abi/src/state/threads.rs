@@ -104,12 +104,12 @@ pub fn take_turn() -> Result<Turn, String> {
         serial: false,
         locked: false,
     };
-    let locking = locking();
-    if !locking && thread_level() < MPI_THREAD_SERIALIZED {
+    let (locking, level) = (locking(), thread_level());
+    if !locking && level < MPI_THREAD_SERIALIZED {
         return Ok(turn);
     }
     let me = this_thread();
-    if thread_level() == MPI_THREAD_SERIALIZED && !is_progress_thread(me) {
+    if level == MPI_THREAD_SERIALIZED && !is_progress_thread(me) {
         match SERIAL.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => turn.serial = true,
             Err(inside) if inside == me => {}
