@@ -16,14 +16,14 @@ NP           ?= 4
 step = @printf '\n==== [%s] %s ====\n' "$$(date +%T)" '$(1)'
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo deps fmt fmt-check clippy build build-tests test-rust bench fuzz-smoke fuzz-smoke-if-available clean
+.PHONY: help test demo deps fmt fmt-check clippy race-check build build-tests test-rust bench fuzz-smoke fuzz-smoke-if-available clean
 
 help:
 	@echo "make demo        build (release); as root 8 ranks across the two-clusters testbed (relays on the heads), then 2 ms apart (punched pairs), a NIC failover, a raw-Ethernet lane beside TCP, encrypted WAN streams between two sites 50 ms apart and seed 004's experiment in short; then $(NP) local ranks over shared memory (eight threads each at MPI_THREAD_MULTIPLE, a progress thread moving a send while its rank is away), 128 connecting every pair and 256 in a first alltoall"
 	@echo "make test        everything CI checks: deps, fmt, clippy, build, bench/, fuzz smoke, tests"
 	@echo "make deps        scripts/install-deps.sh (system packages need root; --anchors for MPIs)"
 	@echo "make fmt         format the workspace"
-	@echo "make fmt-check | clippy | build-tests | test-rust | bench | fuzz-smoke   single steps of 'make test'"
+	@echo "make fmt-check | clippy | race-check | build-tests | test-rust | bench | fuzz-smoke   single steps of 'make test'"
 	@echo "make build       the release build (target/release: pontoon, pontoon-cc, libmpi_abi.so, examples)"
 	@echo "make clean       remove build outputs (target/, bench/build/, fuzz/target/)"
 
@@ -33,6 +33,7 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory clippy
+	@$(MAKE) --no-print-directory race-check
 	@$(MAKE) --no-print-directory build-tests
 	@$(MAKE) --no-print-directory bench
 	@$(MAKE) --no-print-directory fuzz-smoke-if-available
@@ -53,6 +54,13 @@ fmt-check:
 clippy:
 	$(call step,lint: cargo clippy --workspace --all-targets -- -D warnings)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Loom's model check of the lock and the sleepers that a rank's threads share
+# (crates/futex/tests/model.rs): its own target directory, as --cfg loom rebuilds the crate.
+race-check:
+	$(call step,thread-race check: loom on crates/futex (every interleaving of the locking core))
+	RUSTFLAGS="--cfg loom" $(CARGO) clippy -p pontoon-futex --all-targets --release --target-dir target/loom -- -D warnings
+	RUSTFLAGS="--cfg loom" $(CARGO) test -p pontoon-futex --release --target-dir target/loom
 
 build:
 	$(call step,build: cargo build --release --workspace --lib --bins --examples)

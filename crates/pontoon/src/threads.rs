@@ -11,11 +11,10 @@
 //! [`runtime::Waker`]), so a request another thread completed ends its wait at once.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use runtime::{Pass, Runtime};
-use rustix::thread::futex;
 
 use crate::{Result, Universe};
 
@@ -46,19 +45,13 @@ enum Between {
 /// sleeps have one; an announcement ends it before.
 const ROOM_SLEEP: Duration = Duration::from_millis(50);
 
-/// The threads' side of a [`Universe`]. Its cells are used under the gate's lock only;
-/// the room's atomics also without it.
+/// The threads' side of a [`Universe`], used under the gate's lock (the room's sleep
+/// without it). Its lock-free core is `pontoon-futex`'s, model-checked there.
 #[derive(Default)]
 pub(crate) struct Threads {
     gate: Cell<Option<&'static dyn Gate>>,
-    /// A thread sleeps on the rank's lanes now.
-    watching: Cell<bool>,
     waker: RefCell<Option<runtime::Waker>>,
-    /// The engine's activity when last announced.
-    announced: Cell<u64>,
-    /// Bumped by each announcement: the word the room's sleepers wait on.
-    room: AtomicU32,
-    in_room: AtomicU32,
+    sleepers: futex::Sleepers,
 }
 
 impl Threads {
@@ -68,24 +61,10 @@ impl Threads {
         self.gate.get()
     }
 
-    /// Tells the sleepers that `activity` (the engine's) changed since they looked.
-    fn announce(&self, activity: u64) {
-        if activity == self.announced.replace(activity) {
-            return;
-        }
-        self.wake_room(u32::MAX);
-        if self.watching.get() {
-            if let Some(w) = self.waker.borrow().as_ref() {
-                w.wake();
-            }
-        }
-    }
-
-    /// Wakes up to `n` of the room's sleepers.
-    fn wake_room(&self, n: u32) {
-        if self.in_room.load(Ordering::SeqCst) > 0 {
-            self.room.fetch_add(1, Ordering::SeqCst);
-            let _ = futex::wake(&self.room, futex::Flags::PRIVATE, n);
+    /// Rings the thread that watches the lanes.
+    fn ring(&self) {
+        if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake();
         }
     }
 }
@@ -108,7 +87,8 @@ impl Universe {
     /// the sleepers look again.
     pub fn leaving(&self) {
         if let Some(rt) = self.engine_ref() {
-            self.threads.announce(rt.activity());
+            let threads = &self.threads;
+            threads.sleepers.announce(rt.activity(), || threads.ring());
         }
     }
 
@@ -146,10 +126,8 @@ impl Universe {
 
     /// Wakes every thread that sleeps in a wait (to see a stop flag just set).
     pub fn wake_sleepers(&self) {
-        self.threads.wake_room(u32::MAX);
-        if let Some(w) = self.threads.waker.borrow().as_ref() {
-            w.wake();
-        }
+        let threads = &self.threads;
+        threads.sleepers.wake_all(|| threads.ring());
     }
 
     /// Whether this rank wants a progress thread (`PONTOON_ASYNC_PROGRESS`).
@@ -167,7 +145,8 @@ impl Universe {
         loop {
             let mut rt = self.engine()?;
             let pass = rt.wait_pass(&mut idle, &mut done);
-            self.threads.announce(rt.activity());
+            let threads = &self.threads;
+            threads.sleepers.announce(rt.activity(), || threads.ring());
             match pass {
                 Pass::Done(v) => return Ok(v),
                 Pass::Again => {
@@ -177,31 +156,23 @@ impl Universe {
                         Between::Yield => gate.open_while(&mut std::thread::yield_now),
                     }
                 }
-                Pass::Idle if !self.threads.watching.get() => {
+                Pass::Idle if !threads.sleepers.watched() => {
                     let Some(asleep) = rt.ready_for_idle_sleep() else {
                         continue;
                     };
-                    self.threads.watching.set(true);
+                    threads.sleepers.start_watching();
                     drop(rt);
                     gate.open_while(&mut || asleep.sleep());
                     let woke = self.engine().map(|mut rt| rt.woke(asleep));
-                    self.threads.watching.set(false);
-                    // Another sleeper watches the lanes next, if this thread is done.
-                    self.threads.wake_room(1);
+                    threads.sleepers.stop_watching();
                     woke?;
                 }
                 Pass::Idle => {
-                    self.threads.in_room.fetch_add(1, Ordering::SeqCst);
-                    let seen = self.threads.room.load(Ordering::SeqCst);
+                    let room = threads.sleepers.room();
+                    let seat = room.enter();
                     drop(rt);
-                    gate.open_while(&mut || {
-                        let max = rustix::time::Timespec {
-                            tv_sec: 0,
-                            tv_nsec: ROOM_SLEEP.as_nanos() as i64,
-                        };
-                        let _ = futex::wait(&self.threads.room, futex::Flags::PRIVATE, seen, Some(&max));
-                    });
-                    self.threads.in_room.fetch_sub(1, Ordering::SeqCst);
+                    gate.open_while(&mut || room.sleep(&seat, ROOM_SLEEP));
+                    room.leave(seat);
                 }
             }
         }

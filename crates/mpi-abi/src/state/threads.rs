@@ -8,8 +8,6 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 
-use rustix::thread::futex;
-
 use crate::abi::*;
 
 /// The thread level MPI_Init_thread gave (MPI_Init's: MPI_THREAD_FUNNELED).
@@ -143,71 +141,8 @@ pub fn another_thread_inside() -> bool {
     other(SERIAL.load(Ordering::Acquire)) || other(HOLDER.load(Ordering::Acquire))
 }
 
-/// The library's lock at MULTIPLE: 0 free, 1 held, 2 held while threads sleep waiting
-/// for it (a futex; an uncontended call pays one compare-and-swap and one swap).
-struct Lock {
-    word: AtomicU32,
-}
-
-static LOCK: Lock = Lock {
-    word: AtomicU32::new(0),
-};
-
-impl Lock {
-    #[inline]
-    fn lock(&self) {
-        if self
-            .word
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            self.lock_contended();
-        }
-    }
-
-    #[cold]
-    fn lock_contended(&self) {
-        // A call is short: spin a little before sleeping.
-        for _ in 0..100 {
-            if self.word.load(Ordering::Relaxed) == 0
-                && self
-                    .word
-                    .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
-            }
-            std::hint::spin_loop();
-        }
-        while self.word.swap(2, Ordering::Acquire) != 0 {
-            let _ = futex::wait(&self.word, futex::Flags::PRIVATE, 2, None);
-        }
-    }
-
-    #[inline]
-    fn unlock(&self) {
-        if self.word.swap(0, Ordering::Release) == 2 {
-            let _ = futex::wake(&self.word, futex::Flags::PRIVATE, 1);
-        }
-    }
-
-    /// Hands the lock to a thread sleeping for it, if one does, and queues up again.
-    fn let_waiting_in(&self) {
-        if self.word.load(Ordering::Relaxed) != 2 {
-            return;
-        }
-        self.unlock();
-        // Until the woken thread took it (it may have to be scheduled first): taken
-        // back at once, the lock would go to this thread again and again.
-        for _ in 0..64 {
-            if self.word.load(Ordering::Relaxed) != 0 {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        self.lock();
-    }
-}
+/// The library's lock at MULTIPLE (`pontoon-futex`, model-checked there).
+static LOCK: futex::Lock = futex::Lock::new();
 
 /// The lock as pontoon's waits see it.
 struct LibraryGate;
@@ -224,7 +159,7 @@ impl pontoon::Gate for LibraryGate {
     }
 
     fn others_waiting(&self) -> bool {
-        LOCK.word.load(Ordering::Relaxed) == 2
+        LOCK.wanted()
     }
 
     fn open_while(&self, f: &mut dyn FnMut()) {
