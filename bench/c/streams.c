@@ -4,9 +4,10 @@
  * of up to 64 non-blocking sends (osu_bw's method; fewer when the volume is smaller than
  * 64 messages) until it moved the volume, the receivers match them and acknowledge each
  * window; the time is the slowest sender's. Prints one line per size:
- *     SIZE_BYTES AGGREGATE_MB_S CPU_S_PER_GB
- * the last: the user + system CPU seconds of every rank during the size's transfers
- * (getrusage), summed, per GB moved: what communication costs the hosts.
+ *     SIZE_BYTES AGGREGATE_MB_S CPU_S_PER_GB MESSAGES_PER_S
+ * CPU_S_PER_GB: the user + system CPU seconds of every rank during the size's transfers
+ * (getrusage), summed, per GB moved: what communication costs the hosts; MESSAGES_PER_S:
+ * the aggregate message rate (osu_mbw_mr's figure with S:S pairs).
  * The first lines name the MPI library and the pattern.
  * Usage: streams S R [MIN_BYTES [MAX_BYTES [BYTES_PER_SENDER [FACTOR [WINDOW]]]]]
  *   (defaults 1024, 1048576, 8388608, 2, 64: each sender moves about that many bytes per
@@ -64,7 +65,8 @@ int main(int argc, char **argv) {
     MPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n")] = 0;
     if (rank == 0)
-        printf("# library: %s\n# pattern %d:%d\n# bytes aggregate_MB_s cpu_s_per_GB\n", lib, senders, receivers);
+        printf("# library: %s\n# pattern %d:%d\n# bytes aggregate_MB_s cpu_s_per_GB messages_per_s\n", lib, senders,
+               receivers);
     for (long n = min; n <= max; n *= factor) {
         long window = volume / n;
         if (window > WINDOW) window = WINDOW;
@@ -100,7 +102,7 @@ int main(int argc, char **argv) {
         MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             double bytes = (double)n * (double)window * (double)iters * senders;
-            printf("%ld %.2f %.3f\n", n, bytes / slowest / 1e6, cpu_all / (bytes / 1e9));
+            printf("%ld %.2f %.3f %.0f\n", n, bytes / slowest / 1e6, cpu_all / (bytes / 1e9), bytes / n / slowest);
             fflush(stdout);
         }
     }

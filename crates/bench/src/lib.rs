@@ -44,6 +44,9 @@ pub enum Test {
     /// Streaming bandwidth, a window of non-blocking sends (osu_bw), S senders to R
     /// receivers (`--pattern S:R`: 1:1, N:1, N:N), aggregate MB/s
     Bw,
+    /// Message rate of `--pattern P:P` pairs, each streaming windows of non-blocking
+    /// sends to its partner (osu_mbw_mr), aggregate millions of messages per second
+    MsgRate,
     /// Bidirectional bandwidth between 2 ranks (osu_bibw), MB/s
     Bibw,
     /// MPI_Allreduce of doubles, average latency over the ranks (osu_allreduce), µs
@@ -56,6 +59,9 @@ pub enum Test {
     Allgather,
     /// MPI_Alltoall, the size being each block one rank sends another (osu_alltoall), µs
     Alltoall,
+    /// A benchmark of the OSU suite itself (`--osu NAME`), built by
+    /// `scripts/build-osu.sh` with each MPI's own compiler wrapper into `--osu-dir`
+    Osu,
     /// A seed's experiment, end to end on the testbed (as root): `experiment SEED`
     Experiment,
 }
@@ -85,9 +91,9 @@ pub struct Options {
     /// Largest message, bytes (sizes double from 0, or from `--min` for bw)
     #[arg(long, default_value_t = 1 << 20)]
     pub max: u64,
-    /// Smallest message of bw, bytes (MPBench's bandwidth starts at 4)
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
-    pub min: u64,
+    /// Smallest message of bw (default 1024) and msg-rate (default 1), bytes
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min: Option<u64>,
     /// Timed iterations per size (fewer above 8 KiB, as OSU does; default: the program's)
     #[arg(long)]
     pub iters: Option<u32>,
@@ -97,7 +103,7 @@ pub struct Options {
     /// Ranks of an allreduce
     #[arg(short = 'n', long = "np", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
     pub ranks: u32,
-    /// Senders:receivers of bw
+    /// Senders:receivers of bw (P:P, P pairs, for msg-rate)
     #[arg(long, default_value = "1:1", value_parser = parse_pattern)]
     pub pattern: (u32, u32),
     /// Bytes each sender of bw moves per size (default: 8 MiB or 16 of the largest
@@ -108,6 +114,15 @@ pub struct Options {
     /// windows of small messages)
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub window: u32,
+    /// The OSU benchmark `osu` runs: osu_latency, osu_bw, osu_bibw, osu_mbw_mr (on `-n`
+    /// ranks: half as many pairs), osu_multi_lat, or a collective (osu_allreduce,
+    /// osu_ibcast, …; on `-n` ranks, the non-blocking ones' pure communication time)
+    #[arg(long, value_name = "NAME", required_if_eq("test", "osu"))]
+    pub osu: Option<String>,
+    /// Where `scripts/build-osu.sh` put the OSU builds: DIR/pontoon/NAME, DIR/mpich/NAME,
+    /// DIR/openmpi/NAME
+    #[arg(long, value_name = "DIR", default_value = "bench/build/osu")]
+    pub osu_dir: std::path::PathBuf,
     /// Print JSON (every run of every figure)
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -163,9 +178,36 @@ fn parse_pattern(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
+/// The executable a test runs.
+enum Exe {
+    /// A program of `bench/c`, built here for each system.
+    Bench(Program),
+    /// A benchmark built outside (the OSU suite): DIR/SYSTEM/NAME.
+    Built { dir: std::path::PathBuf, name: String },
+}
+
+impl Exe {
+    /// The executable for `system`, or why there is none.
+    fn for_system(&self, system: System) -> Result<std::path::PathBuf, String> {
+        match self {
+            Exe::Bench(program) => programs::build(*program, system),
+            Exe::Built { dir, name } => {
+                let exe = dir.join(system.name()).join(name);
+                exe.is_file().then_some(exe.clone()).ok_or_else(|| {
+                    format!(
+                        "no {} (build the OSU suite with each MPI: scripts/build-osu.sh OSU_SOURCE {})",
+                        exe.display(),
+                        dir.display()
+                    )
+                })
+            }
+        }
+    }
+}
+
 /// How one test runs: its program, arguments, ranks and what its numbers mean.
 struct Plan {
-    program: Program,
+    exe: Exe,
     args: Vec<String>,
     ranks: u32,
     /// Which number of a row is the figure (after the size).
@@ -191,7 +233,7 @@ impl Plan {
         what: String,
     ) -> Plan {
         Plan {
-            program,
+            exe: Exe::Bench(program),
             args,
             ranks,
             column: 0,
@@ -204,7 +246,7 @@ impl Plan {
     }
 }
 
-fn plan(o: &Options) -> Plan {
+fn plan(o: &Options) -> Result<Plan, String> {
     let iters = |default: u32| o.iters.unwrap_or(default).to_string();
     let max = o.max.to_string();
     let collective = |op: &str, what: &str| {
@@ -223,7 +265,7 @@ fn plan(o: &Options) -> Plan {
             what,
         )
     };
-    match o.test {
+    Ok(match o.test {
         Test::Latency => pingpong(),
         Test::LatencyMt => {
             let what = format!(
@@ -284,7 +326,7 @@ fn plan(o: &Options) -> Plan {
             let args = vec![
                 s.to_string(),
                 r.to_string(),
-                o.min.to_string(),
+                o.min.unwrap_or(1024).to_string(),
                 max,
                 volume,
                 "2".into(),
@@ -300,6 +342,32 @@ fn plan(o: &Options) -> Plan {
                 ..Plan::new(programs::STREAMS, args, s + r, "MB/s", false, what)
             }
         }
+        Test::MsgRate => {
+            let pairs = o.pattern.0;
+            if o.pattern.1 != pairs {
+                return Err(format!("msg-rate runs pairs: --pattern {pairs}:{pairs}"));
+            }
+            let volume = o.volume.unwrap_or(4 << 20).to_string();
+            let args = vec![
+                pairs.to_string(),
+                pairs.to_string(),
+                o.min.unwrap_or(1).to_string(),
+                max,
+                volume,
+                "2".into(),
+                o.window.to_string(),
+            ];
+            let what = format!(
+                "message rate, {pairs} pair(s), windows of {} (osu_mbw_mr)",
+                o.window
+            );
+            Plan {
+                column: 2,
+                convert: |per_s| per_s / 1e6,
+                ..Plan::new(programs::STREAMS, args, 2 * pairs, "M msgs/s", false, what)
+            }
+        }
+        Test::Osu => osu_plan(o)?,
         Test::Bibw => {
             let what = "bidirectional bandwidth, 2 ranks (osu_bibw)".into();
             Plan {
@@ -312,7 +380,109 @@ fn plan(o: &Options) -> Plan {
             let what = format!("MPI_Allreduce of doubles, {} ranks (osu_allreduce)", o.ranks);
             Plan::new(programs::ALLREDUCE, args, o.ranks, "µs", true, what)
         }
+    })
+}
+
+/// Whether `name` is an OSU benchmark of a collective with a size: `Some(true)` for a
+/// non-blocking one (`osu_ibcast`), `Some(false)` for a blocking one.
+fn osu_collective(name: &str) -> Option<bool> {
+    const SIZED: [&str; 13] = [
+        "allgather",
+        "allgatherv",
+        "allreduce",
+        "alltoall",
+        "alltoallv",
+        "alltoallw",
+        "bcast",
+        "gather",
+        "gatherv",
+        "reduce",
+        "reduce_scatter",
+        "scatter",
+        "scatterv",
+    ];
+    let op = name.strip_prefix("osu_")?;
+    if SIZED.contains(&op) && op != "alltoallw" {
+        return Some(false);
     }
+    op.strip_prefix('i').filter(|o| SIZED.contains(o)).map(|_| true)
+}
+
+/// How a benchmark of the OSU suite runs and which of its columns is the figure.
+fn osu_plan(o: &Options) -> Result<Plan, String> {
+    let name = o.osu.clone().unwrap_or_default();
+    let mut args = Vec::new();
+    if let Some(i) = o.iters {
+        args.extend(["-i".to_string(), i.to_string()]);
+    }
+    let plan = |ranks, column, unit, lower_is_better, what: String, args: Vec<String>| Plan {
+        exe: Exe::Built {
+            dir: o.osu_dir.clone(),
+            name: name.clone(),
+        },
+        args,
+        ranks,
+        column,
+        cpu_column: None,
+        convert: |v| v,
+        unit,
+        lower_is_better,
+        what: format!("{what} ({name}, OSU's own build)"),
+    };
+    Ok(match name.as_str() {
+        "osu_latency" => plan(2, 0, "µs", true, "one-way latency, 2 ranks".into(), args),
+        "osu_multi_lat" => plan(
+            o.ranks,
+            0,
+            "µs",
+            true,
+            format!("latency, {} pairs", o.ranks / 2),
+            args,
+        ),
+        "osu_bw" => plan(2, 0, "MB/s", false, "bandwidth, windows of 64".into(), args),
+        "osu_bibw" => plan(2, 0, "MB/s", false, "bidirectional bandwidth".into(), args),
+        "osu_mbw_mr" => Plan {
+            convert: |per_s| per_s / 1e6,
+            ..plan(
+                o.ranks,
+                1,
+                "M msgs/s",
+                false,
+                format!("message rate, {} pairs", o.ranks / 2),
+                args,
+            )
+        },
+        n if osu_collective(n).is_some() => {
+            args.extend(["-m".to_string(), o.max.to_string()]);
+            if osu_collective(n) == Some(true) {
+                // Non-blocking: its pure communication time (OSU's columns: overall,
+                // compute, pure communication, overlap).
+                plan(
+                    o.ranks,
+                    2,
+                    "µs",
+                    true,
+                    format!("pure communication time, {} ranks", o.ranks),
+                    args,
+                )
+            } else {
+                plan(
+                    o.ranks,
+                    0,
+                    "µs",
+                    true,
+                    format!("average latency, {} ranks", o.ranks),
+                    args,
+                )
+            }
+        }
+        _ => {
+            return Err(format!(
+                "`{name}`: pontoon bench osu runs osu_latency, osu_bw, osu_bibw, osu_mbw_mr, osu_multi_lat \
+                 or a collective's benchmark (osu_allreduce, osu_ibcast, …)"
+            ))
+        }
+    })
 }
 
 /// A progress bar on stderr when it is a terminal (silent otherwise), counting runs.
@@ -329,7 +499,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report, String> {
     if o.test == Test::Experiment {
         return Err("an experiment is many tests: experiment::run".into());
     }
-    let plan = plan(o);
+    let plan = plan(o)?;
     let place = match &o.testbed {
         Some(name) => programs::Place::testbed(name, &o.hosts, o.sites)?,
         None => programs::Place::Local,
@@ -343,7 +513,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report, String> {
     let mut systems: Vec<SystemReport> = Vec::new();
     let mut exes = BTreeMap::new();
     for s in wanted {
-        let built = s.available().and_then(|()| programs::build(plan.program, s));
+        let built = s.available().and_then(|()| plan.exe.for_system(s));
         match built {
             Ok(exe) => {
                 exes.insert(s, exe);
@@ -462,4 +632,65 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report, String> {
         anchor,
         rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: Options,
+    }
+
+    fn options(args: &[&str]) -> Options {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+            .unwrap()
+            .options
+    }
+
+    /// The figure of each OSU benchmark is the column its output names (OSU 5.3's, as
+    /// printed).
+    #[test]
+    fn each_osu_benchmark_gives_the_column_it_reports() {
+        let mbw_mr = "# OSU MPI Multiple Bandwidth / Message Rate Test v5.3\n\
+                      # [ pairs: 1 ] [ window size: 64 ]\n\
+                      # Size                  MB/s        Messages/s\n\
+                      1                       2.61        2609295.86\n";
+        let ibcast = "# OSU MPI Non-Blocking Broadcast Latency Test v5.3\n\
+                      # Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n\
+                      64                      2.28              1.26              0.85              0.00\n";
+        let latency =
+            "# OSU MPI Latency Test v5.3\n# Size          Latency (us)\n8                       0.20\n";
+        for (name, ranks, out, bytes, figure, unit) in [
+            ("osu_mbw_mr", "4", mbw_mr, 1, 2.60929586, "M msgs/s"),
+            ("osu_ibcast", "4", ibcast, 64, 0.85, "µs"),
+            ("osu_latency", "4", latency, 8, 0.20, "µs"),
+        ] {
+            let p = plan(&options(&["osu", "--osu", name, "-n", ranks])).unwrap();
+            let rows = programs::parse(out).rows;
+            assert_eq!(rows[0].0, bytes, "{name}");
+            let got = (p.convert)(rows[0].1[p.column]);
+            assert!((got - figure).abs() < 1e-6, "{name}: {got} against {figure}");
+            assert_eq!(p.unit, unit);
+            let pt2pt = name == "osu_latency";
+            assert_eq!(p.ranks, if pt2pt { 2 } else { 4 }, "{name}");
+        }
+        let why = plan(&options(&["osu", "--osu", "osu_put_latency"]))
+            .err()
+            .unwrap();
+        assert!(why.contains("osu_latency, osu_bw"), "{why}");
+    }
+
+    /// msg-rate runs pairs and reads streams.c's fourth column, in millions.
+    #[test]
+    fn the_message_rate_runs_pairs_of_streams() {
+        let p = plan(&options(&["msg-rate", "--pattern", "2:2"])).unwrap();
+        assert_eq!((p.ranks, p.column), (4, 2));
+        assert_eq!(&p.args[..3], ["2", "2", "1"], "2 senders, 2 receivers, from 1 B");
+        assert_eq!((p.convert)(2.5e6), 2.5);
+        assert!(plan(&options(&["msg-rate", "--pattern", "2:1"])).is_err());
+    }
 }
