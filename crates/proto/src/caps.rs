@@ -109,17 +109,20 @@ pub const RAW_SMALL_MAX: u32 = 1024;
 /// (the lane's [`Caps::single_copy`]; `PONTOON_SINGLE_COPY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SingleCopy {
-    /// Only a message that would otherwise wait behind a backed-up lane while the
-    /// peer sends too ([`reads_in_one_copy`]); the others go through the lane (`auto`).
+    /// Every rendezvous message, and an eager-sized one that would otherwise wait behind
+    /// a backed-up lane while the peer sends too ([`reads_in_one_copy`]); other eager
+    /// messages go through the lane (`auto`).
     #[default]
-    Backlogged,
-    /// Every rendezvous message too (`on`).
+    Auto,
+    /// Also every eager-sized message of [`ONE_COPY_FROM`] or more (`on`): its sender
+    /// waits for the receiver's read, as above the eager limit, so two ranks that both
+    /// send such a message before either receives wait for each other.
     Always,
 }
 
-/// Smallest message read in one copy because its lane is backed up: below, the system
-/// call (about 5 µs for 64 KiB here, `transport::shm::cma`) costs more than staging the
-/// bytes through the lane.
+/// Smallest message read in one copy: below, the system call costs more than staging the
+/// bytes through the lane (`transport::shm::cma`; an alltoall of 8 KiB blocks on 4 ranks,
+/// some of them rendezvous for want of credit, took 1.18× as long in one copy).
 pub const ONE_COPY_FROM: u64 = 16 << 10;
 
 /// How busy a lane of eager messages is when a message is posted, as the runtime reads
@@ -137,17 +140,19 @@ pub struct Traffic {
 /// `caps` and `traffic` (`eager`: the message would otherwise go eagerly; `reading`: a
 /// message offered in one copy to the same peer is still being read).
 ///
-/// Through the ring each byte is copied twice, once by each side: one direction at a
-/// time, the two copies run at once on two cores, and a stream of 64 KiB broadcasts
-/// took 5.3 µs each against 7.1 read in one copy by the receiver alone. When both ranks
-/// send to each other, each core makes both copies of every pair, and the bytes cross
-/// between the cores twice; read in one copy they cross once (not at all where the
-/// receiver read that memory before and it was not written since: a benchmark's send
-/// buffer), and a 64 KiB bibw went at 23 GB/s against 19 through the ring (2.7 where
-/// this VM's vCPUs sat on different physical cores; Open MPI 17). So a message goes in
-/// one copy when it would wait behind a ring that already holds as much while the peer
-/// sends too, and those behind it follow while it is read (a window of sends goes one
-/// way, not half through the ring).
+/// A rendezvous message of [`ONE_COPY_FROM`] or more always: pulled in fragments through the ring, every byte is
+/// copied twice and crosses between the cores with each fragment's request, and the OSU
+/// benchmarks (their buffers reused, as applications reuse theirs) measured the ring at
+/// 0.6× MPICH's osu_bw and 0.36× its osu_bibw from 128 KiB on, and 2.6× its
+/// osu_latency; read in one copy, 1.0–1.05× (`docs/perf.md`).
+///
+/// An eager-sized message goes through the ring, so that its sender is done at once
+/// (two ranks that send each other one before receiving do not wait for each other),
+/// unless it would wait behind a ring that already holds as much while the peer sends
+/// too: both directions' copies then run on both cores, and a 64 KiB bibw went at 23
+/// GB/s in one copy against 19 through the ring; those behind it follow while it is read
+/// (a window of sends goes one way, not half through the ring). With
+/// [`SingleCopy::Always`], every one of [`ONE_COPY_FROM`] or more.
 pub fn reads_in_one_copy(
     caps: &Caps,
     policy: SingleCopy,
@@ -156,12 +161,11 @@ pub fn reads_in_one_copy(
     traffic: Traffic,
     reading: bool,
 ) -> bool {
-    if !caps.single_copy || len == 0 {
+    if !caps.single_copy || len < ONE_COPY_FROM {
         return false;
     }
     let both_ways = traffic.backlog >= len && traffic.peer_sending;
-    let behind = eager && len >= ONE_COPY_FROM && (both_ways || reading);
-    behind || (policy == SingleCopy::Always && !eager)
+    !eager || policy == SingleCopy::Always || both_ways || reading
 }
 
 /// Which lanes of one peer carry what, decided by [`plan`].

@@ -545,7 +545,14 @@ enum Op {
 }
 
 fn arb_op(ranks: u32) -> impl Strategy<Value = Op> {
-    let len = prop_oneof![Just(0usize), 1usize..64, 60usize..70, 64usize..3000];
+    // The last: messages large enough to be read in one copy (proto::caps::ONE_COPY_FROM).
+    let len = prop_oneof![
+        Just(0usize),
+        1usize..64,
+        60usize..70,
+        64usize..3000,
+        16_384usize..16_500
+    ];
     prop_oneof![
         (
             0..ranks,
@@ -565,7 +572,7 @@ fn arb_op(ranks: u32) -> impl Strategy<Value = Op> {
             0..ranks,
             0..ranks,
             prop::option::weighted(0.7, 0..3i32),
-            prop_oneof![Just(3000usize), 0usize..100]
+            prop_oneof![Just(3000usize), Just(16_500), 0usize..100]
         )
             .prop_map(|(rank, src, tag, cap)| Op::Recv { rank, src, tag, cap }),
         (0usize..20).prop_map(|events| Op::Run { events }),
@@ -673,7 +680,14 @@ fn connect_every_pair(sim: &mut Sim) {
 /// A program of messages each received once, by a receive posted before or after its
 /// send, with the right tag or a wildcard, into a buffer that may be too small.
 fn arb_matched_program(ranks: u32) -> impl Strategy<Value = Vec<Op>> {
-    let len = prop_oneof![Just(0usize), 1usize..64, 60usize..70, 64usize..3000];
+    // The last: messages large enough to be read in one copy (proto::caps::ONE_COPY_FROM).
+    let len = prop_oneof![
+        Just(0usize),
+        1usize..64,
+        60usize..70,
+        64usize..3000,
+        16_384usize..16_500
+    ];
     let message = (
         0..ranks,
         0..ranks,
@@ -730,13 +744,13 @@ proptest! {
         let lane_rate = if rated { vec![50, 400, 3] } else { Vec::new() };
         // A tight cap sends most messages as rendezvous once a few eager ones are out.
         let unexpected_cap = if capped { 600 } else { 1 << 40 };
-        // Node-local lanes whose rendezvous messages are read in one copy (1, 2), or
-        // only those behind a backed-up lane (3, 4); in 2 and 4 every read fails and
-        // falls back to fragments.
+        // Node-local lanes whose messages of 16 KiB and more are read in one copy: every
+        // one (`on`: 1, 2), or the rendezvous ones and those behind a backed-up lane
+        // (`auto`: 3, 4); in 2 and 4 every read fails and falls back to fragments.
         let (lane_node_local, single_copy, pull_fails) = match one_copy {
             0 => (Vec::new(), None, false),
             n => {
-                let policy = if n <= 2 { SingleCopy::Always } else { SingleCopy::Backlogged };
+                let policy = if n <= 2 { SingleCopy::Always } else { SingleCopy::Auto };
                 (vec![true; lanes], Some(policy), n % 2 == 0)
             }
         };
@@ -760,14 +774,19 @@ proptest! {
 }
 
 /// Between ranks that can read each other's memory, a rendezvous message is read by its
-/// receiver in one copy: an ORIGIN and the RTS, then a FIN, and no fragment; matched
-/// before or after it arrives, truncated or not. A read that fails asks for fragments.
+/// receiver in one copy, by default as with `on`: an ORIGIN and the RTS, then a FIN,
+/// and no fragment; matched before or after it arrives, truncated or not. A read that
+/// fails asks for fragments.
 #[test]
 fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_sender() {
-    for pull_fails in [false, true] {
+    for (pull_fails, policy) in [
+        (false, SingleCopy::Auto),
+        (false, SingleCopy::Always),
+        (true, SingleCopy::Auto),
+    ] {
         let cfg = SimConfig {
             lane_node_local: vec![true],
-            single_copy: Some(SingleCopy::Always),
+            single_copy: Some(policy),
             pull_fails,
             mtu: 1000,
             eager_limit: 512,
@@ -821,7 +840,7 @@ fn a_rendezvous_message_is_read_in_one_copy_where_the_receiver_can_read_the_send
 #[test]
 fn an_eager_message_behind_a_lane_busy_both_ways_is_read_in_one_copy() {
     const LEN: usize = 32 << 10;
-    for single_copy in [Some(SingleCopy::Backlogged), Some(SingleCopy::Always), None] {
+    for single_copy in [Some(SingleCopy::Auto), None] {
         let cfg = SimConfig {
             lane_node_local: vec![true],
             single_copy,
@@ -882,6 +901,35 @@ fn an_eager_message_behind_a_lane_busy_both_ways_is_read_in_one_copy() {
             sim.pulls, expected,
             "{single_copy:?}: rank 0's three behind its first"
         );
+    }
+}
+
+/// With `on`, an eager-sized message of 16 KiB or more is read in one copy even one at a
+/// time on an idle lane (its sender done when the receiver read it); a smaller one goes
+/// through the lane, and by default (`auto`) so does the larger one.
+#[test]
+fn with_single_copy_on_an_eager_message_from_16_kib_is_read_in_one_copy() {
+    for (policy, pulls) in [(SingleCopy::Always, 1), (SingleCopy::Auto, 0)] {
+        let cfg = SimConfig {
+            lane_node_local: vec![true],
+            single_copy: Some(policy),
+            eager_limit: 64 << 10,
+            mtu: 8192,
+            ..Default::default()
+        };
+        let mut sim = Sim::new(cfg);
+        sim.isend(0, 1, 0, 0, vec![1], false);
+        sim.irecv(1, 0, 0, 0, 1);
+        sim.run();
+        let (large, small) = (bytes(4, 16 << 10), bytes(5, (16 << 10) - 1));
+        let r_large = sim.irecv(1, 0, 0, 1, large.len());
+        let r_small = sim.irecv(1, 0, 0, 2, small.len());
+        sim.isend(0, 1, 0, 1, large.clone(), false);
+        sim.isend(0, 1, 0, 2, small.clone(), false);
+        sim.run();
+        assert_eq!(sim.recv_buf(1, r_large), &large[..]);
+        assert_eq!(sim.recv_buf(1, r_small), &small[..]);
+        assert_eq!(sim.pulls, pulls, "{policy:?}");
     }
 }
 

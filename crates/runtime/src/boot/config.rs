@@ -121,12 +121,13 @@ pub const PARAMS: &[Param] = &[
         meaning: "between two ranks of one node where a read at start-up showed it works (Yama \
                   ptrace_scope 0 or CAP_SYS_PTRACE, no seccomp filter forbidding it, one pid namespace), \
                   which messages the receiver reads straight out of the sender's memory \
-                  (process_vm_readv, one copy) instead of through the shared-memory ring (two copies, \
-                  made at once by sender and receiver): `auto`, a message of 16 KiB or more that would \
-                  wait behind a ring already holding as much (a window of sends: a 64 KiB bibw kept \
-                  its speed where the ring's copies fell to 2.7 GB/s), the others through the ring, \
-                  which moved one 64 KiB or 4 MiB message at a time about twice as fast (docs/perf.md); \
-                  `on`: every rendezvous message too (the sender's CPU is free); `off`: never",
+                  (process_vm_readv, one copy) instead of through the shared-memory ring (two copies): \
+                  `auto`, every rendezvous message (above PONTOON_EAGER_LIMIT; 1.6-2.8x the ring's \
+                  osu_bw, osu_bibw and osu_latency from 128 KiB) and an eager one of 16 KiB or more that \
+                  would wait behind a ring already holding as much while the peer sends too; `on`: also \
+                  every eager one of 16 KiB or more (half osu_latency's time at 16-64 KiB, but the sender \
+                  then waits for its receiver: two ranks that send each other such a message before \
+                  receiving wait for each other, as with MPICH above its eager limit); `off`: never",
     },
     Param {
         name: "PONTOON_SPIN_US",
@@ -454,8 +455,8 @@ impl Config {
                 env,
                 "PONTOON_SINGLE_COPY",
                 &[
-                    ("auto", Some(SingleCopy::Backlogged)),
-                    ("", Some(SingleCopy::Backlogged)),
+                    ("auto", Some(SingleCopy::Auto)),
+                    ("", Some(SingleCopy::Auto)),
                     ("on", Some(SingleCopy::Always)),
                     ("off", None),
                 ],
@@ -623,9 +624,9 @@ mod tests {
             })
             .map(|c| c.single_copy)
         };
-        use proto::SingleCopy::{Always, Backlogged};
-        assert_eq!(c(None).unwrap(), Some(Backlogged));
-        assert_eq!(c(Some("auto")).unwrap(), Some(Backlogged));
+        use proto::SingleCopy::{Always, Auto};
+        assert_eq!(c(None).unwrap(), Some(Auto));
+        assert_eq!(c(Some("auto")).unwrap(), Some(Auto));
         assert_eq!(c(Some("on")).unwrap(), Some(Always));
         assert_eq!(c(Some("off")).unwrap(), None);
         assert!(c(Some("yes"))
