@@ -19,6 +19,10 @@ use crate::copy::copy_to;
 use crate::stream::Pipe;
 use crate::LinkError;
 
+/// Bytes of a large write that the consumer may take before the rest is written: one
+/// 64 KiB message copied in and out at once, not one copy after the other.
+const PUBLISH_EVERY: usize = 8 << 10;
+
 /// Offsets of one direction: its boxes (after their control line, which holds the
 /// ring's tail), the ring's head (the consumer's) and the ring's data.
 #[derive(Clone, Copy)]
@@ -259,12 +263,24 @@ impl ShmPipe {
         }
         let free = cap - used;
         let mut written = 0u64;
-        for s in iov {
-            let n = (s.len() as u64).min(free - written);
-            self.put(self.tx.at.data, self.tx.pos + written, &s[..n as usize]);
-            written += n;
+        'slices: for s in iov {
+            let mut s = &s[..(s.len() as u64).min(free - written) as usize];
+            while !s.is_empty() {
+                // A large write is published piece by piece: the consumer copies each
+                // piece out while this end copies the next in.
+                let n = s.len().min(PUBLISH_EVERY);
+                self.put(self.tx.at.data, self.tx.pos + written, &s[..n]);
+                written += n as u64;
+                s = &s[n..];
+                if !s.is_empty() {
+                    self.tx
+                        .lines
+                        .tail()
+                        .store(self.tx.pos + written, Ordering::Release);
+                }
+            }
             if written == free {
-                break;
+                break 'slices;
             }
         }
         if written > 0 {
