@@ -322,16 +322,7 @@ fn plan(o: &Options) -> Result<Plan, String> {
         Test::Bw => {
             let (s, r) = o.pattern;
             // Each sender moves at least 8 MiB per size, more for the larger messages.
-            let volume = o.volume.unwrap_or((8u64 << 20).max(o.max * 16)).to_string();
-            let args = vec![
-                s.to_string(),
-                r.to_string(),
-                o.min.unwrap_or(1024).to_string(),
-                max,
-                volume,
-                "2".into(),
-                o.window.to_string(),
-            ];
+            let args = streams_args(o, 1024, (8u64 << 20).max(o.max * 16));
             let window = match o.window {
                 64 => "osu_bw's window".to_string(),
                 w => format!("windows of {w} messages"),
@@ -347,16 +338,7 @@ fn plan(o: &Options) -> Result<Plan, String> {
             if o.pattern.1 != pairs {
                 return Err(format!("msg-rate runs pairs: --pattern {pairs}:{pairs}"));
             }
-            let volume = o.volume.unwrap_or(4 << 20).to_string();
-            let args = vec![
-                pairs.to_string(),
-                pairs.to_string(),
-                o.min.unwrap_or(1).to_string(),
-                max,
-                volume,
-                "2".into(),
-                o.window.to_string(),
-            ];
+            let args = streams_args(o, 1, 4 << 20);
             let what = format!(
                 "message rate, {pairs} pair(s), windows of {} (osu_mbw_mr)",
                 o.window
@@ -381,6 +363,23 @@ fn plan(o: &Options) -> Result<Plan, String> {
             Plan::new(programs::ALLREDUCE, args, o.ranks, "µs", true, what)
         }
     })
+}
+
+/// The arguments of `bench/c/streams.c` for `--pattern`, `--window`, `--max` and, unless
+/// given, the smallest size and each sender's volume per size.
+fn streams_args(o: &Options, min: u64, volume: u64) -> Vec<String> {
+    let (senders, receivers) = o.pattern;
+    [
+        senders.into(),
+        receivers.into(),
+        o.min.unwrap_or(min),
+        o.max,
+        o.volume.unwrap_or(volume),
+        2,
+        o.window.into(),
+    ]
+    .map(|v: u64| v.to_string())
+    .to_vec()
 }
 
 /// Whether `name` is an OSU benchmark of a collective with a size: `Some(true)` for a

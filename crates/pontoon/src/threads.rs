@@ -61,6 +61,12 @@ impl Threads {
         self.gate.get()
     }
 
+    /// The engine's `activity` as the lock's holder leaves it: the sleepers look again
+    /// if it moved.
+    fn announce(&self, activity: u64) {
+        self.sleepers.announce(activity, || self.ring());
+    }
+
     /// Rings the thread that watches the lanes.
     fn ring(&self) {
         if let Some(w) = self.waker.borrow().as_ref() {
@@ -87,8 +93,7 @@ impl Universe {
     /// the sleepers look again.
     pub fn leaving(&self) {
         if let Some(rt) = self.engine_ref() {
-            let threads = &self.threads;
-            threads.sleepers.announce(rt.activity(), || threads.ring());
+            self.threads.announce(rt.activity());
         }
     }
 
@@ -146,7 +151,7 @@ impl Universe {
             let mut rt = self.engine()?;
             let pass = rt.wait_pass(&mut idle, &mut done);
             let threads = &self.threads;
-            threads.sleepers.announce(rt.activity(), || threads.ring());
+            threads.announce(rt.activity());
             match pass {
                 Pass::Done(v) => return Ok(v),
                 Pass::Again => {
