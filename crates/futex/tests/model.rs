@@ -140,6 +140,16 @@ impl Rank {
         self.lock.unlock();
     }
 
+    /// `n` threads of `rank`, each waiting for the request.
+    fn waiting(rank: &Arc<Rank>, n: usize) -> Vec<thread::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                let rank = rank.clone();
+                thread::spawn(move || rank.wait_for_the_request())
+            })
+            .collect()
+    }
+
     /// Another thread's call that finishes the request, then leaves the library.
     fn finish_the_request(&self) {
         self.lock.lock();
@@ -154,12 +164,9 @@ impl Rank {
 fn a_thread_asleep_on_the_lanes_wakes_when_another_finishes_its_request() {
     check(|| {
         let rank = Rank::new();
-        let waiter = {
-            let rank = rank.clone();
-            thread::spawn(move || rank.wait_for_the_request())
-        };
+        let waiters = Rank::waiting(&rank, 1);
         rank.finish_the_request();
-        waiter.join().unwrap();
+        waiters.into_iter().for_each(|w| w.join().unwrap());
     });
 }
 
@@ -167,16 +174,9 @@ fn a_thread_asleep_on_the_lanes_wakes_when_another_finishes_its_request() {
 fn the_watcher_and_a_thread_in_the_room_both_wake() {
     check(|| {
         let rank = Rank::new();
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let rank = rank.clone();
-                thread::spawn(move || rank.wait_for_the_request())
-            })
-            .collect();
+        let waiters = Rank::waiting(&rank, 2);
         rank.finish_the_request();
-        for w in waiters {
-            w.join().unwrap();
-        }
+        waiters.into_iter().for_each(|w| w.join().unwrap());
     });
 }
 
@@ -184,15 +184,12 @@ fn the_watcher_and_a_thread_in_the_room_both_wake() {
 fn an_announcement_with_nothing_new_wakes_nobody_and_loses_nothing() {
     check(|| {
         let rank = Rank::new();
-        let waiter = {
-            let rank = rank.clone();
-            thread::spawn(move || rank.wait_for_the_request())
-        };
+        let waiters = Rank::waiting(&rank, 1);
         // A call that moved nothing: the same activity as announced before.
         rank.lock.lock();
         rank.sleepers.announce(0, || rank.ring());
         rank.lock.unlock();
         rank.finish_the_request();
-        waiter.join().unwrap();
+        waiters.into_iter().for_each(|w| w.join().unwrap());
     });
 }

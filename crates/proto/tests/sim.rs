@@ -918,9 +918,7 @@ fn with_single_copy_on_an_eager_message_from_16_kib_is_read_in_one_copy() {
             ..Default::default()
         };
         let mut sim = Sim::new(cfg);
-        sim.isend(0, 1, 0, 0, vec![1], false);
-        sim.irecv(1, 0, 0, 0, 1);
-        sim.run();
+        connect_every_pair(&mut sim);
         let (large, small) = (bytes(4, 16 << 10), bytes(5, (16 << 10) - 1));
         let r_large = sim.irecv(1, 0, 0, 1, large.len());
         let r_small = sim.irecv(1, 0, 0, 2, small.len());
